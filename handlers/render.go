@@ -1,0 +1,91 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// fail is the one way handlers report an error: a problem as it is, a domain
+// error mapped to its problem, anything else logged and answered with 500.
+func (s *Server) fail(c *gin.Context, err error) {
+	var p *problem.Problem
+	var e *models.Error
+	switch {
+	case errors.As(err, &p):
+	case errors.As(err, &e):
+		p = problemOf(e)
+	default:
+		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
+		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
+	}
+	problem.Write(c, p)
+}
+
+func problemOf(e *models.Error) *problem.Problem {
+	switch e {
+	case models.ErrOrderPaid:
+		return problem.OrderPaid.With(e.Message)
+	case models.ErrEmailTaken:
+		return problem.EmailTaken.With(e.Message)
+	case models.ErrBadCredentials:
+		return problem.BadCredentials.With(e.Message)
+	case models.ErrPaymentInProgress:
+		p := problem.PaymentInProgress.With(e.Message)
+		p.RetryAfter = 1
+		return p
+	}
+	switch e.Code {
+	case models.EINVALID:
+		p := problem.Validation.With(e.Message)
+		p.Errors = e.Fields
+		return p
+	case models.ENOTFOUND:
+		return problem.NotFound.With(e.Message)
+	case models.EUNAUTHORIZED:
+		return problem.Unauthorized.With(e.Message)
+	}
+	return problem.Conflict.With(e.Message)
+}
+
+func (s *Server) recovered(c *gin.Context, err any) {
+	s.deps.Logger.Error("panic", "err", err, "route", c.FullPath())
+	problem.Write(c, problem.Internal.With("The request could not be processed."))
+}
+
+// decodeJSON reads a JSON request body into dst: application/json only, at
+// most 1 MiB, one value, no unknown fields.
+func decodeJSON(c *gin.Context, dst any) error {
+	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
+		return problem.UnsupportedMediaType.With(fmt.Sprintf("Send the body as application/json, not %q.", c.GetHeader("Content-Type")))
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return nil
+	}
+	var tooLarge *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return problem.TooLarge.With(err.Error())
+	case errors.As(err, &typeErr):
+		return models.Invalid(models.FieldError{Field: typeErr.Field, Message: "must be a " + typeErr.Type.String()})
+	case errors.Is(err, io.EOF):
+		return problem.MalformedRequest.With("The body is empty.")
+	}
+	return problem.MalformedRequest.With("The body is not valid JSON for this endpoint: " + err.Error())
+}

@@ -1,0 +1,46 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+type credentials struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+func (s *Server) createUser(c *gin.Context) {
+	var in credentials
+	if err := decodeJSON(c, &in); err != nil {
+		s.fail(c, err)
+		return
+	}
+	user, err := s.accounts.SignUp(c.Request.Context(), in.Email, in.Password)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"id": user.ID, "email": user.Email})
+}
+
+func (s *Server) createToken(c *gin.Context) {
+	var in credentials
+	if err := decodeJSON(c, &in); err != nil {
+		s.fail(c, err)
+		return
+	}
+	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	token, err := s.accounts.IssueToken(c.Request.Context(), user)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer"})
+}

@@ -1,0 +1,87 @@
+package middleware
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"mime"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gowebpki/jcs"
+)
+
+// FormKeyField is the form field that carries the idempotency key of an
+// HTML form post.
+const FormKeyField = "idempotency_key"
+
+var (
+	errBodyJSON = errors.New("the request body is not valid JSON")
+	errBodyForm = errors.New("the request body is not a valid form")
+)
+
+// Request is what the fingerprint covers.
+type Request struct {
+	Method      string
+	Route       string // the route template, e.g. /api/v1/orders/:id/payments
+	Params      gin.Params
+	Query       url.Values
+	ContentType string
+	Body        []byte
+}
+
+// Fingerprint hashes everything that makes two requests the same operation.
+// Bodies are canonicalised first: JSON by RFC 8785, so key order and
+// whitespace do not count; forms as sorted fields without the key field;
+// anything else byte for byte. Invalid JSON or form bodies are an error: a
+// request whose meaning cannot be pinned down cannot be claimed.
+func Fingerprint(r Request) (string, error) {
+	body, err := canonicalBody(r.ContentType, r.Body)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	field(h, r.Method)
+	field(h, r.Route)
+	params := make([]string, 0, 2*len(r.Params))
+	for _, p := range r.Params {
+		params = append(params, p.Key+"="+p.Value)
+	}
+	sort.Strings(params)
+	field(h, strings.Join(params, "&"))
+	field(h, r.Query.Encode())
+	field(h, string(body))
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// field writes s length-prefixed, so that no two different lists of fields
+// hash the same bytes.
+func field(h hash.Hash, s string) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+	h.Write([]byte(s))
+}
+
+func canonicalBody(contentType string, body []byte) ([]byte, error) {
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json"):
+		canonical, err := jcs.Transform(body)
+		if err != nil {
+			return nil, errBodyJSON
+		}
+		return canonical, nil
+	case mediaType == "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, errBodyForm
+		}
+		form.Del(FormKeyField)
+		return []byte(form.Encode()), nil
+	}
+	return body, nil
+}

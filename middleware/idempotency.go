@@ -1,0 +1,380 @@
+// Package middleware holds the idempotency middleware: one Gin handler that
+// makes a retried, double-clicked or redelivered write happen once and
+// answers every repeat with the original response. It knows nothing about
+// orders or payments; handlers write through the transaction it hands them.
+package middleware
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/problem"
+)
+
+// MaxBodyBytes bounds the body of an idempotent request.
+const MaxBodyBytes = 1 << 20
+
+// ReplayedHeader marks an answer that was replayed, not produced anew.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Config configures the middleware.
+type Config struct {
+	DB *gorm.DB
+	// TTL is how long a key is remembered after its operation started.
+	TTL time.Duration
+	// Lease is how long an attempt owns a key before a retry may take over,
+	// bounded below by the slowest legitimate request.
+	Lease time.Duration
+	// Wait is how long a duplicate waits for the original before a 409.
+	Wait time.Duration
+	// Now is the clock of leases and expiry; time.Now when nil.
+	Now func() time.Time
+	// Scope names the authenticated principal; keys of different scopes
+	// never meet. It must not come from anything the client chooses freely.
+	Scope func(*gin.Context) string
+	// Render sends a problem; problem.Write when nil.
+	Render func(*gin.Context, *problem.Problem)
+	Logger *slog.Logger
+}
+
+// Idempotency is the middleware.
+type Idempotency struct {
+	cfg   Config
+	store store
+}
+
+// New builds the middleware.
+func New(cfg Config) *Idempotency {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Render == nil {
+		cfg.Render = problem.Write
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}}
+}
+
+// Require is the handler to put in front of each route that must be
+// idempotent, after authentication.
+func (m *Idempotency) Require() gin.HandlerFunc { return m.handle }
+
+const operationKey = "idempotency.operation"
+
+// operation is the claimed key as the handler sees it.
+type operation struct {
+	scope, key, owner, id string
+	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
+	tx                    *gorm.DB
+	final                 bool
+}
+
+func (m *Idempotency) handle(c *gin.Context) {
+	scope := m.cfg.Scope(c)
+	if scope == "" {
+		m.cfg.Render(c, problem.Unauthorized.With("Sign in first: idempotency keys belong to a user."))
+		return
+	}
+	headerKey, err := ParseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
+	if err != nil && !errors.Is(err, errKeyMissing) {
+		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		return
+	}
+	body, err := readBody(c)
+	if err != nil {
+		m.cfg.Render(c, problem.TooLarge.With(err.Error()))
+		return
+	}
+	contentType := c.ContentType()
+	key, err := resolveKey(headerKey, contentType, body)
+	switch {
+	case errors.Is(err, errKeyMissing):
+		m.cfg.Render(c, problem.KeyMissing.With(err.Error()))
+		return
+	case err != nil:
+		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		return
+	}
+	fingerprint, err := Fingerprint(Request{
+		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
+		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
+	})
+	if err != nil {
+		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
+		return
+	}
+	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint})
+}
+
+// readBody reads the whole body, at most MaxBodyBytes, and puts it back for
+// the handler.
+func readBody(c *gin.Context) ([]byte, error) {
+	tooLarge := fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
+	if c.Request.ContentLength > MaxBodyBytes {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("the body could not be read: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, tooLarge
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// resolveKey takes the key from the header or, for a form post, from the
+// hidden form field; both present must agree.
+func resolveKey(headerKey, contentType string, body []byte) (string, error) {
+	if mediaType, _, _ := mime.ParseMediaType(contentType); mediaType == "application/x-www-form-urlencoded" {
+		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
+			fieldKey, err := checkKey(form.Get(FormKeyField))
+			if err != nil {
+				return "", err
+			}
+			if headerKey != "" && headerKey != fieldKey {
+				return "", errKeyTwice
+			}
+			return fieldKey, nil
+		}
+	}
+	if headerKey == "" {
+		return "", errKeyMissing
+	}
+	return headerKey, nil
+}
+
+// execute finds out what the key says and acts on it: run the operation if
+// this request claims it, replay the answer if it is done, wait if it is
+// running, refuse if the key names another request.
+func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
+	ctx := c.Request.Context()
+	waitUntil := time.Now().Add(m.cfg.Wait)
+	delay := 5 * time.Millisecond
+	for waited := false; ; waited = true {
+		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
+		if err != nil {
+			m.internal(c, "find key", err)
+			return
+		}
+		now := m.cfg.Now().UTC().Truncate(time.Microsecond)
+		switch {
+		case !ok || found.claimable(now):
+			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
+			want.State, want.CreatedAt = StateInProgress, now
+			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
+			claimed, err := m.store.claim(ctx, want)
+			if err != nil {
+				m.internal(c, "claim key", err)
+				return
+			}
+			if claimed {
+				m.run(c, want)
+				return
+			}
+		case found.Fingerprint != want.Fingerprint:
+			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
+			return
+		case found.State == StateCompleted:
+			m.replay(c, found, waited)
+			return
+		case !found.LockedUntil.After(now):
+			owner := uuid.NewString()
+			took, err := m.store.takeover(ctx, found, found.OwnerToken, owner, now, now.Add(m.cfg.Lease))
+			if err != nil {
+				m.internal(c, "take over key", err)
+				return
+			}
+			if took {
+				found.OwnerToken = owner
+				m.run(c, found)
+				return
+			}
+		}
+		if !time.Now().Before(waitUntil) {
+			p := problem.KeyInProgress.With("The original request is still running; retry with the same key to get its answer.")
+			p.RetryAfter = 1
+			m.cfg.Render(c, p)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.Abort() // the client left; nobody is waiting for an answer
+			return
+		case <-time.After(min(delay, time.Until(waitUntil))):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// claimable: the key expired and nobody holds it, so it may name a new
+// operation. It mirrors the condition of store.claim.
+func (k IdempotencyKey) claimable(now time.Time) bool {
+	return !k.ExpiresAt.After(now) && (k.State == StateCompleted || !k.LockedUntil.After(now))
+}
+
+// run executes the handler as the owner of the key, then records the outcome.
+func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
+	// From here the operation runs to its recorded end even if the client
+	// disconnects: a charge must not be left half-recorded.
+	ctx := context.WithoutCancel(c.Request.Context())
+	c.Request = c.Request.WithContext(ctx)
+	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, db: m.cfg.DB.WithContext(ctx)}
+	c.Set(operationKey, op)
+	real := c.Writer
+	rec := newRecorder(real)
+	c.Writer = rec
+	defer func() {
+		c.Writer = real
+		if p := recover(); p != nil {
+			op.rollback()
+			m.release(ctx, op)
+			panic(p)
+		}
+	}()
+	c.Next()
+	c.Writer = real
+	m.record(c, ctx, op, rec)
+}
+
+// record commits the outcome and only then sends it. Outcomes where
+// execution began (2xx, 3xx, and 4xx the handler declared final) are kept
+// for replay, in the handler's transaction; anything else is rolled back and
+// the key released, so that a corrected or later retry runs again.
+func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
+	resp := rec.stored()
+	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
+		op.rollback()
+		m.release(ctx, op)
+		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
+		return
+	}
+	db := op.tx
+	if db == nil {
+		db = op.db
+	}
+	completed, err := m.store.complete(db, op.scope, op.key, op.owner, resp)
+	if err == nil && completed && op.tx != nil {
+		err = op.tx.Commit().Error
+	}
+	switch {
+	case err != nil:
+		op.rollback()
+		m.release(ctx, op)
+		m.internal(c, "record outcome", err)
+	case !completed:
+		// Fenced: the lease passed and a retry took the key over. This
+		// attempt's writes are rolled back; the retry's answer stands.
+		op.rollback()
+		p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
+		p.RetryAfter = 1
+		m.cfg.Render(c, p)
+	default:
+		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
+	}
+}
+
+func (m *Idempotency) release(ctx context.Context, op *operation) {
+	if err := m.store.release(ctx, op.scope, op.key, op.owner); err != nil {
+		m.cfg.Logger.Error("release idempotency key", "err", err)
+	}
+}
+
+func (op *operation) rollback() {
+	if op.tx != nil {
+		op.tx.Rollback()
+		op.tx = nil
+	}
+}
+
+// replay sends the stored answer verbatim, marked as replayed.
+func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
+	resp, err := k.response()
+	if err != nil {
+		m.internal(c, "decode stored response", err)
+		return
+	}
+	resp.Headers.Set(ReplayedHeader, "true")
+	send(c.Writer, resp.Headers, resp.Status, resp.Body)
+	c.Writer.Flush()
+	c.Abort()
+	if err := m.store.countReplay(context.WithoutCancel(c.Request.Context()), k.ID); err != nil {
+		m.cfg.Logger.Error("count replay", "err", err, "waited", waited)
+	}
+}
+
+func (m *Idempotency) internal(c *gin.Context, what string, err error) {
+	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())
+	m.cfg.Render(c, problem.Internal.With("The request could not be processed; retry with the same key."))
+}
+
+// Sweep deletes expired keys in batches until none is left, and reports how
+// many it deleted. Each batch is its own short statement, so claims are not
+// held up behind one long delete.
+func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
+	var total int64
+	for {
+		n, err := m.store.sweep(ctx, m.cfg.Now().UTC(), batch)
+		total += n
+		if err != nil || n < int64(batch) {
+			return total, err
+		}
+	}
+}
+
+// Keys lists the most recent keys of a scope, newest first.
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
+	keys := []IdempotencyKey{}
+	err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+	return keys, err
+}
+
+func current(c *gin.Context) *operation {
+	op, ok := c.Get(operationKey)
+	if !ok {
+		panic("middleware: the route is not behind the idempotency middleware")
+	}
+	return op.(*operation)
+}
+
+// Tx is the transaction of the current operation, begun on first use. The
+// handler's business writes go through it; the middleware commits it
+// together with the key's completion, or rolls it back.
+func Tx(c *gin.Context) *gorm.DB {
+	op := current(c)
+	if op.tx == nil {
+		op.tx = op.db.Begin()
+	}
+	return op.tx
+}
+
+// DerivedKey is the key to pass downstream (the payment provider) and to
+// store on business rows: the same for every attempt of one operation, and
+// different for a new operation under an expired key.
+func DerivedKey(c *gin.Context) string {
+	op := current(c)
+	sum := sha256.Sum256([]byte(op.scope + "\x00" + op.key + "\x00" + op.id))
+	return "idem_" + hex.EncodeToString(sum[:20])
+}
+
+// Final declares the handler's 4xx answer final: execution began and the
+// same request would always get it (a declined card, an order already
+// paid), so it is stored and replayed rather than released.
+func Final(c *gin.Context) { current(c).final = true }

@@ -1,0 +1,72 @@
+package middleware
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// MaxKeyLength bounds a decoded idempotency key.
+const MaxKeyLength = 255
+
+var (
+	errKeyMissing = errors.New("the Idempotency-Key header (or the idempotency_key form field) is missing")
+	errKeyEmpty   = errors.New("the idempotency key is empty")
+	errKeyLong    = errors.New("the idempotency key is longer than 255 characters")
+	errKeyChars   = errors.New("the idempotency key must be printable ASCII")
+	errKeyList    = errors.New("send exactly one Idempotency-Key header")
+	errKeySF      = errors.New(`a quoted Idempotency-Key must be an RFC 8941 string without parameters, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	errKeyBare    = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
+	errKeyTwice   = errors.New("the Idempotency-Key header and the idempotency_key form field differ")
+)
+
+// ParseKeyHeader decodes the Idempotency-Key header values of a request. The
+// IETF draft makes the field an RFC 8941 sf-string ("abc"); bare values (abc)
+// are accepted too and name the same key.
+func ParseKeyHeader(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", errKeyMissing
+	case 1:
+	default:
+		return "", errKeyList
+	}
+	raw := strings.Trim(values[0], " \t")
+	if raw == "" {
+		return "", errKeyEmpty
+	}
+	if raw[0] != '"' {
+		for i := 0; i < len(raw); i++ {
+			if b := raw[i]; b <= ' ' || b > '~' || b == '"' || b == ',' {
+				return "", errKeyBare
+			}
+		}
+		return checkKey(raw)
+	}
+	item, err := httpsfv.UnmarshalItem([]string{raw})
+	if err != nil {
+		return "", errKeySF
+	}
+	key, ok := item.Value.(string)
+	if !ok || len(item.Params.Names()) > 0 {
+		return "", errKeySF
+	}
+	return checkKey(key)
+}
+
+// checkKey applies the rules every decoded key obeys, from a header or a form.
+func checkKey(key string) (string, error) {
+	switch {
+	case key == "":
+		return "", errKeyEmpty
+	case len(key) > MaxKeyLength:
+		return "", errKeyLong
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < ' ' || key[i] > '~' {
+			return "", errKeyChars
+		}
+	}
+	return key, nil
+}

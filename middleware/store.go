@@ -1,0 +1,134 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Key states.
+const (
+	StateInProgress = "in_progress"
+	StateCompleted  = "completed"
+)
+
+// IdempotencyKey is what the server remembers of one operation: who owns it
+// while it runs (the lease), and the answer to replay once it is done.
+type IdempotencyKey struct {
+	ID    uint   `gorm:"primaryKey"`
+	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
+	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
+	// OperationID is new for each operation the key names, and kept when a
+	// retry takes over a stalled lease: the derived key comes from it, so a
+	// re-run is the same operation to the provider, and a key reused after
+	// it expired is a new one.
+	OperationID string `gorm:"size:36;not null"`
+	Method      string `gorm:"size:10;not null"`
+	Route       string `gorm:"size:255;not null"`
+	Fingerprint string `gorm:"size:64;not null"`
+	State       string `gorm:"size:16;not null"`
+	OwnerToken  string `gorm:"size:36;not null"`
+	LockedUntil time.Time `gorm:"not null"`
+	Status      int       `gorm:"not null;default:0"`
+	Headers     string    `gorm:"type:text"`
+	Body        []byte
+	Replays     int       `gorm:"not null;default:0"`
+	CreatedAt   time.Time `gorm:"not null"`
+	ExpiresAt   time.Time `gorm:"not null;index"`
+}
+
+// storedResponse is the answer kept for replay.
+type storedResponse struct {
+	Status  int
+	Headers http.Header
+	Body    []byte
+}
+
+// store holds the SQL of the key lifecycle. Every statement that changes
+// ownership is a single atomic statement guarded by the (scope, key) unique
+// index or by the current owner token; nothing checks and then acts.
+type store struct {
+	db *gorm.DB
+}
+
+func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
+	var rows []IdempotencyKey
+	err := s.db.WithContext(ctx).Where(&IdempotencyKey{Scope: scope, Key: key}).Limit(1).Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return IdempotencyKey{}, false, err
+	}
+	return rows[0], true, nil
+}
+
+// claim inserts the key as in progress, or takes over an expired one as a new
+// operation. It reports whether this caller now owns the key.
+func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
+  (scope, "key", operation_id, method, route, fingerprint, state, owner_token, locked_until, status, replays, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+ON CONFLICT (scope, "key") DO UPDATE SET
+  operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
+  fingerprint = excluded.fingerprint, state = excluded.state, owner_token = excluded.owner_token,
+  locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
+  created_at = excluded.created_at, expires_at = excluded.expires_at
+WHERE idempotency_keys.expires_at <= excluded.created_at
+  AND (idempotency_keys.state = ? OR idempotency_keys.locked_until <= excluded.created_at)`,
+		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, StateInProgress, k.OwnerToken, k.LockedUntil,
+		k.CreatedAt, k.ExpiresAt, StateCompleted)
+	return res.RowsAffected == 1, res.Error
+}
+
+// takeover hands a stalled operation (in progress, lease passed) from its
+// previous owner to a retry. The operation id stays, so the re-run is the
+// same operation to everything downstream.
+func (s store) takeover(ctx context.Context, k IdempotencyKey, previousOwner, newOwner string, now, lockedUntil time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = ?, locked_until = ?
+WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
+		newOwner, lockedUntil, k.Scope, k.Key, StateInProgress, previousOwner, now)
+	return res.RowsAffected == 1, res.Error
+}
+
+// complete records the answer, fenced by the owner token: an owner whose
+// lease was taken over completes nothing. It runs in the handler's
+// transaction when there is one, so the answer commits with the writes.
+func (s store) complete(db *gorm.DB, scope, key, owner string, resp storedResponse) (bool, error) {
+	headers, err := json.Marshal(resp.Headers)
+	if err != nil {
+		return false, err
+	}
+	res := db.Exec(`UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
+WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
+		StateCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, StateInProgress)
+	return res.RowsAffected == 1, res.Error
+}
+
+// release forgets an operation that ended without an answer worth keeping,
+// so that a corrected or later retry with the same key runs it again.
+func (s store) release(ctx context.Context, scope, key, owner string) error {
+	return s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
+		scope, key, owner, StateInProgress).Error
+}
+
+func (s store) countReplay(ctx context.Context, id uint) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET replays = replays + 1 WHERE id = ?`, id).Error
+}
+
+// sweep deletes up to batch expired keys and reports how many it deleted.
+// The outer conditions repeat the inner ones so that a key claimed again
+// between the two is not deleted.
+func (s store) sweep(ctx context.Context, now time.Time, batch int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys
+WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = ? OR locked_until <= ?) LIMIT ?)
+  AND expires_at <= ? AND (state = ? OR locked_until <= ?)`,
+		now, StateCompleted, now, batch, now, StateCompleted, now)
+	return res.RowsAffected, res.Error
+}
+
+func (r IdempotencyKey) response() (storedResponse, error) {
+	resp := storedResponse{Status: r.Status, Body: r.Body}
+	err := json.Unmarshal([]byte(r.Headers), &resp.Headers)
+	return resp, err
+}

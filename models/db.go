@@ -1,0 +1,108 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/logger"
+)
+
+// Open connects to the database named by url: a postgres:// or postgresql://
+// URL for PostgreSQL, or a path to an SQLite file (a "sqlite:" or "file:"
+// prefix is optional). SQLite runs in WAL mode with a busy timeout and
+// immediate transactions, so concurrent writers queue instead of failing.
+func Open(databaseURL string) (*gorm.DB, error) {
+	cfg := &gorm.Config{
+		TranslateError: true,
+		Logger:         logger.Discard,
+		NowFunc:        func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	scheme, _, hasScheme := strings.Cut(databaseURL, "://")
+	switch {
+	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
+		db, err := gorm.Open(postgres.Open(databaseURL), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		sqlDB, err := db.DB()
+		if err != nil {
+			return nil, err
+		}
+		sqlDB.SetMaxOpenConns(20)
+		sqlDB.SetMaxIdleConns(20)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+		return db, nil
+	case hasScheme:
+		return nil, fmt.Errorf("DATABASE_URL: unknown scheme %q (use postgres://… or an SQLite file path)", scheme)
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "file:")
+	if path == "" {
+		return nil, errors.New("DATABASE_URL: empty SQLite path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "15000")
+	q.Set("_txlock", "immediate")
+	q.Set("_foreign_keys", "1")
+	q.Set("_synchronous", "NORMAL")
+	db, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// IsPostgres reports whether db talks to PostgreSQL.
+func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
+
+// Migrate creates or updates the domain tables, and the tables of other
+// layers passed in more.
+func Migrate(db *gorm.DB, more ...any) error {
+	tables := append([]any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}}, more...)
+	if err := db.AutoMigrate(tables...); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// catalogNamespace makes product ids stable: the same SKU has the same id on
+// every database and every instance.
+var catalogNamespace = uuid.MustParse("6f1c1f0e-4c1a-4bb4-9a5e-6b0f3d2a7c11")
+
+// Catalog is the seeded product list.
+var Catalog = []Product{
+	{SKU: "TEE-BLK-M", Name: "Black T-shirt (M)", PriceCents: 1900, Currency: "USD"},
+	{SKU: "MUG-WHT", Name: "White mug", PriceCents: 1200, Currency: "USD"},
+	{SKU: "CAP-NVY", Name: "Navy cap", PriceCents: 2200, Currency: "USD"},
+	{SKU: "STK-PACK", Name: "Sticker pack", PriceCents: 500, Currency: "USD"},
+	{SKU: "HOOD-GRY-L", Name: "Grey hoodie (L)", PriceCents: 4900, Currency: "USD"},
+	{SKU: "BOOK-IDEM", Name: "Book: Retries Without Fear", PriceCents: 3500, Currency: "USD"},
+}
+
+// Seed inserts the catalog. It is safe to run from several instances at
+// once: existing SKUs are left alone.
+func Seed(db *gorm.DB) error {
+	products := make([]Product, len(Catalog))
+	for i, p := range Catalog {
+		p.ID = uuid.NewSHA1(catalogNamespace, []byte(p.SKU)).String()
+		products[i] = p
+	}
+	err := db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "sku"}}, DoNothing: true}).Create(&products).Error
+	if err != nil {
+		return fmt.Errorf("seed catalog: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package models
+
+import "fmt"
+
+// Code says what kind of failure an Error is; one renderer maps it to a status.
+type Code string
+
+const (
+	EINVALID      Code = "invalid"      // the input breaks a rule: 422
+	ENOTFOUND     Code = "not_found"    // missing, or not the caller's: 404
+	ECONFLICT     Code = "conflict"     // the state forbids it: 409
+	EUNAUTHORIZED Code = "unauthorized" // who is asking is unknown: 401
+)
+
+// Error is a failure the client can act on. Anything else is internal.
+type Error struct {
+	Code    Code
+	Message string
+	Fields  []FieldError
+}
+
+// FieldError names one invalid input field.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns an EINVALID error listing the fields at fault.
+func Invalid(fields ...FieldError) *Error {
+	return &Error{Code: EINVALID, Message: "The request has invalid fields.", Fields: fields}
+}
+
+var (
+	// ErrOrderPaid: the order is already paid. A final answer: the same
+	// request will always get it.
+	ErrOrderPaid = &Error{Code: ECONFLICT, Message: "This order is already paid."}
+	// ErrPaymentInProgress: another payment of the order is running. Not
+	// final: retry once it has finished.
+	ErrPaymentInProgress = &Error{Code: ECONFLICT, Message: "Another payment of this order is in progress; retry shortly."}
+	// ErrEmailTaken: sign up with an address that already has an account.
+	ErrEmailTaken = &Error{Code: ECONFLICT, Message: "An account with this email already exists."}
+	// ErrBadCredentials: wrong email or password, or an unknown token.
+	ErrBadCredentials = &Error{Code: EUNAUTHORIZED, Message: "The email or password is wrong."}
+	// ErrNotFound: the thing does not exist or belongs to someone else.
+	ErrNotFound = &Error{Code: ENOTFOUND, Message: "Not found."}
+)

@@ -1,0 +1,94 @@
+// Package models holds the shop's domain: users, tokens, products, orders and
+// payments, and the database they live in. It knows nothing about HTTP or
+// idempotency keys: writes that must be exactly-once take the transaction and
+// the derived key they are given.
+package models
+
+import "time"
+
+// Order states.
+const (
+	OrderPending = "pending"
+	OrderPaid    = "paid"
+)
+
+// Payment states, as the provider answered.
+const (
+	PaymentSucceeded = "succeeded"
+	PaymentDeclined  = "declined"
+)
+
+// User is a customer. Email is stored lower-cased; only a bcrypt hash of the
+// password is kept.
+type User struct {
+	ID           string    `gorm:"primaryKey;size:36"`
+	Email        string    `gorm:"size:254;not null;uniqueIndex"`
+	PasswordHash string    `gorm:"size:100;not null"`
+	CreatedAt    time.Time `gorm:"not null"`
+}
+
+// APIToken is a bearer token of a user. Only its SHA-256 is stored, so a leaked
+// database does not leak working tokens.
+type APIToken struct {
+	ID        uint      `gorm:"primaryKey"`
+	UserID    string    `gorm:"size:36;not null;index"`
+	TokenHash string    `gorm:"size:64;not null;uniqueIndex"`
+	CreatedAt time.Time `gorm:"not null"`
+}
+
+// Product is an item of the catalog.
+type Product struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	SKU        string `gorm:"size:64;not null;uniqueIndex"`
+	Name       string `gorm:"size:200;not null"`
+	PriceCents int64  `gorm:"not null"`
+	Currency   string `gorm:"size:3;not null"`
+}
+
+// Order is one checkout. IdempotencyRef is the key derived from the request's
+// idempotency key: unique, so a re-run of the same operation can never create a
+// second order even if every other guard failed.
+type Order struct {
+	ID             string      `gorm:"primaryKey;size:36"`
+	UserID         string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
+	Status         string      `gorm:"size:16;not null"`
+	Currency       string      `gorm:"size:3;not null"`
+	TotalCents     int64       `gorm:"not null"`
+	IdempotencyRef string      `gorm:"size:80;not null;uniqueIndex"`
+	Items          []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
+	Payments       []Payment   `gorm:"constraint:OnDelete:CASCADE"`
+	// PaymentLock is the derived key of the payment operation that currently
+	// holds the order, until PaymentLockedUntil. Two payment operations with
+	// different keys must not both reach the provider for one order.
+	PaymentLock        *string    `gorm:"size:80"`
+	PaymentLockedUntil *time.Time
+	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+}
+
+// OrderItem is one line of an order, with the product's name and price copied
+// at the time of purchase.
+type OrderItem struct {
+	ID             uint   `gorm:"primaryKey"`
+	OrderID        string `gorm:"size:36;not null;index"`
+	ProductID      string `gorm:"size:36;not null"`
+	SKU            string `gorm:"size:64;not null"`
+	Name           string `gorm:"size:200;not null"`
+	UnitPriceCents int64  `gorm:"not null"`
+	Quantity       int    `gorm:"not null"`
+}
+
+// Payment is one attempt the provider answered, declined ones included.
+// ProviderKey is the idempotency key the provider was called with: unique,
+// so a re-run records the provider's deduplicated answer at most once.
+type Payment struct {
+	ID               string    `gorm:"primaryKey;size:36"`
+	OrderID          string    `gorm:"size:36;not null;index"`
+	Status           string    `gorm:"size:16;not null"`
+	AmountCents      int64     `gorm:"not null"`
+	Currency         string    `gorm:"size:3;not null"`
+	PaymentMethod    string    `gorm:"size:64;not null"`
+	DeclineReason    string    `gorm:"size:200"`
+	ProviderChargeID string    `gorm:"size:64;not null"`
+	ProviderKey      string    `gorm:"size:80;not null;uniqueIndex"`
+	CreatedAt        time.Time `gorm:"not null"`
+}

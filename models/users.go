@@ -1,0 +1,102 @@
+package models
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/mail"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+)
+
+// Accounts signs users up and in.
+type Accounts struct {
+	DB         *gorm.DB
+	BcryptCost int
+}
+
+// SignUp creates a user with a lower-cased email and a bcrypt password hash.
+func (a Accounts) SignUp(ctx context.Context, email, password string) (User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	var fields []FieldError
+	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || len(email) > 254 {
+		fields = append(fields, FieldError{"email", "must be a valid email address"})
+	}
+	switch {
+	case utf8.RuneCountInString(password) < 8:
+		fields = append(fields, FieldError{"password", "must be at least 8 characters"})
+	case len(password) > 72:
+		fields = append(fields, FieldError{"password", "must be at most 72 bytes"})
+	}
+	if fields != nil {
+		return User{}, Invalid(fields...)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), a.BcryptCost)
+	if err != nil {
+		return User{}, err
+	}
+	user := User{ID: uuid.NewString(), Email: email, PasswordHash: string(hash)}
+	err = a.DB.WithContext(ctx).Create(&user).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return User{}, ErrEmailTaken
+	}
+	return user, err
+}
+
+// LogIn checks an email and password.
+func (a Accounts) LogIn(ctx context.Context, email, password string) (User, error) {
+	var user User
+	err := a.DB.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		// Spend the same time as a wrong password, so response times do not
+		// tell which emails have accounts.
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return User{}, ErrBadCredentials
+	}
+	if err != nil {
+		return User{}, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(user.PasswordHash), []byte(password)) != nil {
+		return User{}, ErrBadCredentials
+	}
+	return user, nil
+}
+
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not-a-real-password"), bcrypt.MinCost)
+
+// IssueToken creates a bearer token for the user and returns it. It is shown
+// once; only its hash is stored.
+func (a Accounts) IssueToken(ctx context.Context, user User) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := "shp_" + base64.RawURLEncoding.EncodeToString(raw)
+	err := a.DB.WithContext(ctx).Create(&APIToken{UserID: user.ID, TokenHash: hashToken(token)}).Error
+	return token, err
+}
+
+// UserByToken finds the user a bearer token belongs to.
+func (a Accounts) UserByToken(ctx context.Context, token string) (User, error) {
+	var user User
+	err := a.DB.WithContext(ctx).
+		Joins("JOIN api_tokens ON api_tokens.user_id = users.id").
+		Where("api_tokens.token_hash = ?", hashToken(token)).
+		Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return User{}, &Error{Code: EUNAUTHORIZED, Message: "The bearer token is not valid."}
+	}
+	return user, err
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,43 @@
+// Package payments is the client side of the payment provider: an interface,
+// and a simulated provider that behaves like a real one in test mode.
+package payments
+
+import (
+	"context"
+	"errors"
+)
+
+// Test payment methods, as a real provider's test mode has them.
+const (
+	MethodVisa        = "pm_card_visa"        // succeeds
+	MethodDeclined    = "pm_card_declined"    // declined by the issuer
+	MethodUnavailable = "pm_card_unavailable" // the provider fails transiently
+)
+
+// Methods lists the payment methods the shop accepts.
+var Methods = []string{MethodVisa, MethodDeclined, MethodUnavailable}
+
+// ErrUnavailable is a transient failure: nothing was charged, and the same
+// call may succeed later.
+var ErrUnavailable = errors.New("payment provider unavailable")
+
+// ChargeRequest asks for one charge. IdempotencyKey makes the call safe to
+// repeat: the provider answers a repeat with the charge it already made.
+type ChargeRequest struct {
+	IdempotencyKey string
+	AmountCents    int64
+	Currency       string
+	PaymentMethod  string
+}
+
+// Charge is the provider's answer: succeeded, or declined with a reason.
+type Charge struct {
+	ID            string
+	Status        string // "succeeded" or "declined"
+	DeclineReason string
+}
+
+// Provider charges payment methods.
+type Provider interface {
+	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
+}

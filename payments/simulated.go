@@ -1,0 +1,77 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// SimulatedCharge is the simulated provider's own record of a charge, keyed
+// by the idempotency key it was asked with. It lives in its own table, written
+// outside the shop's transactions, the way a real provider's ledger would.
+type SimulatedCharge struct {
+	ID             string    `gorm:"primaryKey;size:40"`
+	IdempotencyKey string    `gorm:"size:255;not null;uniqueIndex"`
+	AmountCents    int64     `gorm:"not null"`
+	Currency       string    `gorm:"size:3;not null"`
+	PaymentMethod  string    `gorm:"size:64;not null"`
+	Status         string    `gorm:"size:16;not null"`
+	DeclineReason  string    `gorm:"size:200"`
+	CreatedAt      time.Time `gorm:"not null"`
+}
+
+// Simulated is the built-in provider. It deduplicates durably by idempotency
+// key: a repeated request gets the first answer, and charges nothing more.
+type Simulated struct {
+	DB      *gorm.DB
+	Latency time.Duration
+	calls   atomic.Int64
+}
+
+// Calls counts the requests the provider received, repeats included.
+func (s *Simulated) Calls() int64 { return s.calls.Load() }
+
+// Charge implements Provider.
+func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+	s.calls.Add(1)
+	if s.Latency > 0 {
+		select {
+		case <-time.After(s.Latency):
+		case <-ctx.Done():
+			return Charge{}, ctx.Err()
+		}
+	}
+	if req.PaymentMethod == MethodUnavailable {
+		return Charge{}, ErrUnavailable
+	}
+	charge := SimulatedCharge{
+		ID:             "ch_" + strings.ReplaceAll(uuid.NewString(), "-", ""),
+		IdempotencyKey: req.IdempotencyKey,
+		AmountCents:    req.AmountCents,
+		Currency:       req.Currency,
+		PaymentMethod:  req.PaymentMethod,
+		Status:         "succeeded",
+	}
+	if req.PaymentMethod == MethodDeclined {
+		charge.Status, charge.DeclineReason = "declined", "Your card was declined."
+	}
+	db := s.DB.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
+		return Charge{}, fmt.Errorf("record charge: %w", err)
+	}
+	var stored SimulatedCharge
+	if err := db.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error; err != nil {
+		return Charge{}, fmt.Errorf("read charge: %w", err)
+	}
+	if stored.AmountCents != req.AmountCents || stored.Currency != req.Currency || stored.PaymentMethod != req.PaymentMethod {
+		return Charge{}, errors.New("payment provider: idempotency key reused with different parameters")
+	}
+	return Charge{ID: stored.ID, Status: stored.Status, DeclineReason: stored.DeclineReason}, nil
+}

@@ -1,0 +1,64 @@
+// Package problem is the one way this service reports an error: an RFC 9457
+// problem document whose type is a page the service itself serves.
+package problem
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+)
+
+// ContentType of every error answer of the JSON API.
+const ContentType = "application/problem+json"
+
+// Type is a kind of problem, documented at its URI.
+type Type struct {
+	Slug   string
+	Status int
+	Title  string
+	// Doc explains, on the type's page, when the problem happens and what a
+	// client should do about it.
+	Doc string
+}
+
+// URI is where the type is documented; relative, resolved against the request.
+func (t Type) URI() string { return "/problems/" + t.Slug }
+
+// With makes a problem of this type with the given detail.
+func (t Type) With(detail string) *Problem {
+	return &Problem{Type: t.URI(), Title: t.Title, Status: t.Status, Detail: detail}
+}
+
+// Problem is an RFC 9457 problem document, with the extension members this
+// service uses.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Errors lists the invalid fields of a validation problem.
+	Errors any `json:"errors,omitempty"`
+	// Payment is the declined payment of a payment-declined problem.
+	Payment any `json:"payment,omitempty"`
+	// RetryAfter, when set, is sent as the Retry-After header, in seconds.
+	RetryAfter int `json:"-"`
+}
+
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+// Write sends p as application/problem+json and stops the handler chain.
+func Write(c *gin.Context, p *Problem) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		c.AbortWithStatus(http.StatusInternalServerError)
+		return
+	}
+	if p.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Abort()
+	c.Data(p.Status, ContentType, body)
+}

@@ -1,0 +1,59 @@
+package problem
+
+import "net/http"
+
+// The problem types of this service. Each has a page at its URI.
+var (
+	KeyMissing = Type{"idempotency-key-missing", http.StatusBadRequest, "Idempotency key required",
+		"This endpoint changes state, so it requires an idempotency key: an `Idempotency-Key` header (or, for an HTML form, a hidden `idempotency_key` field). Generate one random key (a UUID v4 is ideal) for each operation and send the same key on every retry of that operation. Nothing was done."}
+	KeyInvalid = Type{"idempotency-key-invalid", http.StatusBadRequest, "Idempotency key invalid",
+		"The key must be an RFC 8941 string (`\"…\"`) or a bare value of printable ASCII without spaces, quotes or commas; 1 to 255 characters once decoded; one value only, without parameters. A header and a form field that disagree are also refused. Nothing was done."}
+	KeyReused = Type{"idempotency-key-reused", http.StatusUnprocessableEntity, "Idempotency key reused with a different request",
+		"This key was already used for a request with a different method, path, query or body. A key names one operation: a retry must repeat the original request exactly (JSON key order and whitespace do not matter). Use a new key for a new operation. Nothing was done."}
+	KeyInProgress = Type{"idempotency-key-in-progress", http.StatusConflict, "Request with this idempotency key still in progress",
+		"The original request with this key is still running and did not finish within the wait. Retry after the number of seconds in `Retry-After` with the same key: you will get the original answer, replayed."}
+	KeyLeaseLost = Type{"idempotency-lease-lost", http.StatusConflict, "Request took too long and was taken over",
+		"This attempt ran past its lease and another attempt with the same key took over; this attempt's writes were rolled back. Retry with the same key to get the outcome of the attempt that finished."}
+	TooLarge = Type{"request-too-large", http.StatusRequestEntityTooLarge, "Request body too large",
+		"Request bodies are limited to 1 MiB. Nothing was done."}
+	UnsupportedMediaType = Type{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type",
+		"This endpoint accepts `application/json` request bodies. Nothing was done."}
+	MalformedRequest = Type{"malformed-request", http.StatusBadRequest, "Malformed request",
+		"The request body could not be read: it is not valid JSON (duplicate object keys included), or it does not have the shape this endpoint expects. Nothing was done."}
+	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
+		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
+	Unauthorized = Type{"unauthorized", http.StatusUnauthorized, "Authentication required",
+		"Send `Authorization: Bearer <token>` with a token from `POST /api/v1/tokens`. Idempotency keys belong to the authenticated user, so the token is checked before the key."}
+	BadCredentials = Type{"bad-credentials", http.StatusUnauthorized, "Wrong email or password",
+		"The email or password is wrong."}
+	NotFound = Type{"not-found", http.StatusNotFound, "Not found",
+		"There is nothing here, or it belongs to another account."}
+	EmailTaken = Type{"email-taken", http.StatusConflict, "Email already registered",
+		"An account with this email already exists. Log in instead."}
+	OrderPaid = Type{"order-already-paid", http.StatusConflict, "Order already paid",
+		"The order is paid; it cannot be paid again. This answer is final and is replayed for the same idempotency key."}
+	PaymentInProgress = Type{"payment-in-progress", http.StatusConflict, "Another payment of this order is in progress",
+		"Another payment operation (with a different idempotency key) holds this order. Retry after `Retry-After` seconds."}
+	PaymentDeclined = Type{"payment-declined", http.StatusPaymentRequired, "Payment declined",
+		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
+	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
+		"The payment provider failed transiently and nothing was charged. The key was released: retry with the same key."}
+	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
+		"This path does not accept this method."}
+	Internal = Type{"internal", http.StatusInternalServerError, "Internal error",
+		"Something failed on our side. The key was released and nothing was stored: retry with the same key."}
+)
+
+// All lists every type, for the documentation pages.
+var All = []Type{
+	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
+	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
+	Unauthorized, BadCredentials, NotFound, EmailTaken,
+	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
+	Conflict, MethodNotAllowed, Internal,
+}
+
+// Conflict is the generic state conflict, for conflicts without a type of
+// their own.
+var Conflict = Type{"conflict", http.StatusConflict, "Conflict",
+	"The current state of the resource does not allow this request."}
