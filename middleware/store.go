@@ -25,12 +25,12 @@ type IdempotencyKey struct {
 	// retry takes over a stalled lease: the derived key comes from it, so a
 	// re-run is the same operation to the provider, and a key reused after
 	// it expired is a new one.
-	OperationID string `gorm:"size:36;not null"`
-	Method      string `gorm:"size:10;not null"`
-	Route       string `gorm:"size:255;not null"`
-	Fingerprint string `gorm:"size:64;not null"`
-	State       string `gorm:"size:16;not null"`
-	OwnerToken  string `gorm:"size:36;not null"`
+	OperationID string    `gorm:"size:36;not null"`
+	Method      string    `gorm:"size:10;not null"`
+	Route       string    `gorm:"size:255;not null"`
+	Fingerprint string    `gorm:"size:64;not null"`
+	State       string    `gorm:"size:16;not null"`
+	OwnerToken  string    `gorm:"size:36;not null"`
 	LockedUntil time.Time `gorm:"not null"`
 	Status      int       `gorm:"not null;default:0"`
 	Headers     string    `gorm:"type:text"`

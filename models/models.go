@@ -60,7 +60,7 @@ type Order struct {
 	// PaymentLock is the derived key of the payment operation that currently
 	// holds the order, until PaymentLockedUntil. Two payment operations with
 	// different keys must not both reach the provider for one order.
-	PaymentLock        *string    `gorm:"size:80"`
+	PaymentLock        *string `gorm:"size:80"`
 	PaymentLockedUntil *time.Time
 	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
