@@ -1,0 +1,313 @@
+// Package tests drives the shop end to end: a real server on a random port,
+// real HTTP, and a real database — SQLite by default, PostgreSQL when
+// TEST_DATABASE_URL is set (each test in a schema of its own).
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// clock is a controllable clock for leases and expiry.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// flaky fails the first n calls transiently, then lets the real provider answer.
+type flaky struct {
+	payments.Provider
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flaky) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return payments.Charge{}, payments.ErrUnavailable
+	}
+	return f.Provider.Charge(ctx, req)
+}
+
+// env is one running shop and its database.
+type env struct {
+	t        *testing.T
+	db       *gorm.DB
+	url      string
+	provider *payments.Simulated
+	clock    *clock
+	deps     handlers.Deps
+}
+
+type option func(*handlers.Deps)
+
+func withLatency(d time.Duration) option {
+	return func(deps *handlers.Deps) { deps.Provider.(*payments.Simulated).Latency = d }
+}
+
+func withProvider(wrap func(payments.Provider) payments.Provider) option {
+	return func(deps *handlers.Deps) { deps.Provider = wrap(deps.Provider) }
+}
+
+const ttl = 24 * time.Hour
+
+func newEnv(t *testing.T, opts ...option) *env {
+	t.Helper()
+	db := openTestDB(t)
+	if err := handlers.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	if err := models.Seed(db); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, db: db, provider: &payments.Simulated{DB: db}, clock: &clock{now: time.Now().UTC()}}
+	e.deps = handlers.Deps{
+		DB: db, Provider: e.provider, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
+		Now: e.clock.Now, BcryptCost: bcrypt.MinCost,
+	}
+	for _, o := range opts {
+		o(&e.deps)
+	}
+	srv := httptest.NewServer(handlers.NewServer(e.deps))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+// openTestDB opens a fresh database for one test.
+func openTestDB(t *testing.T) *gorm.DB {
+	t.Helper()
+	base := strings.TrimSpace(os.Getenv("TEST_DATABASE_URL"))
+	if base == "" {
+		db, err := models.Open(filepath.Join(t.TempDir(), "shop.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeDB(db) })
+		return db
+	}
+	admin, err := models.Open(base)
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL cannot be opened: %v", err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema := "t_" + hex.EncodeToString(suffix)
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL refused a schema: %v", err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := models.Open(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		closeDB(db)
+		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		closeDB(admin)
+	})
+	return db
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}
+
+// response is an answer, read whole.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) replayed() bool { return r.Header.Get("Idempotent-Replayed") == "true" }
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatalf("body is not JSON (%v): %s", err, r.Body)
+	}
+	return v
+}
+
+// request is one API call.
+type request struct {
+	method, path string
+	token        string
+	key          *string // nil: no Idempotency-Key header
+	contentType  string  // application/json when empty and there is a body
+	body         string
+	header       http.Header
+}
+
+func key(k string) *string { return &k }
+
+var client = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func (e *env) send(r request) (response, error) {
+	req, err := http.NewRequest(r.method, e.url+r.path, strings.NewReader(r.body))
+	if err != nil {
+		return response{}, err
+	}
+	for name, values := range r.header {
+		req.Header[name] = values
+	}
+	if r.body != "" {
+		ct := r.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	if r.key != nil {
+		req.Header["Idempotency-Key"] = []string{*r.key}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
+}
+
+func (e *env) do(r request) response {
+	e.t.Helper()
+	resp, err := e.send(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp
+}
+
+// signUp creates a user and returns a bearer token for it.
+func (e *env) signUp(email string) string {
+	e.t.Helper()
+	creds := fmt.Sprintf(`{"email":%q,"password":"correct horse"}`, email)
+	if r := e.do(request{method: "POST", path: "/api/v1/users", body: creds}); r.Status != http.StatusCreated {
+		e.t.Fatalf("sign up: %d %s", r.Status, r.Body)
+	}
+	r := e.do(request{method: "POST", path: "/api/v1/tokens", body: creds})
+	if r.Status != http.StatusCreated {
+		e.t.Fatalf("token: %d %s", r.Status, r.Body)
+	}
+	return r.json(e.t)["token"].(string)
+}
+
+// products returns the catalog's product ids, in catalog order.
+func (e *env) products() []string {
+	e.t.Helper()
+	var ids []string
+	if err := e.db.Model(&models.Product{}).Order("sku").Pluck("id", &ids).Error; err != nil || len(ids) < 2 {
+		e.t.Fatalf("catalog: %v %v", ids, err)
+	}
+	return ids
+}
+
+func orderBody(items ...any) string {
+	var parts []string
+	for i := 0; i+1 < len(items); i += 2 {
+		parts = append(parts, fmt.Sprintf(`{"product_id":%q,"quantity":%v}`, items[i], items[i+1]))
+	}
+	return `{"items":[` + strings.Join(parts, ",") + `]}`
+}
+
+func payBody(method string) string { return fmt.Sprintf(`{"payment_method":%q}`, method) }
+
+// createOrder places an order and returns its id.
+func (e *env) createOrder(token, k, body string) string {
+	e.t.Helper()
+	r := e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: &k, body: body})
+	if r.Status != http.StatusCreated {
+		e.t.Fatalf("create order: %d %s", r.Status, r.Body)
+	}
+	return r.json(e.t)["id"].(string)
+}
+
+// count counts rows of a table, with an optional condition.
+func (e *env) count(table string, where ...any) int64 {
+	e.t.Helper()
+	var n int64
+	q := e.db.Table(table)
+	if len(where) > 0 {
+		q = q.Where(where[0], where[1:]...)
+	}
+	if err := q.Count(&n).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// charges counts the provider's successful charges: money taken.
+func (e *env) charges() int64 { return e.count("simulated_charges", "status = ?", "succeeded") }
+
+// sideEffects is every write a request could make, for asserting that a
+// refused request made none.
+type sideEffects struct{ users, orders, payments, charges, keys int64 }
+
+func (e *env) sideEffects() sideEffects {
+	return sideEffects{e.count("users"), e.count("orders"), e.count("payments"), e.count("simulated_charges"), e.count("idempotency_keys")}
+}
+
+func isProblem(t *testing.T, r response, status int, typ string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	if got := r.json(t)["type"]; got != typ {
+		t.Fatalf("problem type %v, want %s", got, typ)
+	}
+}
