@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/url"
 	"time"
 
@@ -95,13 +94,19 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
 		return
 	}
+	// A form may carry its key in the body; anything else must have the
+	// header, and is refused before its body is read.
+	isForm := c.ContentType() == "application/x-www-form-urlencoded"
+	if headerKey == "" && !isForm {
+		m.cfg.Render(c, problem.KeyMissing.With(errKeyMissing.Error()))
+		return
+	}
 	body, err := readBody(c)
 	if err != nil {
 		m.cfg.Render(c, problem.TooLarge.With(err.Error()))
 		return
 	}
-	contentType := c.ContentType()
-	key, err := resolveKey(headerKey, contentType, body)
+	key, err := resolveKey(headerKey, isForm, body)
 	switch {
 	case errors.Is(err, errKeyMissing):
 		m.cfg.Render(c, problem.KeyMissing.With(err.Error()))
@@ -141,8 +146,8 @@ func readBody(c *gin.Context) ([]byte, error) {
 
 // resolveKey takes the key from the header or, for a form post, from the
 // hidden form field; both present must agree.
-func resolveKey(headerKey, contentType string, body []byte) (string, error) {
-	if mediaType, _, _ := mime.ParseMediaType(contentType); mediaType == "application/x-www-form-urlencoded" {
+func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
+	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
 			fieldKey, err := checkKey(form.Get(FormKeyField))
 			if err != nil {
@@ -310,13 +315,14 @@ func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
 		m.internal(c, "decode stored response", err)
 		return
 	}
-	resp.Headers.Set(ReplayedHeader, "true")
-	send(c.Writer, resp.Headers, resp.Status, resp.Body)
-	c.Writer.Flush()
-	c.Abort()
+	// Counted before the answer goes out, so that what a client has seen is
+	// already in the count. A failed count does not fail the replay.
 	if err := m.store.countReplay(context.WithoutCancel(c.Request.Context()), k.ID); err != nil {
 		m.cfg.Logger.Error("count replay", "err", err, "waited", waited)
 	}
+	resp.Headers.Set(ReplayedHeader, "true")
+	send(c.Writer, resp.Headers, resp.Status, resp.Body)
+	c.Abort()
 }
 
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {

@@ -80,6 +80,10 @@ func withLatency(d time.Duration) option {
 	return func(deps *handlers.Deps) { deps.Provider.(*payments.Simulated).Latency = d }
 }
 
+func withWait(d time.Duration) option {
+	return func(deps *handlers.Deps) { deps.Wait = d }
+}
+
 func withProvider(wrap func(payments.Provider) payments.Provider) option {
 	return func(deps *handlers.Deps) { deps.Provider = wrap(deps.Provider) }
 }

@@ -99,7 +99,16 @@ func TestSameKeyDifferentBodyIsRefused(t *testing.T) {
 // is the original 201 (run, or waited for and replayed) or a 409 with
 // Retry-After; never a 5xx.
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
-	e := newEnv(t, withLatency(100*time.Millisecond))
+	t.Run("duplicates wait and replay", func(t *testing.T) {
+		testStorm(t, false, withLatency(100*time.Millisecond))
+	})
+	t.Run("duplicates give up with 409", func(t *testing.T) {
+		testStorm(t, true, withLatency(400*time.Millisecond), withWait(30*time.Millisecond))
+	})
+}
+
+func testStorm(t *testing.T, wantConflicts bool, opts ...option) {
+	e := newEnv(t, opts...)
 	token := e.signUp("storm@example.com")
 	p := e.products()
 	const n = 50
@@ -152,6 +161,11 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		}
 		if created == 0 || created-replayed != 1 {
 			t.Fatalf("%s: %d created of which %d replayed; want exactly one original", what, created, replayed)
+		}
+		// With the long wait every duplicate outlasts the original; with the
+		// short one, duplicates of the slow payment give up before it ends.
+		if !wantConflicts && conflicts > 0 || wantConflicts && what == "payments" && conflicts == 0 {
+			t.Fatalf("%s: %d conflicts; want conflicts: %v", what, conflicts, wantConflicts)
 		}
 		t.Logf("%s: %d created (%d replayed), %d conflicts", what, created, replayed, conflicts)
 		return original

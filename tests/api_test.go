@@ -1,0 +1,207 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
+)
+
+func TestAccounts(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name, body string
+		status     int
+		typ        string
+	}{
+		{"created", `{"email":"New@Example.com","password":"long enough"}`, 201, ""},
+		{"email taken, any case", `{"email":"new@example.COM","password":"long enough"}`, 409, "/problems/email-taken"},
+		{"bad email", `{"email":"not-an-email","password":"long enough"}`, 422, "/problems/validation"},
+		{"short password", `{"email":"short@example.com","password":"1234567"}`, 422, "/problems/validation"},
+		{"password over bcrypt's 72 bytes", `{"email":"long@example.com","password":"` + strings.Repeat("p", 73) + `"}`, 422, "/problems/validation"},
+		{"unknown field", `{"email":"x@example.com","password":"long enough","admin":true}`, 400, "/problems/malformed-request"},
+		{"not JSON", `{"email":`, 400, "/problems/malformed-request"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(request{method: "POST", path: "/api/v1/users", body: tc.body})
+			if tc.typ == "" {
+				if r.Status != tc.status || r.json(t)["email"] != "new@example.com" {
+					t.Fatalf("%d %s", r.Status, r.Body)
+				}
+				return
+			}
+			isProblem(t, r, tc.status, tc.typ)
+		})
+	}
+	if n := e.count("users"); n != 1 {
+		t.Fatalf("%d users, want 1", n)
+	}
+	isProblem(t, e.do(request{method: "POST", path: "/api/v1/users", contentType: "text/plain", body: `{"email":"a@b.co","password":"long enough"}`}),
+		http.StatusUnsupportedMediaType, "/problems/unsupported-media-type")
+
+	isProblem(t, e.do(request{method: "POST", path: "/api/v1/tokens", body: `{"email":"new@example.com","password":"wrong password"}`}),
+		http.StatusUnauthorized, "/problems/bad-credentials")
+	isProblem(t, e.do(request{method: "POST", path: "/api/v1/tokens", body: `{"email":"nobody@example.com","password":"long enough"}`}),
+		http.StatusUnauthorized, "/problems/bad-credentials")
+	r := e.do(request{method: "POST", path: "/api/v1/tokens", body: `{"email":"NEW@example.com","password":"long enough"}`})
+	if r.Status != http.StatusCreated || r.json(t)["token_type"] != "Bearer" {
+		t.Fatalf("token: %d %s", r.Status, r.Body)
+	}
+	token := r.json(t)["token"].(string)
+	if r := e.do(request{method: "GET", path: "/api/v1/orders", token: token}); r.Status != http.StatusOK {
+		t.Fatalf("token does not work: %d", r.Status)
+	}
+	var stored string
+	e.db.Table("api_tokens").Pluck("token_hash", &stored)
+	if stored == token || strings.Contains(stored, token) || len(stored) != 64 {
+		t.Fatalf("token stored as %q", stored)
+	}
+}
+
+// Authentication is checked before the key, and the key before the body.
+func TestOrderOfChecks(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("checks@example.com")
+	big := `{"items":[],"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+	cases := []struct {
+		name string
+		r    request
+		typ  string
+	}{
+		{"no token, no key", request{body: "{}"}, "/problems/unauthorized"},
+		{"bad token, no key", request{token: "shp_nope", body: "{}"}, "/problems/unauthorized"},
+		{"no key, huge body", request{token: token, body: big}, "/problems/idempotency-key-missing"},
+		{"huge body", request{token: token, key: key("k"), body: big}, "/problems/request-too-large"},
+		{"invalid JSON", request{token: token, key: key("k"), body: `{"items":`}, "/problems/malformed-request"},
+		{"duplicate JSON keys", request{token: token, key: key("k"), body: `{"items":[],"items":[]}`}, "/problems/malformed-request"},
+		{"wrong content type", request{token: token, key: key("k"), contentType: "text/plain", body: `{"items":[]}`}, "/problems/unsupported-media-type"},
+		{"no body", request{token: token, key: key("k")}, "/problems/unsupported-media-type"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.r.method, tc.r.path = "POST", "/api/v1/orders"
+			r := e.do(tc.r)
+			if r.Status == http.StatusUnauthorized && r.Header.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+			isProblem(t, r, statusOf(tc.typ), tc.typ)
+			if got := e.sideEffects(); got.orders != 0 || got.keys != 0 {
+				t.Fatalf("wrote %+v", got)
+			}
+		})
+	}
+}
+
+func statusOf(typ string) int {
+	for _, t := range problem.All {
+		if t.URI() == typ {
+			return t.Status
+		}
+	}
+	panic("unknown problem type " + typ)
+}
+
+// Every problem type links to a page that documents it and the policy.
+func TestProblemTypesAreDocumented(t *testing.T) {
+	e := newEnv(t)
+	for _, typ := range problem.All {
+		r := e.do(request{method: "GET", path: typ.URI()})
+		if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %s", typ.URI(), r.Status, r.Header.Get("Content-Type"))
+		}
+		page := string(r.Body)
+		for _, want := range []string{typ.Title, "Idempotency-Key", "Retention", "24h0m0s"} {
+			if !strings.Contains(page, strings.ReplaceAll(want, "'", "&#39;")) {
+				t.Fatalf("%s does not mention %q", typ.URI(), want)
+			}
+		}
+	}
+	isProblem(t, e.do(request{method: "GET", path: "/problems/nope"}), 404, "/problems/not-found")
+	isProblem(t, e.do(request{method: "GET", path: "/api/v1/nope"}), 404, "/problems/not-found")
+	isProblem(t, e.do(request{method: "DELETE", path: "/api/v1/products"}), 405, "/problems/method-not-allowed")
+}
+
+func TestOrdersAndKeysAreListed(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("lists@example.com")
+	p := e.products()
+	first := e.createOrder(token, "a", orderBody(p[0], 1))
+	second := e.createOrder(token, "b", orderBody(p[0], 2, p[1], 3))
+	e.createOrder(token, "b", orderBody(p[0], 2, p[1], 3))
+
+	orders := e.do(request{method: "GET", path: "/api/v1/orders", token: token}).json(t)["orders"].([]any)
+	if len(orders) != 2 || orders[0].(map[string]any)["id"] != second || orders[1].(map[string]any)["id"] != first {
+		t.Fatalf("orders not newest first: %v", orders)
+	}
+	o := orders[0].(map[string]any)
+	var prices = map[string]float64{}
+	for _, it := range o["items"].([]any) {
+		item := it.(map[string]any)
+		prices[item["product_id"].(string)] = item["unit_price_cents"].(float64) * item["quantity"].(float64)
+	}
+	if o["total_cents"] != prices[p[0]]+prices[p[1]] || o["status"] != "pending" || o["currency"] != "USD" {
+		t.Fatalf("order: %v", o)
+	}
+	keys := e.do(request{method: "GET", path: "/api/v1/idempotency-keys", token: token}).json(t)["idempotency_keys"].([]any)
+	if len(keys) != 2 {
+		t.Fatalf("keys: %v", keys)
+	}
+	b := keys[0].(map[string]any)
+	if b["key"] != "b" || b["route"] != "/api/v1/orders" || b["state"] != "completed" || b["status"] != 201.0 || b["replays"] != 1.0 {
+		t.Fatalf("key b: %v", b)
+	}
+	// Another user sees none of them.
+	other := e.signUp("other@example.com")
+	if keys := e.do(request{method: "GET", path: "/api/v1/idempotency-keys", token: other}).json(t)["idempotency_keys"].([]any); len(keys) != 0 {
+		t.Fatalf("other user sees keys: %v", keys)
+	}
+	if r := e.do(request{method: "GET", path: "/api/v1/orders/not-a-uuid", token: token}); r.Status != http.StatusNotFound {
+		t.Fatalf("bad id: %d", r.Status)
+	}
+}
+
+// Two payment operations with different keys on one order, at once: the
+// order hold lets one reach the provider; one charge in all.
+func TestOnePaymentPerOrderAcrossKeys(t *testing.T) {
+	e := newEnv(t, withLatency(50*time.Millisecond))
+	token := e.signUp("holds@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	const n = 10
+	start := make(chan struct{})
+	answers := make([]response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := e.send(request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token,
+				key: key(fmt.Sprintf("pay-%d", i)), body: payBody(payments.MethodVisa)})
+			if err != nil {
+				t.Error(err)
+			}
+			answers[i] = r
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for _, r := range answers {
+		switch {
+		case r.Status == http.StatusCreated:
+			created++
+		case r.Status == http.StatusConflict && (strings.Contains(string(r.Body), "order-already-paid") || strings.Contains(string(r.Body), "payment-in-progress")):
+		default:
+			t.Fatalf("unexpected %d %s", r.Status, r.Body)
+		}
+	}
+	if c, pays := e.charges(), e.count("payments"); created != 1 || c != 1 || pays != 1 {
+		t.Fatalf("%d created, %d charges, %d payments; want 1 each", created, c, pays)
+	}
+}
