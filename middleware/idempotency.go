@@ -178,7 +178,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			m.internal(c, "find key", err)
 			return
 		}
-		now := m.cfg.Now().UTC().Truncate(time.Microsecond)
+		now := m.now()
 		switch {
 		case !ok || found.claimable(now):
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
@@ -193,22 +193,21 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint:
+		case found.Fingerprint != want.Fingerprint && !found.released():
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return
 		case found.State == StateCompleted:
 			m.replay(c, found, waited)
 			return
 		case !found.LockedUntil.After(now):
-			owner := uuid.NewString()
-			took, err := m.store.takeover(ctx, found, found.OwnerToken, owner, now, now.Add(m.cfg.Lease))
+			want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
+			took, err := m.store.takeover(ctx, want, found.OwnerToken, now)
 			if err != nil {
 				m.internal(c, "take over key", err)
 				return
 			}
 			if took {
-				found.OwnerToken = owner
-				m.run(c, found)
+				m.run(c, want)
 				return
 			}
 		}
@@ -227,6 +226,9 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
+
+// now is the clock at the precision both databases store.
+func (m *Idempotency) now() time.Time { return m.cfg.Now().UTC().Truncate(time.Microsecond) }
 
 // claimable: the key expired and nobody holds it, so it may name a new
 // operation. It mirrors the condition of store.claim.
@@ -296,7 +298,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 }
 
 func (m *Idempotency) release(ctx context.Context, op *operation) {
-	if err := m.store.release(ctx, op.scope, op.key, op.owner); err != nil {
+	if err := m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err != nil {
 		m.cfg.Logger.Error("release idempotency key", "err", err)
 	}
 }
@@ -336,7 +338,7 @@ func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	var total int64
 	for {
-		n, err := m.store.sweep(ctx, m.cfg.Now().UTC(), batch)
+		n, err := m.store.sweep(ctx, m.now(), batch)
 		total += n
 		if err != nil || n < int64(batch) {
 			return total, err

@@ -81,13 +81,16 @@ WHERE idempotency_keys.expires_at <= excluded.created_at
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands a stalled operation (in progress, lease passed) from its
-// previous owner to a retry. The operation id stays, so the re-run is the
-// same operation to everything downstream.
-func (s store) takeover(ctx context.Context, k IdempotencyKey, previousOwner, newOwner string, now, lockedUntil time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = ?, locked_until = ?
+// takeover hands an operation nobody holds — its lease passed, or it was
+// released — from its previous owner to a retry. The operation id stays, so
+// the re-run is the same operation to everything downstream; the request
+// becomes the retry's, which may differ only after a release.
+func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
+SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?
 WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
-		newOwner, lockedUntil, k.Scope, k.Key, StateInProgress, previousOwner, now)
+		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint,
+		want.Scope, want.Key, StateInProgress, previousOwner, now)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -105,11 +108,16 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 	return res.RowsAffected == 1, res.Error
 }
 
-// release forgets an operation that ended without an answer worth keeping,
-// so that a corrected or later retry with the same key runs it again.
-func (s store) release(ctx context.Context, scope, key, owner string) error {
-	return s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		scope, key, owner, StateInProgress).Error
+// release gives up an operation that ended without an answer worth
+// keeping: no owner, lease over, so that the next request with the key —
+// a retry, or a corrected request — takes it over at once. The row stays so
+// that the operation id, and with it the derived key, survives: if the
+// attempt reached the provider before failing, the retry gets the provider's
+// first answer instead of a second charge.
+func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
+WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
+		now, scope, key, owner, StateInProgress).Error
 }
 
 func (s store) countReplay(ctx context.Context, id uint) error {
@@ -126,6 +134,9 @@ WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = 
 		now, StateCompleted, now, batch, now, StateCompleted, now)
 	return res.RowsAffected, res.Error
 }
+
+// released: in progress, but nobody holds it.
+func (r IdempotencyKey) released() bool { return r.State == StateInProgress && r.OwnerToken == "" }
 
 func (r IdempotencyKey) response() (storedResponse, error) {
 	resp := storedResponse{Status: r.Status, Body: r.Body}

@@ -73,15 +73,18 @@ func TestOrderOfChecks(t *testing.T) {
 		name string
 		r    request
 		typ  string
+		// claims: the request passed the middleware's checks, so the key was
+		// claimed and then released; otherwise not even a key row exists.
+		claims bool
 	}{
-		{"no token, no key", request{body: "{}"}, "/problems/unauthorized"},
-		{"bad token, no key", request{token: "shp_nope", body: "{}"}, "/problems/unauthorized"},
-		{"no key, huge body", request{token: token, body: big}, "/problems/idempotency-key-missing"},
-		{"huge body", request{token: token, key: key("k"), body: big}, "/problems/request-too-large"},
-		{"invalid JSON", request{token: token, key: key("k"), body: `{"items":`}, "/problems/malformed-request"},
-		{"duplicate JSON keys", request{token: token, key: key("k"), body: `{"items":[],"items":[]}`}, "/problems/malformed-request"},
-		{"wrong content type", request{token: token, key: key("k"), contentType: "text/plain", body: `{"items":[]}`}, "/problems/unsupported-media-type"},
-		{"no body", request{token: token, key: key("k")}, "/problems/unsupported-media-type"},
+		{"no token, no key", request{body: "{}"}, "/problems/unauthorized", false},
+		{"bad token, no key", request{token: "shp_nope", body: "{}"}, "/problems/unauthorized", false},
+		{"no key, huge body", request{token: token, body: big}, "/problems/idempotency-key-missing", false},
+		{"huge body", request{token: token, key: key("k"), body: big}, "/problems/request-too-large", false},
+		{"invalid JSON", request{token: token, key: key("k"), body: `{"items":`}, "/problems/malformed-request", false},
+		{"duplicate JSON keys", request{token: token, key: key("k"), body: `{"items":[],"items":[]}`}, "/problems/malformed-request", false},
+		{"wrong content type", request{token: token, key: key("k"), contentType: "text/plain", body: `{"items":[]}`}, "/problems/unsupported-media-type", true},
+		{"no body", request{token: token, key: key("k")}, "/problems/unsupported-media-type", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +94,8 @@ func TestOrderOfChecks(t *testing.T) {
 				t.Fatal("401 without WWW-Authenticate")
 			}
 			isProblem(t, r, statusOf(tc.typ), tc.typ)
-			if got := e.sideEffects(); got.orders != 0 || got.keys != 0 {
+			got := e.sideEffects()
+			if got.orders != 0 || got.storedKeys != 0 || !tc.claims && got.keyRows != 0 {
 				t.Fatalf("wrote %+v", got)
 			}
 		})

@@ -296,11 +296,15 @@ func (e *env) count(table string, where ...any) int64 {
 func (e *env) charges() int64 { return e.count("simulated_charges", "status = ?", "succeeded") }
 
 // sideEffects is every write a request could make, for asserting that a
-// refused request made none.
-type sideEffects struct{ users, orders, payments, charges, keys int64 }
+// refused request made none. keyRows counts every key the server knows,
+// released ones included; storedKeys only those with a stored answer.
+type sideEffects struct{ users, orders, payments, charges, keyRows, storedKeys int64 }
 
 func (e *env) sideEffects() sideEffects {
-	return sideEffects{e.count("users"), e.count("orders"), e.count("payments"), e.count("simulated_charges"), e.count("idempotency_keys")}
+	return sideEffects{
+		e.count("users"), e.count("orders"), e.count("payments"), e.count("simulated_charges"),
+		e.count("idempotency_keys"), e.count("idempotency_keys", "state = ?", "completed"),
+	}
 }
 
 func isProblem(t *testing.T, r response, status int, typ string) {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -209,8 +210,8 @@ func TestKeysAreScopedToTheUser(t *testing.T) {
 	}
 	isProblem(t, e.do(request{method: "POST", path: "/api/v1/orders/" + aliceOrder + "/payments", token: bob, key: key("bob-pays"), body: payBody(payments.MethodVisa)}),
 		http.StatusNotFound, "/problems/not-found")
-	if e.charges() != 0 || e.count("idempotency_keys") != 2 {
-		t.Fatalf("charges %d, keys %d; want 0, 2", e.charges(), e.count("idempotency_keys"))
+	if got := e.sideEffects(); got.charges != 0 || got.storedKeys != 2 {
+		t.Fatalf("%+v; want 0 charges, 2 stored keys", got)
 	}
 	var mine map[string]any
 	r := e.do(request{method: "GET", path: "/api/v1/orders", token: bob})
@@ -252,7 +253,7 @@ func TestInvalidKeysAreRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do(request{method: "POST", path: "/api/v1/orders", token: token, body: body, header: http.Header{"Idempotency-Key": tc.header}})
 			isProblem(t, r, http.StatusBadRequest, tc.typ)
-			if got := e.sideEffects(); got.orders != 0 || got.keys != 0 {
+			if got := e.sideEffects(); got.orders != 0 || got.keyRows != 0 {
 				t.Fatalf("wrote %+v", got)
 			}
 		})
@@ -306,7 +307,7 @@ func TestValidationFailureIsNotStored(t *testing.T) {
 		if r.json(t)["errors"] == nil {
 			t.Fatalf("no field errors: %s", r.Body)
 		}
-		if got := e.sideEffects(); got.orders != 0 || got.keys != 0 {
+		if got := e.sideEffects(); got.orders != 0 || got.storedKeys != 0 {
 			t.Fatalf("a 422 wrote %+v", got)
 		}
 	}
@@ -329,8 +330,8 @@ func TestTransientProviderFailureReleasesTheKey(t *testing.T) {
 
 	for range 2 {
 		isProblem(t, e.do(pay), http.StatusBadGateway, "/problems/payment-provider-unavailable")
-		if got := e.sideEffects(); got.charges != 0 || got.payments != 0 || got.keys != 1 {
-			t.Fatalf("a 502 wrote %+v (keys should hold only the order's)", got)
+		if got := e.sideEffects(); got.charges != 0 || got.payments != 0 || got.storedKeys != 1 {
+			t.Fatalf("a 502 wrote %+v (only the order's key should be stored)", got)
 		}
 	}
 	r := e.do(pay)
@@ -413,5 +414,46 @@ func TestExpiredKeyIsANewOperation(t *testing.T) {
 	}
 	if n, keys := e.count("orders"), e.count("idempotency_keys"); n != 3 || keys != 1 {
 		t.Fatalf("%d orders, %d keys; want 3, 1", n, keys)
+	}
+}
+
+// lostReply charges for real, then loses the provider's reply for the first
+// n calls: the charge went through but the shop saw a failure.
+type lostReply struct {
+	payments.Provider
+	mu sync.Mutex
+	n  int
+}
+
+func (l *lostReply) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	charge, err := l.Provider.Charge(ctx, req)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		l.n--
+		return payments.Charge{}, payments.ErrUnavailable
+	}
+	return charge, err
+}
+
+// A released key keeps its operation: when an attempt charged but failed to
+// learn it, the retry with the same key gets the provider's first charge
+// back instead of making a second one.
+func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { return &lostReply{Provider: p, n: 1} }))
+	token := e.signUp("lost@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
+
+	isProblem(t, e.do(pay), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
+		t.Fatalf("after the lost reply: %d charges, %d payments; want 1, 0", c, pays)
+	}
+	r := e.do(pay)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("retry: %d %s", r.Status, r.Body)
+	}
+	if c, pays, calls := e.charges(), e.count("payments"), e.provider.Calls(); c != 1 || pays != 1 || calls != 2 {
+		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 2", c, pays, calls)
 	}
 }
