@@ -43,6 +43,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 	}
+	durationErrs := len(errs)
 	for _, d := range durations {
 		v, err := time.ParseDuration(withDefault(getenv(d.name), d.fallback))
 		if err != nil || v < 0 {
@@ -51,7 +52,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		*d.dst = v
 	}
-	if cfg.IdempotencyLease <= 0 || cfg.IdempotencyTTL <= cfg.IdempotencyLease {
+	if len(errs) == durationErrs && (cfg.IdempotencyLease <= 0 || cfg.IdempotencyTTL <= cfg.IdempotencyLease) {
 		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive and shorter than IDEMPOTENCY_TTL (%s)", cfg.IdempotencyLease, cfg.IdempotencyTTL))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {

@@ -79,8 +79,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		database = "postgres"
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	logger.Info("shop is serving", "url", fmt.Sprintf("http://localhost:%d/", port),
-		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
+	logger.Info("shop is serving", "api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
 		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database)
 
 	go sweep(ctx, srv, logger)

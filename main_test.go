@@ -64,7 +64,7 @@ func TestRun(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if !strings.Contains(out.String(), "http://localhost:"+port+"/") {
+	if !strings.Contains(out.String(), "http://localhost:"+port+"/api/v1/products") {
 		t.Fatalf("the log does not say where to go:\n%s", out.String())
 	}
 	cancel()

@@ -155,12 +155,20 @@ func (s *Server) createPayment(c *gin.Context) {
 	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
 		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
 	})
-	if err != nil {
+	if errors.Is(err, payments.ErrUnavailable) {
+		// The provider says nothing was charged: other keys may try at once.
 		if releaseErr := s.shop.ReleasePayment(ctx, order.ID, ref); releaseErr != nil {
 			s.deps.Logger.Error("release payment hold", "err", releaseErr)
 		}
+		s.fail(c, problem.ProviderUnavailable.With("The payment provider is unavailable; nothing was charged. Retry with the same key."))
+		return
+	}
+	if err != nil {
+		// No answer: the charge may have gone through. The hold stays until
+		// the lease ends, so only a retry with this key — which the provider
+		// recognises — can pay the order meanwhile.
 		s.deps.Logger.Warn("payment provider failed", "err", err)
-		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not answer; nothing was charged. Retry with the same key."))
+		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so the order is never charged twice."))
 		return
 	}
 	payment, err := s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{

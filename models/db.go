@@ -69,14 +69,27 @@ func Open(databaseURL string) (*gorm.DB, error) {
 func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
 
 // Migrate creates or updates the domain tables, and the tables of other
-// layers passed in more.
+// layers passed in more. It runs in one transaction — holding an advisory
+// lock on PostgreSQL, the write lock on SQLite — so that instances starting
+// together on an empty database migrate one after the other.
 func Migrate(db *gorm.DB, more ...any) error {
 	tables := append([]any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}}, more...)
-	if err := db.AutoMigrate(tables...); err != nil {
+	err := db.Transaction(func(tx *gorm.DB) error {
+		if IsPostgres(tx) {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrationLock).Error; err != nil {
+				return err
+			}
+		}
+		return tx.AutoMigrate(tables...)
+	})
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }
+
+// migrationLock is the advisory lock id of schema migrations.
+const migrationLock = 7243190515
 
 // catalogNamespace makes product ids stable: the same SKU has the same id on
 // every database and every instance.

@@ -37,7 +37,7 @@ var (
 	PaymentDeclined = Type{"payment-declined", http.StatusPaymentRequired, "Payment declined",
 		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
 	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
-		"The payment provider failed transiently and nothing was charged. The key was released: retry with the same key."}
+		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
 	Internal = Type{"internal", http.StatusInternalServerError, "Internal error",

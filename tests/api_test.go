@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
 )
@@ -207,5 +211,38 @@ func TestOnePaymentPerOrderAcrossKeys(t *testing.T) {
 	}
 	if c, pays := e.charges(), e.count("payments"); created != 1 || c != 1 || pays != 1 {
 		t.Fatalf("%d created, %d charges, %d payments; want 1 each", created, c, pays)
+	}
+}
+
+// Instances starting together on an empty database all come up: the
+// migrations take turns, and the catalog is seeded once.
+func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
+	databaseURL := testDatabaseURL(t)
+	const instances = 4
+	dbs := make([]*gorm.DB, instances)
+	for i := range dbs {
+		dbs[i] = openDB(t, databaseURL)
+	}
+	start := make(chan struct{})
+	errs := make(chan error, instances)
+	for _, db := range dbs {
+		go func() {
+			<-start
+			err := handlers.Migrate(db)
+			if err == nil {
+				err = models.Seed(db)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range instances {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var products int64
+	if err := dbs[0].Model(&models.Product{}).Count(&products).Error; err != nil || products != int64(len(models.Catalog)) {
+		t.Fatalf("%d products (%v), want %d", products, err, len(models.Catalog))
 	}
 }

@@ -116,14 +116,17 @@ func newEnv(t *testing.T, opts ...option) *env {
 // openTestDB opens a fresh database for one test.
 func openTestDB(t *testing.T) *gorm.DB {
 	t.Helper()
+	return openDB(t, testDatabaseURL(t))
+}
+
+// testDatabaseURL makes a fresh, empty database for one test and returns
+// its URL: an SQLite file, or a PostgreSQL schema of its own when
+// TEST_DATABASE_URL is set.
+func testDatabaseURL(t *testing.T) string {
+	t.Helper()
 	base := strings.TrimSpace(os.Getenv("TEST_DATABASE_URL"))
 	if base == "" {
-		db, err := models.Open(filepath.Join(t.TempDir(), "shop.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closeDB(db) })
-		return db
+		return filepath.Join(t.TempDir(), "shop.db")
 	}
 	admin, err := models.Open(base)
 	if err != nil {
@@ -135,6 +138,10 @@ func openTestDB(t *testing.T) *gorm.DB {
 	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL refused a schema: %v", err)
 	}
+	t.Cleanup(func() {
+		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		closeDB(admin)
+	})
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -142,15 +149,17 @@ func openTestDB(t *testing.T) *gorm.DB {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	db, err := models.Open(u.String())
+	return u.String()
+}
+
+// openDB opens a database URL for the rest of the test.
+func openDB(t *testing.T, databaseURL string) *gorm.DB {
+	t.Helper()
+	db, err := models.Open(databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		closeDB(db)
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		closeDB(admin)
-	})
+	t.Cleanup(func() { closeDB(db) })
 	return db
 }
 

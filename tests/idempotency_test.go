@@ -431,7 +431,7 @@ func (l *lostReply) Charge(ctx context.Context, req payments.ChargeRequest) (pay
 	defer l.mu.Unlock()
 	if l.n > 0 {
 		l.n--
-		return payments.Charge{}, payments.ErrUnavailable
+		return payments.Charge{}, context.DeadlineExceeded
 	}
 	return charge, err
 }
@@ -449,6 +449,11 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
 		t.Fatalf("after the lost reply: %d charges, %d payments; want 1, 0", c, pays)
 	}
+	// The charge may have gone through, so the order stays held for this
+	// operation: another key cannot charge it meanwhile.
+	other := pay
+	other.key = key("pay-other")
+	isProblem(t, e.do(other), http.StatusConflict, "/problems/payment-in-progress")
 	r := e.do(pay)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("retry: %d %s", r.Status, r.Body)
