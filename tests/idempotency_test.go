@@ -462,3 +462,53 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 2", c, pays, calls)
 	}
 }
+
+// signalling tells when the provider has been called, then lets it answer.
+type signalling struct {
+	payments.Provider
+	called chan struct{}
+}
+
+func (s *signalling) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	close(s.called)
+	return s.Provider.Charge(ctx, req)
+}
+
+// A client that hangs up mid-request does not cancel the operation: it
+// completes and is recorded, and the retry gets the replay.
+func TestClientDisconnectDoesNotCancelTheOperation(t *testing.T) {
+	provider := &signalling{called: make(chan struct{})}
+	e := newEnv(t, withLatency(200*time.Millisecond), withProvider(func(p payments.Provider) payments.Provider {
+		provider.Provider = p
+		return provider
+	}))
+	token := e.signUp("hangup@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	path := "/api/v1/orders/" + orderID + "/payments"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+path, strings.NewReader(payBody(payments.MethodVisa)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", "hangup")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-provider.called
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the client got an answer before it hung up")
+	}
+	retry := e.do(request{method: "POST", path: path, token: token, key: key("hangup"), body: payBody(payments.MethodVisa)})
+	if retry.Status != http.StatusCreated || !retry.replayed() {
+		t.Fatalf("retry: %d replayed=%v %s", retry.Status, retry.replayed(), retry.Body)
+	}
+	if c, pays, calls := e.charges(), e.count("payments"), e.provider.Calls(); c != 1 || pays != 1 || calls != 1 {
+		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 1", c, pays, calls)
+	}
+}
