@@ -1,0 +1,196 @@
+package middleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gowebpki/jcs"
+)
+
+// payment is the request the fingerprint cases vary one thing of at a time.
+func payment(change func(*Request)) Request {
+	r := Request{
+		Method:      "POST",
+		Route:       "/api/v1/orders/:id/payments",
+		Params:      gin.Params{{Key: "id", Value: "42"}},
+		Query:       url.Values{"a": {"1"}, "b": {"2"}},
+		ContentType: "application/json",
+		Body:        []byte(`{"amount":100,"card":{"number":"4242","cvc":"123"}}`),
+	}
+	if change != nil {
+		change(&r)
+	}
+	return r
+}
+
+func body(s string) func(*Request) { return func(r *Request) { r.Body = []byte(s) } }
+
+func form(s string) func(*Request) {
+	return func(r *Request) {
+		r.ContentType = "application/x-www-form-urlencoded"
+		r.Body = []byte(s)
+	}
+}
+
+func mustFingerprint(t *testing.T, r Request) string {
+	t.Helper()
+	fp, err := Fingerprint(r)
+	if err != nil {
+		t.Fatalf("Fingerprint(%+v): %v", r, err)
+	}
+	if len(fp) != 64 {
+		t.Fatalf("Fingerprint(%+v) = %q, want 64 hex digits of SHA-256", r, fp)
+	}
+	return fp
+}
+
+func TestFingerprintSameOperation(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b Request
+	}{
+		{"JSON key order", payment(nil), payment(body(`{"card":{"cvc":"123","number":"4242"},"amount":100}`))},
+		{"JSON whitespace", payment(nil), payment(body("\n { \"amount\" : 100 ,\t\"card\":{ \"number\":\"4242\",\r\n\"cvc\":\"123\" } } \n"))},
+		{"JSON 1 and 1.0", payment(body(`{"n":1}`)), payment(body(`{"n":1.0}`))},
+		{"JSON 1e2 and 100", payment(body(`{"n":100}`)), payment(body(`{"n":1e2}`))},
+		{"JSON string escapes", payment(body(`{"s":"é/"}`)), payment(body(`{"s":"\u00e9\/"}`))},
+		{"JSON media type parameters", payment(nil), payment(func(r *Request) { r.ContentType = "Application/JSON; charset=utf-8" })},
+		{"+json suffix", payment(func(r *Request) { r.ContentType = "application/merge-patch+json"; r.Body = []byte(`{"a":1,"b":2}`) }),
+			payment(func(r *Request) {
+				r.ContentType = "application/merge-patch+json"
+				r.Body = []byte(`{ "b":2, "a":1.0 }`)
+			})},
+		{"problem+json", payment(func(r *Request) {
+			r.ContentType = "application/problem+json"
+			r.Body = []byte(`{"type":"x","status":409}`)
+		}),
+			payment(func(r *Request) {
+				r.ContentType = "application/problem+json"
+				r.Body = []byte(`{"status":409,"type":"x"}`)
+			})},
+		{"query order", payment(func(r *Request) { r.Query, _ = url.ParseQuery("a=1&b=2") }),
+			payment(func(r *Request) { r.Query, _ = url.ParseQuery("b=2&a=1") })},
+		{"no query", payment(func(r *Request) { r.Query = nil }), payment(func(r *Request) { r.Query = url.Values{} })},
+		{"form field order", payment(form("card=4242&amount=100")), payment(form("amount=100&card=4242"))},
+		{"form without key field", payment(form("amount=100&card=4242&idempotency_key=k1")), payment(form("card=4242&amount=100"))},
+		{"form key field differs", payment(form("idempotency_key=k1&amount=100")), payment(form("amount=100&idempotency_key=k2"))},
+		{"form encoding", payment(form("note=a+b&x=%41")), payment(form("x=A&note=a%20b"))},
+		{"raw bytes", payment(func(r *Request) { r.ContentType = "text/plain"; r.Body = []byte("hello") }),
+			payment(func(r *Request) { r.ContentType = "text/plain; charset=utf-8"; r.Body = []byte("hello") })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if a, b := mustFingerprint(t, tt.a), mustFingerprint(t, tt.b); a != b {
+				t.Fatalf("fingerprints differ:\n%+v\n%+v", tt.a, tt.b)
+			}
+		})
+	}
+}
+
+func TestFingerprintDifferentOperation(t *testing.T) {
+	tests := []struct {
+		name string
+		b    Request
+	}{
+		{"JSON value", payment(body(`{"amount":101,"card":{"number":"4242","cvc":"123"}}`))},
+		{"JSON type", payment(body(`{"amount":"100","card":{"number":"4242","cvc":"123"}}`))},
+		{"JSON extra member", payment(body(`{"amount":100,"card":{"number":"4242","cvc":"123"},"x":null}`))},
+		{"method", payment(func(r *Request) { r.Method = "PUT" })},
+		{"route", payment(func(r *Request) { r.Route = "/api/v1/orders/:id/refunds" })},
+		{"path parameter", payment(func(r *Request) { r.Params = gin.Params{{Key: "id", Value: "43"}} })},
+		{"path parameter name", payment(func(r *Request) { r.Params = gin.Params{{Key: "order", Value: "42"}} })},
+		{"query value", payment(func(r *Request) { r.Query = url.Values{"a": {"1"}, "b": {"3"}} })},
+		{"query parameter", payment(func(r *Request) { r.Query = url.Values{"a": {"1"}} })},
+		{"query moved into the route", payment(func(r *Request) { r.Route += "?a=1&b=2"; r.Query = nil })},
+		{"form instead of JSON, same bytes", payment(func(r *Request) { r.ContentType = "application/x-www-form-urlencoded" })},
+		{"raw JSON bytes not canonicalised", payment(func(r *Request) {
+			r.ContentType = "text/plain"
+			r.Body = []byte(`{"card":{"cvc":"123","number":"4242"},"amount":100}`)
+		})},
+	}
+	base := mustFingerprint(t, payment(nil))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if mustFingerprint(t, tt.b) == base {
+				t.Fatalf("fingerprint of %+v equals the base request's", tt.b)
+			}
+		})
+	}
+	t.Run("form value", func(t *testing.T) {
+		if mustFingerprint(t, payment(form("amount=100"))) == mustFingerprint(t, payment(form("amount=101"))) {
+			t.Fatal("forms with different values have the same fingerprint")
+		}
+	})
+	t.Run("raw whitespace", func(t *testing.T) {
+		plain := func(s string) Request {
+			return payment(func(r *Request) { r.ContentType = "text/plain"; r.Body = []byte(s) })
+		}
+		if mustFingerprint(t, plain("a")) == mustFingerprint(t, plain("a ")) {
+			t.Fatal("raw bodies are not compared byte for byte")
+		}
+	})
+}
+
+func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
+	tests := []struct {
+		name    string
+		r       Request
+		wantErr error
+	}{
+		{"invalid JSON", payment(body(`{"amount":`)), errBodyJSON},
+		{"trailing JSON", payment(body(`{"amount":1} {}`)), errBodyJSON},
+		{"duplicate JSON keys", payment(body(`{"amount":1,"amount":2}`)), errBodyJSON},
+		{"nested duplicate JSON keys", payment(body(`{"card":{"cvc":"1","cvc":"1"}}`)), errBodyJSON},
+		{"empty JSON", payment(body(``)), errBodyJSON},
+		{"invalid +json", payment(func(r *Request) { r.ContentType = "application/problem+json"; r.Body = []byte(`nope`) }), errBodyJSON},
+		{"invalid form", payment(form("amount=%zz")), errBodyForm},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if fp, err := Fingerprint(tt.r); !errors.Is(err, tt.wantErr) || fp != "" {
+				t.Fatalf("Fingerprint(%q) = %q, %v; want %v", tt.r.Body, fp, err, tt.wantErr)
+			}
+		})
+	}
+	t.Run("other media types are not parsed", func(t *testing.T) {
+		for _, ct := range []string{"text/plain", "", "application/octet-stream", "not a media type;;"} {
+			mustFingerprint(t, payment(func(r *Request) { r.ContentType = ct; r.Body = []byte(`{"amount":`) }))
+		}
+	})
+}
+
+func FuzzFingerprintJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `[]`, `null`, `true`, `0`, `-1.5e-7`, `1.0`, `{"a":1,"b":[1,2,3]}`, `{"b":{"a":[{},[]]}}`,
+		`["😀"]`, `{"\u0000":"\u001f"}`, `[1e21,1e-6,5e-324]`, `  {"a" : 1}  `, `{"a":1,"a":2}`, `{"a":`, `"x"`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := payment(body(string(data)))
+		fp, err := Fingerprint(r)
+		canonical, jcsErr := jcs.Transform(data)
+		if jcsErr != nil {
+			if !errors.Is(err, errBodyJSON) {
+				t.Fatalf("jcs rejects %q (%v) but Fingerprint = %q, %v", data, jcsErr, fp, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("jcs accepts %q but Fingerprint fails: %v", data, err)
+		}
+		var spaced bytes.Buffer
+		spaced.WriteString(" \r\n\t")
+		if err := json.Indent(&spaced, canonical, "\n\t", " \t"); err != nil {
+			t.Fatalf("canonical form %q of %q is not JSON: %v", canonical, data, err)
+		}
+		spaced.WriteString("\t\n ")
+		if again := mustFingerprint(t, payment(body(spaced.String()))); again != fp {
+			t.Fatalf("fingerprint of %q differs from that of its canonical form with whitespace %q", data, spaced.Bytes())
+		}
+	})
+}
