@@ -8,7 +8,6 @@ import (
 	"hash"
 	"mime"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -47,16 +46,28 @@ func Fingerprint(r Request) (string, error) {
 	h := sha256.New()
 	field(h, r.Method)
 	field(h, r.Route)
-	params := make([]string, 0, 2*len(r.Params))
+	// The route template fixes the parameters and their order; each name and
+	// value is a field of its own, so no value can pass for another.
 	for _, p := range r.Params {
-		params = append(params, p.Key+"="+p.Value)
+		field(h, p.Key)
+		field(h, p.Value)
 	}
-	sort.Strings(params)
-	field(h, strings.Join(params, "&"))
 	field(h, r.Query.Encode())
+	// The media type counts: the same bytes sent as another type are another
+	// request, which the handler may well refuse.
+	field(h, mediaType(r.ContentType))
 	field(h, string(body))
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// mediaType is the lower-cased media type of a Content-Type, without
+// parameters; empty when there is none or it does not parse.
+func mediaType(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
+}
+
+const formType = "application/x-www-form-urlencoded"
 
 // field writes s length-prefixed, so that no two different lists of fields
 // hash the same bytes.
@@ -67,15 +78,14 @@ func field(h hash.Hash, s string) {
 }
 
 func canonicalBody(contentType string, body []byte) ([]byte, error) {
-	mediaType, _, _ := mime.ParseMediaType(contentType)
-	switch {
-	case mediaType == "application/json" || strings.HasSuffix(mediaType, "+json"):
+	switch mt := mediaType(contentType); {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		canonical, err := jcs.Transform(body)
 		if err != nil {
 			return nil, errBodyJSON
 		}
 		return canonical, nil
-	case mediaType == "application/x-www-form-urlencoded":
+	case mt == formType:
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			return nil, errBodyForm

@@ -107,6 +107,13 @@ func TestFingerprintDifferentOperation(t *testing.T) {
 		{"query parameter", payment(func(r *Request) { r.Query = url.Values{"a": {"1"}} })},
 		{"query moved into the route", payment(func(r *Request) { r.Route += "?a=1&b=2"; r.Query = nil })},
 		{"form instead of JSON, same bytes", payment(func(r *Request) { r.ContentType = "application/x-www-form-urlencoded" })},
+		{"canonical JSON bytes as another media type", payment(func(r *Request) {
+			r.ContentType = "text/plain"
+			r.Body = []byte(`{"amount":100,"card":{"cvc":"123","number":"4242"}}`)
+		})},
+		{"a parameter's value passing for two parameters", payment(func(r *Request) {
+			r.Params = gin.Params{{Key: "id", Value: "42&b=2"}}
+		})},
 		{"raw JSON bytes not canonicalised", payment(func(r *Request) {
 			r.ContentType = "text/plain"
 			r.Body = []byte(`{"card":{"cvc":"123","number":"4242"},"amount":100}`)
@@ -120,6 +127,19 @@ func TestFingerprintDifferentOperation(t *testing.T) {
 			}
 		})
 	}
+	t.Run("path parameters are unambiguous", func(t *testing.T) {
+		a := payment(func(r *Request) {
+			r.Route = "/x/:a/:b"
+			r.Params = gin.Params{{Key: "a", Value: "1&b=2"}, {Key: "b", Value: "3"}}
+		})
+		b := payment(func(r *Request) {
+			r.Route = "/x/:a/:b"
+			r.Params = gin.Params{{Key: "a", Value: "1"}, {Key: "b", Value: "2&b=3"}}
+		})
+		if mustFingerprint(t, a) == mustFingerprint(t, b) {
+			t.Fatal("different path parameters, same fingerprint")
+		}
+	})
 	t.Run("form value", func(t *testing.T) {
 		if mustFingerprint(t, payment(form("amount=100"))) == mustFingerprint(t, payment(form("amount=101"))) {
 			t.Fatal("forms with different values have the same fingerprint")

@@ -96,7 +96,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 	}
 	// A form may carry its key in the body; anything else must have the
 	// header, and is refused before its body is read.
-	isForm := c.ContentType() == "application/x-www-form-urlencoded"
+	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
 	if headerKey == "" && !isForm {
 		m.cfg.Render(c, problem.KeyMissing.With(errKeyMissing.Error()))
 		return
@@ -149,6 +149,9 @@ func readBody(c *gin.Context) ([]byte, error) {
 func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
+			if len(form[FormKeyField]) > 1 {
+				return "", errKeyList
+			}
 			fieldKey, err := checkKey(form.Get(FormKeyField))
 			if err != nil {
 				return "", err

@@ -590,6 +590,7 @@ func TestFormKey(t *testing.T) {
 		{"no key", "", "name=bolt", 400, &problem.KeyMissing, false, 2},
 		{"255-character field", "", "name=bolt&idempotency_key=" + long, 303, nil, false, 3},
 		{"header only", "form-6", "name=bolt", 303, nil, false, 4},
+		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &problem.KeyInvalid, false, 4},
 	}
 	var first answer
 	for i, s := range steps {
@@ -611,6 +612,12 @@ func TestFormKey(t *testing.T) {
 				t.Fatalf("resubmit answered %v %q, want the original %v %q", a.header, a.body, first.header, first.body)
 			}
 		}
+	}
+	// The media type's case does not matter: a resubmission of form-1 with
+	// another spelling is still a form carrying its key in a field.
+	upper := h.do(call{path: path, contentType: "Application/X-WWW-Form-URLEncoded", body: "color=red&idempotency_key=form-1&name=bolt"})
+	if upper.status != 303 || !upper.replayed() {
+		t.Fatalf("form with an upper-case media type: %d replayed=%v %s", upper.status, upper.replayed(), upper.body)
 	}
 	h.wantKeys("alice/"+long+"=completed", "alice/form-1=completed", "alice/form-2=completed", "alice/form-6=completed")
 	d := h.runs.of("/widgets/1")
