@@ -155,6 +155,7 @@ func (s *Server) createPayment(c *gin.Context) {
 	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
 		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
 	})
+	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
 	if errors.Is(err, payments.ErrUnavailable) {
 		// The provider says nothing was charged: other keys may try at once.
 		if releaseErr := s.shop.ReleasePayment(ctx, order.ID, ref); releaseErr != nil {
@@ -188,4 +189,14 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, paymentView(payment))
+}
+
+func providerResult(charge payments.Charge, err error) string {
+	switch {
+	case errors.Is(err, payments.ErrUnavailable):
+		return "unavailable"
+	case err != nil:
+		return "error"
+	}
+	return charge.Status
 }

@@ -10,12 +10,13 @@ import (
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(gin.CustomRecovery(s.recovered))
+	r.Use(s.metrics.observe, gin.CustomRecovery(s.recovered))
 	r.NoRoute(func(c *gin.Context) { problem.Write(c, problem.NotFound.With("No such path.")) })
 	r.NoMethod(func(c *gin.Context) { problem.Write(c, problem.MethodNotAllowed.With("")) })
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", s.metrics.handler())
 	r.GET("/problems", s.problemIndex)
 	r.GET("/problems/:slug", s.problemPage)
 

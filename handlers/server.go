@@ -40,6 +40,7 @@ type Server struct {
 	shop        models.Shop
 	idempotency *middleware.Idempotency
 	pages       *template.Template
+	metrics     *metrics
 	router      *gin.Engine
 }
 
@@ -64,11 +65,13 @@ func NewServer(deps Deps) *Server {
 		accounts: models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
 		shop:     models.Shop{DB: deps.DB},
 		pages:    template.Must(template.ParseFS(templates.FS, "problems.html")),
+		metrics:  newMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now,
-		Scope:  func(c *gin.Context) string { return currentUser(c).ID },
-		Logger: deps.Logger,
+		Scope:   func(c *gin.Context) string { return currentUser(c).ID },
+		Observe: s.metrics.idempotencyOutcome,
+		Logger:  deps.Logger,
 	})
 	s.router = s.routes()
 	return s
@@ -78,7 +81,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 // SweepKeys deletes expired idempotency keys.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
-	return s.idempotency.Sweep(ctx, 500)
+	n, err := s.idempotency.Sweep(ctx, 500)
+	s.metrics.swept.Add(float64(n))
+	return n, err
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }

@@ -46,8 +46,27 @@ type Config struct {
 	Scope func(*gin.Context) string
 	// Render sends a problem; problem.Write when nil.
 	Render func(*gin.Context, *problem.Problem)
-	Logger *slog.Logger
+	// Observe is told what the middleware did for a route (the Outcome
+	// constants), for metrics; optional.
+	Observe func(route string, outcome Outcome)
+	Logger  *slog.Logger
 }
+
+// Outcome is what the middleware did with one request.
+type Outcome string
+
+// The outcomes, as metrics count them.
+const (
+	OutcomeClaimed        Outcome = "claimed"              // a new operation started
+	OutcomeTakenOver      Outcome = "taken_over"           // a stalled or released operation restarted
+	OutcomeReplayed       Outcome = "replayed"             // a completed answer was replayed at once
+	OutcomeWaitedReplayed Outcome = "waited_replayed"      // replayed after waiting for the original
+	OutcomeMismatch       Outcome = "mismatch"             // the key was used for another request: 422
+	OutcomeInProgress     Outcome = "in_progress_conflict" // still running after the wait: 409
+	OutcomeStored         Outcome = "stored"               // the answer was committed for replay
+	OutcomeReleased       Outcome = "released"             // no answer kept; the key is free again
+	OutcomeLeaseLost      Outcome = "lease_lost"           // fenced: another attempt had taken over
+)
 
 // Idempotency is the middleware.
 type Idempotency struct {
@@ -66,6 +85,9 @@ func New(cfg Config) *Idempotency {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(string, Outcome) {}
+	}
 	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}}
 }
 
@@ -78,6 +100,7 @@ const operationKey = "idempotency.operation"
 // operation is the claimed key as the handler sees it.
 type operation struct {
 	scope, key, owner, id string
+	route                 string
 	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
 	tx                    *gorm.DB
 	final                 bool
@@ -193,10 +216,12 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				return
 			}
 			if claimed {
+				m.cfg.Observe(want.Route, OutcomeClaimed)
 				m.run(c, want)
 				return
 			}
 		case found.Fingerprint != want.Fingerprint && !found.released():
+			m.cfg.Observe(want.Route, OutcomeMismatch)
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return
 		case found.State == StateCompleted:
@@ -210,11 +235,13 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				return
 			}
 			if took {
+				m.cfg.Observe(want.Route, OutcomeTakenOver)
 				m.run(c, want)
 				return
 			}
 		}
 		if !time.Now().Before(waitUntil) {
+			m.cfg.Observe(want.Route, OutcomeInProgress)
 			p := problem.KeyInProgress.With("The original request is still running; retry with the same key to get its answer.")
 			p.RetryAfter = 1
 			m.cfg.Render(c, p)
@@ -245,7 +272,7 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	// disconnects: a charge must not be left half-recorded.
 	ctx := context.WithoutCancel(c.Request.Context())
 	c.Request = c.Request.WithContext(ctx)
-	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, db: m.cfg.DB.WithContext(ctx)}
+	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, route: k.Route, db: m.cfg.DB.WithContext(ctx)}
 	c.Set(operationKey, op)
 	real := c.Writer
 	rec := newRecorder(real)
@@ -253,8 +280,7 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	defer func() {
 		c.Writer = real
 		if p := recover(); p != nil {
-			op.rollback()
-			m.release(ctx, op)
+			m.abandon(ctx, op)
 			panic(p)
 		}
 	}()
@@ -270,8 +296,7 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
-		op.rollback()
-		m.release(ctx, op)
+		m.abandon(ctx, op)
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 		return
 	}
@@ -285,10 +310,10 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 	switch {
 	case err != nil:
-		op.rollback()
-		m.release(ctx, op)
+		m.abandon(ctx, op)
 		m.internal(c, "record outcome", err)
 	case !completed:
+		m.cfg.Observe(op.route, OutcomeLeaseLost)
 		// Fenced: the lease passed and a retry took the key over. This
 		// attempt's writes are rolled back; the retry's answer stands.
 		op.rollback()
@@ -296,14 +321,18 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		p.RetryAfter = 1
 		m.cfg.Render(c, p)
 	default:
+		m.cfg.Observe(op.route, OutcomeStored)
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 	}
 }
 
-func (m *Idempotency) release(ctx context.Context, op *operation) {
+// abandon rolls the attempt back and releases the key.
+func (m *Idempotency) abandon(ctx context.Context, op *operation) {
+	op.rollback()
 	if err := m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err != nil {
 		m.cfg.Logger.Error("release idempotency key", "err", err)
 	}
+	m.cfg.Observe(op.route, OutcomeReleased)
 }
 
 func (op *operation) rollback() {
@@ -323,8 +352,13 @@ func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
 	// Counted before the answer goes out, so that what a client has seen is
 	// already in the count. A failed count does not fail the replay.
 	if err := m.store.countReplay(context.WithoutCancel(c.Request.Context()), k.ID); err != nil {
-		m.cfg.Logger.Error("count replay", "err", err, "waited", waited)
+		m.cfg.Logger.Error("count replay", "err", err)
 	}
+	outcome := OutcomeReplayed
+	if waited {
+		outcome = OutcomeWaitedReplayed
+	}
+	m.cfg.Observe(c.FullPath(), outcome)
 	resp.Headers.Set(ReplayedHeader, "true")
 	send(c.Writer, resp.Headers, resp.Status, resp.Body)
 	c.Abort()

@@ -246,3 +246,43 @@ func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
 		t.Fatalf("%d products (%v), want %d", products, err, len(models.Catalog))
 	}
 }
+
+// /metrics counts what the idempotency layer did, by route and outcome, and
+// what the payment provider answered.
+func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("metrics@example.com")
+	p := e.products()
+	orderID := e.createOrder(token, "a", orderBody(p[0], 1))                                                     // claimed, stored
+	e.createOrder(token, "a", orderBody(p[0], 1))                                                                // replayed
+	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("a"), body: orderBody(p[0], 2)}) // mismatch
+	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("b"), body: orderBody(p[0], 0)}) // claimed, released
+	e.createOrder(token, "b", orderBody(p[0], 1))                                                                // taken over, stored
+	pay := "/api/v1/orders/" + orderID + "/payments"
+	e.do(request{method: "POST", path: pay, token: token, key: key("p1"), body: payBody(payments.MethodDeclined)})
+	e.do(request{method: "POST", path: pay, token: token, key: key("p2"), body: payBody(payments.MethodUnavailable)})
+	e.do(request{method: "POST", path: pay, token: token, key: key("p3"), body: payBody(payments.MethodVisa)})
+
+	r := e.do(request{method: "GET", path: "/metrics"})
+	if r.Status != http.StatusOK {
+		t.Fatalf("/metrics: %d", r.Status)
+	}
+	text := string(r.Body)
+	for _, want := range []string{
+		`shop_idempotency_outcomes_total{outcome="claimed",route="/api/v1/orders"} 2`,
+		`shop_idempotency_outcomes_total{outcome="stored",route="/api/v1/orders"} 2`,
+		`shop_idempotency_outcomes_total{outcome="replayed",route="/api/v1/orders"} 1`,
+		`shop_idempotency_outcomes_total{outcome="mismatch",route="/api/v1/orders"} 1`,
+		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders"} 1`,
+		`shop_idempotency_outcomes_total{outcome="taken_over",route="/api/v1/orders"} 1`,
+		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders/:id/payments"} 1`,
+		`shop_payment_provider_calls_total{result="declined"} 1`,
+		`shop_payment_provider_calls_total{result="unavailable"} 1`,
+		`shop_payment_provider_calls_total{result="succeeded"} 1`,
+		`shop_http_requests_total{method="POST",route="/api/v1/orders",status="422"} 2`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
