@@ -28,6 +28,9 @@ func (s *Server) listKeys(c *gin.Context) {
 	out := make([]keyJSON, 0, len(keys))
 	for _, k := range keys {
 		v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
+		if k.Released() {
+			v.State = "released"
+		}
 		if k.Status != 0 {
 			v.Status = &k.Status
 		}

@@ -220,7 +220,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint && !found.released():
+		case found.Fingerprint != want.Fingerprint && !found.Released():
 			m.cfg.Observe(want.Route, OutcomeMismatch)
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return

@@ -341,7 +341,7 @@ func keyStates(db *gorm.DB) ([]string, error) {
 	names := []string{}
 	for _, r := range rows {
 		state := r.State
-		if r.released() {
+		if r.Released() {
 			state = "released"
 		}
 		names = append(names, r.Scope+"/"+r.Key+"="+state)
@@ -688,7 +688,7 @@ func TestOutcomes(t *testing.T) {
 				if k.State != StateCompleted || k.Status != tt.status || string(k.Body) != first.body {
 					t.Fatalf("stored key = %+v, want completed with %d and the answer", k, tt.status)
 				}
-			} else if !k.released() || k.LockedUntil.After(h.clock.Now()) {
+			} else if !k.Released() || k.LockedUntil.After(h.clock.Now()) {
 				t.Fatalf("key = %+v, want it released: in progress, no owner, lease over", k)
 			}
 
@@ -1006,7 +1006,7 @@ func TestSweep(t *testing.T) {
 		}
 		if !r.deleted {
 			state := r.state
-			if k.released() {
+			if k.Released() {
 				state = "released"
 			}
 			want = append(want, r.scope+"/"+r.key+"="+state)

@@ -135,8 +135,9 @@ WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = 
 	return res.RowsAffected, res.Error
 }
 
-// released: in progress, but nobody holds it.
-func (r IdempotencyKey) released() bool { return r.State == StateInProgress && r.OwnerToken == "" }
+// Released: in progress, but nobody holds it — the last attempt ended
+// without an answer worth keeping, and the next request takes it over.
+func (r IdempotencyKey) Released() bool { return r.State == StateInProgress && r.OwnerToken == "" }
 
 func (r IdempotencyKey) response() (storedResponse, error) {
 	resp := storedResponse{Status: r.Status, Body: r.Body}

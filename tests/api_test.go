@@ -156,7 +156,16 @@ func TestOrdersAndKeysAreListed(t *testing.T) {
 	if o["total_cents"] != prices[p[0]]+prices[p[1]] || o["status"] != "pending" || o["currency"] != "USD" {
 		t.Fatalf("order: %v", o)
 	}
+	// A refused request leaves its key released: known, with no answer.
+	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("c"), body: orderBody(p[0], 0)})
 	keys := e.do(request{method: "GET", path: "/api/v1/idempotency-keys", token: token}).json(t)["idempotency_keys"].([]any)
+	if len(keys) != 3 {
+		t.Fatalf("keys: %v", keys)
+	}
+	if c := keys[0].(map[string]any); c["key"] != "c" || c["state"] != "released" || c["status"] != nil {
+		t.Fatalf("released key c: %v", c)
+	}
+	keys = keys[1:]
 	if len(keys) != 2 {
 		t.Fatalf("keys: %v", keys)
 	}
