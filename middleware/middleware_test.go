@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/internal/testdb"
 	"github.com/shop/shop/problem"
 )
 
@@ -116,15 +115,7 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
-	db, err := models.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := testdb.New(t)
 	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +126,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	for _, o := range opts {
 		o(h)
 	}
-	err = db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
+	err := db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
 		probe, ok := tx.Statement.Context.Value(probeKey{}).(chan struct{})
 		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
 		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {

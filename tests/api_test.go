@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testdb"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
@@ -226,11 +227,11 @@ func TestOnePaymentPerOrderAcrossKeys(t *testing.T) {
 // Instances starting together on an empty database all come up: the
 // migrations take turns, and the catalog is seeded once.
 func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
-	databaseURL := testDatabaseURL(t)
+	databaseURL := testdb.URL(t)
 	const instances = 4
 	dbs := make([]*gorm.DB, instances)
 	for i := range dbs {
-		dbs[i] = openDB(t, databaseURL)
+		dbs[i] = testdb.Open(t, databaseURL)
 	}
 	start := make(chan struct{})
 	errs := make(chan error, instances)

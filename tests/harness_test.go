@@ -5,16 +5,11 @@ package tests
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testdb"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -92,7 +88,7 @@ const ttl = 24 * time.Hour
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	db := openTestDB(t)
+	db := testdb.New(t)
 	if err := handlers.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
@@ -111,62 +107,6 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
-}
-
-// openTestDB opens a fresh database for one test.
-func openTestDB(t *testing.T) *gorm.DB {
-	t.Helper()
-	return openDB(t, testDatabaseURL(t))
-}
-
-// testDatabaseURL makes a fresh, empty database for one test and returns
-// its URL: an SQLite file, or a PostgreSQL schema of its own when
-// TEST_DATABASE_URL is set.
-func testDatabaseURL(t *testing.T) string {
-	t.Helper()
-	base := strings.TrimSpace(os.Getenv("TEST_DATABASE_URL"))
-	if base == "" {
-		return filepath.Join(t.TempDir(), "shop.db")
-	}
-	admin, err := models.Open(base)
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL cannot be opened: %v", err)
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "t_" + hex.EncodeToString(suffix)
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL refused a schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		closeDB(admin)
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// openDB opens a database URL for the rest of the test.
-func openDB(t *testing.T, databaseURL string) *gorm.DB {
-	t.Helper()
-	db, err := models.Open(databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeDB(db) })
-	return db
-}
-
-func closeDB(db *gorm.DB) {
-	if sqlDB, err := db.DB(); err == nil {
-		sqlDB.Close()
-	}
 }
 
 // response is an answer, read whole.

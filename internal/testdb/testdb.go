@@ -1,0 +1,73 @@
+// Package testdb gives each test a fresh, empty database of its own: an
+// SQLite file by default, or a PostgreSQL schema when TEST_DATABASE_URL is
+// set, so that the same tests run on both.
+package testdb
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+)
+
+// URL makes a fresh database for the test and returns its URL; it is
+// dropped when the test ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	base := strings.TrimSpace(os.Getenv("TEST_DATABASE_URL"))
+	if base == "" {
+		return filepath.Join(t.TempDir(), "shop.db")
+	}
+	admin, err := models.Open(base)
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL cannot be opened: %v", err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema := "t_" + hex.EncodeToString(suffix)
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL refused a schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		closeDB(admin)
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Open opens a database URL for the rest of the test.
+func Open(t testing.TB, databaseURL string) *gorm.DB {
+	t.Helper()
+	db, err := models.Open(databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeDB(db) })
+	return db
+}
+
+// New opens a fresh database for the test.
+func New(t testing.TB) *gorm.DB {
+	t.Helper()
+	return Open(t, URL(t))
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}
