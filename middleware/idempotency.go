@@ -125,8 +125,12 @@ func (m *Idempotency) handle(c *gin.Context) {
 		return
 	}
 	body, err := readBody(c)
-	if err != nil {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
 		m.cfg.Render(c, problem.TooLarge.With(err.Error()))
+		return
+	case err != nil:
+		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
 	key, err := resolveKey(headerKey, isForm, body)
@@ -149,19 +153,20 @@ func (m *Idempotency) handle(c *gin.Context) {
 	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint})
 }
 
+var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
+
 // readBody reads the whole body, at most MaxBodyBytes, and puts it back for
 // the handler.
 func readBody(c *gin.Context) ([]byte, error) {
-	tooLarge := fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
 	if c.Request.ContentLength > MaxBodyBytes {
-		return nil, tooLarge
+		return nil, errBodyTooLarge
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("the body could not be read: %w", err)
 	}
 	if len(body) > MaxBodyBytes {
-		return nil, tooLarge
+		return nil, errBodyTooLarge
 	}
 	c.Request.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil

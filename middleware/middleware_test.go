@@ -1081,3 +1081,37 @@ func TestBodyTooLarge(t *testing.T) {
 	wantAnswer(t, limit, http.StatusCreated, false)
 	h.wantKeys("alice/limit=completed")
 }
+
+// A body cut short is a malformed request, not a large one, and claims
+// nothing.
+func TestBodyCutShort(t *testing.T) {
+	h := newHarness(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(conn, "POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: short\r\n"+
+		"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, problem.MalformedRequest)
+	h.wantKeys()
+	h.wantRuns("/widgets/1", 0)
+}
