@@ -21,31 +21,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/internal/testdb"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/problem"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
 	os.Exit(m.Run())
-}
-
-// testClock is the controllable clock of leases and expiry.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // widget is the business row the test handler writes through Tx(c).
@@ -94,7 +76,7 @@ const (
 type harness struct {
 	t     *testing.T
 	db    *gorm.DB
-	clock *testClock
+	clock *testkit.Clock
 	mw    *Idempotency
 	url   string
 	runs  *runs
@@ -115,12 +97,12 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
-	db := testdb.New(t)
+	db := testkit.NewDB(t)
 	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{
-		t: t, db: db, clock: &testClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
+		t: t, db: db, clock: testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
 		runs: &runs{derived: map[string][]string{}}, wait: 2 * time.Second, probe: make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -1050,29 +1032,9 @@ func TestBodyTooLarge(t *testing.T) {
 	t.Run("Content-Length over, body never sent", func(t *testing.T) {
 		// Refused on the declared length alone: the server must answer
 		// without waiting for a body that does not come.
-		conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		_, err = fmt.Fprintf(conn, "POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: declared\r\n"+
-			"Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n", MaxBodyBytes+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatalf("no answer before the body: %v", err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantProblem(t, answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, problem.TooLarge)
+		a := h.raw(fmt.Sprintf("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: declared\r\n"+
+			"Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n", MaxBodyBytes+1), false)
+		wantProblem(t, a, problem.TooLarge)
 		h.wantKeys()
 	})
 	h.wantRuns("/widgets/1", 0)
@@ -1086,32 +1048,41 @@ func TestBodyTooLarge(t *testing.T) {
 // nothing.
 func TestBodyCutShort(t *testing.T) {
 	h := newHarness(t)
+	a := h.raw("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: short\r\n"+
+		"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b", true)
+	wantProblem(t, a, problem.MalformedRequest)
+	h.wantKeys()
+	h.wantRuns("/widgets/1", 0)
+}
+
+// raw sends a hand-written request over TCP and reads the answer; with
+// hangUp the client stops sending after it, as if the connection broke.
+func (h *harness) raw(request string, hangUp bool) answer {
+	h.t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	_, err = fmt.Fprintf(conn, "POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: short\r\n"+
-		"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := io.WriteString(conn, request); err != nil {
+		h.t.Fatal(err)
 	}
-	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-		t.Fatal(err)
+	if hangUp {
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		t.Fatalf("no answer: %v", err)
+		h.t.Fatalf("no answer: %v", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	wantProblem(t, answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, problem.MalformedRequest)
-	h.wantKeys()
-	h.wantRuns("/widgets/1", 0)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }

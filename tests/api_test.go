@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/internal/testdb"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
@@ -190,25 +189,12 @@ func TestOnePaymentPerOrderAcrossKeys(t *testing.T) {
 	e := newEnv(t, withLatency(50*time.Millisecond))
 	token := e.signUp("holds@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	const n = 10
-	start := make(chan struct{})
-	answers := make([]response, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r, err := e.send(request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token,
-				key: key(fmt.Sprintf("pay-%d", i)), body: payBody(payments.MethodVisa)})
-			if err != nil {
-				t.Error(err)
-			}
-			answers[i] = r
-		}()
+	requests := make([]request, 10)
+	for i := range requests {
+		requests[i] = request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token,
+			key: key(fmt.Sprintf("pay-%d", i)), body: payBody(payments.MethodVisa)}
 	}
-	close(start)
-	wg.Wait()
+	answers := e.concurrently(requests)
 	created := 0
 	for _, r := range answers {
 		switch {
@@ -227,11 +213,11 @@ func TestOnePaymentPerOrderAcrossKeys(t *testing.T) {
 // Instances starting together on an empty database all come up: the
 // migrations take turns, and the catalog is seeded once.
 func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
-	databaseURL := testdb.URL(t)
+	databaseURL := testkit.URL(t)
 	const instances = 4
 	dbs := make([]*gorm.DB, instances)
 	for i := range dbs {
-		dbs[i] = testdb.Open(t, databaseURL)
+		dbs[i] = testkit.Open(t, databaseURL)
 	}
 	start := make(chan struct{})
 	errs := make(chan error, instances)

@@ -6,6 +6,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,45 +20,36 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/internal/testdb"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
-// clock is a controllable clock for leases and expiry.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// flaky fails the first n calls transiently, then lets the real provider answer.
-type flaky struct {
+// failing makes the first n provider calls fail with err: before the
+// provider is reached (it was unavailable: nothing charged), or, with
+// afterCharge, once it has charged (the reply was lost).
+type failing struct {
 	payments.Provider
-	mu sync.Mutex
-	n  int
+	err         error
+	afterCharge bool
+	mu          sync.Mutex
+	n           int
 }
 
-func (f *flaky) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+func (f *failing) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
 	f.mu.Lock()
 	fail := f.n > 0
 	f.n--
 	f.mu.Unlock()
-	if fail {
-		return payments.Charge{}, payments.ErrUnavailable
+	switch {
+	case !fail:
+		return f.Provider.Charge(ctx, req)
+	case f.afterCharge:
+		if _, err := f.Provider.Charge(ctx, req); err != nil {
+			return payments.Charge{}, err
+		}
 	}
-	return f.Provider.Charge(ctx, req)
+	return payments.Charge{}, f.err
 }
 
 // env is one running shop and its database.
@@ -66,7 +58,7 @@ type env struct {
 	db       *gorm.DB
 	url      string
 	provider *payments.Simulated
-	clock    *clock
+	clock    *testkit.Clock
 	deps     handlers.Deps
 }
 
@@ -88,14 +80,14 @@ const ttl = 24 * time.Hour
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	db := testdb.New(t)
+	db := testkit.NewDB(t)
 	if err := handlers.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	if err := models.Seed(db); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, provider: &payments.Simulated{DB: db}, clock: &clock{now: time.Now().UTC()}}
+	e := &env{t: t, db: db, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}
 	e.deps = handlers.Deps{
 		DB: db, Provider: e.provider, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		Now: e.clock.Now, BcryptCost: bcrypt.MinCost,
@@ -181,6 +173,30 @@ func (e *env) do(r request) response {
 		e.t.Fatal(err)
 	}
 	return resp
+}
+
+// concurrently sends the requests all at once, behind one barrier, and
+// returns the answers in order.
+func (e *env) concurrently(rs []request) []response {
+	e.t.Helper()
+	start := make(chan struct{})
+	out := make([]response, len(rs))
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i], errs[i] = e.send(r)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
 }
 
 // signUp creates a user and returns a bearer token for it.

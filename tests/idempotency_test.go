@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,28 +114,7 @@ func testStorm(t *testing.T, wantConflicts bool, opts ...option) {
 	p := e.products()
 	const n = 50
 
-	storm := func(r request) []response {
-		start := make(chan struct{})
-		out := make([]response, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				out[i], errs[i] = e.send(r)
-			}()
-		}
-		close(start)
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
+	storm := func(r request) []response { return e.concurrently(slices.Repeat([]request{r}, n)) }
 	check := func(what string, answers []response) []byte {
 		var original []byte
 		var created, replayed, conflicts int
@@ -323,7 +302,9 @@ func TestValidationFailureIsNotStored(t *testing.T) {
 // 8. A transient provider failure (502) releases the key; the retry with the
 // same key and body succeeds, with one charge.
 func TestTransientProviderFailureReleasesTheKey(t *testing.T) {
-	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { return &flaky{Provider: p, n: 2} }))
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider {
+		return &failing{Provider: p, err: payments.ErrUnavailable, n: 2}
+	}))
 	token := e.signUp("outage@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
@@ -417,30 +398,13 @@ func TestExpiredKeyIsANewOperation(t *testing.T) {
 	}
 }
 
-// lostReply charges for real, then loses the provider's reply for the first
-// n calls: the charge went through but the shop saw a failure.
-type lostReply struct {
-	payments.Provider
-	mu sync.Mutex
-	n  int
-}
-
-func (l *lostReply) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
-	charge, err := l.Provider.Charge(ctx, req)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n > 0 {
-		l.n--
-		return payments.Charge{}, context.DeadlineExceeded
-	}
-	return charge, err
-}
-
 // A released key keeps its operation: when an attempt charged but failed to
 // learn it, the retry with the same key gets the provider's first charge
 // back instead of making a second one.
 func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
-	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { return &lostReply{Provider: p, n: 1} }))
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider {
+		return &failing{Provider: p, err: context.DeadlineExceeded, afterCharge: true, n: 1}
+	}))
 	token := e.signUp("lost@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}

@@ -1,7 +1,8 @@
-// Package testdb gives each test a fresh, empty database of its own: an
-// SQLite file by default, or a PostgreSQL schema when TEST_DATABASE_URL is
-// set, so that the same tests run on both.
-package testdb
+// Package testkit is what the test suites share: a fresh, empty database
+// for each test — an SQLite file by default, or a PostgreSQL schema when
+// TEST_DATABASE_URL is set, so that the same tests run on both — and a
+// controllable clock.
+package testkit
 
 import (
 	"crypto/rand"
@@ -60,8 +61,8 @@ func Open(t testing.TB, databaseURL string) *gorm.DB {
 	return db
 }
 
-// New opens a fresh database for the test.
-func New(t testing.TB) *gorm.DB {
+// NewDB opens a fresh database for the test.
+func NewDB(t testing.TB) *gorm.DB {
 	t.Helper()
 	return Open(t, URL(t))
 }
