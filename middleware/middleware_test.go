@@ -513,15 +513,7 @@ func TestKeyChecksAndScope(t *testing.T) {
 			s.call.body = body
 		}
 		a := h.do(s.call)
-		if s.problem != nil {
-			wantProblem(t, a, *s.problem)
-		}
-		if a.status != s.status || a.replayed() != s.replayed {
-			t.Fatalf("%s: answer %d (replayed %v) %s, want %d (replayed %v)", s.name, a.status, a.replayed(), a.body, s.status, s.replayed)
-		}
-		if got := len(h.runs.of("/widgets/1")); got != s.runs {
-			t.Fatalf("%s: handler ran %d times, want %d", s.name, got, s.runs)
-		}
+		h.wantStep(s.name, a, s.status, s.problem, s.replayed, s.runs)
 	}
 	h.wantRuns("/widgets/2", 0)
 	h.wantKeys("alice/k=completed", "bob/k=completed")
@@ -568,15 +560,7 @@ func TestFormKey(t *testing.T) {
 	var first answer
 	for i, s := range steps {
 		a := h.do(call{key: s.header, path: path, contentType: "application/x-www-form-urlencoded", body: s.body})
-		if s.problem != nil {
-			wantProblem(t, a, *s.problem)
-		}
-		if a.status != s.status || a.replayed() != s.replayed {
-			t.Fatalf("%s: answer %d (replayed %v) %s, want %d (replayed %v)", s.name, a.status, a.replayed(), a.body, s.status, s.replayed)
-		}
-		if got := len(h.runs.of("/widgets/1")); got != s.runs {
-			t.Fatalf("%s: handler ran %d times, want %d", s.name, got, s.runs)
-		}
+		h.wantStep(s.name, a, s.status, s.problem, s.replayed, s.runs)
 		switch i {
 		case 0:
 			first = a
@@ -1053,6 +1037,21 @@ func TestBodyCutShort(t *testing.T) {
 	wantProblem(t, a, problem.MalformedRequest)
 	h.wantKeys()
 	h.wantRuns("/widgets/1", 0)
+}
+
+// wantStep checks one answer of a sequence, and how often the handler has
+// run so far.
+func (h *harness) wantStep(name string, a answer, status int, p *problem.Type, replayed bool, runs int) {
+	h.t.Helper()
+	if p != nil {
+		wantProblem(h.t, a, *p)
+	}
+	if a.status != status || a.replayed() != replayed {
+		h.t.Fatalf("%s: answer %d (replayed %v) %s, want %d (replayed %v)", name, a.status, a.replayed(), a.body, status, replayed)
+	}
+	if got := len(h.runs.of("/widgets/1")); got != runs {
+		h.t.Fatalf("%s: handler ran %d times, want %d", name, got, runs)
+	}
 }
 
 // raw sends a hand-written request over TCP and reads the answer; with
