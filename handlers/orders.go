@@ -169,7 +169,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		// the lease ends, so only a retry with this key — which the provider
 		// recognises — can pay the order meanwhile.
 		s.deps.Logger.Warn("payment provider failed", "err", err)
-		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so the order is never charged twice."))
+		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."))
 		return
 	}
 	payment, err := s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
