@@ -27,11 +27,6 @@ type FieldError struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
-// Errorf returns an *Error with a formatted message.
-func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // Invalid returns an EINVALID error listing the fields at fault.
 func Invalid(fields ...FieldError) *Error {
 	return &Error{Code: EINVALID, Message: "The request has invalid fields.", Fields: fields}

@@ -93,11 +93,17 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, ref string, items []ItemInput) (O
 
 // Order finds one of the user's orders with its items and payments.
 func (s Shop) Order(ctx context.Context, userID, id string) (Order, error) {
+	return ownOrder(s.withLines(s.DB.WithContext(ctx)), userID, id)
+}
+
+// ownOrder reads the order id if it belongs to the user: anyone else's order
+// is as missing as one that does not exist.
+func ownOrder(db *gorm.DB, userID, id string) (Order, error) {
 	var order Order
 	if _, err := uuid.Parse(id); err != nil {
 		return Order{}, ErrNotFound
 	}
-	err := s.withLines(s.DB.WithContext(ctx)).Where("id = ? AND user_id = ?", id, userID).Take(&order).Error
+	err := db.Where("id = ? AND user_id = ?", id, userID).Take(&order).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, ErrNotFound
 	}
@@ -122,7 +128,7 @@ func (s Shop) withLines(db *gorm.DB) *gorm.DB {
 // cannot both charge it. The same operation (a retry, or a re-run after a
 // crash) may take its own hold again.
 func (s Shop) HoldForPayment(ctx context.Context, userID, orderID, ref string, now, until time.Time) (Order, error) {
-	order, err := s.Order(ctx, userID, orderID)
+	order, err := ownOrder(s.DB.WithContext(ctx), userID, orderID)
 	if err != nil {
 		return Order{}, err
 	}

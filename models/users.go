@@ -55,9 +55,9 @@ func (a Accounts) LogIn(ctx context.Context, email, password string) (User, erro
 	var user User
 	err := a.DB.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&user).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		// Spend the same time as a wrong password, so response times do not
-		// tell which emails have accounts.
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		// Spend about the time of a wrong password, hashing at the same
+		// cost, so response times do not tell which emails have accounts.
+		_, _ = bcrypt.GenerateFromPassword([]byte(password), a.BcryptCost)
 		return User{}, ErrBadCredentials
 	}
 	if err != nil {
@@ -68,8 +68,6 @@ func (a Accounts) LogIn(ctx context.Context, email, password string) (User, erro
 	}
 	return user, nil
 }
-
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not-a-real-password"), bcrypt.MinCost)
 
 // IssueToken creates a bearer token for the user and returns it. It is shown
 // once; only its hash is stored.
