@@ -18,6 +18,12 @@ type config struct {
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
 	LogLevel         slog.Level
+	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
+	Production bool
+	// SessionSecret signs the browser's session cookies. Empty outside
+	// production when SESSION_SECRET is unset: the server then makes a random
+	// one at start, and sessions end when it restarts.
+	SessionSecret []byte
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -58,8 +64,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
 	}
+	switch env := withDefault(getenv("SHOP_ENV"), "development"); env {
+	case "development":
+	case "production":
+		cfg.Production = true
+	default:
+		errs = append(errs, fmt.Errorf("SHOP_ENV=%q: want development or production", env))
+	}
+	switch secret := strings.TrimSpace(getenv("SESSION_SECRET")); {
+	case secret == "" && cfg.Production:
+		errs = append(errs, errors.New("SESSION_SECRET is required when SHOP_ENV=production (make one with: openssl rand -hex 32)"))
+	case secret != "" && len(secret) < minSecret:
+		errs = append(errs, fmt.Errorf("SESSION_SECRET is %d characters: want at least %d (make one with: openssl rand -hex 32)", len(secret), minSecret))
+	case secret != "":
+		cfg.SessionSecret = []byte(secret)
+	}
 	return cfg, errors.Join(errs...)
 }
+
+// minSecret is the shortest SESSION_SECRET accepted: 32 characters.
+const minSecret = 32
 
 func withDefault(v, fallback string) string {
 	if strings.TrimSpace(v) == "" {

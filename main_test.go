@@ -87,6 +87,9 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown scheme"},
+		{map[string]string{"SHOP_ENV": "prod"}, "SHOP_ENV"},
+		{map[string]string{"SHOP_ENV": "production"}, "SESSION_SECRET is required"},
+		{map[string]string{"SESSION_SECRET": "short"}, "at least 32"},
 	}
 	for _, tc := range cases {
 		err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
