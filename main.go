@@ -67,8 +67,12 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		DB:       db,
 		Provider: &payments.Simulated{DB: db, Latency: cfg.PaymentLatency},
 		TTL:      cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		Logger: logger,
+		SessionSecret: cfg.SessionSecret,
+		Logger:        logger,
 	})
+	if cfg.SessionSecret == nil {
+		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -79,7 +83,8 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		database = "postgres"
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	logger.Info("shop is serving", "api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
+	logger.Info("shop is serving", "shop", fmt.Sprintf("http://localhost:%d/", port),
+		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
 		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database)
 
 	go sweep(ctx, srv, logger)

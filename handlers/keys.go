@@ -20,10 +20,19 @@ type keyJSON struct {
 
 // listKeys shows what the server remembers of the user's operations.
 func (s *Server) listKeys(c *gin.Context) {
-	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
+	keys, err := s.recentKeys(c)
 	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	c.JSON(http.StatusOK, gin.H{"idempotency_keys": keys})
+}
+
+// recentKeys are the user's 100 most recent keys, for the API and the page.
+func (s *Server) recentKeys(c *gin.Context) ([]keyJSON, error) {
+	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]keyJSON, 0, len(keys))
 	for _, k := range keys {
@@ -36,5 +45,5 @@ func (s *Server) listKeys(c *gin.Context) {
 		}
 		out = append(out, v)
 	}
-	c.JSON(http.StatusOK, gin.H{"idempotency_keys": out})
+	return out, nil
 }

@@ -42,7 +42,7 @@ func (s *Server) problemPage(c *gin.Context) {
 func (s *Server) page(c *gin.Context, t *problem.Type) {
 	var buf bytes.Buffer
 	data := gin.H{"Type": t, "All": problem.All, "TTL": s.deps.TTL, "Lease": s.deps.Lease, "Wait": s.deps.Wait}
-	if err := s.pages.Execute(&buf, data); err != nil {
+	if err := s.docs.Execute(&buf, data); err != nil {
 		s.fail(c, err)
 		return
 	}

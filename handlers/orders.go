@@ -127,9 +127,7 @@ func (s *Server) getOrder(c *gin.Context) {
 	c.JSON(http.StatusOK, orderView(order))
 }
 
-// createPayment charges the order. The provider is called before the
-// transaction opens, with the derived key, so a re-run after a crash gets
-// the provider's first answer instead of a second charge.
+// createPayment charges the order.
 func (s *Server) createPayment(c *gin.Context) {
 	var in struct {
 		PaymentMethod string `json:"payment_method"`
@@ -142,45 +140,15 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, models.Invalid(models.FieldError{Field: "payment_method", Message: "must be one of pm_card_visa, pm_card_declined, pm_card_unavailable"}))
 		return
 	}
-	ctx, ref := c.Request.Context(), middleware.DerivedKey(c)
-	now := s.deps.Now().UTC()
-	order, err := s.shop.HoldForPayment(ctx, currentUser(c).ID, c.Param("id"), ref, now, now.Add(s.deps.Lease))
-	if err != nil {
-		if errors.Is(err, models.ErrOrderPaid) {
-			middleware.Final(c)
-		}
-		s.fail(c, err)
-		return
+	payment, err := s.pay(c, c.Param("id"), in.PaymentMethod)
+	if errors.Is(err, models.ErrOrderPaid) {
+		middleware.Final(c)
 	}
-	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
-		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
-	})
-	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
-	if errors.Is(err, payments.ErrUnavailable) {
-		// The provider says nothing was charged: other keys may try at once.
-		if releaseErr := s.shop.ReleasePayment(ctx, order.ID, ref); releaseErr != nil {
-			s.deps.Logger.Error("release payment hold", "err", releaseErr)
-		}
-		s.fail(c, problem.ProviderUnavailable.With("The payment provider is unavailable; nothing was charged. Retry with the same key."))
-		return
-	}
-	if err != nil {
-		// No answer: the charge may have gone through. The hold stays until
-		// the lease ends, so only a retry with this key — which the provider
-		// recognises — can pay the order meanwhile.
-		s.deps.Logger.Warn("payment provider failed", "err", err)
-		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."))
-		return
-	}
-	payment, err := s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
-		Status: charge.Status, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
-		DeclineReason: charge.DeclineReason, ProviderChargeID: charge.ID, ProviderKey: ref,
-	})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.Header("Location", orderLocation(order.ID))
+	c.Header("Location", orderLocation(payment.OrderID))
 	if payment.Status == models.PaymentDeclined {
 		middleware.Final(c)
 		p := problem.PaymentDeclined.With(payment.DeclineReason)
@@ -189,6 +157,41 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, paymentView(payment))
+}
+
+// pay charges one of the user's orders and records the payment, for the API
+// and the pay form alike. The provider is called before the transaction
+// opens, with the derived key, so a re-run after a crash gets the
+// provider's first answer instead of a second charge.
+func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, error) {
+	ctx, ref := c.Request.Context(), middleware.DerivedKey(c)
+	now := s.deps.Now().UTC()
+	order, err := s.shop.HoldForPayment(ctx, currentUser(c).ID, orderID, ref, now, now.Add(s.deps.Lease))
+	if err != nil {
+		return models.Payment{}, err
+	}
+	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
+		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
+	})
+	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
+	if errors.Is(err, payments.ErrUnavailable) {
+		// The provider says nothing was charged: other keys may try at once.
+		if releaseErr := s.shop.ReleasePayment(ctx, order.ID, ref); releaseErr != nil {
+			s.deps.Logger.Error("release payment hold", "err", releaseErr)
+		}
+		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider is unavailable; nothing was charged. Retry with the same key.")
+	}
+	if err != nil {
+		// No answer: the charge may have gone through. The hold stays until
+		// the lease ends, so only a retry with this key — which the provider
+		// recognises — can pay the order meanwhile.
+		s.deps.Logger.Warn("payment provider failed", "err", err)
+		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
+	}
+	return s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
+		Status: charge.Status, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
+		DeclineReason: charge.DeclineReason, ProviderChargeID: charge.ID, ProviderKey: ref,
+	})
 }
 
 func providerResult(charge payments.Charge, err error) string {

@@ -16,7 +16,8 @@ import (
 )
 
 // fail is the one way handlers report an error: a problem as it is, a domain
-// error mapped to its problem, anything else logged and answered with 500.
+// error mapped to its problem, anything else logged and answered with 500;
+// rendered as problem+json for the API and as a page for the browser.
 func (s *Server) fail(c *gin.Context, err error) {
 	var p *problem.Problem
 	var e *models.Error
@@ -28,7 +29,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
-	problem.Write(c, p)
+	s.render(c, p)
 }
 
 func problemOf(e *models.Error) *problem.Problem {
@@ -59,7 +60,7 @@ func problemOf(e *models.Error) *problem.Problem {
 
 func (s *Server) recovered(c *gin.Context, err any) {
 	s.deps.Logger.Error("panic", "err", err, "route", c.FullPath())
-	problem.Write(c, problem.Internal.With("The request could not be processed."))
+	s.render(c, problem.Internal.With("The request could not be processed."))
 }
 
 // decodeJSON reads a JSON request body into dst: application/json only, at

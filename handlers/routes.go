@@ -1,9 +1,14 @@
 package handlers
 
 import (
+	"net/http"
+	"strings"
+
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/problem"
+	"github.com/shop/shop/static"
 )
 
 // routes is the whole HTTP surface in one place.
@@ -11,26 +16,64 @@ func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.metrics.observe, gin.CustomRecovery(s.recovered))
-	r.NoRoute(func(c *gin.Context) { problem.Write(c, problem.NotFound.With("No such path.")) })
-	r.NoMethod(func(c *gin.Context) { problem.Write(c, problem.MethodNotAllowed.With("")) })
+	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
+	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
+	once := s.idempotency.Require()
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metrics.handler())
 	r.GET("/problems", s.problemIndex)
 	r.GET("/problems/:slug", s.problemPage)
+	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
 
+	// The browser: session cookie, forms, cross-origin posts refused.
+	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
+	web.GET("/", s.home)
+	web.GET("/signup", s.signupPage)
+	web.POST("/signup", limitBody, s.signup)
+	web.GET("/login", s.loginPage)
+	web.POST("/login", limitBody, s.login)
+	web.POST("/logout", s.logout)
+	shopper := web.Group("", s.requireSession)
+	shopper.POST("/orders", once, s.placeOrder)
+	shopper.GET("/orders", s.ordersPage)
+	shopper.GET("/orders/:id", s.orderPage)
+	shopper.POST("/orders/:id/payments", once, s.payOrder)
+	shopper.GET("/requests", s.requestsPage)
+
+	// The JSON API: bearer tokens.
 	api := r.Group("/api/v1")
 	api.POST("/users", s.createUser)
 	api.POST("/tokens", s.createToken)
 	api.GET("/products", s.listProducts)
-
 	authed := api.Group("", s.requireBearer)
-	once := s.idempotency.Require()
 	authed.POST("/orders", once, s.createOrder)
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
 	return r
+}
+
+// asPage makes the answer for an unknown path an HTML page, except under
+// the API's prefix.
+func (s *Server) asPage(c *gin.Context) {
+	if !strings.HasPrefix(c.Request.URL.Path, "/api/") {
+		s.loadSession(c)
+	}
+}
+
+// limitBody bounds the account forms, which are not behind the idempotency
+// middleware and its own bound; a form cut off reads as empty fields.
+func limitBody(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes)
+}
+
+func (s *Server) static(files http.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Header("Cache-Control", "public, max-age=3600")
+		c.Request.URL.Path = c.Param("file")
+		files.ServeHTTP(c.Writer, c.Request)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gorilla/securecookie"
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
@@ -30,7 +31,11 @@ type Deps struct {
 	Now func() time.Time
 	// BcryptCost for new passwords; bcrypt.DefaultCost when zero.
 	BcryptCost int
-	Logger     *slog.Logger
+	// SessionSecret signs the browser's session cookies: at least 32 bytes,
+	// the same on every instance. When empty, a random secret is made, and
+	// sessions end when the process does.
+	SessionSecret []byte
+	Logger        *slog.Logger
 }
 
 // Server serves the shop.
@@ -39,7 +44,10 @@ type Server struct {
 	accounts    models.Accounts
 	shop        models.Shop
 	idempotency *middleware.Idempotency
-	pages       *template.Template
+	docs        *template.Template
+	pages       map[string]*template.Template
+	sessions    *securecookie.SecureCookie
+	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
 }
@@ -51,6 +59,12 @@ func Migrate(db *gorm.DB) error {
 
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
+	switch {
+	case len(deps.SessionSecret) == 0:
+		deps.SessionSecret = securecookie.GenerateRandomKey(64)
+	case len(deps.SessionSecret) < 32:
+		panic("handlers: Deps.SessionSecret must be at least 32 bytes")
+	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -61,20 +75,32 @@ func NewServer(deps Deps) *Server {
 		deps.Logger = slog.Default()
 	}
 	s := &Server{
-		deps:     deps,
-		accounts: models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
-		shop:     models.Shop{DB: deps.DB},
-		pages:    template.Must(template.ParseFS(templates.FS, "problems.html")),
-		metrics:  newMetrics(),
+		deps:        deps,
+		accounts:    models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
+		shop:        models.Shop{DB: deps.DB},
+		docs:        template.Must(template.ParseFS(templates.FS, "problems.html")),
+		pages:       mustParsePages(),
+		sessions:    newSessionCodec(deps.SessionSecret),
+		crossOrigin: http.NewCrossOriginProtection(),
+		metrics:     newMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now,
 		Scope:   func(c *gin.Context) string { return currentUser(c).ID },
+		Render:  s.render,
 		Observe: s.metrics.idempotencyOutcome,
 		Logger:  deps.Logger,
 	})
 	s.router = s.routes()
 	return s
+}
+
+func mustParsePages() map[string]*template.Template {
+	pages, err := parsePages()
+	if err != nil {
+		panic(err)
+	}
+	return pages
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }

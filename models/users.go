@@ -98,3 +98,14 @@ func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
+
+// UserByID finds the user a signed session names; ErrNotFound when the
+// account is gone.
+func (a Accounts) UserByID(ctx context.Context, id string) (User, error) {
+	var user User
+	err := a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return User{}, ErrNotFound
+	}
+	return user, err
+}

@@ -38,6 +38,8 @@ var (
 		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
 	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
 		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
+	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
+		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
 	Internal = Type{"internal", http.StatusInternalServerError, "Internal error",
@@ -50,7 +52,7 @@ var All = []Type{
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
-	Conflict, MethodNotAllowed, Internal,
+	Conflict, CrossOrigin, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -1,0 +1,10 @@
+// Package static embeds the stylesheets and the one script of the pages.
+package static
+
+import "embed"
+
+// FS holds simple.min.css (Simple.css 2.3.7, MIT, vendored from npm as
+// simpledotcss; its licence is simple.LICENSE), app.css and app.js.
+//
+//go:embed *.css *.js *.LICENSE
+var FS embed.FS

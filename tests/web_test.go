@@ -1,0 +1,442 @@
+package tests
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/payments"
+)
+
+// The browser checkout: HTML forms whose hidden idempotency_key makes a
+// double-click, a back-button resubmit or a refresh land on the same order.
+
+func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+
+	orderPath := s.placeOrder(s.checkout(ids[0], 2, ids[1], 1))
+	page := s.get(orderPath)
+	isPage(t, page, http.StatusOK, "pending", "Payment attempts", `name="payment_method"`)
+
+	r := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
+	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
+		t.Fatalf("pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
+	}
+	page = s.get(orderPath)
+	isPage(t, page, http.StatusOK, "Paid.", "succeeded")
+	if strings.Contains(string(page.Body), `name="payment_method"`) {
+		t.Fatal("a paid order still shows the pay form")
+	}
+	if got := e.sideEffects(); got.orders != 1 || got.payments != 1 || e.charges() != 1 || got.storedKeys != 2 {
+		t.Fatalf("side effects %+v, charges %d: want one order, one payment, one charge, two stored keys", got, e.charges())
+	}
+	isPage(t, s.get("/orders"), http.StatusOK, orderPath)
+}
+
+func TestEveryFormRenderHasAFreshKey(t *testing.T) {
+	e := newEnv(t)
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	first, second := formKey(t, s.get("/")), formKey(t, s.get("/"))
+	if first == second {
+		t.Fatalf("two renders of the catalog share the key %q", first)
+	}
+}
+
+func TestDoubleClickedPlaceOrderMakesOneOrder(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+
+	answers := s.postTogether(2, "/orders", s.checkout(ids[0], 1))
+	for _, r := range answers {
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != answers[0].Header.Get("Location") {
+			t.Fatalf("double-click answers differ or are not 303: %d %q / %d %q",
+				answers[0].Status, answers[0].Header.Get("Location"), r.Status, r.Header.Get("Location"))
+		}
+	}
+	if !answers[0].replayed() && !answers[1].replayed() {
+		t.Fatal("neither answer of the double-click was a replay")
+	}
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+func TestDoubleClickedPayChargesOnce(t *testing.T) {
+	// The provider is slow, so the second click arrives while the first is
+	// charging: it waits, then gets the same 303.
+	e := newEnv(t, withLatency(200*time.Millisecond))
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+
+	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
+	for _, r := range answers {
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
+			t.Fatalf("double-click on Pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
+		}
+	}
+	if e.charges() != 1 || e.count("payments") != 1 {
+		t.Fatalf("%d charges and %d payments, want 1 and 1", e.charges(), e.count("payments"))
+	}
+}
+
+func TestBackButtonResubmitLandsOnTheSameOrder(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	form := s.checkout(ids[0], 3)
+	orderPath := s.placeOrder(form)
+	s.get(orderPath)
+
+	// Back to the catalog page as it was, and submit it again.
+	r := s.post("/orders", form)
+	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath || !r.replayed() {
+		t.Fatalf("resubmit: %d %q replayed=%v, want the replayed 303 to %s", r.Status, r.Header.Get("Location"), r.replayed(), orderPath)
+	}
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+func TestRefreshResubmitOfPayChargesOnce(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	form := s.payForm(orderPath, payments.MethodVisa)
+
+	for i := range 3 { // the submission, then two refreshes that resend it
+		r := s.post(orderPath+"/payments", form)
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath || r.replayed() != (i > 0) {
+			t.Fatalf("submission %d: %d %q replayed=%v", i, r.Status, r.Header.Get("Location"), r.replayed())
+		}
+	}
+	if e.charges() != 1 || e.count("payments") != 1 {
+		t.Fatalf("%d charges and %d payments, want 1 and 1", e.charges(), e.count("payments"))
+	}
+}
+
+func TestInvalidCheckoutIsShownAgainAndNotStored(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	form := s.checkout()
+	k := form.Get("idempotency_key")
+
+	cases := []struct {
+		quantity string
+		says     string
+	}{
+		{"0", "Choose a quantity for at least one product."},
+		{"-1", "Enter a number from 0 to 100."},
+		{"101", "Enter a number from 0 to 100."},
+		{"two", "Enter a whole number."},
+		{"1.5", "Enter a whole number."},
+	}
+	for _, tc := range cases {
+		form.Set("qty-"+ids[0], tc.quantity)
+		r := s.post("/orders", form)
+		isPage(t, r, http.StatusUnprocessableEntity, tc.says, `value="`+k+`"`, `value="`+tc.quantity+`"`)
+		if got := e.sideEffects(); got.orders != 0 || got.storedKeys != 0 {
+			t.Fatalf("quantity %q: %+v, want no order and no stored answer", tc.quantity, got)
+		}
+	}
+	form.Set("qty-unknown-product", "1")
+	isPage(t, s.post("/orders", form), http.StatusUnprocessableEntity, "no longer in the catalog")
+	form.Del("qty-unknown-product")
+
+	// The corrected form succeeds with the same key, and stays succeeded.
+	form.Set("qty-"+ids[0], "2")
+	orderPath := s.placeOrder(form)
+	if again := s.post("/orders", form); again.Header.Get("Location") != orderPath || !again.replayed() {
+		t.Fatalf("the corrected form's repeat: %d %q", again.Status, again.Header.Get("Location"))
+	}
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+func TestPayFormWithoutAMethodIsShownAgain(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	form := s.payForm(orderPath, "")
+	form.Del("payment_method")
+
+	isPage(t, s.post(orderPath+"/payments", form), http.StatusUnprocessableEntity, "Choose how to pay.", form.Get("idempotency_key"))
+	form.Set("payment_method", payments.MethodVisa)
+	if r := s.post(orderPath+"/payments", form); r.Status != http.StatusSeeOther {
+		t.Fatalf("corrected pay form: %d %s", r.Status, r.Body)
+	}
+	if e.charges() != 1 {
+		t.Fatalf("%d charges, want 1", e.charges())
+	}
+}
+
+func TestReusedFormKeyShowsAPageNotJSON(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	form := s.checkout(ids[0], 1)
+	s.placeOrder(form)
+
+	// Back, change the quantity, submit the same form again.
+	form.Set("qty-"+ids[0], "5")
+	r := s.post("/orders", form)
+	isPage(t, r, http.StatusUnprocessableEntity, "already submitted with different contents", `href="/orders"`, `href="/"`)
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
+	e := newEnv(t, withLatency(600*time.Millisecond), withWait(50*time.Millisecond))
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+
+	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
+	var redirected, busy int
+	for _, r := range answers {
+		switch r.Status {
+		case http.StatusSeeOther:
+			redirected++
+		case http.StatusConflict:
+			busy++
+			isPage(t, r, http.StatusConflict, "still being processed")
+			if r.Header.Get("Retry-After") == "" {
+				t.Fatal("the in-progress page has no Retry-After")
+			}
+		}
+	}
+	if redirected != 1 || busy != 1 {
+		t.Fatalf("%d redirects and %d in-progress pages, want one of each", redirected, busy)
+	}
+	if e.charges() != 1 {
+		t.Fatalf("%d charges, want 1", e.charges())
+	}
+}
+
+func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+
+	if r := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodDeclined)); r.Status != http.StatusSeeOther {
+		t.Fatalf("declined: %d %s", r.Status, r.Body)
+	}
+	isPage(t, s.get(orderPath), http.StatusOK, "declined: ", `name="payment_method"`)
+
+	// Two tabs: both show the pay form; the second pays an order the first paid.
+	tab1, tab2 := s.payForm(orderPath, payments.MethodVisa), s.payForm(orderPath, payments.MethodVisa)
+	for _, form := range []url.Values{tab1, tab2} {
+		if r := s.post(orderPath+"/payments", form); r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
+			t.Fatalf("pay: %d %s", r.Status, r.Body)
+		}
+	}
+	isPage(t, s.get(orderPath), http.StatusOK, "Paid.")
+	if e.charges() != 1 || e.count("payments") != 2 {
+		t.Fatalf("%d charges and %d payments, want 1 charge (and the declined attempt)", e.charges(), e.count("payments"))
+	}
+}
+
+func TestProviderOutageShowsAPageAndIsNotStored(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	form := s.payForm(orderPath, payments.MethodUnavailable)
+
+	isPage(t, s.post(orderPath+"/payments", form), http.StatusBadGateway, "did not complete the payment")
+	// Back, another card, the same form key: the outage was not stored.
+	form.Set("payment_method", payments.MethodVisa)
+	if r := s.post(orderPath+"/payments", form); r.Status != http.StatusSeeOther {
+		t.Fatalf("retry after the outage: %d %s", r.Status, r.Body)
+	}
+	if e.charges() != 1 {
+		t.Fatalf("%d charges, want 1", e.charges())
+	}
+}
+
+func TestShoppersAreIsolated(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	ann, bob := e.shopper(), e.shopper()
+	ann.signUp("ann@example.com")
+	bob.signUp("bob@example.com")
+	annForm := ann.checkout(ids[0], 1)
+	annOrder := ann.placeOrder(annForm)
+
+	isPage(t, bob.get(annOrder), http.StatusNotFound, "belongs to another account")
+	payAnn := url.Values{"idempotency_key": {"bob-key-1"}, "payment_method": {payments.MethodVisa}}
+	isPage(t, bob.post(annOrder+"/payments", payAnn), http.StatusNotFound)
+	// Bob's form with Ann's key is Bob's own operation: keys are per user.
+	bobForm := url.Values{"idempotency_key": annForm["idempotency_key"], "qty-" + ids[0]: {"1"}}
+	bobOrder := bob.placeOrder(bobForm)
+	if bobOrder == annOrder {
+		t.Fatal("Bob got Ann's order by sending her key")
+	}
+	if strings.Contains(string(bob.get("/orders").Body), annOrder) {
+		t.Fatal("Bob's orders list Ann's order")
+	}
+	if e.count("orders") != 2 || e.charges() != 0 {
+		t.Fatalf("%d orders and %d charges, want 2 and 0", e.count("orders"), e.charges())
+	}
+}
+
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	form := s.checkout(ids[0], 1)
+	before := e.sideEffects()
+
+	for _, header := range []http.Header{
+		{"Sec-Fetch-Site": {"cross-site"}},
+		{"Sec-Fetch-Site": {""}, "Origin": {"https://evil.example"}},
+	} {
+		for _, path := range []string{"/orders", "/logout", "/signup"} {
+			r, err := s.send(http.MethodPost, path, form, header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			isPage(t, r, http.StatusForbidden, "sent from another website")
+		}
+	}
+	if got := e.sideEffects(); got != before {
+		t.Fatalf("side effects %+v, want %+v", got, before)
+	}
+	isPage(t, s.get("/orders"), http.StatusOK, "My orders") // still signed in
+}
+
+func TestSessions(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+
+	// Signed out: pages send to the log-in page, forms are refused.
+	if r := s.get("/orders"); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/login?next=/orders" {
+		t.Fatalf("signed out /orders: %d %q", r.Status, r.Header.Get("Location"))
+	}
+	isPage(t, s.post("/orders", url.Values{"idempotency_key": {"k1"}, "qty-" + ids[0]: {"1"}}), http.StatusUnauthorized, "Log in")
+
+	// Sign-up errors are shown inline; a double-submitted sign-up signs in.
+	isPage(t, s.post("/signup", url.Values{"email": {"not an email"}, "password": {"short"}}), http.StatusUnprocessableEntity,
+		"Email must be a valid email address", "Password must be at least 8 characters")
+	signup := url.Values{"email": {"ann@example.com"}, "password": {webPassword}}
+	for range 2 {
+		if r := s.post("/signup", signup); r.Status != http.StatusSeeOther {
+			t.Fatalf("sign up: %d %s", r.Status, r.Body)
+		}
+	}
+	if n := e.count("users"); n != 1 {
+		t.Fatalf("%d users, want 1", n)
+	}
+	isPage(t, e.shopper().post("/signup", url.Values{"email": {"ann@example.com"}, "password": {"another password"}}),
+		http.StatusUnprocessableEntity, "already exists")
+
+	// The cookie: HttpOnly, SameSite=Lax, not Secure over plain HTTP.
+	cookie := sessionCookieOf(t, s.post("/login", url.Values{"email": {"ann@example.com"}, "password": {webPassword}}))
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Secure {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Lax, not Secure over HTTP", cookie)
+	}
+
+	// A tampered cookie is no session.
+	forged := e.shopper()
+	u, _ := url.Parse(e.url)
+	forged.client.Jar.SetCookies(u, []*http.Cookie{{Name: cookie.Name, Value: cookie.Value[:len(cookie.Value)-2] + "xx"}})
+	if r := forged.get("/orders"); r.Status != http.StatusSeeOther {
+		t.Fatalf("forged cookie: %d, want the log-in redirect", r.Status)
+	}
+
+	// Wrong password: inline error, no cookie. The next path stays on this site.
+	other := e.shopper()
+	r := other.post("/login", url.Values{"email": {"ann@example.com"}, "password": {"wrong password"}, "next": {"/orders"}})
+	isPage(t, r, http.StatusUnprocessableEntity, "Wrong email or password.", `value="/orders"`)
+	if len(r.Header.Values("Set-Cookie")) != 0 {
+		t.Fatalf("a failed log-in set a cookie: %v", r.Header.Values("Set-Cookie"))
+	}
+	for next, want := range map[string]string{"/orders": "/orders", "//evil.example/": "/", "https://evil.example/": "/"} {
+		r := other.post("/login", url.Values{"email": {"ann@example.com"}, "password": {webPassword}, "next": {next}})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != want {
+			t.Fatalf("log in with next=%q: %d %q, want %q", next, r.Status, r.Header.Get("Location"), want)
+		}
+	}
+
+	// Log out ends the session.
+	if r := s.post("/logout", url.Values{}); r.Status != http.StatusSeeOther {
+		t.Fatalf("log out: %d", r.Status)
+	}
+	if r := s.get("/orders"); r.Status != http.StatusSeeOther {
+		t.Fatalf("after log out /orders: %d, want the log-in redirect", r.Status)
+	}
+}
+
+func TestSessionCookieIsSecureOverTLS(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewTLSServer(handlers.NewServer(e.deps))
+	t.Cleanup(srv.Close)
+	s := e.shopperAt(srv.URL, srv.Client().Transport)
+	r := s.post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}})
+	if cookie := sessionCookieOf(t, r); !cookie.Secure || !cookie.HttpOnly {
+		t.Fatalf("session cookie over TLS %+v: want Secure and HttpOnly", cookie)
+	}
+}
+
+func sessionCookieOf(t *testing.T, r response) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+		if c.Name == "shop_session" {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie in %d %v", r.Status, r.Header)
+	return nil
+}
+
+func TestRecentRequestsPage(t *testing.T) {
+	e := newEnv(t)
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("ann@example.com")
+	form := s.checkout(ids[0], 1)
+	s.placeOrder(form)
+	s.placeOrder(form) // a replay
+	isPage(t, s.get("/requests"), http.StatusOK, "POST /orders", "completed", "303", "<td>1</td>")
+}
+
+func TestPagesAndAssets(t *testing.T) {
+	e := newEnv(t)
+	s := e.shopper()
+	isPage(t, s.get("/"), http.StatusOK, "Catalog", "Log in", `name="viewport"`)
+	isPage(t, s.get("/no/such/page"), http.StatusNotFound, "There is no such page")
+	for _, asset := range []string{"/static/simple.min.css", "/static/app.css", "/static/app.js"} {
+		if r := s.get(asset); r.Status != http.StatusOK || len(r.Body) == 0 {
+			t.Fatalf("%s: %d", asset, r.Status)
+		}
+	}
+	// The API keeps answering problem+json.
+	isProblem(t, s.get("/api/v1/no-such"), http.StatusNotFound, "/problems/not-found")
+}
