@@ -30,7 +30,11 @@ type layout struct {
 }
 
 func (s *Server) layout(c *gin.Context) layout {
-	return layout{Path: c.Request.URL.Path, User: currentUser(c)}
+	l := layout{User: currentUser(c)}
+	if c.Request.Method == http.MethodGet {
+		l.Path = c.Request.URL.Path // the current page, marked in the menu
+	}
+	return l
 }
 
 // parsePages builds the template cache: each page parsed once with the base
@@ -127,8 +131,8 @@ func (s *Server) render(c *gin.Context, p *problem.Problem) {
 		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	c.Abort()
-	explanation, links := explain(p)
-	s.renderPage(c, p.Status, "error.html", errorView{layout: s.layout(c), Problem: p, Explanation: explanation, Links: links})
+	heading, explanation, links := explain(p)
+	s.renderPage(c, p.Status, "error.html", errorView{layout: s.layout(c), Problem: p, Heading: heading, Explanation: explanation, Links: links})
 }
 
 type link struct{ Href, Text string }
@@ -136,6 +140,7 @@ type link struct{ Href, Text string }
 type errorView struct {
 	layout
 	Problem     *problem.Problem
+	Heading     string
 	Explanation string
 	Links       []link
 }
@@ -146,28 +151,28 @@ var (
 )
 
 // explain says in a shopper's words what happened and where to go next.
-func explain(p *problem.Problem) (string, []link) {
+func explain(p *problem.Problem) (heading, explanation string, links []link) {
 	switch p.Type {
 	case problem.KeyReused.URI():
-		return "This form was already submitted with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
+		return "This form was already sent", "This form was already submitted with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
 			[]link{linkOrders, linkShop}
 	case problem.KeyInProgress.URI(), problem.KeyLeaseLost.URI():
-		return "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check your orders: it will be there.",
+		return "Still working on it", "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check your orders: it will be there.",
 			[]link{linkOrders, linkShop}
 	case problem.PaymentInProgress.URI():
-		return "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
+		return "A payment is under way", "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
 			[]link{linkOrders}
 	case problem.ProviderUnavailable.URI():
-		return "The payment provider did not complete the payment. Go back and press Pay again: you will not be charged twice.",
+		return "The payment did not go through", "The payment provider did not complete the payment. Go back and press Pay again: you will not be charged twice.",
 			[]link{linkOrders}
 	case problem.Unauthorized.URI():
-		return "You need to be logged in for this.", []link{{"/login", "Log in"}, {"/signup", "Sign up"}}
+		return "Please log in", "You need to be logged in for this.", []link{{"/login", "Log in"}, {"/signup", "Sign up"}}
 	case problem.CrossOrigin.URI():
-		return "This form was sent from another website, so the shop refused it.", []link{linkShop}
+		return "Refused: sent from another site", "This form was sent from another website, so the shop refused it.", []link{linkShop}
 	case problem.NotFound.URI():
-		return "There is no such page, or it belongs to another account.", []link{linkShop, linkOrders}
+		return "Page not found", "There is no such page, or it belongs to another account.", []link{linkShop, linkOrders}
 	case problem.TooLarge.URI(), problem.MalformedRequest.URI(), problem.KeyMissing.URI(), problem.KeyInvalid.URI():
-		return "The form arrived damaged or incomplete, so nothing was done. Open the page again and resubmit it.", []link{linkShop}
+		return "The form could not be read", "The form arrived damaged or incomplete, so nothing was done. Open the page again and resubmit it.", []link{linkShop}
 	}
-	return "Something went wrong on our side. Nothing was charged twice; please try again.", []link{linkShop, linkOrders}
+	return "Something went wrong", "Something went wrong on our side. Nothing was charged twice; please try again.", []link{linkShop, linkOrders}
 }

@@ -205,6 +205,10 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 	delay := 5 * time.Millisecond
 	for waited := false; ; waited = true {
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
+		if err != nil && ctx.Err() != nil {
+			c.Abort() // the client left before anything was claimed
+			return
+		}
 		if err != nil {
 			m.internal(c, "find key", err)
 			return

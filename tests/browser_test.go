@@ -1,0 +1,259 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/shop/shop/handlers"
+)
+
+// The checkout in a real browser: Debian's Chromium, headless, driven by
+// chromedp over the DevTools protocol, against a real server on loopback.
+
+// chromium finds the browser. Outside CI a machine without one skips these
+// tests; with CI=true a missing browser fails the run.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("CHROMIUM"), "chromium", "/usr/bin/chromium", "chromium-browser"} {
+		if name == "" {
+			continue
+		}
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Chromium is not installed (apt-get install chromium): failing, CI=true")
+	}
+	t.Skip("Chromium is not installed (apt-get install chromium); CI installs it and runs this test")
+	return ""
+}
+
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		// Without the back-forward cache, Back shows the page from the HTTP
+		// cache (the same form, the same key) as a new document, with a load
+		// event chromedp can wait for.
+		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,BackForwardCache"),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 900),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(ctx)
+	t.Cleanup(cancelTab)
+	return ctx
+}
+
+// postCounter counts the POSTs the server receives per path, and holds the
+// first checkout back a little, as a slow network would, so that a
+// double-click's second submission leaves the browser while the first is
+// still on its way.
+type postCounter struct {
+	next  http.Handler
+	mu    sync.Mutex
+	posts map[string]int
+}
+
+func (p *postCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		p.mu.Lock()
+		p.posts[r.URL.Path]++
+		first := r.URL.Path == "/orders" && p.posts[r.URL.Path] == 1
+		p.mu.Unlock()
+		if first {
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	p.next.ServeHTTP(w, r)
+}
+
+func (p *postCounter) count(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.posts[path]
+}
+
+func scripts(enabled bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !enabled})
+		return err
+	})
+}
+
+// clickGap is the time between the two clicks of a double-click: a quick
+// person's. Chromium drops a second submission that arrives in the same
+// instant as the first, so the test leaves the gap a hand would.
+const clickGap = 50 * time.Millisecond
+
+// doubleClick is a real double-click: two presses and releases at the
+// button's centre, the second with click count 2, gap apart.
+func doubleClick(sel string, gap time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.QueryAfter(sel, func(ctx context.Context, t *chromedp.Target, nodes []*chromedp.Node) (chromedp.Void, error) {
+		var none chromedp.Void
+		if _, err := cdp.Call(ctx, t, dom.ScrollIntoViewIfNeeded, dom.ScrollIntoViewIfNeededParams{NodeID: nodes[0].NodeID}); err != nil {
+			return none, err
+		}
+		box, err := cdp.Call(ctx, t, dom.GetContentQuads, dom.GetContentQuadsParams{NodeID: nodes[0].NodeID})
+		if err != nil || len(box.Quads) == 0 {
+			return none, err
+		}
+		q := box.Quads[0]
+		x, y := (q[0]+q[2]+q[4]+q[6])/4, (q[1]+q[3]+q[5]+q[7])/4
+		for clicks := 1; clicks <= 2; clicks++ {
+			if clicks == 2 {
+				time.Sleep(gap)
+			}
+			if _, err := chromedp.MouseClickXY(x, y, chromedp.ClickCount(clicks))(ctx, t); err != nil {
+				return none, err
+			}
+		}
+		return none, nil
+	}, chromedp.NodeVisible)
+}
+
+// screenshot saves the whole page as PNG: into $SHOP_SCREENSHOTS when set
+// (scripts/screenshots regenerates the README's pictures), else a temp dir.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := os.Getenv("SHOP_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
+	ctx := newBrowser(t)
+	e := newEnv(t, withLatency(150*time.Millisecond))
+	ids := e.products()
+	counter := &postCounter{next: handlers.NewServer(e.deps), posts: map[string]int{}}
+	srv := httptest.NewServer(counter)
+	t.Cleanup(srv.Close)
+	qty := func(id string) string { return "#qty-" + id }
+
+	// Sign up, which lands on the catalog.
+	must(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/signup"),
+		chromedp.SendKeys("#email", "ann@example.com"),
+		chromedp.SendKeys("#password", webPassword),
+		chromedp.Click("main form button"),
+		chromedp.WaitVisible("form.catalog"),
+	))
+
+	// With JavaScript off, nothing stops the second click: the server must.
+	must(t, chromedp.Do(ctx,
+		scripts(false),
+		chromedp.Reload(),
+		chromedp.WaitVisible("form.catalog"),
+		chromedp.SetValue(qty(ids[0]), "2"),
+		chromedp.SetValue(qty(ids[1]), "1"),
+	))
+	screenshot(t, ctx, "catalog")
+	must(t, chromedp.Do(ctx,
+		doubleClick("form.catalog button", clickGap),
+		chromedp.WaitVisible("main .status"),
+	))
+	orderURL, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+	if !strings.HasPrefix(orderURL, srv.URL+"/orders/") {
+		t.Fatalf("after Place order the browser is at %s, want an order page", orderURL)
+	}
+	if n := counter.count("/orders"); n != 2 {
+		t.Fatalf("the server received %d checkouts, want the double-click's 2", n)
+	}
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders after a double-click, want 1", n)
+	}
+
+	// Back to the catalog as it was, change the order, submit the same form:
+	// the shop explains instead of placing a second order.
+	must(t, chromedp.Do(ctx,
+		chromedp.NavigateBack(),
+		chromedp.WaitVisible("form.catalog"),
+		chromedp.SetValue(qty(ids[0]), "5"),
+		chromedp.Click("form.catalog button"),
+		chromedp.WaitVisible("main .problem-code"),
+	))
+	text, err := chromedp.Run(ctx, chromedp.Text("main"))
+	must(t, err)
+	if !strings.Contains(text, "already submitted with different contents") {
+		t.Fatalf("resubmitting a changed form showed: %s", text)
+	}
+	screenshot(t, ctx, "error-key-reused")
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders after the back button, want 1", n)
+	}
+
+	// With JavaScript on, the script disables Pay on the first click.
+	must(t, chromedp.Do(ctx,
+		scripts(true),
+		chromedp.Navigate(orderURL),
+		chromedp.WaitVisible(`form[action$="/payments"]`),
+		chromedp.Click(`input[value="pm_card_visa"]`),
+		doubleClick(`form[action$="/payments"] button`, clickGap),
+		chromedp.WaitVisible(`main [role="status"]`),
+	))
+	text, err = chromedp.Run(ctx, chromedp.Text("main"))
+	must(t, err)
+	if !strings.Contains(text, "Paid.") {
+		t.Fatalf("after Pay the order page shows: %s", text)
+	}
+	screenshot(t, ctx, "order")
+	payPath := strings.TrimPrefix(orderURL, srv.URL) + "/payments"
+	if n := counter.count(payPath); n != 1 {
+		t.Fatalf("the server received %d payments, want 1: the script disables the button", n)
+	}
+	if got := e.sideEffects(); got.orders != 1 || got.payments != 1 || e.charges() != 1 {
+		t.Fatalf("side effects %+v, charges %d: want one order, one payment, one charge", got, e.charges())
+	}
+
+	// At phone width the catalog fits without scrolling sideways.
+	must(t, chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible("form.catalog"),
+	))
+	fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+	must(t, err)
+	if !fits {
+		t.Fatal("the catalog is wider than a phone's screen")
+	}
+	screenshot(t, ctx, "catalog-phone")
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
