@@ -66,6 +66,7 @@ const (
 	OutcomeStored         Outcome = "stored"               // the answer was committed for replay
 	OutcomeReleased       Outcome = "released"             // no answer kept; the key is free again
 	OutcomeLeaseLost      Outcome = "lease_lost"           // fenced: another attempt had taken over
+	OutcomeSwept          Outcome = "swept"                // an expired key was deleted
 )
 
 // Idempotency is the middleware.
@@ -380,9 +381,12 @@ func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	var total int64
 	for {
-		n, err := m.store.sweep(ctx, m.now(), batch)
-		total += n
-		if err != nil || n < int64(batch) {
+		routes, err := m.store.sweep(ctx, m.now(), batch)
+		total += int64(len(routes))
+		for _, route := range routes {
+			m.cfg.Observe(route, OutcomeSwept)
+		}
+		if err != nil || len(routes) < batch {
 			return total, err
 		}
 	}
