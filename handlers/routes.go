@@ -10,7 +10,7 @@ import (
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.metrics.observe, gin.CustomRecovery(s.recovered))
+	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered))
 	r.NoRoute(func(c *gin.Context) { problem.Write(c, problem.NotFound.With("No such path.")) })
 	r.NoMethod(func(c *gin.Context) { problem.Write(c, problem.MethodNotAllowed.With("")) })
 

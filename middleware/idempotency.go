@@ -143,6 +143,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
 		return
 	}
+	c.Set(keyContextKey, key)
 	fingerprint, err := Fingerprint(Request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,

@@ -1,7 +1,13 @@
 package tests
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
 )
@@ -187,4 +194,142 @@ func async(e *env, r request) <-chan response {
 		done <- resp
 	}()
 	return done
+}
+
+// /healthz says the process is up; /readyz also needs the database to
+// answer and the schema to be in place.
+func TestReadiness(t *testing.T) {
+	db := testkit.NewDB(t)
+	srv := httptest.NewServer(handlers.NewServer(handlers.Deps{DB: db, Provider: &payments.Simulated{DB: db}, TTL: ttl, Lease: 30 * time.Second}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, db: db, url: srv.URL}
+	probe := func(path string, want int, body string) {
+		t.Helper()
+		r := e.do(request{method: "GET", path: path})
+		if r.Status != want || !strings.Contains(string(r.Body), body) {
+			t.Fatalf("%s: %d %s, want %d %s", path, r.Status, r.Body, want, body)
+		}
+	}
+	probe("/healthz", http.StatusOK, "ok")
+	probe("/readyz", http.StatusServiceUnavailable, "migrations not applied")
+	if err := handlers.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	probe("/readyz", http.StatusOK, "ready")
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.Close()
+	probe("/readyz", http.StatusServiceUnavailable, "database unreachable")
+	probe("/healthz", http.StatusOK, "ok")
+}
+
+// syncBuffer collects the server's logs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Every request is logged once, with its route, status, duration, user and,
+// on idempotent routes, the key as a short hash and whether the answer was
+// replayed. Passwords, tokens and keys never appear.
+func TestRequestLog(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	const password, rawKey, wrongToken = "correct horse", "a-secret-key-7f3a", "shp_not-a-real-token-9c1d"
+	signup := e.do(request{method: "POST", path: "/api/v1/users", body: `{"email":"logs@example.com","password":"` + password + `"}`})
+	userID := signup.json(t)["id"].(string)
+	token := e.do(request{method: "POST", path: "/api/v1/tokens", body: `{"email":"logs@example.com","password":"` + password + `"}`}).json(t)["token"].(string)
+	e.do(request{method: "POST", path: "/api/v1/tokens", body: `{"email":"logs@example.com","password":"wrong ` + password + `"}`})
+	e.do(request{method: "GET", path: "/api/v1/orders", token: wrongToken})
+	order := request{method: "POST", path: "/api/v1/orders", token: token, key: key(`"` + rawKey + `"`), body: orderBody(e.products()[0], 1)}
+	e.do(order)
+	e.do(order)
+	sent := 6
+
+	text := logs.String()
+	for _, secret := range []string{password, token, wrongToken, rawKey} {
+		if strings.Contains(text, secret) {
+			t.Fatalf("the log reveals %q:\n%s", secret, text)
+		}
+	}
+	var lines []map[string]any
+	scanner := bufio.NewScanner(strings.NewReader(text))
+	for scanner.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(scanner.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line["msg"] == "request" {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != sent {
+		t.Fatalf("%d request lines for %d requests:\n%s", len(lines), sent, text)
+	}
+	sum := sha256.Sum256([]byte(rawKey))
+	hashed := hex.EncodeToString(sum[:6])
+	want := []map[string]any{
+		{"route": "/api/v1/users", "status": 201.0},
+		{"route": "/api/v1/tokens", "status": 201.0},
+		{"route": "/api/v1/tokens", "status": 401.0},
+		{"route": "/api/v1/orders", "method": "GET", "status": 401.0},
+		{"route": "/api/v1/orders", "method": "POST", "status": 201.0, "user_id": userID, "idempotency_key": hashed, "replayed": false},
+		{"route": "/api/v1/orders", "method": "POST", "status": 201.0, "user_id": userID, "idempotency_key": hashed, "replayed": true},
+	}
+	for i, w := range want {
+		for field, value := range w {
+			if lines[i][field] != value {
+				t.Errorf("line %d: %s = %v, want %v: %v", i, field, lines[i][field], value, lines[i])
+			}
+		}
+		if _, ok := lines[i]["duration"].(float64); !ok {
+			t.Errorf("line %d has no duration: %v", i, lines[i])
+		}
+		if _, ok := w["user_id"]; !ok && lines[i]["user_id"] != nil {
+			t.Errorf("line %d names a user: %v", i, lines[i])
+		}
+	}
+}
+
+// The keys listing carries what the "Recent requests" page shows: route,
+// state, status, created and expiry times, and the replay count.
+func TestKeysListingHasEveryField(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("recent@example.com")
+	e.createOrder(token, "k", orderBody(e.products()[0], 1))
+	r := e.do(request{method: "GET", path: "/api/v1/idempotency-keys", token: token})
+	var list struct {
+		Keys []struct {
+			Key, Method, Route, State string
+			Status                    *int
+			Replays                   *int
+			CreatedAt                 time.Time `json:"created_at"`
+			ExpiresAt                 time.Time `json:"expires_at"`
+		} `json:"idempotency_keys"`
+	}
+	if err := json.Unmarshal(r.Body, &list); err != nil || len(list.Keys) != 1 {
+		t.Fatalf("keys: %v %s", err, r.Body)
+	}
+	k := list.Keys[0]
+	if k.Key != "k" || k.Method != "POST" || k.Route != "/api/v1/orders" || k.State != "completed" ||
+		k.Status == nil || *k.Status != http.StatusCreated || k.Replays == nil {
+		t.Fatalf("key: %+v", k)
+	}
+	if !k.CreatedAt.Equal(e.clock.Now().Truncate(time.Microsecond)) || k.ExpiresAt.Sub(k.CreatedAt) != ttl {
+		t.Fatalf("created %v, expires %v; want now (%v) and a TTL (%v) later", k.CreatedAt, k.ExpiresAt, e.clock.Now(), ttl)
+	}
 }
