@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,7 +31,8 @@ func main() {
 		os.Exit(1)
 	}
 	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "shop:", err)
+		// One line, whatever the error: a log collector keeps it whole.
+		fmt.Fprintln(os.Stderr, "shop:", strings.ReplaceAll(err.Error(), "\n", "; "))
 		os.Exit(1)
 	}
 }
@@ -45,7 +47,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	if cfg.LogJSON {
+		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	}
+	logger := slog.New(logs)
 
 	db, err := models.Open(cfg.DatabaseURL)
 	if err != nil {
