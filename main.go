@@ -104,7 +104,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	case <-ctx.Done():
 	}
 	stop() // a second signal ends the process at once
-	logger.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout)
+	logger.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := httpServer.Shutdown(shutdownCtx); err != nil {

@@ -58,7 +58,8 @@ type Outcome string
 // The outcomes, as metrics count them.
 const (
 	OutcomeClaimed        Outcome = "claimed"              // a new operation started
-	OutcomeTakenOver      Outcome = "taken_over"           // a stalled or released operation restarted
+	OutcomeTakenOver      Outcome = "taken_over"           // a stalled operation's lease passed; a retry restarted it
+	OutcomeRetried        Outcome = "retried"              // a released operation restarted by its retry
 	OutcomeReplayed       Outcome = "replayed"             // a completed answer was replayed at once
 	OutcomeWaitedReplayed Outcome = "waited_replayed"      // replayed after waiting for the original
 	OutcomeMismatch       Outcome = "mismatch"             // the key was used for another request: 422
@@ -242,7 +243,11 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				return
 			}
 			if took {
-				m.cfg.Observe(want.Route, OutcomeTakenOver)
+				outcome := OutcomeTakenOver
+				if found.Released() {
+					outcome = OutcomeRetried
+				}
+				m.cfg.Observe(want.Route, outcome)
 				m.run(c, want)
 				return
 			}

@@ -23,28 +23,46 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// gated holds every provider call until it is opened, and says when a call
-// has arrived. Cleanup opens it, so that a failed test does not leave the
-// server waiting.
+// gated holds each provider call, numbered from 0 as they arrive, until it
+// is released, and says on entered when a call has arrived. Tests release
+// them all at cleanup (registered after newEnv, so it runs before the
+// server closes), so that a failed test does not leave the server waiting.
 type gated struct {
 	payments.Provider
-	entered chan struct{}
-	open    chan struct{}
-	once    sync.Once
+	entered chan int
+	mu      sync.Mutex
+	calls   int
+	open    [4]chan struct{}
+	once    [4]sync.Once
 }
 
-func withGate(t *testing.T) (option, *gated) {
-	g := &gated{entered: make(chan struct{}, 10), open: make(chan struct{})}
+func withGate() (option, *gated) {
+	g := &gated{entered: make(chan int, len(gated{}.open))}
+	for i := range g.open {
+		g.open[i] = make(chan struct{})
+	}
 	return withProvider(func(p payments.Provider) payments.Provider { g.Provider = p; return g }), g
 }
 
 func (g *gated) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
-	g.entered <- struct{}{}
-	<-g.open
+	g.mu.Lock()
+	call := g.calls
+	g.calls++
+	g.mu.Unlock()
+	if call < len(g.open) {
+		g.entered <- call
+		<-g.open[call]
+	}
 	return g.Provider.Charge(ctx, req)
 }
 
-func (g *gated) release() { g.once.Do(func() { close(g.open) }) }
+func (g *gated) release(call int) { g.once[call].Do(func() { close(g.open[call]) }) }
+
+func (g *gated) releaseAll() {
+	for i := range g.open {
+		g.release(i)
+	}
+}
 
 // onWaiting reports on the channel it returns when a request reads an
 // idempotency key and finds it in progress: that request is then waiting.
@@ -111,9 +129,9 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 // status.
 func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 	t.Run("waited then replayed", func(t *testing.T) {
-		gate, g := withGate(t)
+		gate, g := withGate()
 		e := newEnv(t, gate)
-		t.Cleanup(g.release)
+		t.Cleanup(g.releaseAll)
 		waiting := onWaiting(t, e.db)
 		token := e.signUp("waiter@example.com")
 		orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
@@ -123,7 +141,7 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 		recv(t, g.entered, "the original at the provider")
 		duplicate := async(e, pay)
 		recv(t, waiting, "the duplicate to wait")
-		g.release()
+		g.release(0)
 		if r := recv(t, original, "the original"); r.Status != http.StatusCreated || r.replayed() {
 			t.Fatalf("original: %d %s", r.Status, r.Body)
 		}
@@ -140,9 +158,9 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 	})
 
 	t.Run("in progress conflict", func(t *testing.T) {
-		gate, g := withGate(t)
+		gate, g := withGate()
 		e := newEnv(t, gate, withWait(0))
-		t.Cleanup(g.release)
+		t.Cleanup(g.releaseAll)
 		token := e.signUp("conflict@example.com")
 		orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 		pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
@@ -150,7 +168,7 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 		original := async(e, pay)
 		recv(t, g.entered, "the original at the provider")
 		isProblem(t, e.do(pay), http.StatusConflict, "/problems/idempotency-key-in-progress")
-		g.release()
+		g.release(0)
 		if r := recv(t, original, "the original"); r.Status != http.StatusCreated {
 			t.Fatalf("original: %d %s", r.Status, r.Body)
 		}
@@ -161,6 +179,39 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 			`shop_idempotency_outcomes_total{outcome="in_progress_conflict",route="/api/v1/orders/:id/payments"} 1`,
 			`shop_http_request_duration_seconds_count{method="POST",route="/api/v1/orders/:id/payments",status="409"} 1`,
 		)
+	})
+
+	t.Run("lease taken over", func(t *testing.T) {
+		gate, g := withGate()
+		e := newEnv(t, gate)
+		t.Cleanup(g.releaseAll)
+		token := e.signUp("stalled@example.com")
+		orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+		pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
+
+		stalled := async(e, pay)
+		recv(t, g.entered, "the original at the provider")
+		e.clock.Advance(e.deps.Lease)
+		retry := async(e, pay)
+		recv(t, g.entered, "the retry at the provider")
+		// The stalled attempt finishes first: fenced, its writes roll back.
+		g.release(0)
+		isProblem(t, recv(t, stalled, "the stalled original"), http.StatusConflict, "/problems/idempotency-lease-lost")
+		g.release(1)
+		if r := recv(t, retry, "the retry"); r.Status != http.StatusCreated {
+			t.Fatalf("retry: %d %s", r.Status, r.Body)
+		}
+		if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 1 {
+			t.Fatalf("%d charges, %d payments; want 1 each", c, pays)
+		}
+		wantSeries(t, e.metrics(),
+			`shop_idempotency_outcomes_total{outcome="taken_over",route="/api/v1/orders/:id/payments"} 1`,
+			`shop_idempotency_outcomes_total{outcome="lease_lost",route="/api/v1/orders/:id/payments"} 1`,
+			`shop_idempotency_outcomes_total{outcome="stored",route="/api/v1/orders/:id/payments"} 1`,
+		)
+		if strings.Contains(e.metrics(), `outcome="retried"`) {
+			t.Error("a lease takeover is counted as the retry of a released key")
+		}
 	})
 
 	t.Run("swept", func(t *testing.T) {
