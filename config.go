@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shop/shop/models"
 )
 
 // config is the environment, parsed and checked once at start-up.
@@ -18,6 +20,8 @@ type config struct {
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
 	LogLevel         slog.Level
+	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
+	LogJSON bool
 	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
 	Production bool
 	// SessionSecret signs the browser's session cookies. Empty outside
@@ -35,6 +39,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.DatabaseURL = defaultDatabase
 	}
 	var errs []error
+	if err := models.CheckURL(cfg.DatabaseURL); err != nil {
+		errs = append(errs, err)
+	}
 	port, err := strconv.Atoi(withDefault(getenv("PORT"), "8080"))
 	if err != nil || port < 0 || port > 65535 {
 		errs = append(errs, fmt.Errorf("PORT=%q: want a port number 0–65535", getenv("PORT")))
@@ -64,6 +71,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
 	}
+	switch format := withDefault(getenv("LOG_FORMAT"), "text"); format {
+	case "text":
+	case "json":
+		cfg.LogJSON = true
+	default:
+		errs = append(errs, fmt.Errorf("LOG_FORMAT=%q: want text or json", format))
+	}
 	switch env := withDefault(getenv("SHOP_ENV"), "development"); env {
 	case "development":
 	case "production":
@@ -79,7 +93,20 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case secret != "":
 		cfg.SessionSecret = []byte(secret)
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, oneLine(errs)
+}
+
+// oneLine joins the configuration errors into one line, so that start-up
+// fails with a single clear message.
+func oneLine(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // minSecret is the shortest SESSION_SECRET accepted: 32 characters.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,13 +31,18 @@ func main() {
 		os.Exit(1)
 	}
 	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "shop:", err)
+		// One line, whatever the error: a log collector keeps it whole.
+		fmt.Fprintln(os.Stderr, "shop:", strings.ReplaceAll(err.Error(), "\n", "; "))
 		os.Exit(1)
 	}
 }
 
 // sweepEvery is how often expired idempotency keys are deleted.
 const sweepEvery = time.Minute
+
+// shutdownTimeout is how long requests in flight get to finish, and record
+// their keys, once a shutdown begins.
+const shutdownTimeout = 20 * time.Second
 
 func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -45,7 +51,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	if cfg.LogJSON {
+		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	}
+	logger := slog.New(logs)
 
 	db, err := models.Open(cfg.DatabaseURL)
 	if err != nil {
@@ -87,7 +97,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
 		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database)
 
-	go sweep(ctx, srv, logger)
+	// The sweeper stops before the database closes.
+	sweeping := make(chan struct{})
+	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
+	defer func() { stop(); <-sweeping }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	select {
@@ -95,10 +108,15 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: finishing requests in flight")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	stop() // a second signal ends the process at once
+	logger.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	return httpServer.Shutdown(shutdownCtx)
+	if err := httpServer.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: requests still running after %s were cut off; their keys pass to a retry when their leases end: %w", shutdownTimeout, err)
+	}
+	logger.Info("shut down: every request answered")
+	return nil
 }
 
 func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {

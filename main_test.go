@@ -86,7 +86,9 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
-		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown scheme"},
+		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
+		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{map[string]string{"PORT": "x", "IDEMPOTENCY_WAIT": "soon", "SHOP_ENV": "production"}, "SESSION_SECRET is required"},
 		{map[string]string{"SHOP_ENV": "prod"}, "SHOP_ENV"},
 		{map[string]string{"SHOP_ENV": "production"}, "SESSION_SECRET is required"},
 		{map[string]string{"SESSION_SECRET": "short"}, "at least 32"},
@@ -95,6 +97,8 @@ func TestConfigErrors(t *testing.T) {
 		err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error naming %q", tc.env, err, tc.want)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: the error is not one line: %q", tc.env, err)
 		}
 	}
 	cfg, err := loadConfig(func(string) string { return "" })

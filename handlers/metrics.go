@@ -18,7 +18,6 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
-	swept       prometheus.Counter
 	provider    *prometheus.CounterVec
 }
 
@@ -29,21 +28,18 @@ func newMetrics() *metrics {
 			Name: "shop_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "shop_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Name: "shop_http_request_duration_seconds", Help: "HTTP request latency by route, method and status.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"route", "method"}),
+		}, []string{"route", "method", "status"}),
 		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_idempotency_outcomes_total",
-			Help: "What the idempotency middleware did, by route: claimed, replayed, waited_replayed, mismatch, in_progress_conflict, taken_over, released, stored, lease_lost.",
+			Help: "What the idempotency middleware did, by route: claimed, replayed, waited_replayed, mismatch, in_progress_conflict, taken_over, released, stored, lease_lost, swept.",
 		}, []string{"route", "outcome"}),
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_idempotency_swept_total", Help: "Expired idempotency keys deleted by the sweeper.",
-		}),
 		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, unavailable, error.",
 		}, []string{"result"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.swept, m.provider,
+	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.provider,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -57,8 +53,9 @@ func (m *metrics) observe(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
-	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+	status := strconv.Itoa(c.Writer.Status())
+	m.requests.WithLabelValues(route, c.Request.Method, status).Inc()
+	m.latency.WithLabelValues(route, c.Request.Method, status).Observe(time.Since(start).Seconds())
 }
 
 func (m *metrics) idempotencyOutcome(route string, outcome middleware.Outcome) {

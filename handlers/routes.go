@@ -15,7 +15,7 @@ import (
 func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.metrics.observe, gin.CustomRecovery(s.recovered))
+	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered))
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 	once := s.idempotency.Require()

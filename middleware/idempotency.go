@@ -58,7 +58,8 @@ type Outcome string
 // The outcomes, as metrics count them.
 const (
 	OutcomeClaimed        Outcome = "claimed"              // a new operation started
-	OutcomeTakenOver      Outcome = "taken_over"           // a stalled or released operation restarted
+	OutcomeTakenOver      Outcome = "taken_over"           // a stalled operation's lease passed; a retry restarted it
+	OutcomeRetried        Outcome = "retried"              // a released operation restarted by its retry
 	OutcomeReplayed       Outcome = "replayed"             // a completed answer was replayed at once
 	OutcomeWaitedReplayed Outcome = "waited_replayed"      // replayed after waiting for the original
 	OutcomeMismatch       Outcome = "mismatch"             // the key was used for another request: 422
@@ -66,6 +67,7 @@ const (
 	OutcomeStored         Outcome = "stored"               // the answer was committed for replay
 	OutcomeReleased       Outcome = "released"             // no answer kept; the key is free again
 	OutcomeLeaseLost      Outcome = "lease_lost"           // fenced: another attempt had taken over
+	OutcomeSwept          Outcome = "swept"                // an expired key was deleted
 )
 
 // Idempotency is the middleware.
@@ -142,6 +144,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
 		return
 	}
+	c.Set(keyContextKey, key)
 	fingerprint, err := Fingerprint(Request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
@@ -244,7 +247,11 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				return
 			}
 			if took {
-				m.cfg.Observe(want.Route, OutcomeTakenOver)
+				outcome := OutcomeTakenOver
+				if found.Released() {
+					outcome = OutcomeRetried
+				}
+				m.cfg.Observe(want.Route, outcome)
 				m.run(c, want)
 				return
 			}
@@ -384,9 +391,12 @@ func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	var total int64
 	for {
-		n, err := m.store.sweep(ctx, m.now(), batch)
-		total += n
-		if err != nil || n < int64(batch) {
+		routes, err := m.store.sweep(ctx, m.now(), batch)
+		total += int64(len(routes))
+		for _, route := range routes {
+			m.cfg.Observe(route, OutcomeSwept)
+		}
+		if err != nil || len(routes) < batch {
 			return total, err
 		}
 	}

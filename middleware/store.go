@@ -124,15 +124,17 @@ func (s store) countReplay(ctx context.Context, id uint) error {
 	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET replays = replays + 1 WHERE id = ?`, id).Error
 }
 
-// sweep deletes up to batch expired keys and reports how many it deleted.
+// sweep deletes up to batch expired keys and returns the route of each.
 // The outer conditions repeat the inner ones so that a key claimed again
 // between the two is not deleted.
-func (s store) sweep(ctx context.Context, now time.Time, batch int) (int64, error) {
-	res := s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys
+func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
+	var routes []string
+	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
 WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = ? OR locked_until <= ?) LIMIT ?)
-  AND expires_at <= ? AND (state = ? OR locked_until <= ?)`,
-		now, StateCompleted, now, batch, now, StateCompleted, now)
-	return res.RowsAffected, res.Error
+  AND expires_at <= ? AND (state = ? OR locked_until <= ?)
+RETURNING route`,
+		now, StateCompleted, now, batch, now, StateCompleted, now).Scan(&routes).Error
+	return routes, err
 }
 
 // Released: in progress, but nobody holds it — the last attempt ended

@@ -27,9 +27,10 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		Logger:         logger.Discard,
 		NowFunc:        func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
 	}
-	scheme, _, hasScheme := strings.Cut(databaseURL, "://")
-	switch {
-	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
+	if err := CheckURL(databaseURL); err != nil {
+		return nil, err
+	}
+	if isPostgresURL(databaseURL) {
 		db, err := gorm.Open(postgres.Open(databaseURL), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
@@ -42,13 +43,8 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		sqlDB.SetMaxIdleConns(20)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		return db, nil
-	case hasScheme:
-		return nil, fmt.Errorf("DATABASE_URL: unknown scheme %q (use postgres://… or an SQLite file path)", scheme)
 	}
-	path := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "file:")
-	if path == "" {
-		return nil, errors.New("DATABASE_URL: empty SQLite path")
-	}
+	path := sqlitePath(databaseURL)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
@@ -63,6 +59,29 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// CheckURL reports what is wrong with a database URL that Open would refuse
+// before trying to connect: an unknown scheme, or no SQLite path.
+func CheckURL(databaseURL string) error {
+	scheme, _, hasScheme := strings.Cut(databaseURL, "://")
+	switch {
+	case isPostgresURL(databaseURL):
+		return nil
+	case hasScheme:
+		return fmt.Errorf("DATABASE_URL: unknown database scheme %q (use postgres://… or an SQLite file path)", scheme)
+	case sqlitePath(databaseURL) == "":
+		return errors.New("DATABASE_URL: empty SQLite path")
+	}
+	return nil
+}
+
+func isPostgresURL(databaseURL string) bool {
+	return strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://")
+}
+
+func sqlitePath(databaseURL string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "file:")
 }
 
 // IsPostgres reports whether db talks to PostgreSQL.

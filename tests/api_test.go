@@ -253,7 +253,7 @@ func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
 	e.createOrder(token, "a", orderBody(p[0], 1))                                                                // replayed
 	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("a"), body: orderBody(p[0], 2)}) // mismatch
 	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("b"), body: orderBody(p[0], 0)}) // claimed, released
-	e.createOrder(token, "b", orderBody(p[0], 1))                                                                // taken over, stored
+	e.createOrder(token, "b", orderBody(p[0], 1))                                                                // retried, stored
 	pay := "/api/v1/orders/" + orderID + "/payments"
 	e.do(request{method: "POST", path: pay, token: token, key: key("p1"), body: payBody(payments.MethodDeclined)})
 	e.do(request{method: "POST", path: pay, token: token, key: key("p2"), body: payBody(payments.MethodUnavailable)})
@@ -270,7 +270,7 @@ func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
 		`shop_idempotency_outcomes_total{outcome="replayed",route="/api/v1/orders"} 1`,
 		`shop_idempotency_outcomes_total{outcome="mismatch",route="/api/v1/orders"} 1`,
 		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders"} 1`,
-		`shop_idempotency_outcomes_total{outcome="taken_over",route="/api/v1/orders"} 1`,
+		`shop_idempotency_outcomes_total{outcome="retried",route="/api/v1/orders"} 1`,
 		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders/:id/payments"} 1`,
 		`shop_payment_provider_calls_total{result="declined"} 1`,
 		`shop_payment_provider_calls_total{result="unavailable"} 1`,
