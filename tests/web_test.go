@@ -16,10 +16,7 @@ import (
 // double-click, a back-button resubmit or a refresh land on the same order.
 
 func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 
 	orderPath := s.placeOrder(s.checkout(ids[0], 2, ids[1], 1))
 	page := s.get(orderPath)
@@ -40,10 +37,16 @@ func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
 	isPage(t, s.get("/orders"), http.StatusOK, orderPath)
 }
 
-func TestEveryFormRenderHasAFreshKey(t *testing.T) {
-	e := newEnv(t)
+// signedIn starts a shop and a shopper signed in to it.
+func signedIn(t *testing.T, opts ...option) (*env, []string, *shopper) {
+	e := newEnv(t, opts...)
 	s := e.shopper()
 	s.signUp("ann@example.com")
+	return e, e.products(), s
+}
+
+func TestEveryFormRenderHasAFreshKey(t *testing.T) {
+	_, _, s := signedIn(t)
 	first, second := formKey(t, s.get("/")), formKey(t, s.get("/"))
 	if first == second {
 		t.Fatalf("two renders of the catalog share the key %q", first)
@@ -51,10 +54,7 @@ func TestEveryFormRenderHasAFreshKey(t *testing.T) {
 }
 
 func TestDoubleClickedPlaceOrderMakesOneOrder(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 
 	answers := s.postTogether(2, "/orders", s.checkout(ids[0], 1))
 	for _, r := range answers {
@@ -74,10 +74,7 @@ func TestDoubleClickedPlaceOrderMakesOneOrder(t *testing.T) {
 func TestDoubleClickedPayChargesOnce(t *testing.T) {
 	// The provider is slow, so the second click arrives while the first is
 	// charging: it waits, then gets the same 303.
-	e := newEnv(t, withLatency(200*time.Millisecond))
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t, withLatency(200*time.Millisecond))
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 
 	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
@@ -92,10 +89,7 @@ func TestDoubleClickedPayChargesOnce(t *testing.T) {
 }
 
 func TestBackButtonResubmitLandsOnTheSameOrder(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 3)
 	orderPath := s.placeOrder(form)
 	s.get(orderPath)
@@ -111,10 +105,7 @@ func TestBackButtonResubmitLandsOnTheSameOrder(t *testing.T) {
 }
 
 func TestRefreshResubmitOfPayChargesOnce(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 	form := s.payForm(orderPath, payments.MethodVisa)
 
@@ -130,10 +121,7 @@ func TestRefreshResubmitOfPayChargesOnce(t *testing.T) {
 }
 
 func TestInvalidCheckoutIsShownAgainAndNotStored(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	form := s.checkout()
 	k := form.Get("idempotency_key")
 
@@ -171,10 +159,7 @@ func TestInvalidCheckoutIsShownAgainAndNotStored(t *testing.T) {
 }
 
 func TestPayFormWithoutAMethodIsShownAgain(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 	form := s.payForm(orderPath, "")
 	form.Del("payment_method")
@@ -190,10 +175,7 @@ func TestPayFormWithoutAMethodIsShownAgain(t *testing.T) {
 }
 
 func TestReusedFormKeyShowsAPageNotJSON(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 1)
 	s.placeOrder(form)
 
@@ -207,10 +189,7 @@ func TestReusedFormKeyShowsAPageNotJSON(t *testing.T) {
 }
 
 func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
-	e := newEnv(t, withLatency(600*time.Millisecond), withWait(50*time.Millisecond))
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t, withLatency(600*time.Millisecond), withWait(50*time.Millisecond))
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 
 	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
@@ -236,10 +215,7 @@ func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
 }
 
 func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 
 	if r := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodDeclined)); r.Status != http.StatusSeeOther {
@@ -261,10 +237,7 @@ func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
 }
 
 func TestProviderOutageShowsAPageAndIsNotStored(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 	form := s.payForm(orderPath, payments.MethodUnavailable)
 
@@ -306,10 +279,7 @@ func TestShoppersAreIsolated(t *testing.T) {
 }
 
 func TestCrossOriginPostsAreRefused(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	e, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 1)
 	before := e.sideEffects()
 
@@ -417,10 +387,7 @@ func sessionCookieOf(t *testing.T, r response) *http.Cookie {
 }
 
 func TestRecentRequestsPage(t *testing.T) {
-	e := newEnv(t)
-	ids := e.products()
-	s := e.shopper()
-	s.signUp("ann@example.com")
+	_, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 1)
 	s.placeOrder(form)
 	s.placeOrder(form) // a replay
