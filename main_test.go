@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shop/shop/internal/testkit"
 )
 
 // TestRun starts the real program on a free port with a fresh SQLite file,
@@ -28,7 +29,7 @@ func TestRun(t *testing.T) {
 		"DATABASE_URL": filepath.Join(t.TempDir(), "data", "shop.db"),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testkit.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &out) }()
 
@@ -106,22 +107,4 @@ func TestConfigErrors(t *testing.T) {
 		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -17,6 +17,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
@@ -29,7 +30,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	env := map[string]string{"PORT": "0", "DATABASE_URL": dbPath, "PAYMENT_LATENCY": "1s", "LOG_FORMAT": "json"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testkit.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &out) }()
 	base := serving(t, &out, done)
@@ -128,7 +129,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 }
 
 // serving waits for run to say where it serves, and returns the base URL.
-func serving(t *testing.T, out *syncBuffer, done <-chan error) string {
+func serving(t *testing.T, out *testkit.Buffer, done <-chan error) string {
 	t.Helper()
 	var base string
 	until(t, "the server to start", func() bool {

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -276,29 +275,11 @@ func TestReadiness(t *testing.T) {
 	probe("/healthz", http.StatusOK, "ok")
 }
 
-// syncBuffer collects the server's logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Every request is logged once, with its route, status, duration, user and,
 // on idempotent routes, the key as a short hash and whether the answer was
 // replayed. Passwords, tokens and keys never appear.
 func TestRequestLog(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.Buffer
 	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	const password, rawKey, wrongToken = "correct horse", "a-secret-key-7f3a", "shp_not-a-real-token-9c1d"
 	signup := e.do(request{method: "POST", path: "/api/v1/users", body: `{"email":"logs@example.com","password":"` + password + `"}`})
