@@ -93,7 +93,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	logger.Info("shutting down: finishing requests in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return httpServer.Shutdown(shutdownCtx)
+	err = httpServer.Shutdown(shutdownCtx)
+	// The replay counts of the last interval, once no request adds to them.
+	return errors.Join(err, srv.Close(shutdownCtx))
 }
 
 func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {

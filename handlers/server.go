@@ -31,6 +31,10 @@ type Deps struct {
 	// BcryptCost for new passwords; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	Logger     *slog.Logger
+	// WithoutIdempotency mounts the idempotent routes without the
+	// middleware, each handler in a plain transaction, to measure what the
+	// middleware costs. Only benchmarks set it; the configuration cannot.
+	WithoutIdempotency bool
 }
 
 // Server serves the shop.
@@ -78,6 +82,10 @@ func NewServer(deps Deps) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Close flushes what the idempotency middleware counted in memory; call it
+// once the HTTP server has stopped.
+func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
 
 // SweepKeys deletes expired idempotency keys.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {

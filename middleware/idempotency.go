@@ -49,7 +49,10 @@ type Config struct {
 	// Observe is told what the middleware did for a route (the Outcome
 	// constants), for metrics; optional.
 	Observe func(route string, outcome Outcome)
-	Logger  *slog.Logger
+	// FlushEvery is how often replay counts are written to the key rows;
+	// DefaultFlushEvery when zero.
+	FlushEvery time.Duration
+	Logger     *slog.Logger
 }
 
 // Outcome is what the middleware did with one request.
@@ -70,8 +73,9 @@ const (
 
 // Idempotency is the middleware.
 type Idempotency struct {
-	cfg   Config
-	store store
+	cfg     Config
+	store   store
+	replays *replayCounter
 }
 
 // New builds the middleware.
@@ -88,8 +92,18 @@ func New(cfg Config) *Idempotency {
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, Outcome) {}
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = DefaultFlushEvery
+	}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery)}
 }
+
+// Flush writes the replay counts counted so far to the key rows.
+func (m *Idempotency) Flush(ctx context.Context) error { return m.replays.flush(ctx) }
+
+// Close stops the background work of the middleware and flushes the replay
+// counts; call it once requests have stopped.
+func (m *Idempotency) Close(ctx context.Context) error { return m.replays.close(ctx) }
 
 // Require is the handler to put in front of each route that must be
 // idempotent, after authentication.
@@ -354,11 +368,10 @@ func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
 		m.internal(c, "decode stored response", err)
 		return
 	}
-	// Counted before the answer goes out, so that what a client has seen is
-	// already in the count. A failed count does not fail the replay.
-	if err := m.store.countReplay(context.WithoutCancel(c.Request.Context()), k.ID); err != nil {
-		m.cfg.Logger.Error("count replay", "err", err)
-	}
+	// Counted in memory before the answer goes out, so that what a client
+	// has seen is already in the count Keys reports; the row is updated
+	// later, in a batch, so a replay stays one read and no write.
+	m.replays.add(k)
 	outcome := OutcomeReplayed
 	if waited {
 		outcome = OutcomeWaitedReplayed
@@ -388,12 +401,15 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	}
 }
 
-// Keys lists the most recent keys of a scope, newest first.
+// Keys lists the most recent keys of a scope, newest first, with the
+// replays this instance counted and has not written yet.
 func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	keys := []IdempotencyKey{}
-	err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
-		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
-	return keys, err
+	return m.replays.withPending(func() ([]IdempotencyKey, error) {
+		keys := []IdempotencyKey{}
+		err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
+			Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+		return keys, err
+	})
 }
 
 func current(c *gin.Context) *operation {

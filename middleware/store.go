@@ -120,10 +120,6 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 		now, scope, key, owner, StateInProgress).Error
 }
 
-func (s store) countReplay(ctx context.Context, id uint) error {
-	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET replays = replays + 1 WHERE id = ?`, id).Error
-}
-
 // sweep deletes up to batch expired keys and reports how many it deleted.
 // The outer conditions repeat the inner ones so that a key claimed again
 // between the two is not deleted.
