@@ -3,6 +3,7 @@ package handlers
 import (
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/problem"
 )
 
@@ -27,6 +28,9 @@ func (s *Server) routes() *gin.Engine {
 
 	authed := api.Group("", s.requireBearer)
 	once := s.idempotency.Require()
+	if s.deps.WithoutIdempotency {
+		once = middleware.TxOnly(s.deps.DB)
+	}
 	authed.POST("/orders", once, s.createOrder)
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
