@@ -58,6 +58,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "1")
 	q.Set("_synchronous", "NORMAL")
+	q.Set("_stmt_cache_size", "64")
 	db, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
