@@ -177,7 +177,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if b.postgres {
 		rep.database = "PostgreSQL"
 	}
-	freshKeys := make([][]string, cfg.Workers) // per worker, for the replays
+	type freshKey struct{ token, key string }
+	var freshKeys []freshKey // for the replays
 	paid := make([][]string, cfg.Workers)      // orders to pay, per worker
 	var keysMu sync.Mutex
 	fresh := func(name string) func(w, i int) (int, error) {
@@ -189,7 +190,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 			}
 			if err == nil && name == phaseFresh {
 				keysMu.Lock()
-				freshKeys[w] = append(freshKeys[w], k)
+				freshKeys = append(freshKeys, freshKey{b.users[name][w].token, k})
 				keysMu.Unlock()
 			}
 			return 1, err
@@ -210,11 +211,11 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		}},
 		{phaseBareSQL, func(w, i int) (int, error) { return 1, b.bareFresh(ctx, b.users[phaseBareSQL][w].id) }},
 		{phaseReplay, func(w, i int) (int, error) {
-			keys := freshKeys[w]
-			if len(keys) == 0 {
+			if len(freshKeys) == 0 {
 				return 1, errors.New("no fresh key to replay")
 			}
-			resp, err := b.post(ctx, b.once.url+"/api/v1/orders", b.users[phaseFresh][w].token, keys[i%len(keys)], b.orderBody)
+			k := freshKeys[i%len(freshKeys)]
+			resp, err := b.post(ctx, b.once.url+"/api/v1/orders", k.token, k.key, b.orderBody)
 			if err == nil && (resp.status != http.StatusCreated || !resp.replayed) {
 				err = fmt.Errorf("replay: %d replayed=%v %s", resp.status, resp.replayed, resp.body)
 			}
