@@ -178,8 +178,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		rep.database = "PostgreSQL"
 	}
 	type freshKey struct{ token, key string }
-	var freshKeys []freshKey // for the replays
-	paid := make([][]string, cfg.Workers)      // orders to pay, per worker
+	var freshKeys []freshKey              // for the replays
+	paid := make([][]string, cfg.Workers) // orders to pay, per worker
 	var keysMu sync.Mutex
 	fresh := func(name string) func(w, i int) (int, error) {
 		return func(w, i int) (int, error) {
