@@ -63,6 +63,14 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	// database/sql keeps two idle connections by default: under concurrent
+	// requests the rest were closed and reopened, pragmas and all.
+	sqlDB.SetMaxIdleConns(20)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
 }
 

@@ -31,6 +31,8 @@ func main() {
 	flag.IntVar(&cfg.Ops, "ops", cfg.Ops, "the most operations a phase issues")
 	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients")
 	flag.IntVar(&cfg.StormK, "k", cfg.StormK, "copies of each operation a storm sends at once")
+	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "slices in which the compared phases run interleaved")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the first slice of fresh orders with the middleware")
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
 	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section")
 	flag.Parse()

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,16 +30,21 @@ import (
 )
 
 type config struct {
-	DatabaseURL     string
-	Phase           time.Duration
-	Ops             int
-	Workers         int
-	StormK          int
+	DatabaseURL string
+	Phase       time.Duration
+	Ops         int
+	Workers     int
+	StormK      int
+	// Rounds: the compared phases (fresh with and without the middleware,
+	// bare SQL) run interleaved in this many slices, so that a machine
+	// getting busier or the tables growing does not favour one of them.
+	Rounds          int
+	CPUProfile      string // of the first slice of fresh orders with the middleware
 	Markdown, Label string
 }
 
 func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8}
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3}
 }
 
 // phase is what one kind of work measured.
@@ -49,6 +56,19 @@ type phase struct {
 	failures  []string // the first few
 	elapsed   time.Duration
 	latencies []time.Duration // one per operation
+}
+
+// merge adds the slice q of the same phase to p.
+func (p phase) merge(q phase) phase {
+	p.name = q.name
+	p.ops += q.ops
+	p.requests += q.requests
+	p.failed += q.failed
+	p.failures = append(p.failures, q.failures...)[:min(5, len(p.failures)+len(q.failures))]
+	p.elapsed += q.elapsed
+	p.latencies = append(p.latencies, q.latencies...)
+	slices.Sort(p.latencies)
+	return p
 }
 
 func (p phase) throughput() float64 { return float64(p.ops) / p.elapsed.Seconds() }
@@ -245,8 +265,30 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 			return cfg.StormK, b.storm(ctx, b.once.url+"/api/v1/orders/"+orders[0]+"/payments", b.users[phaseStorm][w].token, `{"payment_method":"pm_card_visa"}`, &payment)
 		}},
 	}
-	for _, s := range steps {
-		rep.phases[s.name] = b.phase(s.name, s.work)
+	rounds := max(1, cfg.Rounds)
+	rep.phases[phaseWarmup] = b.phase(steps[0].name, steps[0].work, cfg.Phase, cfg.Ops)
+	for r := range rounds {
+		for _, s := range steps[1:4] {
+			if r == 0 && s.name == phaseFresh && cfg.CPUProfile != "" {
+				f, err := os.Create(cfg.CPUProfile)
+				if err != nil {
+					return nil, err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return nil, err
+				}
+				rep.phases[s.name] = rep.phases[s.name].merge(b.phase(s.name, s.work, cfg.Phase/time.Duration(rounds), cfg.Ops/rounds))
+				pprof.StopCPUProfile()
+				if err := f.Close(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			rep.phases[s.name] = rep.phases[s.name].merge(b.phase(s.name, s.work, cfg.Phase/time.Duration(rounds), cfg.Ops/rounds))
+		}
+	}
+	for _, s := range steps[4:] {
+		rep.phases[s.name] = b.phase(s.name, s.work, cfg.Phase, cfg.Ops)
 	}
 	if err := stop(); err != nil {
 		return nil, err
@@ -260,13 +302,13 @@ var errNothingLeft = errors.New("nothing left")
 
 // phase runs work from every worker until the phase's time or operations
 // are used up, then waits for what is in flight.
-func (b *bench) phase(name string, work func(w, i int) (int, error)) phase {
+func (b *bench) phase(name string, work func(w, i int) (int, error), d time.Duration, maxOps int) phase {
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
 		p        = phase{name: name}
 		wg       sync.WaitGroup
-		deadline = time.Now().Add(b.cfg.Phase)
+		deadline = time.Now().Add(d)
 	)
 	start := time.Now()
 	for w := range b.cfg.Workers {
@@ -275,7 +317,7 @@ func (b *bench) phase(name string, work func(w, i int) (int, error)) phase {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
 				i := int(next.Add(1)) - 1
-				if i >= b.cfg.Ops {
+				if i >= maxOps {
 					return
 				}
 				t0 := time.Now()
