@@ -115,6 +115,8 @@ type bench struct {
 	products  []string
 	users     map[string][]user // by phase
 	orderBody string
+	run       string
+	began     time.Time
 }
 
 type user struct{ id, token string }
@@ -155,7 +157,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	b := &bench{
-		cfg: cfg, db: db, sqlDB: sqlDB, postgres: models.IsPostgres(db), users: map[string][]user{},
+		cfg: cfg, db: db, sqlDB: sqlDB, postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
+		began: time.Now().UTC().Add(-time.Second),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
 		}},
@@ -416,7 +419,8 @@ func (b *bench) storm(ctx context.Context, url, token, body string, id *string) 
 func (b *bench) signUp(ctx context.Context, name string) error {
 	accounts := models.Accounts{DB: b.db, BcryptCost: bcrypt.MinCost}
 	for w := range b.cfg.Workers {
-		email := fmt.Sprintf("w%d.%s@load.example", w, strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(name))
+		// A run of its own, so that a database used before does not collide.
+		email := fmt.Sprintf("w%d.%s.%s@load.example", w, strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(name), b.run)
 		u, err := accounts.SignUp(ctx, email, "correct horse")
 		if err != nil {
 			return fmt.Errorf("sign up %s: %w", email, err)

@@ -71,9 +71,10 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 		{"orders, bare SQL", count("orders", "user_id IN ?", ids(phaseBareSQL)), ops(phaseBareSQL)},
 		{"completed keys, with middleware (orders and payments)", count("idempotency_keys", "scope IN ? AND state = ?", once, "completed"), ops(phaseWarmup, phaseFresh, phaseStorm, phasePay)},
 		{"keys, without middleware", count("idempotency_keys", "scope IN ?", ids(phasePlain)), 0},
-		{"successful charges", count("simulated_charges", "status = ?", "succeeded"), ops(phasePay)},
-		{"paid orders", count("orders", "status = ?", "paid"), ops(phasePay)},
-		{"payments", count("payments", "1 = 1"), ops(phasePay)},
+		// Charges belong to no user: those since the run began.
+		{"successful charges", count("simulated_charges", "status = ? AND created_at >= ?", "succeeded", b.began), ops(phasePay)},
+		{"paid orders", count("orders", "user_id IN ? AND status = ?", once, "paid"), ops(phasePay)},
+		{"payments", count("payments", "order_id IN (SELECT id FROM orders WHERE user_id IN ?)", once), ops(phasePay)},
 		{"replays counted on the keys", replays, ops(phaseReplay) + (k-1)*ops(phaseStorm, phasePay)},
 	}
 	for _, err := range errs {
