@@ -76,6 +76,10 @@ type Idempotency struct {
 	cfg     Config
 	store   store
 	replays *replayCounter
+	waits   waitlist
+	// poll is the first pause of a duplicate waiting for its original; it
+	// doubles up to 100 ms.
+	poll time.Duration
 }
 
 // New builds the middleware.
@@ -95,7 +99,7 @@ func New(cfg Config) *Idempotency {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = DefaultFlushEvery
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery)}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond}
 }
 
 // Flush writes the replay counts counted so far to the key rows.
@@ -216,7 +220,7 @@ func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
-	delay := 5 * time.Millisecond
+	delay := m.poll
 	for waited := false; ; waited = true {
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
 		if err != nil {
@@ -266,14 +270,28 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			m.cfg.Render(c, p)
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !m.sleep(ctx, scopedKey{want.Scope, want.Key}, min(delay, time.Until(waitUntil))) {
 			c.Abort() // the client left; nobody is waiting for an answer
 			return
-		case <-time.After(min(delay, time.Until(waitUntil))):
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
+}
+
+// sleep waits for d, or less when the attempt holding k in this instance
+// ends first; false when the client left.
+func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) bool {
+	ws := m.waits.join(k)
+	defer m.waits.leave(k, ws)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ws.woken:
+	case <-timer.C:
+	}
+	return true
 }
 
 // now is the clock at the precision both databases store.
@@ -293,6 +311,9 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	c.Request = c.Request.WithContext(ctx)
 	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, route: k.Route, db: m.cfg.DB.WithContext(ctx)}
 	c.Set(operationKey, op)
+	// Once the outcome is recorded or released, duplicates waiting here look
+	// again at once.
+	defer m.waits.wake(scopedKey{k.Scope, k.Key})
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
