@@ -19,8 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -51,6 +53,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		defer os.RemoveAll(dir)
 		cfg.DatabaseURL = filepath.Join(dir, "shop.db")
 	}
+	if err := loopbackOnly(cfg.DatabaseURL); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rep, err := measure(ctx, cfg)
@@ -67,4 +72,21 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return errors.New("audit failed: " + fmt.Sprint(problems))
 	}
 	return nil
+}
+
+// loopbackOnly refuses a database anywhere but on this machine: the
+// harness drives as much load as it can.
+func loopbackOnly(databaseURL string) error {
+	if !strings.Contains(databaseURL, "://") {
+		return nil // an SQLite file
+	}
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return fmt.Errorf("-db: %w", err)
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "localhost", "::1":
+		return nil
+	}
+	return fmt.Errorf("-db: the harness only talks to 127.0.0.1, not %q", u.Hostname())
 }
