@@ -112,8 +112,14 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	logger.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := httpServer.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: requests still running after %s were cut off; their keys pass to a retry when their leases end: %w", shutdownTimeout, err)
+	shutdownErr := httpServer.Shutdown(shutdownCtx)
+	// The replay counts of the last interval, once no request adds to them.
+	closeErr := srv.Close(shutdownCtx)
+	if shutdownErr != nil {
+		return fmt.Errorf("shutdown: requests still running after %s were cut off; their keys pass to a retry when their leases end: %w", shutdownTimeout, errors.Join(shutdownErr, closeErr))
+	}
+	if closeErr != nil {
+		return closeErr
 	}
 	logger.Info("shut down: every request answered")
 	return nil

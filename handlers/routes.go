@@ -19,6 +19,9 @@ func (s *Server) routes() *gin.Engine {
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 	once := s.idempotency.Require()
+	if s.deps.WithoutIdempotency {
+		once = middleware.TxOnly(s.deps.DB)
+	}
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)

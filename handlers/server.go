@@ -36,6 +36,10 @@ type Deps struct {
 	// sessions end when the process does.
 	SessionSecret []byte
 	Logger        *slog.Logger
+	// WithoutIdempotency mounts the idempotent routes without the
+	// middleware, each handler in a plain transaction, to measure what the
+	// middleware costs. Only benchmarks set it; the configuration cannot.
+	WithoutIdempotency bool
 }
 
 // Server serves the shop.
@@ -104,6 +108,10 @@ func mustParsePages() map[string]*template.Template {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Close flushes what the idempotency middleware counted in memory; call it
+// once the HTTP server has stopped.
+func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) { return s.idempotency.Sweep(ctx, 500) }

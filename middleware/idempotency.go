@@ -49,7 +49,10 @@ type Config struct {
 	// Observe is told what the middleware did for a route (the Outcome
 	// constants), for metrics; optional.
 	Observe func(route string, outcome Outcome)
-	Logger  *slog.Logger
+	// FlushEvery is how often replay counts are written to the key rows;
+	// DefaultFlushEvery when zero.
+	FlushEvery time.Duration
+	Logger     *slog.Logger
 }
 
 // Outcome is what the middleware did with one request.
@@ -72,8 +75,13 @@ const (
 
 // Idempotency is the middleware.
 type Idempotency struct {
-	cfg   Config
-	store store
+	cfg     Config
+	store   store
+	replays *replayCounter
+	waits   waitlist
+	// poll is the first pause of a duplicate waiting for its original; it
+	// doubles up to 100 ms.
+	poll time.Duration
 }
 
 // New builds the middleware.
@@ -90,8 +98,18 @@ func New(cfg Config) *Idempotency {
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, Outcome) {}
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = DefaultFlushEvery
+	}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond}
 }
+
+// Flush writes the replay counts counted so far to the key rows.
+func (m *Idempotency) Flush(ctx context.Context) error { return m.replays.flush(ctx) }
+
+// Close stops the background work of the middleware and flushes the replay
+// counts; call it once requests have stopped.
+func (m *Idempotency) Close(ctx context.Context) error { return m.replays.close(ctx) }
 
 // Require is the handler to put in front of each route that must be
 // idempotent, after authentication.
@@ -205,7 +223,7 @@ func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
-	delay := 5 * time.Millisecond
+	delay := m.poll
 	for waited := false; ; waited = true {
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
 		if err != nil && ctx.Err() != nil {
@@ -263,14 +281,28 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			m.cfg.Render(c, p)
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !m.sleep(ctx, scopedKey{want.Scope, want.Key}, min(delay, time.Until(waitUntil))) {
 			c.Abort() // the client left; nobody is waiting for an answer
 			return
-		case <-time.After(min(delay, time.Until(waitUntil))):
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
+}
+
+// sleep waits for d, or less when the attempt holding k in this instance
+// ends first; false when the client left.
+func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) bool {
+	ws := m.waits.join(k)
+	defer m.waits.leave(k, ws)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ws.woken:
+	case <-timer.C:
+	}
+	return true
 }
 
 // now is the clock at the precision both databases store.
@@ -290,6 +322,9 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	c.Request = c.Request.WithContext(ctx)
 	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, route: k.Route, db: m.cfg.DB.WithContext(ctx)}
 	c.Set(operationKey, op)
+	// Once the outcome is recorded or released, duplicates waiting here look
+	// again at once.
+	defer m.waits.wake(scopedKey{k.Scope, k.Key})
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
@@ -365,11 +400,10 @@ func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
 		m.internal(c, "decode stored response", err)
 		return
 	}
-	// Counted before the answer goes out, so that what a client has seen is
-	// already in the count. A failed count does not fail the replay.
-	if err := m.store.countReplay(context.WithoutCancel(c.Request.Context()), k.ID); err != nil {
-		m.cfg.Logger.Error("count replay", "err", err)
-	}
+	// Counted in memory before the answer goes out, so that what a client
+	// has seen is already in the count Keys reports; the row is updated
+	// later, in a batch, so a replay stays one read and no write.
+	m.replays.add(k)
 	outcome := OutcomeReplayed
 	if waited {
 		outcome = OutcomeWaitedReplayed
@@ -402,12 +436,15 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	}
 }
 
-// Keys lists the most recent keys of a scope, newest first.
+// Keys lists the most recent keys of a scope, newest first, with the
+// replays this instance counted and has not written yet.
 func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	keys := []IdempotencyKey{}
-	err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
-		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
-	return keys, err
+	return m.replays.withPending(func() ([]IdempotencyKey, error) {
+		keys := []IdempotencyKey{}
+		err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
+			Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+		return keys, err
+	})
 }
 
 func current(c *gin.Context) *operation {

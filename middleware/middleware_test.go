@@ -126,6 +126,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Logger: slog.New(slog.DiscardHandler),
 	})
+	t.Cleanup(func() {
+		if err := h.mw.Close(context.Background()); err != nil {
+			t.Errorf("close middleware: %v", err)
+		}
+	})
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
 	r.Use(h.observe, h.authenticate)
@@ -478,6 +483,9 @@ func TestReplayHeaders(t *testing.T) {
 	}
 	derived := h.wantRuns("/widgets/1", 1)
 	h.wantWidgets(derived[0] + "#1")
+	if err := h.mw.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	k, _ := h.key("alice", "k-1")
 	if k.State != StateCompleted || k.Status != http.StatusCreated || k.Replays != 1 || string(k.Body) != first.body {
 		t.Fatalf("stored key = %+v, want completed 201 with the original body and one replay", k)

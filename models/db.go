@@ -54,10 +54,19 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "1")
 	q.Set("_synchronous", "NORMAL")
+	q.Set("_stmt_cache_size", "64")
 	db, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	// database/sql keeps two idle connections by default: under concurrent
+	// requests the rest were closed and reopened, pragmas and all.
+	sqlDB.SetMaxIdleConns(20)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
 }
 

@@ -60,6 +60,7 @@ type env struct {
 	provider *payments.Simulated
 	clock    *testkit.Clock
 	deps     handlers.Deps
+	server   *handlers.Server
 }
 
 type option func(*handlers.Deps)
@@ -95,7 +96,13 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&e.deps)
 	}
-	srv := httptest.NewServer(handlers.NewServer(e.deps))
+	e.server = handlers.NewServer(e.deps)
+	t.Cleanup(func() {
+		if err := e.server.Close(context.Background()); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e

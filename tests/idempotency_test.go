@@ -63,6 +63,9 @@ func TestReplayReturnsTheOriginalAnswer(t *testing.T) {
 	if n := e.count("orders", "id = ? AND status = ?", orderID, "paid"); n != 1 {
 		t.Fatal("order is not paid")
 	}
+	if err := e.server.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var replays int
 	e.db.Table("idempotency_keys").Where(`"key" = ?`, "pay-1").Pluck("replays", &replays)
 	if replays != 1 {

@@ -1,0 +1,244 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/internal/testkit"
+)
+
+// The benchmarks drive the middleware in process (no network) over a real
+// database: SQLite, or PostgreSQL when TEST_DATABASE_URL is set. The
+// handler writes one widget through Tx, the smallest business write.
+
+type benchProbe struct{}
+
+// benchSetup is the middleware in front of the widget handler, and the same
+// handler behind TxOnly, on one database.
+type benchSetup struct {
+	db       *gorm.DB
+	mw       *Idempotency
+	once, tx http.Handler
+	// A request sent with X-Hold signals entered from inside the handler,
+	// then waits for release.
+	entered, release chan struct{}
+}
+
+func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
+	b.Helper()
+	db := testkit.NewDB(b)
+	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+		b.Fatal(err)
+	}
+	// A request sent with a benchProbe channel is told when its key was
+	// found in progress: it is then waiting for the original.
+	err := db.Callback().Query().After("gorm:query").Register("bench:probe", func(tx *gorm.DB) {
+		probe, ok := tx.Statement.Context.Value(benchProbe{}).(chan struct{})
+		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
+		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {
+			select {
+			case probe <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mw := New(Config{
+		DB: db, TTL: time.Hour, Lease: time.Minute, Wait: wait,
+		Scope:  func(c *gin.Context) string { return "alice" },
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	b.Cleanup(func() { _ = mw.Close(context.Background()) })
+	s := &benchSetup{db: db, mw: mw, entered: make(chan struct{}), release: make(chan struct{})}
+	handler := func(c *gin.Context) {
+		if c.GetHeader("X-Hold") != "" {
+			s.entered <- struct{}{}
+			<-s.release
+		}
+		if err := Tx(c).Create(&widget{Ref: DerivedKey(c)}).Error; err != nil {
+			c.AbortWithStatus(http.StatusInternalServerError)
+			return
+		}
+		c.Header("Location", "/widgets/1")
+		c.JSON(http.StatusCreated, gin.H{"id": 1, "name": "bolt", "size": 1})
+	}
+	once, tx := gin.New(), gin.New()
+	once.POST("/widgets/:id", mw.Require(), handler)
+	tx.POST("/widgets/:id", TxOnly(db), handler)
+	s.once, s.tx = once, tx
+	return s
+}
+
+const benchBody = `{"name":"bolt","size":1}`
+
+func benchServe(b *testing.B, h http.Handler, ctx context.Context, key, body string, want int, header ...string) {
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/widgets/1", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != want {
+		b.Fatalf("status %d, want %d: %s", w.Code, want, w.Body)
+	}
+}
+
+// BenchmarkFresh: a new key each time — find, claim, the handler's
+// transaction with the completion, commit.
+func BenchmarkFresh(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		benchServe(b, s.once, context.Background(), "fresh-"+strconv.Itoa(i), benchBody, http.StatusCreated)
+	}
+}
+
+// BenchmarkWithoutMiddleware: the same handler and write, in a plain
+// transaction: what BenchmarkFresh costs without idempotency.
+func BenchmarkWithoutMiddleware(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchServe(b, s.tx, context.Background(), "", benchBody, http.StatusCreated)
+	}
+}
+
+// BenchmarkReplay: a completed key — one indexed read, the stored answer.
+func BenchmarkReplay(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	}
+}
+
+// BenchmarkMismatch: a completed key sent with another body — 422.
+func BenchmarkMismatch(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchServe(b, s.once, context.Background(), "k", `{"name":"nut","size":2}`, http.StatusUnprocessableEntity)
+	}
+}
+
+// BenchmarkInProgressWait: a duplicate finds its key in progress, and the
+// original completes while it waits; the duplicate then replays. When the
+// original runs in the same instance, its end wakes the duplicate; when it
+// runs elsewhere (here: completed straight in the database), the duplicate
+// finds out at its next poll, 5 ms after the first look.
+func BenchmarkInProgressWait(b *testing.B) {
+	b.Run("same-instance", benchWaitSameInstance)
+	b.Run("other-instance", benchWaitOtherInstance)
+}
+
+func benchWaitSameInstance(b *testing.B) {
+	s := newBenchSetup(b, 5*time.Second)
+	probe := make(chan struct{}, 1)
+	ctx := context.WithValue(context.Background(), benchProbe{}, probe)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		k := "wait-" + strconv.Itoa(i)
+		original, duplicate := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(original)
+			benchServe(b, s.once, context.Background(), k, benchBody, http.StatusCreated, "X-Hold", "1")
+		}()
+		<-s.entered
+		go func() {
+			defer close(duplicate)
+			benchServe(b, s.once, ctx, k, benchBody, http.StatusCreated)
+		}()
+		<-probe
+		s.release <- struct{}{}
+		<-original
+		<-duplicate
+	}
+}
+
+func benchWaitOtherInstance(b *testing.B) {
+	s := newBenchSetup(b, 5*time.Second)
+	probe := make(chan struct{}, 1)
+	ctx := context.WithValue(context.Background(), benchProbe{}, probe)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		k := IdempotencyKey{
+			Scope: "alice", Key: "wait-" + strconv.Itoa(i), OperationID: "op", Method: http.MethodPost, Route: "/widgets/:id",
+			OwnerToken: "original", State: StateInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+		}
+		fp, err := Fingerprint(Request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		k.Fingerprint = fp
+		if ok, err := s.mw.store.claim(context.Background(), k); err != nil || !ok {
+			b.Fatalf("claim: %v %v", ok, err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			benchServe(b, s.once, ctx, k.Key, benchBody, http.StatusCreated)
+		}()
+		<-probe
+		resp := storedResponse{Status: http.StatusCreated, Headers: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{}`)}
+		if ok, err := s.mw.store.complete(s.db, k.Scope, k.Key, k.OwnerToken, resp); err != nil || !ok {
+			b.Fatalf("complete: %v %v", ok, err)
+		}
+		<-done
+	}
+}
+
+// jsonBody is a JSON object of about size bytes, keys out of order so that
+// canonicalisation has work to do.
+func jsonBody(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"items":[`)
+	for i := 0; sb.Len() < size-40; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"quantity":%d,"product_id":"p-%08d"}`, i%100+1, i)
+	}
+	sb.WriteString(`],"note":"x"}`)
+	return []byte(sb.String())
+}
+
+func BenchmarkFingerprint(b *testing.B) {
+	for _, size := range []int{1 << 10, 100 << 10} {
+		body := jsonBody(size)
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			r := Request{Method: http.MethodPost, Route: "/api/v1/orders", ContentType: "application/json", Body: body}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Fingerprint(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// DefaultFlushEvery is how often counted replays are written to the key rows
+// when Config.FlushEvery is zero.
+const DefaultFlushEvery = time.Second
+
+// replayOf names one operation of a key row: the count belongs to the
+// operation, so that replays of an expired key's old operation are not added
+// to a new operation that reclaimed the row.
+type replayOf struct {
+	id          uint
+	operationID string
+}
+
+// replayCounter keeps the replay count off the request path: a replay is one
+// read and no write, and the counts reach the database in batches, on an
+// interval and on Close. A crash loses at most one interval of counts; the
+// answers themselves are never at risk.
+type replayCounter struct {
+	db *gorm.DB
+
+	mu      sync.Mutex
+	pending map[replayOf]int
+
+	// flushing is held while counts move from pending to the rows, so that
+	// a reader adding pending counts to what it read never counts one twice
+	// or misses one.
+	flushing sync.Mutex
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newReplayCounter(db *gorm.DB, every time.Duration) *replayCounter {
+	r := &replayCounter{db: db, pending: map[replayOf]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop(every)
+	return r
+}
+
+func (r *replayCounter) add(k IdempotencyKey) {
+	r.mu.Lock()
+	r.pending[replayOf{k.ID, k.OperationID}]++
+	r.mu.Unlock()
+}
+
+func (r *replayCounter) loop(every time.Duration) {
+	defer close(r.done)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ticker.C:
+			// A failed flush keeps its counts for the next one.
+			_ = r.flush(context.Background())
+		}
+	}
+}
+
+// flush writes the pending counts, all in one transaction; on failure they
+// stay pending.
+func (r *replayCounter) flush(ctx context.Context) error {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	r.mu.Lock()
+	batch := r.pending
+	r.pending = map[replayOf]int{}
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for k, n := range batch {
+			if err := tx.Exec(`UPDATE idempotency_keys SET replays = replays + ? WHERE id = ? AND operation_id = ?`, n, k.id, k.operationID).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.mu.Lock()
+		for k, n := range batch {
+			r.pending[k] += n
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// withPending adds the counts not yet written to keys just read; read runs
+// while no flush is under way.
+func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]IdempotencyKey, error) {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	keys, err := read()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, k := range keys {
+		keys[i].Replays += r.pending[replayOf{k.ID, k.OperationID}]
+	}
+	return keys, nil
+}
+
+// close stops the background flushes and writes what is left.
+func (r *replayCounter) close(ctx context.Context) error {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+	return r.flush(ctx)
+}

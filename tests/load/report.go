@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// check is one line of the exactly-once audit: a count read from the
+// database against what the clients did.
+type check struct {
+	what      string
+	got, want int64
+}
+
+type audit []check
+
+func (a audit) problems() []string {
+	var out []string
+	for _, c := range a {
+		if c.got != c.want {
+			out = append(out, fmt.Sprintf("%s: %d, want %d", c.what, c.got, c.want))
+		}
+	}
+	return out
+}
+
+// audit counts, once both servers have stopped (and flushed their replay
+// counts), what each phase left in the database.
+func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
+	ids := func(phases ...string) []string {
+		var out []string
+		for _, p := range phases {
+			for _, u := range b.users[p] {
+				out = append(out, u.id)
+			}
+		}
+		return out
+	}
+	ops := func(phases ...string) int64 {
+		var n int64
+		for _, p := range phases {
+			n += int64(rep.phases[p].ops)
+		}
+		return n
+	}
+	var failed int64
+	for _, p := range rep.phases {
+		failed += int64(p.failed)
+	}
+	db := b.db.WithContext(ctx)
+	var errs []error
+	count := func(table, where string, args ...any) int64 {
+		var n int64
+		errs = append(errs, db.Table(table).Where(where, args...).Count(&n).Error)
+		return n
+	}
+	var replays int64
+	errs = append(errs, db.Table("idempotency_keys").Where("scope IN ?", ids(phaseWarmup, phaseFresh, phaseStorm)).
+		Select("COALESCE(SUM(replays), 0)").Scan(&replays).Error)
+	once := ids(phaseWarmup, phaseFresh, phaseStorm)
+	k := int64(b.cfg.StormK)
+	a := audit{
+		{"failed operations", failed, 0},
+		{"orders, with middleware (warm-up, fresh, storm)", count("orders", "user_id IN ?", once), ops(phaseWarmup, phaseFresh, phaseStorm)},
+		{"orders, without middleware", count("orders", "user_id IN ?", ids(phasePlain)), ops(phasePlain)},
+		{"orders, bare SQL", count("orders", "user_id IN ?", ids(phaseBareSQL)), ops(phaseBareSQL)},
+		{"completed keys, with middleware (orders and payments)", count("idempotency_keys", "scope IN ? AND state = ?", once, "completed"), ops(phaseWarmup, phaseFresh, phaseStorm, phasePay)},
+		{"keys, without middleware", count("idempotency_keys", "scope IN ?", ids(phasePlain)), 0},
+		// Charges belong to no user: those since the run began.
+		{"successful charges", count("simulated_charges", "status = ? AND created_at >= ?", "succeeded", b.began), ops(phasePay)},
+		{"paid orders", count("orders", "user_id IN ? AND status = ?", once, "paid"), ops(phasePay)},
+		{"payments", count("payments", "order_id IN (SELECT id FROM orders WHERE user_id IN ?)", once), ops(phasePay)},
+		{"replays counted on the keys", replays, ops(phaseReplay) + (k-1)*ops(phaseStorm, phasePay)},
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+type ratio struct {
+	what        string
+	num, den    string
+	target      float64
+	onlyPG      bool
+	description string
+}
+
+var ratios = []ratio{
+	{"with / without middleware", phaseFresh, phasePlain, 0.8, false, "fresh orders per second"},
+	{"app / bare SQL limit", phaseFresh, phaseBareSQL, 0.7, true, "fresh orders per second; target on PostgreSQL"},
+	{"replay / fresh", phaseReplay, phaseFresh, 3, false, "operations per second"},
+}
+
+func (r ratio) value(rep *report) float64 {
+	return rep.phases[r.num].throughput() / rep.phases[r.den].throughput()
+}
+
+func (r ratio) verdict(rep *report) string {
+	if r.onlyPG && rep.database != "PostgreSQL" {
+		return "(no target)"
+	}
+	if r.value(rep) >= r.target {
+		return fmt.Sprintf("meets ≥ %.1f", r.target)
+	}
+	return fmt.Sprintf("MISSES ≥ %.1f", r.target)
+}
+
+var order = []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseReplay, phaseStorm, phasePay}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
+
+func (rep *report) print(out io.Writer) {
+	fmt.Fprintf(out, "%s, %d workers, storms of %d, GOMAXPROCS %d\n\n", rep.database, rep.workers, rep.stormK, runtime.GOMAXPROCS(0))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "phase\tops\trequests\tops/s\tp50 ms\tp95 ms\tp99 ms\tfailures\t")
+	for _, name := range order {
+		p := rep.phases[name]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%d\t\n", name, p.ops, p.requests, p.throughput(), ms(p.percentile(0.5)), ms(p.percentile(0.95)), ms(p.percentile(0.99)), p.failed)
+	}
+	w.Flush()
+	fmt.Fprintln(out)
+	for _, r := range ratios {
+		fmt.Fprintf(out, "%-28s %.2f  %s\n", r.what, r.value(rep), r.verdict(rep))
+	}
+	fmt.Fprintln(out, "\naudit:")
+	for _, c := range rep.audit {
+		mark := "ok"
+		if c.got != c.want {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(out, "  %-4s %-56s %d (want %d)\n", mark, c.what, c.got, c.want)
+	}
+	for _, name := range order {
+		for _, f := range rep.phases[name].failures {
+			fmt.Fprintf(out, "  failure in %s: %s\n", name, f)
+		}
+	}
+}
+
+func (rep *report) markdown(label string) string {
+	if label == "" {
+		label = rep.database
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "### %s\n\n%d client goroutines; storms send each operation %d times at once; latency is per operation (a storm's is its slowest copy).\n\n", label, rep.workers, rep.stormK)
+	sb.WriteString("| phase | ops | HTTP requests | ops/s | p50 ms | p95 ms | p99 ms |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, name := range order {
+		p := rep.phases[name]
+		requests := fmt.Sprint(p.requests)
+		if name == phaseBareSQL {
+			requests = "–"
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %s | %.0f | %s | %s | %s |\n", name, p.ops, requests, p.throughput(), ms(p.percentile(0.5)), ms(p.percentile(0.95)), ms(p.percentile(0.99)))
+	}
+	sb.WriteString("\n| ratio | value | target |\n|---|--:|---|\n")
+	for _, r := range ratios {
+		fmt.Fprintf(&sb, "| %s (%s) | %.2f | %s |\n", r.what, r.description, r.value(rep), r.verdict(rep))
+	}
+	sb.WriteString("\nExactly-once audit, counted in the database after both servers stopped:\n\n| count | database | expected |\n|---|--:|--:|\n")
+	for _, c := range rep.audit {
+		fmt.Fprintf(&sb, "| %s | %d | %d |\n", c.what, c.got, c.want)
+	}
+	sb.WriteString("\n")
+	return sb.String()
+}
