@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -282,7 +283,9 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
+	stopHeartbeat := m.heartbeat(ctx, op)
 	defer func() {
+		stopHeartbeat()
 		c.Writer = real
 		if p := recover(); p != nil {
 			m.abandon(ctx, op)
@@ -290,8 +293,44 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 		}
 	}()
 	c.Next()
+	stopHeartbeat()
 	c.Writer = real
 	m.record(c, ctx, op, rec)
+}
+
+// heartbeat extends the lease every third of its length while the handler
+// runs, so that a slow but live attempt is not taken over; only a dead or
+// stalled one lets its lease pass. It stops at the first extension that
+// finds the key no longer ours: the completion is fenced by the same owner
+// token, so that attempt's writes will not commit anyway. The returned
+// function stops it and waits until it has, so that no extension runs
+// alongside the completion.
+func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ticker := time.NewTicker(max(m.cfg.Lease/3, time.Millisecond))
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+			}
+			held, err := m.store.extend(ctx, op.scope, op.key, op.owner, m.now().Add(m.cfg.Lease))
+			switch {
+			case err != nil:
+				m.cfg.Logger.Error("extend idempotency lease", "err", err, "route", op.route)
+			case !held:
+				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.route)
+				return
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-stopped
+	})
 }
 
 // record commits the outcome and only then sends it. Outcomes where

@@ -94,6 +94,15 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 	return res.RowsAffected == 1, res.Error
 }
 
+// extend moves the lease of a running operation forward, fenced by the
+// owner token: it reports false when the key is no longer this owner's.
+func (s store) extend(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET locked_until = ?
+WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
+		until, scope, key, owner, StateInProgress)
+	return res.RowsAffected == 1, res.Error
+}
+
 // complete records the answer, fenced by the owner token: an owner whose
 // lease was taken over completes nothing. It runs in the handler's
 // transaction when there is one, so the answer commits with the writes.
