@@ -340,7 +340,12 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
-		m.abandon(ctx, op)
+		if !m.abandon(ctx, op) {
+			// Fenced: the key is another attempt's now, so this answer is
+			// not the operation's, whatever the handler said.
+			m.leaseLost(c, op)
+			return
+		}
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 		return
 	}
@@ -357,26 +362,38 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		m.abandon(ctx, op)
 		m.internal(c, "record outcome", err)
 	case !completed:
-		m.cfg.Observe(op.route, OutcomeLeaseLost)
 		// Fenced: the lease passed and a retry took the key over. This
 		// attempt's writes are rolled back; the retry's answer stands.
 		op.rollback()
-		p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
-		p.RetryAfter = 1
-		m.cfg.Render(c, p)
+		m.leaseLost(c, op)
 	default:
 		m.cfg.Observe(op.route, OutcomeStored)
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 	}
 }
 
-// abandon rolls the attempt back and releases the key.
-func (m *Idempotency) abandon(ctx context.Context, op *operation) {
+// abandon rolls the attempt back and releases the key. It reports false
+// when the key was no longer this attempt's to release.
+func (m *Idempotency) abandon(ctx context.Context, op *operation) bool {
 	op.rollback()
-	if err := m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err != nil {
+	held, err := m.store.release(ctx, op.scope, op.key, op.owner, m.now())
+	if err != nil {
 		m.cfg.Logger.Error("release idempotency key", "err", err)
+		held = true // unknown: the handler's answer is the best there is
 	}
-	m.cfg.Observe(op.route, OutcomeReleased)
+	if held {
+		m.cfg.Observe(op.route, OutcomeReleased)
+	}
+	return held
+}
+
+// leaseLost answers an attempt that was taken over: its client should ask
+// again and get the answer of the attempt that owns the key.
+func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
+	m.cfg.Observe(op.route, OutcomeLeaseLost)
+	p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
+	p.RetryAfter = 1
+	m.cfg.Render(c, p)
 }
 
 func (op *operation) rollback() {

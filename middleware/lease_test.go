@@ -72,3 +72,42 @@ func TestHeartbeatIsFencedByTheOwner(t *testing.T) {
 		t.Fatalf("extend by the owner = %v, %v; want held", held, err)
 	}
 }
+
+// A late attempt that fails after it was taken over does not answer with its
+// own failure either: the key is the retry's, so the late client is told to
+// ask again (409 lease lost) and gets the retry's answer, and the late
+// attempt's release leaves the retry's key alone.
+func TestLateFailureAfterTakeoverIsFenced(t *testing.T) {
+	var g *gate
+	h := newHarness(t, withHooks(hooks{
+		before: func(c *gin.Context, run int) { g.block(c, run) },
+		after: func(c *gin.Context, run int) {
+			if run == 1 {
+				c.Set(statusKey, http.StatusBadGateway)
+			}
+		},
+	}))
+	g = newGate(t, 1)
+	c := call{key: "k", body: `{}`}
+
+	aDone := h.async(c)
+	recv(t, g.entered, "attempt A in the handler")
+	h.clock.Advance(2 * time.Minute) // past A's one-minute lease
+	b := h.do(c)
+	wantAnswer(t, b, http.StatusCreated, false)
+
+	g.release(1)
+	a := recv(t, aDone, "attempt A's answer")
+	wantProblem(t, a, problem.KeyLeaseLost)
+	if a.header.Get("Retry-After") != "1" {
+		t.Fatalf("lease-lost answer without Retry-After: %v", a.header)
+	}
+	h.wantKeys("alice/k=completed")
+	derived := h.wantRuns("/widgets/1", 2)
+	h.wantWidgets(derived[1] + "#2")
+	again := h.do(c)
+	wantAnswer(t, again, http.StatusCreated, true)
+	if again.body != b.body {
+		t.Fatalf("retry got %s, want B's answer %s", again.body, b.body)
+	}
+}

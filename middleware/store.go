@@ -122,11 +122,13 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 // a retry, or a corrected request — takes it over at once. The row stays so
 // that the operation id, and with it the derived key, survives: if the
 // attempt reached the provider before failing, the retry gets the provider's
-// first answer instead of a second charge.
-func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) error {
-	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
+// first answer instead of a second charge. It reports false when the key was
+// no longer this owner's.
+func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, StateInProgress).Error
+		now, scope, key, owner, StateInProgress)
+	return res.RowsAffected == 1, res.Error
 }
 
 func (s store) countReplay(ctx context.Context, id uint) error {
