@@ -172,6 +172,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."))
 		return
 	}
+	s.deps.Faults.afterCharge(ctx)
 	payment, err := s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
 		Status: charge.Status, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
 		DeclineReason: charge.DeclineReason, ProviderChargeID: charge.ID, ProviderKey: ref,

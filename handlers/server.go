@@ -31,6 +31,8 @@ type Deps struct {
 	// BcryptCost for new passwords; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	Logger     *slog.Logger
+	// Faults injects failures in tests; nil in production.
+	Faults *Faults
 }
 
 // Server serves the shop.
