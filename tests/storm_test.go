@@ -20,10 +20,10 @@ import (
 type fault int
 
 const (
-	pass        fault = iota // forward both ways
-	dropReply                // forward the request; once the server answers, reset the client's connection
-	cutReply                 // forward the request and half of the answer's first bytes, then reset
-	inject503                // answer 503 itself, marked X-Fault-Injected, without forwarding
+	pass      fault = iota // forward both ways
+	dropReply              // forward the request; once the server answers, reset the client's connection
+	cutReply               // forward the request and half of the answer's first bytes, then reset
+	inject503              // answer 503 itself, marked X-Fault-Injected, without forwarding
 	faultKinds
 )
 
