@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -152,6 +153,10 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	// The hold lasts as long as this operation's lease, heartbeats included.
+	middleware.OnLeaseExtended(c, func(ctx context.Context, until time.Time) error {
+		return s.shop.ExtendPaymentHold(ctx, order.ID, ref, until)
+	})
 	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
 		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: in.PaymentMethod,
 	})

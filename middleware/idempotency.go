@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,6 +106,11 @@ type operation struct {
 	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
 	tx                    *gorm.DB
 	final                 bool
+	// stopHeartbeat stops the lease's heartbeat; the transaction's first
+	// use calls it (see Tx), as does the end of the handler.
+	stopHeartbeat func()
+	mu            sync.Mutex
+	onExtend      []func(ctx context.Context, until time.Time) error
 }
 
 func (m *Idempotency) handle(c *gin.Context) {
@@ -283,9 +289,9 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
-	stopHeartbeat := m.heartbeat(ctx, op)
+	op.stopHeartbeat = m.heartbeat(ctx, op)
 	defer func() {
-		stopHeartbeat()
+		op.stopHeartbeat()
 		c.Writer = real
 		if p := recover(); p != nil {
 			m.abandon(ctx, op)
@@ -293,18 +299,21 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 		}
 	}()
 	c.Next()
-	stopHeartbeat()
+	op.stopHeartbeat()
 	c.Writer = real
 	m.record(c, ctx, op, rec)
 }
 
 // heartbeat extends the lease every third of its length while the handler
 // runs, so that a slow but live attempt is not taken over; only a dead or
-// stalled one lets its lease pass. It stops at the first extension that
-// finds the key no longer ours: the completion is fenced by the same owner
-// token, so that attempt's writes will not commit anyway. The returned
-// function stops it and waits until it has, so that no extension runs
-// alongside the completion.
+// stalled one lets its lease pass. Each extension also runs the handler's
+// OnLeaseExtended functions. It stops at the first extension that finds the
+// key no longer ours: the completion is fenced by the same owner token, so
+// that attempt's writes will not commit anyway. The returned function stops
+// it and waits until it has. It is called before the handler's transaction
+// begins: an extension waiting on the transaction's locks while the
+// transaction waits for the handler would wait forever. The transaction
+// holds only local writes, so it is short next to the lease.
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -324,6 +333,15 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 			case !held:
 				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.route)
 				return
+			default:
+				op.mu.Lock()
+				onExtend := slices.Clone(op.onExtend)
+				op.mu.Unlock()
+				for _, fn := range onExtend {
+					if err := fn(ctx, m.now().Add(m.cfg.Lease)); err != nil {
+						m.cfg.Logger.Error("extend a hold with the idempotency lease", "err", err, "route", op.route)
+					}
+				}
 			}
 		}
 	}()
@@ -466,9 +484,22 @@ func current(c *gin.Context) *operation {
 func Tx(c *gin.Context) *gorm.DB {
 	op := current(c)
 	if op.tx == nil {
+		op.stopHeartbeat()
 		op.tx = op.db.Begin()
 	}
 	return op.tx
+}
+
+// OnLeaseExtended has fn run each time the heartbeat extends the
+// operation's lease, with the lease's new end, until the handler's
+// transaction begins: for a hold of the handler's own that must last as
+// long as the operation does (a payment's hold on its order), so that it
+// does not run out under a slow but live attempt.
+func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Time) error) {
+	op := current(c)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.onExtend = append(op.onExtend, fn)
 }
 
 // DerivedKey is the key to pass downstream (the payment provider) and to

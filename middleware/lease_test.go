@@ -111,3 +111,25 @@ func TestLateFailureAfterTakeoverIsFenced(t *testing.T) {
 		t.Fatalf("retry got %s, want B's answer %s", again.body, b.body)
 	}
 }
+
+// The heartbeat stops when the handler's transaction begins: on SQLite an
+// extension would wait for that transaction's write lock while the
+// transaction waits for the handler to end — the request would hang for
+// the busy timeout. The transaction holds only local writes, so it is
+// short; here it is held open for two leases and still completes.
+func TestHeartbeatStopsWhenTheTransactionBegins(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	var g *gate
+	h := newHarness(t, withRealClock(), withLease(lease), withHooks(hooks{after: func(c *gin.Context, run int) { g.block(c, run) }}))
+	g = newGate(t, 1)
+	c := call{key: "tx", body: `{}`}
+
+	done := h.async(c)
+	recv(t, g.entered, "the handler with its transaction open")
+	time.Sleep(2 * lease)
+	g.release(1)
+	wantAnswer(t, recv(t, done, "the answer"), http.StatusCreated, false)
+	derived := h.wantRuns("/widgets/1", 1)
+	h.wantWidgets(derived[0] + "#1")
+	h.wantKeys("alice/tx=completed")
+}

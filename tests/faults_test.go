@@ -99,3 +99,59 @@ func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 		t.Fatalf("after the late attempt the key answers %d %s, want the retry's answer", r.Status, r.Body)
 	}
 }
+
+// blockingProvider holds the first charge at the provider until the test
+// lets it go, like a provider that is slow to answer.
+type blockingProvider struct {
+	payments.Provider
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingProvider) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.entered)
+		<-b.release
+	}
+	return b.Provider.Charge(ctx, req)
+}
+
+// A payment slower than the lease keeps both its key and its hold on the
+// order: the heartbeat extends them together. Another payment of the order
+// with another key, sent after the first lease would have run out, is told
+// a payment is in progress instead of charging the order a second time.
+// Real time, since the heartbeat ticks on it; the test counts charges.
+func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	provider := &blockingProvider{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, withRealClock(), withLease(lease), withWait(0), withProvider(func(p payments.Provider) payments.Provider {
+		provider.Provider = p
+		return provider
+	}))
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(provider.release) }) }
+	t.Cleanup(letGo)
+	token := e.signUp("slow-pay@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	path := "/api/v1/orders/" + orderID + "/payments"
+
+	slow := e.async(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)})
+	recv(t, provider.entered, "the slow payment at the provider")
+	time.Sleep(3 * lease) // the slow payment outlives its first lease
+	isProblem(t, e.do(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)}),
+		http.StatusConflict, "/problems/idempotency-key-in-progress")
+	isProblem(t, e.do(request{method: "POST", path: path, token: token, key: key("other"), body: payBody(payments.MethodVisa)}),
+		http.StatusConflict, "/problems/payment-in-progress")
+
+	letGo()
+	first := recv(t, slow, "the slow payment's answer")
+	if first.err != nil || first.Status != http.StatusCreated {
+		t.Fatalf("slow payment: %v %d %s", first.err, first.Status, first.Body)
+	}
+	if c, pays, calls := e.charges(), e.count("payments"), e.provider.Calls(); c != 1 || pays != 1 || calls != 1 {
+		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 1", c, pays, calls)
+	}
+}

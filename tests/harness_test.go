@@ -321,3 +321,9 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// withRealClock runs leases, expiry and holds on the real clock, for tests
+// of the heartbeat, which ticks on it.
+func withRealClock() option {
+	return func(deps *handlers.Deps) { deps.Now = time.Now }
+}
