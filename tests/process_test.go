@@ -85,6 +85,7 @@ func startShop(t *testing.T, name string, env ...string) *shopProcess {
 	p.cmd = exec.Command(shopBinary(t))
 	p.cmd.Dir = t.TempDir()
 	p.cmd.Env = append(append(os.Environ(), "PORT=0", "LOG_LEVEL=info"), env...)
+	dieWithTests(p.cmd)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
