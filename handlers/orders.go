@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -170,6 +171,10 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 	if err != nil {
 		return models.Payment{}, err
 	}
+	// The hold lasts as long as this operation's lease, heartbeats included.
+	middleware.OnLeaseExtended(c, func(ctx context.Context, until time.Time) error {
+		return s.shop.ExtendPaymentHold(ctx, order.ID, ref, until)
+	})
 	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
 		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
 	})
@@ -188,6 +193,7 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		s.deps.Logger.Warn("payment provider failed", "err", err)
 		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
 	}
+	s.deps.Faults.afterCharge(ctx)
 	return s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
 		Status: charge.Status, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
 		DeclineReason: charge.DeclineReason, ProviderChargeID: charge.ID, ProviderKey: ref,

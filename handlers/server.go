@@ -40,6 +40,8 @@ type Deps struct {
 	// middleware, each handler in a plain transaction, to measure what the
 	// middleware costs. Only benchmarks set it; the configuration cannot.
 	WithoutIdempotency bool
+	// Faults injects failures in tests; nil in production.
+	Faults *Faults
 }
 
 // Server serves the shop.

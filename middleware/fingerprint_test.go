@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -183,34 +186,121 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 	})
 }
 
+// FuzzFingerprintJSON checks the JSON canonicaliser both ways: equivalent
+// bodies (other whitespace, key order, number spelling, escapes) get one
+// fingerprint, and different bodies get different ones. The oracle for
+// "equivalent" is encoding/json: two bodies are the same request exactly
+// when they decode to equal values. The seed corpus is in
+// testdata/fuzz/FuzzFingerprintJSON.
 func FuzzFingerprintJSON(f *testing.F) {
-	for _, seed := range []string{
+	seeds := []string{
 		`{}`, `[]`, `null`, `true`, `0`, `-1.5e-7`, `1.0`, `{"a":1,"b":[1,2,3]}`, `{"b":{"a":[{},[]]}}`,
 		`["😀"]`, `{"\u0000":"\u001f"}`, `[1e21,1e-6,5e-324]`, `  {"a" : 1}  `, `{"a":1,"a":2}`, `{"a":`, `"x"`,
-	} {
-		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := payment(body(string(data)))
-		fp, err := Fingerprint(r)
-		canonical, jcsErr := jcs.Transform(data)
-		if jcsErr != nil {
-			if !errors.Is(err, errBodyJSON) {
-				t.Fatalf("jcs rejects %q (%v) but Fingerprint = %q, %v", data, jcsErr, fp, err)
-			}
+	for i, seed := range seeds {
+		f.Add([]byte(seed), []byte(seeds[(i+1)%len(seeds)]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		fpA, valueA, okA := fuzzCanonical(t, a)
+		if !okA {
 			return
 		}
-		if err != nil {
-			t.Fatalf("jcs accepts %q but Fingerprint fails: %v", data, err)
+		// b is compared with a as it is, and as an edit of a (b[0] says
+		// where, the rest what replaces the byte there), which keeps the
+		// pairs close: where collisions would hide.
+		others := [][]byte{b}
+		if len(b) > 0 {
+			at := int(b[0]) % (len(a) + 1)
+			others = append(others, slices.Concat(a[:at], b[1:], a[min(at+1, len(a)):]))
 		}
-		var spaced bytes.Buffer
-		spaced.WriteString(" \r\n\t")
-		if err := json.Indent(&spaced, canonical, "\n\t", " \t"); err != nil {
-			t.Fatalf("canonical form %q of %q is not JSON: %v", canonical, data, err)
-		}
-		spaced.WriteString("\t\n ")
-		if again := mustFingerprint(t, payment(body(spaced.String()))); again != fp {
-			t.Fatalf("fingerprint of %q differs from that of its canonical form with whitespace %q", data, spaced.Bytes())
+		for _, other := range others {
+			fpOther, valueOther, ok := fuzzCanonical(t, other)
+			if !ok {
+				continue
+			}
+			if same := reflect.DeepEqual(valueA, valueOther); same != (fpA == fpOther) {
+				t.Fatalf("%q and %q decode equal: %v, but their fingerprints equal: %v", a, other, same, fpA == fpOther)
+			}
 		}
 	})
+}
+
+// fuzzCanonical checks one body against RFC 8785 (jcs) and against spellings
+// of itself, and returns its fingerprint and decoded value; ok is false when
+// the body is not JSON that both jcs and encoding/json accept.
+func fuzzCanonical(t *testing.T, data []byte) (fp string, value any, ok bool) {
+	t.Helper()
+	fp, err := Fingerprint(payment(body(string(data))))
+	canonical, jcsErr := jcs.Transform(data)
+	if jcsErr != nil {
+		if !errors.Is(err, errBodyJSON) {
+			t.Fatalf("jcs rejects %q (%v) but Fingerprint = %q, %v", data, jcsErr, fp, err)
+		}
+		return "", nil, false
+	}
+	if err != nil {
+		t.Fatalf("jcs accepts %q but Fingerprint fails: %v", data, err)
+	}
+	var spaced bytes.Buffer
+	spaced.WriteString(" \r\n\t")
+	if err := json.Indent(&spaced, canonical, "\n\t", " \t"); err != nil {
+		t.Fatalf("canonical form %q of %q is not JSON: %v", canonical, data, err)
+	}
+	spaced.WriteString("\t\n ")
+	if again := mustFingerprint(t, payment(body(spaced.String()))); again != fp {
+		t.Fatalf("fingerprint of %q differs from that of its canonical form with whitespace %q", data, spaced.Bytes())
+	}
+	if err := json.Unmarshal(data, &value); err != nil {
+		return "", nil, false // beyond encoding/json (e.g. nested too deep): no oracle
+	}
+	// encoding/json spells the same value its own way: keys sorted
+	// bytewise, <>& escaped, its own number format.
+	respelled, err := json.Marshal(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := mustFingerprint(t, payment(body(string(respelled)))); again != fp {
+		t.Fatalf("fingerprint of %q differs from that of the same value spelled %q", data, respelled)
+	}
+	changed, err := json.Marshal(changeOneLeaf(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other := mustFingerprint(t, payment(body(string(changed)))); other == fp {
+		t.Fatalf("%q and the different %q have the same fingerprint", data, changed)
+	}
+	return fp, value, true
+}
+
+// changeOneLeaf returns v with its first leaf (depth first, object keys in
+// sorted order) replaced by a different value, or v wrapped in an array
+// when it has no leaf.
+func changeOneLeaf(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(v))
+		if len(keys) == 0 {
+			return map[string]any{"": nil}
+		}
+		out := maps.Clone(v)
+		out[keys[0]] = changeOneLeaf(v[keys[0]])
+		return out
+	case []any:
+		if len(v) == 0 {
+			return []any{nil}
+		}
+		out := slices.Clone(v)
+		out[0] = changeOneLeaf(v[0])
+		return out
+	case float64:
+		if v+1 != v {
+			return v + 1
+		}
+		return v / 2
+	case string:
+		return v + "x"
+	case bool:
+		return !v
+	}
+	return false // null
 }

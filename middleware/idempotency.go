@@ -14,6 +14,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -124,6 +126,11 @@ type operation struct {
 	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
 	tx                    *gorm.DB
 	final                 bool
+	// stopHeartbeat stops the lease's heartbeat; the transaction's first
+	// use calls it (see Tx), as does the end of the handler.
+	stopHeartbeat func()
+	mu            sync.Mutex
+	onExtend      []func(ctx context.Context, until time.Time) error
 }
 
 func (m *Idempotency) handle(c *gin.Context) {
@@ -328,7 +335,9 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
+	op.stopHeartbeat = m.heartbeat(ctx, op)
 	defer func() {
+		op.stopHeartbeat()
 		c.Writer = real
 		if p := recover(); p != nil {
 			m.abandon(ctx, op)
@@ -336,8 +345,56 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 		}
 	}()
 	c.Next()
+	op.stopHeartbeat()
 	c.Writer = real
 	m.record(c, ctx, op, rec)
+}
+
+// heartbeat extends the lease every third of its length while the handler
+// runs, so that a slow but live attempt is not taken over; only a dead or
+// stalled one lets its lease pass. Each extension also runs the handler's
+// OnLeaseExtended functions. It stops at the first extension that finds the
+// key no longer ours: the completion is fenced by the same owner token, so
+// that attempt's writes will not commit anyway. The returned function stops
+// it and waits until it has. It is called before the handler's transaction
+// begins: an extension waiting on the transaction's locks while the
+// transaction waits for the handler would wait forever. The transaction
+// holds only local writes, so it is short next to the lease.
+func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ticker := time.NewTicker(max(m.cfg.Lease/3, time.Millisecond))
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+			}
+			held, err := m.store.extend(ctx, op.scope, op.key, op.owner, m.now().Add(m.cfg.Lease))
+			switch {
+			case err != nil:
+				m.cfg.Logger.Error("extend idempotency lease", "err", err, "route", op.route)
+			case !held:
+				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.route)
+				return
+			default:
+				op.mu.Lock()
+				onExtend := slices.Clone(op.onExtend)
+				op.mu.Unlock()
+				for _, fn := range onExtend {
+					if err := fn(ctx, m.now().Add(m.cfg.Lease)); err != nil {
+						m.cfg.Logger.Error("extend a hold with the idempotency lease", "err", err, "route", op.route)
+					}
+				}
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-stopped
+	})
 }
 
 // record commits the outcome and only then sends it. Outcomes where
@@ -347,7 +404,12 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
-		m.abandon(ctx, op)
+		if !m.abandon(ctx, op) {
+			// Fenced: the key is another attempt's now, so this answer is
+			// not the operation's, whatever the handler said.
+			m.leaseLost(c, op)
+			return
+		}
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 		return
 	}
@@ -364,26 +426,38 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		m.abandon(ctx, op)
 		m.internal(c, "record outcome", err)
 	case !completed:
-		m.cfg.Observe(op.route, OutcomeLeaseLost)
 		// Fenced: the lease passed and a retry took the key over. This
 		// attempt's writes are rolled back; the retry's answer stands.
 		op.rollback()
-		p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
-		p.RetryAfter = 1
-		m.cfg.Render(c, p)
+		m.leaseLost(c, op)
 	default:
 		m.cfg.Observe(op.route, OutcomeStored)
 		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
 	}
 }
 
-// abandon rolls the attempt back and releases the key.
-func (m *Idempotency) abandon(ctx context.Context, op *operation) {
+// abandon rolls the attempt back and releases the key. It reports false
+// when the key was no longer this attempt's to release.
+func (m *Idempotency) abandon(ctx context.Context, op *operation) bool {
 	op.rollback()
-	if err := m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err != nil {
+	held, err := m.store.release(ctx, op.scope, op.key, op.owner, m.now())
+	if err != nil {
 		m.cfg.Logger.Error("release idempotency key", "err", err)
+		held = true // unknown: the handler's answer is the best there is
 	}
-	m.cfg.Observe(op.route, OutcomeReleased)
+	if held {
+		m.cfg.Observe(op.route, OutcomeReleased)
+	}
+	return held
+}
+
+// leaseLost answers an attempt that was taken over: its client should ask
+// again and get the answer of the attempt that owns the key.
+func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
+	m.cfg.Observe(op.route, OutcomeLeaseLost)
+	p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
+	p.RetryAfter = 1
+	m.cfg.Render(c, p)
 }
 
 func (op *operation) rollback() {
@@ -461,9 +535,22 @@ func current(c *gin.Context) *operation {
 func Tx(c *gin.Context) *gorm.DB {
 	op := current(c)
 	if op.tx == nil {
+		op.stopHeartbeat()
 		op.tx = op.db.Begin()
 	}
 	return op.tx
+}
+
+// OnLeaseExtended has fn run each time the heartbeat extends the
+// operation's lease, with the lease's new end, until the handler's
+// transaction begins: for a hold of the handler's own that must last as
+// long as the operation does (a payment's hold on its order), so that it
+// does not run out under a slow but live attempt.
+func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Time) error) {
+	op := current(c)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.onExtend = append(op.onExtend, fn)
 }
 
 // DerivedKey is the key to pass downstream (the payment provider) and to

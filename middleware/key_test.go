@@ -102,6 +102,9 @@ func sfString(key string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 }
 
+// FuzzParseKeyHeader: whatever the header holds, the parser accepts only
+// keys every layer can store, and the bare and quoted forms of a key name
+// the same key. The seed corpus is in testdata/fuzz/FuzzParseKeyHeader.
 func FuzzParseKeyHeader(f *testing.F) {
 	for _, seed := range []string{
 		`abc`, `"abc"`, ` "abc" `, `"a\"b"`, `"a\\b"`, `"a b"`, `""`, ``, `"k";p=1`, `"a", "b"`,
@@ -112,6 +115,10 @@ func FuzzParseKeyHeader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value string) {
 		key, err := ParseKeyHeader([]string{value})
+		// Surrounding spaces and tabs never matter.
+		if padded, paddedErr := ParseKeyHeader([]string{" \t" + value + "\t "}); padded != key || (paddedErr == nil) != (err == nil) {
+			t.Fatalf("ParseKeyHeader(%q) = %q, %v, but padded it gives %q, %v", value, key, err, padded, paddedErr)
+		}
 		if err != nil {
 			if key != "" {
 				t.Fatalf("ParseKeyHeader(%q) = %q with error %v; want no key with an error", value, key, err)
@@ -132,6 +139,12 @@ func FuzzParseKeyHeader(f *testing.F) {
 		again, err := ParseKeyHeader([]string{quoted})
 		if err != nil || again != key {
 			t.Fatalf("ParseKeyHeader(%q) = %q, but its sf-string %q parses to %q, %v", value, key, quoted, again, err)
+		}
+		// And so does its bare form, when it has one.
+		if !strings.ContainsAny(key, ` ",`) {
+			if bare, err := ParseKeyHeader([]string{key}); err != nil || bare != key {
+				t.Fatalf("ParseKeyHeader(%q) = %q, but its bare form parses to %q, %v", value, key, bare, err)
+			}
 		}
 	})
 }

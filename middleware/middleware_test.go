@@ -82,6 +82,8 @@ type harness struct {
 	runs  *runs
 	hooks hooks
 	wait  time.Duration
+	lease time.Duration
+	now   func() time.Time // the middleware's clock: h.clock unless withRealClock
 	// onSend is called when an answer first reaches the client's writer.
 	onSend func(db *gorm.DB)
 	// probe receives when a request sent with X-Test-Probe reads its key
@@ -94,6 +96,8 @@ type option func(*harness)
 func withHooks(hk hooks) option             { return func(h *harness) { h.hooks = hk } }
 func withWait(d time.Duration) option       { return func(h *harness) { h.wait = d } }
 func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend = f } }
+func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
+func withRealClock() option                 { return func(h *harness) { h.now = time.Now } }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
@@ -103,8 +107,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	}
 	h := &harness{
 		t: t, db: db, clock: testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
-		runs: &runs{derived: map[string][]string{}}, wait: 2 * time.Second, probe: make(chan struct{}, 1),
+		runs: &runs{derived: map[string][]string{}}, wait: 2 * time.Second, lease: time.Minute, probe: make(chan struct{}, 1),
 	}
+	h.now = h.clock.Now
 	for _, o := range opts {
 		o(h)
 	}
@@ -122,7 +127,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	h.mw = New(Config{
-		DB: db, TTL: time.Hour, Lease: time.Minute, Wait: h.wait, Now: h.clock.Now,
+		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Logger: slog.New(slog.DiscardHandler),
 	})

@@ -96,6 +96,15 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 	return res.RowsAffected == 1, res.Error
 }
 
+// extend moves the lease of a running operation forward, fenced by the
+// owner token: it reports false when the key is no longer this owner's.
+func (s store) extend(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET locked_until = ?
+WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
+		until, scope, key, owner, StateInProgress)
+	return res.RowsAffected == 1, res.Error
+}
+
 // complete records the answer, fenced by the owner token: an owner whose
 // lease was taken over completes nothing. It runs in the handler's
 // transaction when there is one, so the answer commits with the writes.
@@ -115,11 +124,13 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 // a retry, or a corrected request — takes it over at once. The row stays so
 // that the operation id, and with it the derived key, survives: if the
 // attempt reached the provider before failing, the retry gets the provider's
-// first answer instead of a second charge.
-func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) error {
-	return s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
+// first answer instead of a second charge. It reports false when the key was
+// no longer this owner's.
+func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, StateInProgress).Error
+		now, scope, key, owner, StateInProgress)
+	return res.RowsAffected == 1, res.Error
 }
 
 // sweep deletes up to batch expired keys and returns the route of each.

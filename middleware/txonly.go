@@ -17,7 +17,7 @@ func TxOnly(db *gorm.DB) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := context.WithoutCancel(c.Request.Context())
 		c.Request = c.Request.WithContext(ctx)
-		op := &operation{id: uuid.NewString(), route: c.FullPath(), db: db.WithContext(ctx)}
+		op := &operation{id: uuid.NewString(), route: c.FullPath(), db: db.WithContext(ctx), stopHeartbeat: func() {}}
 		c.Set(operationKey, op)
 		real := c.Writer
 		rec := newRecorder(real)

@@ -154,6 +154,14 @@ func (s Shop) HoldForPayment(ctx context.Context, userID, orderID, ref string, n
 	return Order{}, ErrPaymentInProgress
 }
 
+// ExtendPaymentHold moves the end of ref's hold on the order, if ref still
+// holds it: a payment operation that is slow but alive keeps the order.
+func (s Shop) ExtendPaymentHold(ctx context.Context, orderID, ref string, until time.Time) error {
+	return s.DB.WithContext(ctx).Model(&Order{}).
+		Where("id = ? AND status = ? AND payment_lock = ?", orderID, OrderPending, ref).
+		Update("payment_locked_until", until).Error
+}
+
 // ReleasePayment lets go of the hold of ref without recording a payment, when
 // the provider could not be reached.
 func (s Shop) ReleasePayment(ctx context.Context, orderID, ref string) error {

@@ -291,3 +291,46 @@ func isProblem(t *testing.T, r response, status int, typ string) {
 		t.Fatalf("problem type %v, want %s", got, typ)
 	}
 }
+
+func withLease(d time.Duration) option {
+	return func(deps *handlers.Deps) { deps.Lease = d }
+}
+
+func withFaults(f *handlers.Faults) option {
+	return func(deps *handlers.Deps) { deps.Faults = f }
+}
+
+// answerOf is the result of a request sent on its own goroutine.
+type answerOf struct {
+	response
+	err error
+}
+
+// async sends r on its own goroutine; the answer arrives on the channel.
+func (e *env) async(r request) <-chan answerOf {
+	done := make(chan answerOf, 1)
+	go func() {
+		resp, err := e.send(r)
+		done <- answerOf{resp, err}
+	}()
+	return done
+}
+
+// recv takes the next value of ch. The timeout only turns a hang into a
+// failure; no test waits on it to let something happen.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// withRealClock runs leases, expiry and holds on the real clock, for tests
+// of the heartbeat, which ticks on it.
+func withRealClock() option {
+	return func(deps *handlers.Deps) { deps.Now = time.Now }
+}

@@ -110,18 +110,6 @@ func wantSeries(t *testing.T, metrics string, series ...string) {
 	}
 }
 
-// recv takes the next value of ch; the bound only turns a hang into a failure.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 // The outcomes that need a request in flight, or time to pass, are counted
 // by route too: a duplicate that waited and replayed, a duplicate refused
 // while the original runs, and keys swept after their TTL. Latency is by

@@ -1,0 +1,70 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// The sweeper deletes expired keys one short statement per batch, so claims
+// go on between batches: a new key, and an expired key claimed again as a
+// new operation, both made in the middle of a sweep, run at once and are
+// not deleted by the batches after them.
+func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
+	h := newHarness(t)
+	now := h.clock.Now()
+	const expired, batch = 120, 50
+	keys := make([]IdempotencyKey, expired)
+	for i := range keys {
+		keys[i] = IdempotencyKey{
+			Scope: "alice", Key: fmt.Sprintf("old-%d", i), OperationID: fmt.Sprintf("op-%d", i), Method: "POST", Route: "/widgets/:id",
+			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
+			Status: http.StatusCreated, Headers: "{}", CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
+		}
+	}
+	if err := h.db.CreateInBatches(keys, 100).Error; err != nil {
+		t.Fatal(err)
+	}
+	h.do(call{key: "fresh", body: `{}`})
+
+	var deletes int
+	var during []answer
+	err := h.db.Callback().Raw().After("gorm:raw").Register("test:claim-between-batches", func(tx *gorm.DB) {
+		if !strings.HasPrefix(tx.Statement.SQL.String(), "DELETE FROM idempotency_keys") {
+			return
+		}
+		deletes++
+		if deletes == 1 {
+			// Claims made between the first batch and the next: had the sweep
+			// held a lock across batches, these would wait for it, here
+			// forever, on the goroutine that holds it.
+			during = append(during, h.do(call{key: "during-sweep", body: `{}`}), h.do(call{key: fmt.Sprintf("old-%d", expired-1), body: `{"new":true}`}))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.mw.Sweep(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range during {
+		wantAnswer(t, a, http.StatusCreated, false)
+	}
+	if deletes < expired/batch+1 {
+		t.Fatalf("%d DELETE statements for %d expired keys in batches of %d", deletes, expired, batch)
+	}
+	// The expired key claimed again during the sweep is a new operation:
+	// deleted before it was claimed, or taken over by the claim, it is not
+	// deleted after.
+	if n != expired && n != expired-1 {
+		t.Fatalf("swept %d keys, want the %d expired ones (but the reclaimed one, if it was reached after)", n, expired)
+	}
+	h.wantKeys("alice/during-sweep=completed", "alice/fresh=completed", fmt.Sprintf("alice/old-%d=completed", expired-1))
+	h.wantRuns("/widgets/1", 3)
+}

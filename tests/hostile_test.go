@@ -1,0 +1,149 @@
+package tests
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/shop/shop/payments"
+)
+
+// Hostile and malformed requests each get a 4xx problem, never a 5xx, and
+// write nothing: no user, order, payment, charge or stored answer, and no
+// key left held. (A request refused by its handler leaves its key released,
+// which is no answer: the next request with that key runs.)
+func TestHostileRequestsAreRefused(t *testing.T) {
+	e := newEnv(t)
+	alice, bob := e.signUp("alice@example.com"), e.signUp("bob@example.com")
+	p := e.products()
+	aliceOrder := e.createOrder(alice, "alice-order", orderBody(p[0], 1))
+	bobOrder := e.createOrder(bob, "bob-order", orderBody(p[1], 1))
+	ordersPath, payPath := "/api/v1/orders", "/api/v1/orders/"+aliceOrder+"/payments"
+	good := orderBody(p[0], 1)
+	huge := `{"items":[{"product_id":"` + p[0] + `","quantity":1}],"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
+	lines := make([]any, 0, 102)
+	for i := range 51 {
+		lines = append(lines, fmt.Sprintf("00000000-0000-0000-0000-%012d", i), 1)
+	}
+	k := func(s string) *string { return &s }
+
+	order := func(body string) request {
+		return request{method: "POST", path: ordersPath, token: alice, key: k("hostile"), body: body}
+	}
+	pay := func(path, body string) request {
+		return request{method: "POST", path: path, token: alice, key: k("hostile"), body: body}
+	}
+	withKey := func(r request, key *string) request { r.key = key; return r }
+	withType := func(r request, ct string) request { r.contentType = ct; return r }
+	withHeader := func(r request, name string, values ...string) request {
+		r.header = http.Header{name: values}
+		return r
+	}
+	cases := []struct {
+		name   string
+		r      request
+		status int
+		typ    string
+	}{
+		// Authentication.
+		{"no token", withHeader(request{method: "POST", path: ordersPath, key: k("x"), body: good}, "X-None"), 401, "unauthorized"},
+		{"unknown token", request{method: "POST", path: ordersPath, token: "shp_forged", key: k("x"), body: good}, 401, "unauthorized"},
+		{"token SQL", request{method: "POST", path: ordersPath, token: "' OR '1'='1", key: k("x"), body: good}, 401, "unauthorized"},
+		{"basic scheme", withHeader(request{method: "POST", path: ordersPath, key: k("x"), body: good}, "Authorization", "Basic YTpi"), 401, "unauthorized"},
+		{"empty bearer", withHeader(request{method: "POST", path: ordersPath, key: k("x"), body: good}, "Authorization", "Bearer "), 401, "unauthorized"},
+		// Keys.
+		{"no key", withKey(order(good), nil), 400, "idempotency-key-missing"},
+		{"empty key", withKey(order(good), k("")), 400, "idempotency-key-invalid"},
+		{"256-byte key", withKey(order(good), k(strings.Repeat("a", 256))), 400, "idempotency-key-invalid"},
+		{"64 KiB key", withKey(order(good), k(strings.Repeat("a", 64<<10))), 400, "idempotency-key-invalid"},
+		{"unicode key", withKey(order(good), k("ключ-🔑")), 400, "idempotency-key-invalid"},
+		{"SQL key", withKey(order(good), k("'; DROP TABLE orders; --")), 400, "idempotency-key-invalid"},
+		{"key with parameters", withKey(order(good), k(`"k";drop=1`)), 400, "idempotency-key-invalid"},
+		{"two keys", withHeader(withKey(order(good), nil), "Idempotency-Key", "a", "b"), 400, "idempotency-key-invalid"},
+		// Bodies.
+		{"body over 1 MiB", order(huge), 413, "request-too-large"},
+		{"empty body", withHeader(order(""), "Content-Type", "application/json"), 400, "malformed-request"},
+		{"invalid JSON", order(`{"items":[`), 400, "malformed-request"},
+		{"duplicate JSON keys", order(`{"items":[],"items":[{"product_id":"` + p[0] + `","quantity":1}]}`), 400, "malformed-request"},
+		{"two JSON values", order(good + good), 400, "malformed-request"},
+		{"unknown field", order(`{"items":[{"product_id":"` + p[0] + `","quantity":1}],"total_cents":1}`), 400, "malformed-request"},
+		{"JSON array", order(`[]`), 422, "validation"},
+		{"nested 100000 deep", order(deep), 400, "malformed-request"},
+		{"invalid UTF-8", order("{\"items\":[{\"product_id\":\"\xff\xfe\",\"quantity\":1}]}"), 400, "malformed-request"},
+		{"text/plain", withType(order(good), "text/plain"), 415, "unsupported-media-type"},
+		{"form", withType(order("items=1"), "application/x-www-form-urlencoded"), 415, "unsupported-media-type"},
+		{"XML", withType(order("<items/>"), "application/xml"), 415, "unsupported-media-type"},
+		{"another JSON type", withType(order(good), "application/merge-patch+json"), 415, "unsupported-media-type"},
+		// Values.
+		{"negative quantity", order(orderBody(p[0], -1)), 422, "validation"},
+		{"zero quantity", order(orderBody(p[0], 0)), 422, "validation"},
+		{"huge quantity", order(orderBody(p[0], 1000000000)), 422, "validation"},
+		{"quantity beyond int64", order(orderBody(p[0], "1e30")), 422, "validation"},
+		{"fractional quantity", order(orderBody(p[0], 1.5)), 422, "validation"},
+		{"quantity as string", order(orderBody(p[0], `"1"`)), 422, "validation"},
+		{"no items", order(`{"items":[]}`), 422, "validation"},
+		{"null items", order(`{"items":null}`), 422, "validation"},
+		{"51 lines", order(orderBody(lines...)), 422, "validation"},
+		{"unknown product", order(orderBody("00000000-0000-0000-0000-000000000000", 1)), 422, "validation"},
+		{"SQL product id", order(orderBody("' OR 1=1; --", 1)), 422, "validation"},
+		{"unicode product id", order(orderBody("产品-😀-\u202e", 1)), 422, "validation"},
+		{"unknown payment method", pay(payPath, payBody("pm_card_stolen")), 422, "validation"},
+		{"SQL payment method", pay(payPath, payBody("x'); UPDATE orders SET status='paid'; --")), 422, "validation"},
+		{"unicode payment method", pay(payPath, payBody("pm_card_vísa")), 422, "validation"},
+		{"payment method as number", pay(payPath, `{"payment_method":4242}`), 422, "validation"},
+		// Other people's and made-up orders.
+		{"another user's order", pay("/api/v1/orders/"+bobOrder+"/payments", payBody(payments.MethodVisa)), 404, "not-found"},
+		{"unknown order", pay("/api/v1/orders/00000000-0000-0000-0000-000000000000/payments", payBody(payments.MethodVisa)), 404, "not-found"},
+		{"SQL order id", pay("/api/v1/orders/1'%20OR%20'1'='1/payments", payBody(payments.MethodVisa)), 404, "not-found"},
+		{"unicode order id", pay("/api/v1/orders/%E2%80%AE%F0%9F%98%80/payments", payBody(payments.MethodVisa)), 404, "not-found"},
+		{"read another user's order", request{method: "GET", path: "/api/v1/orders/" + bobOrder, token: alice}, 404, "not-found"},
+		{"method not allowed", request{method: "PUT", path: ordersPath, token: alice, key: k("x"), body: good}, 405, "method-not-allowed"},
+		// Accounts.
+		{"SQL email", request{method: "POST", path: "/api/v1/users", body: `{"email":"x' OR 1=1 --","password":"correct horse"}`}, 422, "validation"},
+		{"token for SQL email", request{method: "POST", path: "/api/v1/tokens", body: `{"email":"' OR ''='","password":"' OR ''='"}`}, 401, "bad-credentials"},
+	}
+	before := e.sideEffects()
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		got := e.sideEffects()
+		got.keyRows = before.keyRows
+		if got != before {
+			t.Fatalf("wrote %+v, want %+v", got, before)
+		}
+		if held := e.count("idempotency_keys", "state = ? AND owner_token <> ''", "in_progress"); held != 0 {
+			t.Fatalf("%d keys left held", held)
+		}
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.r.key != nil && *tc.r.key == "hostile" {
+				tc.r.key = k(fmt.Sprintf("hostile-%d", i))
+			}
+			r, err := e.send(tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			isProblem(t, r, tc.status, "/problems/"+tc.typ)
+			unchanged(t)
+		})
+	}
+	// A body of over 1 MiB without a length (chunked) is refused the same way.
+	req, _ := http.NewRequest("POST", e.url+ordersPath, struct{ io.Reader }{strings.NewReader(huge)})
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+alice)
+	req.Header.Set("Idempotency-Key", "chunked")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	isProblem(t, response{Status: resp.StatusCode, Header: resp.Header, Body: body}, http.StatusRequestEntityTooLarge, "/problems/request-too-large")
+	unchanged(t)
+	if n := e.count("idempotency_keys", "scope <> '' AND \"key\" LIKE ?", "hostile-%"); n == 0 {
+		t.Fatal("no hostile request reached a handler: the table tested only the gates")
+	}
+}
