@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 
 	"github.com/gin-gonic/gin"
 
@@ -83,10 +84,30 @@ func decodeJSON(c *gin.Context, dst any) error {
 	switch {
 	case errors.As(err, &tooLarge):
 		return problem.TooLarge.With(err.Error())
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return problem.MalformedRequest.With("The body must be a JSON object, not " + typeErr.Value + ".")
 	case errors.As(err, &typeErr):
-		return models.Invalid(models.FieldError{Field: typeErr.Field, Message: "must be a " + typeErr.Type.String()})
+		return models.Invalid(models.FieldError{Field: typeErr.Field, Message: "must be " + jsonKind(typeErr.Type.Kind())})
 	case errors.Is(err, io.EOF):
 		return problem.MalformedRequest.With("The body is empty.")
 	}
 	return problem.MalformedRequest.With("The body is not valid JSON for this endpoint: " + err.Error())
+}
+
+// jsonKind names what a JSON field must be, in JSON's words, not Go's.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }

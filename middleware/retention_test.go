@@ -34,15 +34,15 @@ func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
 
 	var deletes int
 	var during []answer
-	err := h.db.Callback().Raw().After("gorm:raw").Register("test:claim-between-batches", func(tx *gorm.DB) {
+	err := h.db.Callback().Row().Before("gorm:row").Register("test:claim-between-batches", func(tx *gorm.DB) {
 		if !strings.HasPrefix(tx.Statement.SQL.String(), "DELETE FROM idempotency_keys") {
 			return
 		}
 		deletes++
-		if deletes == 1 {
-			// Claims made between the first batch and the next: had the sweep
-			// held a lock across batches, these would wait for it, here
-			// forever, on the goroutine that holds it.
+		if deletes == 2 {
+			// Claims made after the first batch, before the next one runs:
+			// had the sweep held a lock across batches, these would wait for
+			// it, here forever, on the goroutine that holds it.
 			during = append(during, h.do(call{key: "during-sweep", body: `{}`}), h.do(call{key: fmt.Sprintf("old-%d", expired-1), body: `{"new":true}`}))
 		}
 	})

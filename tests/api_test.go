@@ -282,3 +282,25 @@ func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
 		}
 	}
 }
+
+func TestWrongJSONShapesAreNamedInJSONTerms(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	ids := e.products()
+	cases := []struct{ body, typ, says string }{
+		{orderBody(ids[0], `"2"`), "/problems/validation", "must be an integer"},
+		{`{"items":{"product_id":"x"}}`, "/problems/validation", "must be an array"},
+		{`[]`, "/problems/malformed-request", "must be a JSON object, not array"},
+		{`"order"`, "/problems/malformed-request", "must be a JSON object, not string"},
+	}
+	for i, tc := range cases {
+		r := e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key(fmt.Sprint("shape-", i)), body: tc.body})
+		isProblem(t, r, r.Status, tc.typ)
+		if !strings.Contains(string(r.Body), tc.says) || strings.Contains(string(r.Body), "struct") {
+			t.Fatalf("%s: %s, want it to say %q in JSON's words", tc.body, r.Body, tc.says)
+		}
+	}
+	if n := e.count("orders"); n != 0 {
+		t.Fatalf("%d orders, want 0", n)
+	}
+}

@@ -70,7 +70,7 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		{"duplicate JSON keys", order(`{"items":[],"items":[{"product_id":"` + p[0] + `","quantity":1}]}`), 400, "malformed-request"},
 		{"two JSON values", order(good + good), 400, "malformed-request"},
 		{"unknown field", order(`{"items":[{"product_id":"` + p[0] + `","quantity":1}],"total_cents":1}`), 400, "malformed-request"},
-		{"JSON array", order(`[]`), 422, "validation"},
+		{"JSON array", order(`[]`), 400, "malformed-request"},
 		{"nested 100000 deep", order(deep), 400, "malformed-request"},
 		{"invalid UTF-8", order("{\"items\":[{\"product_id\":\"\xff\xfe\",\"quantity\":1}]}"), 400, "malformed-request"},
 		{"text/plain", withType(order(good), "text/plain"), 415, "unsupported-media-type"},
