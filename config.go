@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 // config is the environment, parsed and checked once at start-up.
 type config struct {
+	Host             string
 	Port             int
 	DatabaseURL      string
 	IdempotencyTTL   time.Duration
@@ -47,6 +49,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("PORT=%q: want a port number 0–65535", getenv("PORT")))
 	}
 	cfg.Port = port
+	cfg.Host = strings.TrimSpace(getenv("HOST"))
+	if cfg.Host != "" && net.ParseIP(cfg.Host) == nil && cfg.Host != "localhost" {
+		errs = append(errs, fmt.Errorf("HOST=%q: want an IP address to listen on, such as 127.0.0.1, or empty for every interface", cfg.Host))
+	}
 	durations := []struct {
 		name, fallback string
 		dst            *time.Duration

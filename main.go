@@ -83,7 +83,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if cfg.SessionSecret == nil {
 		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -25,6 +25,7 @@ func TestRun(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
 	env := map[string]string{
+		"HOST":         "127.0.0.1",
 		"PORT":         port,
 		"DATABASE_URL": filepath.Join(t.TempDir(), "data", "shop.db"),
 	}
@@ -91,6 +92,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{map[string]string{"PORT": "x", "IDEMPOTENCY_WAIT": "soon", "SHOP_ENV": "production"}, "SESSION_SECRET is required"},
 		{map[string]string{"SHOP_ENV": "prod"}, "SHOP_ENV"},
+		{map[string]string{"HOST": "every interface"}, "HOST"},
 		{map[string]string{"SHOP_ENV": "production"}, "SESSION_SECRET is required"},
 		{map[string]string{"SESSION_SECRET": "short"}, "at least 32"},
 	}

@@ -27,7 +27,7 @@ import (
 // The logs are JSON (LOG_FORMAT=json), one line per request.
 func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "shop.db")
-	env := map[string]string{"PORT": "0", "DATABASE_URL": dbPath, "PAYMENT_LATENCY": "1s", "LOG_FORMAT": "json"}
+	env := map[string]string{"HOST": "127.0.0.1", "PORT": "0", "DATABASE_URL": dbPath, "PAYMENT_LATENCY": "1s", "LOG_FORMAT": "json"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out testkit.Buffer

@@ -84,7 +84,7 @@ func startShop(t *testing.T, name string, env ...string) *shopProcess {
 	p := &shopProcess{t: t, name: name, exited: make(chan struct{})}
 	p.cmd = exec.Command(shopBinary(t))
 	p.cmd.Dir = t.TempDir()
-	p.cmd.Env = append(append(os.Environ(), "PORT=0", "LOG_LEVEL=info"), env...)
+	p.cmd.Env = append(append(os.Environ(), "HOST=127.0.0.1", "PORT=0", "LOG_LEVEL=info"), env...)
 	dieWithTests(p.cmd)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
