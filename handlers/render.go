@@ -26,6 +26,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.As(err, &p):
 	case errors.As(err, &e):
 		p = problemOf(e)
+	case models.IsUnstorableText(err):
+		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
 	default:
 		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")

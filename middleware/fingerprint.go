@@ -65,6 +65,21 @@ func Fingerprint(r Request) (string, error) {
 	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
+// Target hashes what a request acts on: method, route and path parameters
+// (which order to pay, say). A released key may be retried with a corrected
+// body or query, never against another target.
+func Target(r Request) string {
+	buf := make([]byte, 0, 128)
+	buf = field(buf, r.Method)
+	buf = field(buf, r.Route)
+	for _, p := range r.Params {
+		buf = field(buf, p.Key)
+		buf = field(buf, p.Value)
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:])
+}
+
 // mediaType is the lower-cased media type of a Content-Type, without
 // parameters; empty when there is none or it does not parse.
 func mediaType(contentType string) string {

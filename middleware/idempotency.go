@@ -28,6 +28,10 @@ import (
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
 
+// StatusClientClosed is what logs and metrics record for a request whose
+// client left before it was answered (nginx's 499); nothing is sent.
+const StatusClientClosed = 499
+
 // ReplayedHeader marks an answer that was replayed, not produced anew.
 const ReplayedHeader = "Idempotent-Replayed"
 
@@ -41,6 +45,10 @@ type Config struct {
 	Lease time.Duration
 	// Wait is how long a duplicate waits for the original before a 409.
 	Wait time.Duration
+	// Timeout bounds one attempt: its handler's context ends then, and the
+	// heartbeat stops extending the lease, so a hung handler lets the key
+	// pass to a retry instead of holding it for ever. 4 × Lease when zero.
+	Timeout time.Duration
 	// Now is the clock of leases and expiry; time.Now when nil.
 	Now func() time.Time
 	// Scope names the authenticated principal; keys of different scopes
@@ -90,6 +98,9 @@ type Idempotency struct {
 func New(cfg Config) *Idempotency {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 4 * cfg.Lease
 	}
 	if cfg.Render == nil {
 		cfg.Render = problem.Write
@@ -170,15 +181,16 @@ func (m *Idempotency) handle(c *gin.Context) {
 		return
 	}
 	c.Set(keyContextKey, key)
-	fingerprint, err := Fingerprint(Request{
+	req := Request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
-	})
+	}
+	fingerprint, err := Fingerprint(req)
 	if err != nil {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint})
+	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: Target(req)})
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
@@ -234,7 +246,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 	for waited := false; ; waited = true {
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
 		if err != nil && ctx.Err() != nil {
-			c.Abort() // the client left before anything was claimed
+			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
 			return
 		}
 		if err != nil {
@@ -247,7 +259,9 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 			want.State, want.CreatedAt = StateInProgress, now
 			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
-			claimed, err := m.store.claim(ctx, want)
+			// Detached: a client gone mid-statement must not leave a claim
+			// committed behind an error, or an error for a claim it made.
+			claimed, err := m.store.claim(context.WithoutCancel(ctx), want)
 			if err != nil {
 				m.internal(c, "claim key", err)
 				return
@@ -257,7 +271,9 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint && !found.Released():
+		case found.Fingerprint != want.Fingerprint && !(found.Released() && found.Target == want.Target):
+			// A released key takes a corrected body, but only for the same
+			// target: its operation, and the derived key, stay with it.
 			m.cfg.Observe(want.Route, OutcomeMismatch)
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return
@@ -266,7 +282,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			return
 		case !found.LockedUntil.After(now):
 			want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
-			took, err := m.store.takeover(ctx, want, found.OwnerToken, now)
+			took, err := m.store.takeover(context.WithoutCancel(ctx), want, found.OwnerToken, now)
 			if err != nil {
 				m.internal(c, "take over key", err)
 				return
@@ -289,7 +305,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			return
 		}
 		if !m.sleep(ctx, scopedKey{want.Scope, want.Key}, min(delay, time.Until(waitUntil))) {
-			c.Abort() // the client left; nobody is waiting for an answer
+			c.AbortWithStatus(StatusClientClosed) // the client left; nobody is waiting for an answer
 			return
 		}
 		delay = min(2*delay, 100*time.Millisecond)
@@ -324,8 +340,11 @@ func (k IdempotencyKey) claimable(now time.Time) bool {
 // run executes the handler as the owner of the key, then records the outcome.
 func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	// From here the operation runs to its recorded end even if the client
-	// disconnects: a charge must not be left half-recorded.
-	ctx := context.WithoutCancel(c.Request.Context())
+	// disconnects: a charge must not be left half-recorded. The handler has
+	// Timeout; recording the outcome (or releasing the key) has no limit.
+	detached := context.WithoutCancel(c.Request.Context())
+	ctx, cancel := context.WithTimeout(detached, m.cfg.Timeout)
+	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, route: k.Route, db: m.cfg.DB.WithContext(ctx)}
 	c.Set(operationKey, op)
@@ -340,19 +359,19 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 		op.stopHeartbeat()
 		c.Writer = real
 		if p := recover(); p != nil {
-			m.abandon(ctx, op)
+			m.abandon(detached, op)
 			panic(p)
 		}
 	}()
 	c.Next()
 	op.stopHeartbeat()
 	c.Writer = real
-	m.record(c, ctx, op, rec)
+	m.record(c, detached, op, rec)
 }
 
 // heartbeat extends the lease every third of its length while the handler
-// runs, so that a slow but live attempt is not taken over; only a dead or
-// stalled one lets its lease pass. Each extension also runs the handler's
+// runs, up to Timeout, so that a slow but live attempt is not taken over;
+// only a dead one, or one hung past Timeout, lets its lease pass. Each extension also runs the handler's
 // OnLeaseExtended functions. It stops at the first extension that finds the
 // key no longer ours: the completion is fenced by the same owner token, so
 // that attempt's writes will not commit anyway. The returned function stops
@@ -369,6 +388,11 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 		for {
 			select {
 			case <-done:
+				return
+			case <-ctx.Done():
+				// Past Timeout: a handler still running is presumed hung;
+				// the lease runs out and a retry may take over.
+				m.cfg.Logger.Warn("idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.route)
 				return
 			case <-ticker.C:
 			}
@@ -515,7 +539,7 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
 	return m.replays.withPending(func() ([]IdempotencyKey, error) {
 		keys := []IdempotencyKey{}
-		err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where(&IdempotencyKey{Scope: scope}).
+		err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
 			Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
 		return keys, err
 	})

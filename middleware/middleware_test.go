@@ -74,16 +74,17 @@ const (
 // harness is one engine behind a real HTTP server, with the middleware on
 // POST /widgets/:id, over its own SQLite database.
 type harness struct {
-	t     *testing.T
-	db    *gorm.DB
-	clock *testkit.Clock
-	mw    *Idempotency
-	url   string
-	runs  *runs
-	hooks hooks
-	wait  time.Duration
-	lease time.Duration
-	now   func() time.Time // the middleware's clock: h.clock unless withRealClock
+	t       *testing.T
+	db      *gorm.DB
+	clock   *testkit.Clock
+	mw      *Idempotency
+	url     string
+	runs    *runs
+	hooks   hooks
+	wait    time.Duration
+	lease   time.Duration
+	timeout time.Duration
+	now     func() time.Time // the middleware's clock: h.clock unless withRealClock
 	// onSend is called when an answer first reaches the client's writer.
 	onSend func(db *gorm.DB)
 	// probe receives when a request sent with X-Test-Probe reads its key
@@ -98,6 +99,7 @@ func withWait(d time.Duration) option       { return func(h *harness) { h.wait =
 func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend = f } }
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withRealClock() option                 { return func(h *harness) { h.now = time.Now } }
+func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
@@ -127,7 +129,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	h.mw = New(Config{
-		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Now: h.now,
+		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -700,6 +702,19 @@ func TestReleasedKeyTakesACorrectedRequest(t *testing.T) {
 	// The key now names the corrected request.
 	wantAnswer(t, h.do(call{key: "k", path: path, body: `{"size":1}`}), 201, true)
 	wantProblem(t, h.do(call{key: "k", path: path + "?status=422", body: `{"size":-1}`}), problem.KeyReused)
+}
+
+// A released key takes a corrected body, but not another target: retried
+// against another widget (another order to pay), it would carry the first
+// operation's derived key, and the provider's first answer, to the wrong
+// resource.
+func TestReleasedKeyKeepsItsTarget(t *testing.T) {
+	h := newHarness(t)
+	wantAnswer(t, h.do(call{key: "k", path: "/widgets/1?status=502", body: `{}`}), 502, false)
+	wantProblem(t, h.do(call{key: "k", path: "/widgets/2", body: `{}`}), problem.KeyReused)
+	wantAnswer(t, h.do(call{key: "k", path: "/widgets/1", body: `{"corrected":true}`}), 201, false)
+	h.wantRuns("/widgets/1", 2)
+	h.wantRuns("/widgets/2", 0)
 }
 
 // The answer reaches the client only after the business writes and the

@@ -25,10 +25,15 @@ type IdempotencyKey struct {
 	// retry takes over a stalled lease: the derived key comes from it, so a
 	// re-run is the same operation to the provider, and a key reused after
 	// it expired is a new one.
-	OperationID string    `gorm:"size:36;not null"`
-	Method      string    `gorm:"size:10;not null"`
-	Route       string    `gorm:"size:255;not null"`
-	Fingerprint string    `gorm:"size:64;not null"`
+	OperationID string `gorm:"size:36;not null"`
+	Method      string `gorm:"size:10;not null"`
+	Route       string `gorm:"size:255;not null"`
+	Fingerprint string `gorm:"size:64;not null"`
+	// Target is the part of the fingerprint a retry of a released key may
+	// not change: method, route and path parameters. The body and query may
+	// be corrected; the operation, and its derived key, stay about the same
+	// thing (the same order, say).
+	Target      string    `gorm:"size:64;not null;default:''"`
 	State       string    `gorm:"size:16;not null"`
 	OwnerToken  string    `gorm:"size:36;not null"`
 	LockedUntil time.Time `gorm:"not null"`
@@ -69,16 +74,16 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 // operation. It reports whether this caller now owns the key.
 func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
-  (scope, "key", operation_id, method, route, fingerprint, state, owner_token, locked_until, status, replays, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+  (scope, "key", operation_id, method, route, fingerprint, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
 ON CONFLICT (scope, "key") DO UPDATE SET
   operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
-  fingerprint = excluded.fingerprint, state = excluded.state, owner_token = excluded.owner_token,
+  fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE idempotency_keys.expires_at <= excluded.created_at
   AND (idempotency_keys.state = ? OR idempotency_keys.locked_until <= excluded.created_at)`,
-		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, StateInProgress, k.OwnerToken, k.LockedUntil,
+		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, StateInProgress, k.OwnerToken, k.LockedUntil,
 		k.CreatedAt, k.ExpiresAt, StateCompleted)
 	return res.RowsAffected == 1, res.Error
 }

@@ -1,6 +1,11 @@
 package models
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 // Code says what kind of failure an Error is; one renderer maps it to a status.
 type Code string
@@ -46,3 +51,11 @@ var (
 	// ErrNotFound: the thing does not exist or belongs to someone else.
 	ErrNotFound = &Error{Code: ENOTFOUND, Message: "Not found."}
 )
+
+// IsUnstorableText reports a database refusing a text value as such: on
+// PostgreSQL a NUL character, or bytes that are not UTF-8 (SQLSTATE 22021).
+// Such input is the client's mistake, to be answered 400, not 500.
+func IsUnstorableText(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
+}

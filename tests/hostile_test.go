@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -145,5 +146,51 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 	unchanged(t)
 	if n := e.count("idempotency_keys", "scope <> '' AND \"key\" LIKE ?", "hostile-%"); n == 0 {
 		t.Fatal("no hostile request reached a handler: the table tested only the gates")
+	}
+}
+
+// A NUL character (valid in JSON as \u0000) and bytes that are not UTF-8
+// (possible in a form) are refused with a 4xx, never a 5xx: PostgreSQL
+// cannot store them, SQLite just finds nothing. Nothing is written.
+func TestUnstorableCharactersAreRefused(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	ids := e.products()
+	orderID := e.createOrder(token, "first", orderBody(ids[0], 1))
+	s := e.shopper()
+	s.signUp("bob@example.com")
+	before := e.sideEffects()
+
+	api := []request{
+		{method: "POST", path: "/api/v1/orders", token: token, key: key("nul-1"), body: orderBody(`\u0000`, 1)},
+		{method: "POST", path: "/api/v1/orders", token: token, key: key("nul-2"), body: orderBody(ids[0]+`\u0000`, 1)},
+		{method: "POST", path: "/api/v1/tokens", body: `{"email":"a\u0000@example.com","password":"correct horse"}`},
+		{method: "POST", path: "/api/v1/users", body: `{"email":"a\u0000@example.com","password":"correct horse"}`},
+		{method: "GET", path: "/api/v1/orders/%00", token: token},
+		{method: "POST", path: "/api/v1/orders/" + orderID + "%00/payments", token: token, key: key("nul-3"), body: payBody(payments.MethodVisa)},
+	}
+	for _, r := range api {
+		got := e.do(r)
+		if got.Status < 400 || got.Status >= 500 || got.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s %s %s: %d %s, want a 4xx problem", r.method, r.path, r.body, got.Status, got.Body)
+		}
+	}
+	forms := []struct {
+		path string
+		form url.Values
+	}{
+		{"/login", url.Values{"email": {"a\x00@example.com"}, "password": {"correct horse"}}},
+		{"/login", url.Values{"email": {"\xff\xfe@example.com"}, "password": {"correct horse"}}},
+		{"/orders", url.Values{"idempotency_key": {"nul-form"}, "qty-" + ids[0]: {"1"}, "qty-\x00": {"1"}}},
+		{"/orders/" + orderID + "\xff/payments", url.Values{"idempotency_key": {"bad-bytes"}, "payment_method": {payments.MethodVisa}}},
+	}
+	for _, f := range forms {
+		got := s.post(strings.ReplaceAll(url.PathEscape(f.path), "%2F", "/"), f.form)
+		if got.Status < 400 || got.Status >= 500 || !strings.HasPrefix(got.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("POST %q %v: %d %s, want a 4xx page", f.path, f.form, got.Status, got.Body)
+		}
+	}
+	if got := e.sideEffects(); got.users != before.users || got.orders != before.orders || got.payments != before.payments || got.charges != before.charges || got.storedKeys != before.storedKeys {
+		t.Fatalf("side effects %+v, want %+v", got, before)
 	}
 }
