@@ -78,6 +78,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		Provider: &payments.Simulated{DB: db, Latency: cfg.PaymentLatency},
 		TTL:      cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		SessionSecret: cfg.SessionSecret,
+		SecureCookies: cfg.Production,
 		Logger:        logger,
 	})
 	if cfg.SessionSecret == nil {

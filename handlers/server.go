@@ -35,6 +35,9 @@ type Deps struct {
 	// the same on every instance. When empty, a random secret is made, and
 	// sessions end when the process does.
 	SessionSecret []byte
+	// SecureCookies marks the session cookie Secure even when the request
+	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
+	SecureCookies bool
 	Logger        *slog.Logger
 	// WithoutIdempotency mounts the idempotent routes without the
 	// middleware, each handler in a plain transaction, to measure what the

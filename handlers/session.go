@@ -4,8 +4,10 @@ import (
 	"crypto/sha512"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/securecookie"
@@ -43,15 +45,21 @@ func (s *Server) startSession(c *gin.Context, user models.User) error {
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: value, Path: "/", MaxAge: int(sessionAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Request.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 	return nil
+}
+
+// secureCookies: over TLS, or always when configured so (in production,
+// where TLS usually ends at a proxy and the request here is plain HTTP).
+func (s *Server) secureCookies(c *gin.Context) bool {
+	return c.Request.TLS != nil || s.deps.SecureCookies
 }
 
 func (s *Server) endSession(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Request.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 }
 
@@ -102,10 +110,15 @@ func (s *Server) refuseCrossOrigin(c *gin.Context) {
 	}
 }
 
-// localPath is next when it is a path on this site, and "/" otherwise, so
-// that the log-in form cannot be made to redirect elsewhere.
+// localPath is next when it is plainly a path on this site, and "/"
+// otherwise, so that the log-in form cannot be made to redirect elsewhere.
+// Browsers read a backslash as a slash and drop tabs and newlines, so
+// "/\\evil" or "/\t/evil" would leave the site: anything unusual is refused.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
+		!strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsRune(next, '\\') || strings.IndexFunc(next, unicode.IsControl) >= 0 {
 		return "/"
 	}
 	return next

@@ -68,12 +68,13 @@ func (s *Server) placeOrder(c *gin.Context) {
 		line := catalogLine{Product: p, Quantity: typed}
 		quantity, err := strconv.Atoi(typed)
 		switch {
-		case typed == "" || typed == "0":
+		case typed == "":
 			line.Quantity = "0"
 		case err != nil:
 			line.Error = "Enter a whole number."
 		case quantity < 0 || quantity > models.MaxQuantity:
 			line.Error = "Enter a number from 0 to " + strconv.Itoa(models.MaxQuantity) + "."
+		case quantity == 0: // "0", "00", "+0": none of this product
 		default:
 			items = append(items, models.ItemInput{ProductID: p.ID, Quantity: quantity})
 		}

@@ -1,7 +1,10 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,9 +82,12 @@ func (r *replayCounter) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	// In id order, as every instance flushes: two flushes over the same rows
+	// then lock them in the same order and cannot deadlock.
+	keys := slices.SortedFunc(maps.Keys(batch), func(a, b replayOf) int { return cmp.Compare(a.id, b.id) })
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for k, n := range batch {
-			if err := tx.Exec(`UPDATE idempotency_keys SET replays = replays + ? WHERE id = ? AND operation_id = ?`, n, k.id, k.operationID).Error; err != nil {
+		for _, k := range keys {
+			if err := tx.Exec(`UPDATE idempotency_keys SET replays = replays + ? WHERE id = ? AND operation_id = ?`, batch[k], k.id, k.operationID).Error; err != nil {
 				return err
 			}
 		}

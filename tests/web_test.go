@@ -130,6 +130,8 @@ func TestInvalidCheckoutIsShownAgainAndNotStored(t *testing.T) {
 		says     string
 	}{
 		{"0", "Choose a quantity for at least one product."},
+		{"00", "Choose a quantity for at least one product."},
+		{"-0", "Choose a quantity for at least one product."},
 		{"-1", "Enter a number from 0 to 100."},
 		{"101", "Enter a number from 0 to 100."},
 		{"two", "Enter a whole number."},
@@ -348,7 +350,11 @@ func TestSessions(t *testing.T) {
 	if len(r.Header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("a failed log-in set a cookie: %v", r.Header.Values("Set-Cookie"))
 	}
-	for next, want := range map[string]string{"/orders": "/orders", "//evil.example/": "/", "https://evil.example/": "/"} {
+	for next, want := range map[string]string{
+		"/orders": "/orders", "/orders/abc?x=1": "/orders/abc?x=1",
+		"//evil.example/": "/", "https://evil.example/": "/", "/\\evil.example": "/", "/./\\evil.example": "/",
+		"/\t/evil.example": "/", "/\n/evil.example": "/", "javascript:alert(1)": "/",
+	} {
 		r := other.post("/login", url.Values{"email": {"ann@example.com"}, "password": {webPassword}, "next": {next}})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != want {
 			t.Fatalf("log in with next=%q: %d %q, want %q", next, r.Status, r.Header.Get("Location"), want)
@@ -406,4 +412,14 @@ func TestPagesAndAssets(t *testing.T) {
 	}
 	// The API keeps answering problem+json.
 	isProblem(t, s.get("/api/v1/no-such"), http.StatusNotFound, "/problems/not-found")
+}
+
+// In production TLS usually ends at a proxy, so the request here is plain
+// HTTP; the cookie is marked Secure all the same.
+func TestSessionCookieIsSecureInProduction(t *testing.T) {
+	e := newEnv(t, func(d *handlers.Deps) { d.SecureCookies = true })
+	r := e.shopper().post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}})
+	if cookie := sessionCookieOf(t, r); !cookie.Secure {
+		t.Fatalf("session cookie %+v: want Secure when configured so", cookie)
+	}
 }
