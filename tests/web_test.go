@@ -83,6 +83,9 @@ func TestDoubleClickedPayChargesOnce(t *testing.T) {
 			t.Fatalf("double-click on Pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
 		}
 	}
+	if answers[0].replayed() == answers[1].replayed() {
+		t.Fatal("want one click run and the other replayed")
+	}
 	if e.charges() != 1 || e.count("payments") != 1 {
 		t.Fatalf("%d charges and %d payments, want 1 and 1", e.charges(), e.count("payments"))
 	}
