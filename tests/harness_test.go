@@ -126,6 +126,21 @@ func (r response) json(t *testing.T) map[string]any {
 	return v
 }
 
+// field is the string member name of the JSON object in the body, or an
+// error. For worker goroutines, which must not call t.Fatal: FailNow ends
+// only the goroutine that calls it, and the test would wait for it forever.
+func (r response) field(name string) (string, error) {
+	var v map[string]any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		return "", fmt.Errorf("body is not JSON (%v): %s", err, r.Body)
+	}
+	s, ok := v[name].(string)
+	if !ok {
+		return "", fmt.Errorf("no string %q in %s", name, r.Body)
+	}
+	return s, nil
+}
+
 // request is one API call.
 type request struct {
 	method, path string
