@@ -16,8 +16,6 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-
-	"github.com/shop/shop/handlers"
 )
 
 // The checkout in a real browser: Debian's Chromium, headless, driven by
@@ -156,7 +154,7 @@ func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
 	ctx := newBrowser(t)
 	e := newEnv(t, withLatency(150*time.Millisecond))
 	ids := e.products()
-	counter := &postCounter{next: handlers.NewServer(e.deps), posts: map[string]int{}}
+	counter := &postCounter{next: newServer(t, e.deps), posts: map[string]int{}}
 	srv := httptest.NewServer(counter)
 	t.Cleanup(srv.Close)
 	qty := func(id string) string { return "#qty-" + id }

@@ -96,16 +96,24 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&e.deps)
 	}
-	e.server = handlers.NewServer(e.deps)
-	t.Cleanup(func() {
-		if err := e.server.Close(context.Background()); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-	})
+	e.server = newServer(t, e.deps)
 	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
+}
+
+// newServer builds a server that is closed when the test ends, after the
+// HTTP servers started later: Close stops its replay flusher.
+func newServer(t *testing.T, deps handlers.Deps) *handlers.Server {
+	t.Helper()
+	s := handlers.NewServer(deps)
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	return s
 }
 
 // response is an answer, read whole.

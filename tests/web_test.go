@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/payments"
 )
 
@@ -366,7 +365,7 @@ func TestSessions(t *testing.T) {
 
 func TestSessionCookieIsSecureOverTLS(t *testing.T) {
 	e := newEnv(t)
-	srv := httptest.NewTLSServer(handlers.NewServer(e.deps))
+	srv := httptest.NewTLSServer(newServer(t, e.deps))
 	t.Cleanup(srv.Close)
 	s := e.shopperAt(srv.URL, srv.Client().Transport)
 	r := s.post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}})
