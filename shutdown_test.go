@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -25,9 +26,15 @@ import (
 // A payment in flight when the shutdown begins still gets its 201, its key
 // is recorded as completed before the database closes, and run returns nil.
 // The logs are JSON (LOG_FORMAT=json), one line per request.
+//
+// The payment is held in flight without any clock: it is sent by hand with
+// "Expect: 100-continue", and the server's "100 Continue" says the handler
+// is reading its body. The body is sent only once the shutdown has begun —
+// the listener refuses new connections — so the payment is claimed, charged
+// and recorded while the server is shutting down.
 func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "shop.db")
-	env := map[string]string{"HOST": "127.0.0.1", "PORT": "0", "DATABASE_URL": dbPath, "PAYMENT_LATENCY": "1s", "LOG_FORMAT": "json"}
+	env := map[string]string{"HOST": "127.0.0.1", "PORT": "0", "DATABASE_URL": dbPath, "LOG_FORMAT": "json"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out testkit.Buffer
@@ -51,41 +58,38 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	sqlDB, _ := db.DB()
 	defer sqlDB.Close()
 
-	type answer struct {
-		status int
-		err    error
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	paid := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", base+"/api/v1/orders/"+order.ID+"/payments", strings.NewReader(`{"payment_method":"pm_card_visa"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token.Token)
-		req.Header.Set("Idempotency-Key", "pay-1")
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-		if err != nil {
-			paid <- answer{err: err}
-			return
-		}
-		resp.Body.Close()
-		paid <- answer{status: resp.StatusCode}
-	}()
-	// The payment has claimed its key: it is in flight, and the simulated
-	// provider holds it for a second.
-	until(t, "the payment to claim its key", func() bool { return keyState(t, db, "pay-1") == middleware.StateInProgress })
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	payment := `{"payment_method":"pm_card_visa"}`
+	fmt.Fprintf(conn, "POST /api/v1/orders/%s/payments HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Authorization: Bearer %s\r\nIdempotency-Key: pay-1\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		order.ID, addr, token.Token, len(payment))
+	replies := bufio.NewReader(conn)
+	if r, err := http.ReadResponse(replies, nil); err != nil || r.StatusCode != http.StatusContinue {
+		t.Fatalf("want 100 Continue, the handler reading the payment's body: %v %v", r, err)
+	}
 	cancel()
-	until(t, "the shutdown to begin", func() bool { return strings.Contains(out.String(), "shutting down") })
-	var a answer
-	select {
-	case a = <-paid:
-		if a.err == nil && a.status == http.StatusCreated {
-			t.Fatal("the payment was answered before the shutdown began: nothing was in flight")
+	until(t, "the shutdown to close the listener", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
 		}
-	default:
-		a = <-paid
+		return err != nil
+	})
+	if state := keyState(t, db, "pay-1"); state != "" {
+		t.Fatalf("key pay-1 is %q before its body was sent", state)
 	}
-	if a.err != nil || a.status != http.StatusCreated {
-		t.Fatalf("payment in flight during shutdown: %d %v, want 201", a.status, a.err)
+	io.WriteString(conn, payment)
+	resp, err := http.ReadResponse(replies, nil)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("payment in flight during shutdown: %v %v, want 201", resp, err)
 	}
+	resp.Body.Close()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -92,6 +92,9 @@ type Idempotency struct {
 	// poll is the first pause of a duplicate waiting for its original; it
 	// doubles up to 100 ms.
 	poll time.Duration
+	// ticker starts the heartbeat's ticker: its ticks and its stop.
+	// newTicker; tests drive the heartbeat with their own.
+	ticker func(every time.Duration) (<-chan time.Time, func())
 }
 
 // New builds the middleware.
@@ -114,7 +117,7 @@ func New(cfg Config) *Idempotency {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = DefaultFlushEvery
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
 }
 
 // Flush writes the replay counts counted so far to the key rows.
@@ -383,8 +386,8 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
-		ticker := time.NewTicker(max(m.cfg.Lease/3, time.Millisecond))
-		defer ticker.Stop()
+		ticks, stop := m.ticker(max(m.cfg.Lease/3, time.Millisecond))
+		defer stop()
 		for {
 			select {
 			case <-done:
@@ -394,7 +397,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 				// the lease runs out and a retry may take over.
 				m.cfg.Logger.Warn("idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.route)
 				return
-			case <-ticker.C:
+			case <-ticks:
 			}
 			held, err := m.store.extend(ctx, op.scope, op.key, op.owner, m.now().Add(m.cfg.Lease))
 			switch {
@@ -419,6 +422,11 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 		close(done)
 		<-stopped
 	})
+}
+
+func newTicker(every time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(every)
+	return t.C, t.Stop
 }
 
 // record commits the outcome and only then sends it. Outcomes where

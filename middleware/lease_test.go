@@ -2,36 +2,51 @@ package middleware
 
 import (
 	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
 )
 
 // A handler that runs longer than the lease keeps its key: the heartbeat
-// extends the lease while it runs, so a duplicate arriving after the first
-// lease would have passed waits (here: gives up with 409) instead of taking
-// over and running the operation a second time. Real time, since the
-// heartbeat ticks on it; the test counts runs and rows, never durations.
+// extends the lease every third of it while the handler runs, so a
+// duplicate arriving after the first lease would have passed waits (here:
+// gives up with 409) instead of taking over and running the operation a
+// second time. The test ticks the heartbeat and moves the clock itself, so
+// no scheduling delay can make a tick late.
 func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
-	const lease = 600 * time.Millisecond
+	const lease = time.Minute
 	// The gate is made after the harness so that its cleanup, which lets
 	// the handler go, runs before the server's, which waits for it.
 	var g *gate
-	h := newHarness(t, withRealClock(), withLease(lease), withWait(0), withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }}))
+	h := newHarness(t, withLease(lease), withWait(0), withDrivenHeartbeat(), withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }}))
 	g = newGate(t, 1)
 	c := call{key: "slow", body: `{}`}
 
 	aDone := h.async(c)
 	recv(t, g.entered, "the slow original in the handler")
+	beat := recv(t, h.heartbeats.started, "the original's heartbeat")
+	if beat.every != lease/3 {
+		t.Fatalf("the heartbeat ticks every %v, want a third of the %v lease", beat.every, lease)
+	}
 	claimed, _ := h.key("alice", "slow")
-	// Let the original outlive its first lease three times over.
-	time.Sleep(3 * lease)
-	now := time.Now()
-	if extended, _ := h.key("alice", "slow"); !now.After(claimed.LockedUntil) || !extended.LockedUntil.After(claimed.LockedUntil) {
-		t.Fatalf("claimed until %v, now %v, extended until %v: want the first lease passed and extended", claimed.LockedUntil, now, extended.LockedUntil)
+	// Let the original outlive its first lease, ticking as the heartbeat
+	// would: each tick moves the lease a whole lease past the clock.
+	for range 4 {
+		h.clock.Advance(beat.every)
+		if n := h.heartbeats.beat(t, beat); n != 1 {
+			t.Fatalf("the extension changed %d key rows, want 1", n)
+		}
+	}
+	now := h.mw.now()
+	if extended, _ := h.key("alice", "slow"); !now.After(claimed.LockedUntil) || !extended.LockedUntil.Equal(now.Add(lease)) {
+		t.Fatalf("claimed until %v, now %v, extended until %v: want the first lease passed and extended to now + lease", claimed.LockedUntil, now, extended.LockedUntil)
 	}
 	dup := h.do(c)
 	wantProblem(t, dup, problem.KeyInProgress)
@@ -45,6 +60,9 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 	derived := h.wantRuns("/widgets/1", 1)
 	h.wantWidgets(derived[0] + "#1")
 	h.wantKeys("alice/slow=completed")
+	if n := h.heartbeats.extends.Load(); n != 4 {
+		t.Fatalf("%d lease extensions, want the 4 ticked", n)
+	}
 }
 
 // The heartbeat is fenced like the completion: once a retry has taken the
@@ -116,20 +134,114 @@ func TestLateFailureAfterTakeoverIsFenced(t *testing.T) {
 // extension would wait for that transaction's write lock while the
 // transaction waits for the handler to end — the request would hang for
 // the busy timeout. The transaction holds only local writes, so it is
-// short; here it is held open for two leases and still completes.
+// short. The heartbeat is ticked before the transaction; by the time Tx has
+// begun it, the heartbeat has stopped its ticker, a tick finds nobody, and
+// no extension ran since.
 func TestHeartbeatStopsWhenTheTransactionBegins(t *testing.T) {
-	const lease = 300 * time.Millisecond
-	var g *gate
-	h := newHarness(t, withRealClock(), withLease(lease), withHooks(hooks{after: func(c *gin.Context, run int) { g.block(c, run) }}))
-	g = newGate(t, 1)
+	type atTx struct {
+		stopped bool
+		extends int64
+	}
+	beforeTx, inTx := make(chan struct{}), make(chan atTx, 1)
+	letTx, letEnd := make(chan struct{}), make(chan struct{})
+	var once1, once2 sync.Once
+	var h *harness
+	var beat *heartbeat // set before letTx is closed
+	h = newHarness(t, withDrivenHeartbeat(), withHooks(hooks{
+		before: func(*gin.Context, int) { close(beforeTx); <-letTx },
+		after: func(*gin.Context, int) {
+			got := atTx{extends: h.heartbeats.extends.Load()}
+			select {
+			case <-beat.stopped:
+				got.stopped = true
+			default:
+			}
+			inTx <- got
+			<-letEnd
+		},
+	}))
+	// After the harness, so that letting the handler go comes before the
+	// server's cleanup, which waits for it.
+	t.Cleanup(func() { once1.Do(func() { close(letTx) }); once2.Do(func() { close(letEnd) }) })
 	c := call{key: "tx", body: `{}`}
 
 	done := h.async(c)
-	recv(t, g.entered, "the handler with its transaction open")
-	time.Sleep(2 * lease)
-	g.release(1)
+	recv(t, beforeTx, "the handler before its transaction")
+	beat = recv(t, h.heartbeats.started, "the heartbeat")
+	h.clock.Advance(beat.every)
+	if n := h.heartbeats.beat(t, beat); n != 1 {
+		t.Fatalf("the extension before the transaction changed %d key rows, want 1", n)
+	}
+	once1.Do(func() { close(letTx) })
+	got := recv(t, inTx, "the handler with its transaction open")
+	if !got.stopped || got.extends != 1 {
+		t.Fatalf("with the transaction begun: heartbeat stopped %v after %d extensions; want stopped after the 1 ticked", got.stopped, got.extends)
+	}
+	select {
+	case beat.c <- time.Time{}:
+		t.Fatal("the heartbeat took a tick while the transaction was open")
+	default:
+	}
+	// The transaction outlives the lease, and still completes.
+	h.clock.Advance(2 * time.Minute)
+	once2.Do(func() { close(letEnd) })
 	wantAnswer(t, recv(t, done, "the answer"), http.StatusCreated, false)
 	derived := h.wantRuns("/widgets/1", 1)
 	h.wantWidgets(derived[0] + "#1")
 	h.wantKeys("alice/tx=completed")
+	if n := h.heartbeats.extends.Load(); n != 1 {
+		t.Fatalf("%d lease extensions, want only the 1 before the transaction", n)
+	}
+}
+
+// heartbeats drives the heartbeats of a harness: each one the middleware
+// starts arrives on started and ticks only when the test says; every
+// extension of a lease is counted.
+type heartbeats struct {
+	started  chan *heartbeat
+	extends  atomic.Int64
+	extended chan int64 // the key rows each extension changed
+}
+
+// heartbeat is one started heartbeat's ticker.
+type heartbeat struct {
+	every   time.Duration // the interval the middleware asked for
+	c       chan time.Time
+	stopped chan struct{} // closed when the heartbeat stopped its ticker
+}
+
+func withDrivenHeartbeat() option {
+	return func(h *harness) {
+		b := &heartbeats{started: make(chan *heartbeat, 4), extended: make(chan int64, 16)}
+		err := h.db.Callback().Raw().After("gorm:raw").Register("test:extend", func(tx *gorm.DB) {
+			if strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE idempotency_keys SET locked_until") {
+				b.extends.Add(1)
+				b.extended <- tx.RowsAffected
+			}
+		})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.heartbeats = b
+	}
+}
+
+func (b *heartbeats) start(every time.Duration) (<-chan time.Time, func()) {
+	beat := &heartbeat{every: every, c: make(chan time.Time), stopped: make(chan struct{})}
+	b.started <- beat
+	return beat.c, func() { close(beat.stopped) }
+}
+
+// beat ticks the heartbeat once and waits for the extension the tick made;
+// it returns the key rows the extension changed.
+func (b *heartbeats) beat(t *testing.T, beat *heartbeat) int64 {
+	t.Helper()
+	select {
+	case beat.c <- time.Time{}:
+	case <-beat.stopped:
+		t.Fatal("the heartbeat stopped before it was ticked")
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out ticking the heartbeat")
+	}
+	return recv(t, b.extended, "the lease's extension")
 }

@@ -90,6 +90,8 @@ type harness struct {
 	// probe receives when a request sent with X-Test-Probe reads its key
 	// and finds it in progress: the request is then waiting.
 	probe chan struct{}
+	// heartbeats, when set, replaces the heartbeat's ticker: the test ticks.
+	heartbeats *heartbeats
 }
 
 type option func(*harness)
@@ -133,6 +135,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Logger: slog.New(slog.DiscardHandler),
 	})
+	if h.heartbeats != nil {
+		h.mw.ticker = h.heartbeats.start
+	}
 	t.Cleanup(func() {
 		if err := h.mw.Close(context.Background()); err != nil {
 			t.Errorf("close middleware: %v", err)

@@ -16,8 +16,6 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-
-	"github.com/shop/shop/handlers"
 )
 
 // The checkout in a real browser: Debian's Chromium, headless, driven by
@@ -69,23 +67,35 @@ func newBrowser(t *testing.T) context.Context {
 }
 
 // postCounter counts the POSTs the server receives per path, and holds the
-// first checkout back a little, as a slow network would, so that a
-// double-click's second submission leaves the browser while the first is
-// still on its way.
+// first checkout back until the second arrives, as a slow network would, so
+// that a double-click's second submission leaves the browser while the
+// first is still on its way. The held checkout goes on to the server even
+// if the browser gave up on it meanwhile, as one already sent would: both
+// submissions reach the idempotency middleware.
 type postCounter struct {
-	next  http.Handler
-	mu    sync.Mutex
-	posts map[string]int
+	next   http.Handler
+	mu     sync.Mutex
+	posts  map[string]int
+	second chan struct{} // closed when the second checkout arrives
 }
 
 func (p *postCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		p.mu.Lock()
 		p.posts[r.URL.Path]++
-		first := r.URL.Path == "/orders" && p.posts[r.URL.Path] == 1
+		checkouts := p.posts["/orders"]
 		p.mu.Unlock()
-		if first {
-			time.Sleep(300 * time.Millisecond)
+		switch {
+		case r.URL.Path == "/orders" && checkouts == 1:
+			// Bounded: without a second submission the test fails on the
+			// count of checkouts instead of hanging.
+			select {
+			case <-p.second:
+			case <-time.After(10 * time.Second):
+			}
+			r = r.WithContext(context.WithoutCancel(r.Context()))
+		case r.URL.Path == "/orders" && checkouts == 2:
+			close(p.second)
 		}
 	}
 	p.next.ServeHTTP(w, r)
@@ -156,7 +166,7 @@ func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
 	ctx := newBrowser(t)
 	e := newEnv(t, withLatency(150*time.Millisecond))
 	ids := e.products()
-	counter := &postCounter{next: handlers.NewServer(e.deps), posts: map[string]int{}}
+	counter := &postCounter{next: newServer(t, e.deps), posts: map[string]int{}, second: make(chan struct{})}
 	srv := httptest.NewServer(counter)
 	t.Cleanup(srv.Close)
 	qty := func(id string) string { return "#qty-" + id }

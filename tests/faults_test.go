@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -123,11 +125,14 @@ func (b *blockingProvider) Charge(ctx context.Context, req payments.ChargeReques
 // order: the heartbeat extends them together. Another payment of the order
 // with another key, sent after the first lease would have run out, is told
 // a payment is in progress instead of charging the order a second time.
-// Real time, since the heartbeat ticks on it; the test counts charges.
+// The heartbeat ticks on real time (every third of a short lease), but the
+// leases run on the test's clock, which moves only when told: once the
+// clock is past the first lease, the test waits for a tick to have extended
+// both, and no late tick can let them pass. It counts charges.
 func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
-	const lease = 600 * time.Millisecond
+	const lease = 300 * time.Millisecond
 	provider := &blockingProvider{entered: make(chan struct{}), release: make(chan struct{})}
-	e := newEnv(t, withRealClock(), withLease(lease), withWait(0), withProvider(func(p payments.Provider) payments.Provider {
+	e := newEnv(t, withLease(lease), withWait(0), withProvider(func(p payments.Provider) payments.Provider {
 		provider.Provider = p
 		return provider
 	}))
@@ -140,7 +145,21 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 
 	slow := e.async(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)})
 	recv(t, provider.entered, "the slow payment at the provider")
-	time.Sleep(3 * lease) // the slow payment outlives its first lease
+	firstLease := e.leases("slow", orderID)
+	e.clock.Advance(2 * lease) // the slow payment outlives its first lease
+	now := e.clock.Now()
+	if !now.After(firstLease.key) || !now.After(firstLease.hold) {
+		t.Fatalf("key held until %v, order until %v; want both passed at %v", firstLease.key, firstLease.hold, now)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l := e.leases("slow", orderID)
+		if l.key.After(now) && l.hold.After(now) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("at %v the key is held until %v and the order until %v: the heartbeat did not extend them", now, l.key, l.hold)
+		}
+	}
 	isProblem(t, e.do(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)}),
 		http.StatusConflict, "/problems/idempotency-key-in-progress")
 	isProblem(t, e.do(request{method: "POST", path: path, token: token, key: key("other"), body: payBody(payments.MethodVisa)}),
@@ -154,4 +173,21 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 	if c, pays, calls := e.charges(), e.count("payments"), e.provider.Calls(); c != 1 || pays != 1 || calls != 1 {
 		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 1", c, pays, calls)
 	}
+}
+
+// leases are the ends of a payment's lease on its key and of its hold on
+// the order.
+type leases struct{ key, hold time.Time }
+
+func (e *env) leases(idempotencyKey, orderID string) leases {
+	e.t.Helper()
+	var k middleware.IdempotencyKey
+	if err := e.db.Where("\"key\" = ?", idempotencyKey).Take(&k).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	var o models.Order
+	if err := e.db.Take(&o, "id = ?", orderID).Error; err != nil || o.PaymentLockedUntil == nil {
+		e.t.Fatalf("order %s: %v, hold %v", orderID, err, o.PaymentLockedUntil)
+	}
+	return leases{k.LockedUntil, *o.PaymentLockedUntil}
 }

@@ -96,16 +96,24 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&e.deps)
 	}
-	e.server = handlers.NewServer(e.deps)
-	t.Cleanup(func() {
-		if err := e.server.Close(context.Background()); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-	})
+	e.server = newServer(t, e.deps)
 	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
+}
+
+// newServer builds a server that is closed when the test ends, after the
+// HTTP servers started later: Close stops its replay flusher.
+func newServer(t *testing.T, deps handlers.Deps) *handlers.Server {
+	t.Helper()
+	s := handlers.NewServer(deps)
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	return s
 }
 
 // response is an answer, read whole.
@@ -124,6 +132,21 @@ func (r response) json(t *testing.T) map[string]any {
 		t.Fatalf("body is not JSON (%v): %s", err, r.Body)
 	}
 	return v
+}
+
+// field is the string member name of the JSON object in the body, or an
+// error. For worker goroutines, which must not call t.Fatal: FailNow ends
+// only the goroutine that calls it, and the test would wait for it forever.
+func (r response) field(name string) (string, error) {
+	var v map[string]any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		return "", fmt.Errorf("body is not JSON (%v): %s", err, r.Body)
+	}
+	s, ok := v[name].(string)
+	if !ok {
+		return "", fmt.Errorf("no string %q in %s", name, r.Body)
+	}
+	return s, nil
 }
 
 // request is one API call.

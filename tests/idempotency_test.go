@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,7 +105,9 @@ func TestSameKeyDifferentBodyIsRefused(t *testing.T) {
 // Retry-After; never a 5xx.
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Run("duplicates wait and replay", func(t *testing.T) {
-		testStorm(t, false, withLatency(100*time.Millisecond))
+		// A wait far longer than the original needs, even on a loaded
+		// machine: the duplicates are woken when it ends, so it costs nothing.
+		testStorm(t, false, withLatency(100*time.Millisecond), withWait(20*time.Second))
 	})
 	t.Run("duplicates give up with 409", func(t *testing.T) {
 		testStorm(t, true, withLatency(400*time.Millisecond), withWait(30*time.Millisecond))
@@ -430,25 +433,34 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	}
 }
 
-// signalling tells when the provider has been called, then lets it answer.
+// signalling tells when the provider has been called, then lets it answer
+// once resumed.
 type signalling struct {
 	payments.Provider
-	called chan struct{}
+	called, resume chan struct{}
 }
 
 func (s *signalling) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
 	close(s.called)
+	<-s.resume
 	return s.Provider.Charge(ctx, req)
 }
 
 // A client that hangs up mid-request does not cancel the operation: it
 // completes and is recorded, and the retry gets the replay.
 func TestClientDisconnectDoesNotCancelTheOperation(t *testing.T) {
-	provider := &signalling{called: make(chan struct{})}
-	e := newEnv(t, withLatency(200*time.Millisecond), withProvider(func(p payments.Provider) payments.Provider {
+	provider := &signalling{called: make(chan struct{}), resume: make(chan struct{})}
+	// The retry waits for the original, however long a loaded machine
+	// makes it: it is woken when the original ends.
+	e := newEnv(t, withWait(20*time.Second), withProvider(func(p payments.Provider) payments.Provider {
 		provider.Provider = p
 		return provider
 	}))
+	// After the server, so that it runs before the server's cleanup waits
+	// for the held payment.
+	var resumeOnce sync.Once
+	resume := func() { resumeOnce.Do(func() { close(provider.resume) }) }
+	t.Cleanup(resume)
 	token := e.signUp("hangup@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	path := "/api/v1/orders/" + orderID + "/payments"
@@ -466,11 +478,13 @@ func TestClientDisconnectDoesNotCancelTheOperation(t *testing.T) {
 		}
 		errc <- err
 	}()
-	<-provider.called
+	recv(t, provider.called, "the payment at the provider")
 	cancel()
-	if err := <-errc; err == nil {
+	if err := recv(t, errc, "the client to hang up"); err == nil {
 		t.Fatal("the client got an answer before it hung up")
 	}
+	// Only now, the client gone, does the provider answer.
+	resume()
 	retry := e.do(request{method: "POST", path: path, token: token, key: key("hangup"), body: payBody(payments.MethodVisa)})
 	if retry.Status != http.StatusCreated || !retry.replayed() {
 		t.Fatalf("retry: %d replayed=%v %s", retry.Status, retry.replayed(), retry.Body)

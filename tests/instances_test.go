@@ -104,7 +104,9 @@ func TestTwoInstancesOneDatabase(t *testing.T) {
 			defer func() { <-sem }()
 			created, err := both(o.create)
 			if err == nil {
-				o.orderID = created.json(t)["id"].(string)
+				o.orderID, err = created.field("id")
+			}
+			if err == nil {
 				_, err = both(o.payment())
 			}
 			errs <- err
@@ -165,10 +167,16 @@ func TestKill9MidStormAndRestart(t *testing.T) {
 					err = fmt.Errorf("%s: %d %s", *o.create.key, created.Status, created.Body)
 				}
 				if err == nil {
-					o.orderID = created.json(t)["id"].(string)
+					o.orderID, err = created.field("id")
+				}
+				if err == nil {
 					var p response
+					var paidOrder string
 					p, err = final(o.payment())
-					if err == nil && (p.Status != http.StatusCreated || p.json(t)["order_id"] != o.orderID) {
+					if err == nil && p.Status == http.StatusCreated {
+						paidOrder, err = p.field("order_id")
+					}
+					if err == nil && (p.Status != http.StatusCreated || paidOrder != o.orderID) {
 						err = fmt.Errorf("pay %s: %d %s", o.orderID, p.Status, p.Body)
 					}
 				}

@@ -85,7 +85,7 @@ func onWaiting(t *testing.T, db *gorm.DB) <-chan struct{} {
 // ownServer replaces the env's server by one the test holds, for what HTTP
 // does not reach (the sweeper).
 func (e *env) ownServer() *handlers.Server {
-	srv := handlers.NewServer(e.deps)
+	srv := newServer(e.t, e.deps)
 	ts := httptest.NewServer(srv)
 	e.t.Cleanup(ts.Close)
 	e.url = ts.URL
@@ -238,7 +238,7 @@ func async(e *env, r request) <-chan response {
 // answer and the schema to be in place.
 func TestReadiness(t *testing.T) {
 	db := testkit.NewDB(t)
-	srv := httptest.NewServer(handlers.NewServer(handlers.Deps{DB: db, Provider: &payments.Simulated{DB: db}, TTL: ttl, Lease: 30 * time.Second}))
+	srv := httptest.NewServer(newServer(t, handlers.Deps{DB: db, Provider: &payments.Simulated{DB: db}, TTL: ttl, Lease: 30 * time.Second}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, db: db, url: srv.URL}
 	probe := func(path string, want int, body string) {

@@ -217,7 +217,9 @@ func TestRetryStormThroughAFaultyNetwork(t *testing.T) {
 					err = fmt.Errorf("%s: %d %s", *o.create.key, created.Status, created.Body)
 				}
 				if err == nil {
-					o.orderID = created.json(t)["id"].(string)
+					o.orderID, err = created.field("id")
+				}
+				if err == nil {
 					var paid response
 					paid, err = untilAnswered(o.payment())
 					if err == nil && paid.Status != http.StatusCreated {

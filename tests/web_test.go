@@ -72,22 +72,31 @@ func TestDoubleClickedPlaceOrderMakesOneOrder(t *testing.T) {
 }
 
 func TestDoubleClickedPayChargesOnce(t *testing.T) {
-	// The provider is slow, so the second click arrives while the first is
-	// charging: it waits, then gets the same 303.
-	e, ids, s := signedIn(t, withLatency(200*time.Millisecond))
+	// The first click is held at the provider until the second has found
+	// its key in progress: the second waits, then gets the same 303.
+	gate, g := withGate()
+	e, ids, s := signedIn(t, gate)
+	t.Cleanup(g.releaseAll)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	form := s.payForm(orderPath, payments.MethodVisa)
+	waiting := onWaiting(t, e.db)
 
-	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
-	for _, r := range answers {
-		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
-			t.Fatalf("double-click on Pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
+	first := s.postAsync(orderPath+"/payments", form)
+	recv(t, g.entered, "the first click at the provider")
+	second := s.postAsync(orderPath+"/payments", form)
+	recv(t, waiting, "the second click to wait")
+	g.release(0)
+	answers := []answerOf{recv(t, first, "the first click's answer"), recv(t, second, "the second click's answer")}
+	for i, r := range answers {
+		if r.err != nil || r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath || r.replayed() != (i == 1) {
+			t.Fatalf("click %d on Pay: %v %d %q replayed=%v %s", i+1, r.err, r.Status, r.Header.Get("Location"), r.replayed(), r.Body)
 		}
 	}
 	if answers[0].replayed() == answers[1].replayed() {
 		t.Fatal("want one click run and the other replayed")
 	}
-	if e.charges() != 1 || e.count("payments") != 1 {
-		t.Fatalf("%d charges and %d payments, want 1 and 1", e.charges(), e.count("payments"))
+	if e.charges() != 1 || e.count("payments") != 1 || e.provider.Calls() != 1 {
+		t.Fatalf("%d charges, %d payments, %d provider calls; want 1 each", e.charges(), e.count("payments"), e.provider.Calls())
 	}
 }
 
@@ -194,28 +203,27 @@ func TestReusedFormKeyShowsAPageNotJSON(t *testing.T) {
 }
 
 func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
-	e, ids, s := signedIn(t, withLatency(600*time.Millisecond), withWait(50*time.Millisecond))
+	// The first click is held at the provider, so the second's wait runs
+	// out while it is still charging.
+	gate, g := withGate()
+	e, ids, s := signedIn(t, gate, withWait(50*time.Millisecond))
+	t.Cleanup(g.releaseAll)
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	form := s.payForm(orderPath, payments.MethodVisa)
 
-	answers := s.postTogether(2, orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
-	var redirected, busy int
-	for _, r := range answers {
-		switch r.Status {
-		case http.StatusSeeOther:
-			redirected++
-		case http.StatusConflict:
-			busy++
-			isPage(t, r, http.StatusConflict, "still being processed")
-			if r.Header.Get("Retry-After") == "" {
-				t.Fatal("the in-progress page has no Retry-After")
-			}
-		}
+	first := s.postAsync(orderPath+"/payments", form)
+	recv(t, g.entered, "the first click at the provider")
+	busy := s.post(orderPath+"/payments", form)
+	isPage(t, busy, http.StatusConflict, "still being processed")
+	if busy.Header.Get("Retry-After") == "" {
+		t.Fatal("the in-progress page has no Retry-After")
 	}
-	if redirected != 1 || busy != 1 {
-		t.Fatalf("%d redirects and %d in-progress pages, want one of each", redirected, busy)
+	g.release(0)
+	if r := recv(t, first, "the first click's answer"); r.err != nil || r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
+		t.Fatalf("first click: %v %d %q %s", r.err, r.Status, r.Header.Get("Location"), r.Body)
 	}
-	if e.charges() != 1 {
-		t.Fatalf("%d charges, want 1", e.charges())
+	if e.charges() != 1 || e.provider.Calls() != 1 {
+		t.Fatalf("%d charges, %d provider calls; want 1 each", e.charges(), e.provider.Calls())
 	}
 }
 
@@ -375,7 +383,7 @@ func TestSessions(t *testing.T) {
 
 func TestSessionCookieIsSecureOverTLS(t *testing.T) {
 	e := newEnv(t)
-	srv := httptest.NewTLSServer(handlers.NewServer(e.deps))
+	srv := httptest.NewTLSServer(newServer(t, e.deps))
 	t.Cleanup(srv.Close)
 	s := e.shopperAt(srv.URL, srv.Client().Transport)
 	r := s.post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}})

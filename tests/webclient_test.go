@@ -72,6 +72,16 @@ func (s *shopper) get(path string) response {
 	return r
 }
 
+// postAsync posts on its own goroutine; the answer arrives on the channel.
+func (s *shopper) postAsync(path string, form url.Values) <-chan answerOf {
+	done := make(chan answerOf, 1)
+	go func() {
+		r, err := s.send(http.MethodPost, path, form, nil)
+		done <- answerOf{r, err}
+	}()
+	return done
+}
+
 func (s *shopper) post(path string, form url.Values) response {
 	s.t.Helper()
 	r, err := s.send(http.MethodPost, path, form, nil)
