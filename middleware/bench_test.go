@@ -21,8 +21,6 @@ import (
 // database: SQLite, or PostgreSQL when TEST_DATABASE_URL is set. The
 // handler writes one widget through Tx, the smallest business write.
 
-type benchProbe struct{}
-
 // benchSetup is the middleware in front of the widget handler, and the same
 // handler behind TxOnly, on one database.
 type benchSetup struct {
@@ -40,18 +38,7 @@ func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
 	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		b.Fatal(err)
 	}
-	// A request sent with a benchProbe channel is told when its key was
-	// found in progress: it is then waiting for the original.
-	err := db.Callback().Query().After("gorm:query").Register("bench:probe", func(tx *gorm.DB) {
-		probe, ok := tx.Statement.Context.Value(benchProbe{}).(chan struct{})
-		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
-		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {
-			select {
-			case probe <- struct{}{}:
-			default:
-			}
-		}
-	})
+	err := registerProbe(db)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,7 +143,7 @@ func BenchmarkInProgressWait(b *testing.B) {
 func benchWaitSameInstance(b *testing.B) {
 	s := newBenchSetup(b, 5*time.Second)
 	probe := make(chan struct{}, 1)
-	ctx := context.WithValue(context.Background(), benchProbe{}, probe)
+	ctx := context.WithValue(context.Background(), probeKey{}, probe)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -181,7 +168,7 @@ func benchWaitSameInstance(b *testing.B) {
 func benchWaitOtherInstance(b *testing.B) {
 	s := newBenchSetup(b, 5*time.Second)
 	probe := make(chan struct{}, 1)
-	ctx := context.WithValue(context.Background(), benchProbe{}, probe)
+	ctx := context.WithValue(context.Background(), probeKey{}, probe)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -103,6 +103,22 @@ func withLease(d time.Duration) option      { return func(h *harness) { h.lease 
 func withRealClock() option                 { return func(h *harness) { h.now = time.Now } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 
+// registerProbe makes the key read tell a request sent with a probe channel
+// (in its context under probeKey{}) when it found the key in progress: the
+// request is then waiting for the original.
+func registerProbe(db *gorm.DB) error {
+	return db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
+		probe, ok := tx.Statement.Context.Value(probeKey{}).(chan struct{})
+		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
+		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {
+			select {
+			case probe <- struct{}{}:
+			default:
+			}
+		}
+	})
+}
+
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	db := testkit.NewDB(t)
@@ -117,16 +133,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	for _, o := range opts {
 		o(h)
 	}
-	err := db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
-		probe, ok := tx.Statement.Context.Value(probeKey{}).(chan struct{})
-		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
-		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {
-			select {
-			case probe <- struct{}{}:
-			default:
-			}
-		}
-	})
+	err := registerProbe(db)
 	if err != nil {
 		t.Fatal(err)
 	}
