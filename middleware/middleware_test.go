@@ -782,11 +782,14 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 			// The attempts block before they open their transaction: on
 			// SQLite an open write transaction would hold the other up for
 			// the busy timeout.
-			g := newGate(t, 1)
+			// The gate is made after the harness: its cleanup, which lets the
+			// handlers go, then runs before the server's, which waits for them.
+			var g *gate
+			h := newHarness(t, withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }}))
+			g = newGate(t, 1)
 			if tt.bBlocks {
 				g = newGate(t, 1, 2)
 			}
-			h := newHarness(t, withHooks(hooks{before: g.block}))
 			c := call{key: "k", body: `{"n":1}`}
 
 			aDone := h.async(c)
@@ -839,8 +842,9 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 }
 
 func TestDuplicateGivesUpAfterWait(t *testing.T) {
-	g := newGate(t, 1)
-	h := newHarness(t, withWait(100*time.Millisecond), withHooks(hooks{before: g.block}))
+	var g *gate
+	h := newHarness(t, withWait(100*time.Millisecond), withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }}))
+	g = newGate(t, 1)
 	c := call{key: "k", body: `{}`}
 
 	aDone := h.async(c)
@@ -879,12 +883,13 @@ func TestDuplicateWaitsForTheOriginal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newGate(t, 1)
-			h := newHarness(t, withHooks(hooks{before: g.block, after: func(c *gin.Context, run int) {
+			var g *gate
+			h := newHarness(t, withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }, after: func(c *gin.Context, run int) {
 				if run == 1 {
 					c.Set(statusKey, tt.original)
 				}
 			}}))
+			g = newGate(t, 1)
 			c := call{key: "k", body: `{}`}
 
 			aDone := h.async(c)

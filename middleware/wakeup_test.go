@@ -21,12 +21,13 @@ func TestWaiterIsWokenWhenTheOriginalEnds(t *testing.T) {
 		{"original released: the waiter runs", http.StatusBadGateway, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newGate(t, 1)
-			h := newHarness(t, withWait(30*time.Second), withHooks(hooks{before: g.block, after: func(c *gin.Context, run int) {
+			var g *gate
+			h := newHarness(t, withWait(30*time.Second), withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }, after: func(c *gin.Context, run int) {
 				if run == 1 {
 					c.Set(statusKey, tt.original)
 				}
 			}}))
+			g = newGate(t, 1)
 			h.mw.poll = time.Hour
 			c := call{key: "k", body: `{}`}
 			aDone := h.async(c)
