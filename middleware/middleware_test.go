@@ -459,6 +459,21 @@ func (g *gate) block(_ *gin.Context, run int) {
 	}
 }
 
+// duplicateWhileRunning sends c, and, while the original is held at the
+// gate, c again; it lets the original go once the duplicate has found the
+// key in progress, and returns both answers.
+func (h *harness) duplicateWhileRunning(g *gate, c call) (original, duplicate answer) {
+	h.t.Helper()
+	aDone := h.async(c)
+	recv(h.t, g.entered, "the original in the handler")
+	waiter := c
+	waiter.probe = true
+	bDone := h.async(waiter)
+	recv(h.t, h.probe, "the duplicate to find the key in progress")
+	g.release(1)
+	return recv(h.t, aDone, "the original's answer"), recv(h.t, bDone, "the duplicate's answer")
+}
+
 // async sends c on its own goroutine; the answer arrives on the channel.
 func (h *harness) async(c call) <-chan answer {
 	done := make(chan answer, 1)
@@ -890,17 +905,7 @@ func TestDuplicateWaitsForTheOriginal(t *testing.T) {
 				}
 			}}))
 			g = newGate(t, 1)
-			c := call{key: "k", body: `{}`}
-
-			aDone := h.async(c)
-			recv(t, g.entered, "the original in the handler")
-			waiter := c
-			waiter.probe = true
-			bDone := h.async(waiter)
-			recv(t, h.probe, "the duplicate to find the key in progress")
-			g.release(1)
-
-			a, b := recv(t, aDone, "the original's answer"), recv(t, bDone, "the duplicate's answer")
+			a, b := h.duplicateWhileRunning(g, call{key: "k", body: `{}`})
 			wantAnswer(t, a, tt.original, false)
 			wantAnswer(t, b, http.StatusCreated, tt.replayed)
 			k, _ := h.key("alice", "k")

@@ -29,16 +29,9 @@ func TestWaiterIsWokenWhenTheOriginalEnds(t *testing.T) {
 			}}))
 			g = newGate(t, 1)
 			h.mw.poll = time.Hour
-			c := call{key: "k", body: `{}`}
-			aDone := h.async(c)
-			recv(t, g.entered, "the original in the handler")
-			waiter := c
-			waiter.probe = true
-			bDone := h.async(waiter)
-			recv(t, h.probe, "the duplicate to find the key in progress")
-			g.release(1)
-			wantAnswer(t, recv(t, aDone, "the original's answer"), tt.original, false)
-			wantAnswer(t, recv(t, bDone, "the duplicate's answer, woken"), http.StatusCreated, tt.replayed)
+			a, b := h.duplicateWhileRunning(g, call{key: "k", body: `{}`})
+			wantAnswer(t, a, tt.original, false)
+			wantAnswer(t, b, http.StatusCreated, tt.replayed)
 			h.wantRuns("/widgets/1", map[bool]int{true: 1, false: 2}[tt.replayed])
 		})
 	}
