@@ -21,7 +21,10 @@ type config struct {
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
-	LogLevel         slog.Level
+	// ReconcileEvery is how often payment attempts left in doubt are
+	// resolved with the provider; 0 turns the reconciler off.
+	ReconcileEvery time.Duration
+	LogLevel       slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
 	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
@@ -61,6 +64,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
+		{"PAYMENT_RECONCILE_EVERY", "10s", &cfg.ReconcileEvery},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {

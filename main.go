@@ -98,10 +98,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
 		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database)
 
-	// The sweeper stops before the database closes.
-	sweeping := make(chan struct{})
+	// The sweeper and the reconciler stop before the database closes.
+	sweeping, reconciling := make(chan struct{}), make(chan struct{})
 	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
-	defer func() { stop(); <-sweeping }()
+	go func() { defer close(reconciling); reconcile(ctx, srv, cfg.ReconcileEvery, logger) }()
+	defer func() { stop(); <-sweeping; <-reconciling }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	select {
@@ -124,6 +125,29 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	logger.Info("shut down: every request answered")
 	return nil
+}
+
+// reconcile resolves payment attempts left in doubt, at start-up and then
+// every interval, so that a charge the provider took is recorded even if
+// nobody retries; every == 0 turns it off.
+func reconcile(ctx context.Context, srv *handlers.Server, every time.Duration, logger *slog.Logger) {
+	if every <= 0 {
+		return
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		if n, err := srv.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("reconcile payment attempts", "err", err)
+		} else if n > 0 {
+			logger.Info("reconciled payment attempts in doubt", "resolved", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {

@@ -19,6 +19,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
 	provider    *prometheus.CounterVec
+	resolutions *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -38,8 +39,12 @@ func newMetrics() *metrics {
 		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, unavailable, error.",
 		}, []string{"result"}),
+		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_payment_resolutions_total",
+			Help: "Payment attempts in doubt asked about again, by who asked (payment, reconciler) and outcome: succeeded, declined, failed (nothing charged), unresolved.",
+		}, []string{"by", "outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.provider,
+	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.provider, m.resolutions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -42,6 +42,18 @@ type paymentJSON struct {
 	CreatedAt        time.Time `json:"created_at"`
 }
 
+// attemptJSON is one request to the provider: in_doubt until its outcome
+// is known, then succeeded, declined or failed (nothing charged).
+type attemptJSON struct {
+	ID            string    `json:"id"`
+	State         string    `json:"state"`
+	AmountCents   int64     `json:"amount_cents"`
+	Currency      string    `json:"currency"`
+	PaymentMethod string    `json:"payment_method"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
 type orderJSON struct {
 	ID         string        `json:"id"`
 	Status     string        `json:"status"`
@@ -49,6 +61,7 @@ type orderJSON struct {
 	TotalCents int64         `json:"total_cents"`
 	Items      []itemJSON    `json:"items"`
 	Payments   []paymentJSON `json:"payments"`
+	Attempts   []attemptJSON `json:"attempts"`
 	CreatedAt  time.Time     `json:"created_at"`
 }
 
@@ -63,6 +76,7 @@ func orderView(o models.Order) orderJSON {
 	v := orderJSON{
 		ID: o.ID, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,
 		Items: make([]itemJSON, 0, len(o.Items)), Payments: make([]paymentJSON, 0, len(o.Payments)),
+		Attempts:  make([]attemptJSON, 0, len(o.Attempts)),
 		CreatedAt: o.CreatedAt.UTC(),
 	}
 	for _, it := range o.Items {
@@ -70,6 +84,12 @@ func orderView(o models.Order) orderJSON {
 	}
 	for _, p := range o.Payments {
 		v.Payments = append(v.Payments, paymentView(p))
+	}
+	for _, a := range o.Attempts {
+		v.Attempts = append(v.Attempts, attemptJSON{
+			ID: a.ID, State: a.State, AmountCents: a.AmountCents, Currency: a.Currency,
+			PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
+		})
 	}
 	return v
 }
@@ -161,43 +181,104 @@ func (s *Server) createPayment(c *gin.Context) {
 }
 
 // pay charges one of the user's orders and records the payment, for the API
-// and the pay form alike. The provider is called before the transaction
-// opens, with the derived key, so a re-run after a crash gets the
-// provider's first answer instead of a second charge.
+// and the pay form alike. The attempt is recorded, with the order's hold,
+// before the provider is called with the derived key; so a re-run after a
+// crash, or another operation on the order, finds it and asks the provider
+// what became of it before anything can be charged again.
 func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, error) {
 	ctx, ref := c.Request.Context(), middleware.DerivedKey(c)
-	now := s.deps.Now().UTC()
-	order, err := s.shop.HoldForPayment(ctx, currentUser(c).ID, orderID, ref, now, now.Add(s.deps.Lease))
-	if err != nil {
-		return models.Payment{}, err
+	// A run of this operation that died may have been settled since, by
+	// another operation or the reconciler: that payment is its answer.
+	if payment, ok, err := s.shop.PaymentOf(ctx, ref); err != nil || ok {
+		return payment, err
 	}
 	// The hold lasts as long as this operation's lease, heartbeats included.
 	middleware.OnLeaseExtended(c, func(ctx context.Context, until time.Time) error {
-		return s.shop.ExtendPaymentHold(ctx, order.ID, ref, until)
+		return s.shop.ExtendPaymentHold(ctx, orderID, ref, until)
 	})
-	charge, err := s.deps.Provider.Charge(ctx, payments.ChargeRequest{
-		IdempotencyKey: ref, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
-	})
+	var start models.PaymentStart
+	for tries := 0; ; tries++ {
+		now := s.deps.Now().UTC()
+		var err error
+		start, err = s.shop.BeginPayment(ctx, currentUser(c).ID, orderID, ref, method, now, now.Add(s.deps.Lease))
+		if err != nil || !start.Unresolved {
+			if err != nil {
+				return models.Payment{}, err
+			}
+			break
+		}
+		if tries == maxResolutions {
+			return models.Payment{}, models.ErrPaymentInDoubt
+		}
+		// An earlier attempt is in doubt: nothing may be charged before
+		// the provider says what became of it.
+		earlier := start.Attempt
+		payment, resolved := s.resolve(ctx, "payment", earlier, start.PreviouslySent, ref)
+		switch {
+		case !resolved:
+			s.releaseHold(ctx, orderID, ref)
+			if earlier.ProviderKey == ref {
+				return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
+			}
+			return models.Payment{}, problem.ProviderUnavailable.With(models.ErrPaymentInDoubt.Message)
+		case payment.ID != "" && earlier.ProviderKey == ref:
+			return payment, nil // this operation's own charge, from a run that died
+		case payment.Status == models.PaymentSucceeded:
+			return models.Payment{}, models.ErrOrderPaid
+		}
+		// Declined, or nothing charged: the order is free to charge.
+	}
+	attempt := start.Attempt
+	charge, err := s.deps.Provider.Charge(ctx, chargeRequest(attempt))
 	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
 	if errors.Is(err, payments.ErrUnavailable) {
 		// The provider says nothing was charged: other keys may try at once.
-		if releaseErr := s.shop.ReleasePayment(ctx, order.ID, ref); releaseErr != nil {
-			s.deps.Logger.Error("release payment hold", "err", releaseErr)
+		if err := s.shop.FailAttempt(context.WithoutCancel(ctx), attempt, ref); err != nil {
+			s.deps.Logger.Error("record a failed payment attempt", "err", err, "attempt", attempt.ID)
 		}
 		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider is unavailable; nothing was charged. Retry with the same key.")
 	}
 	if err != nil {
-		// No answer: the charge may have gone through. The hold stays until
-		// the lease ends, so only a retry with this key — which the provider
-		// recognises — can pay the order meanwhile.
-		s.deps.Logger.Warn("payment provider failed", "err", err)
+		// No answer: the charge may have gone through. The attempt stays in
+		// doubt, so no other key can charge the order before the provider
+		// is asked again under this attempt's key: by a retry, another
+		// payment of the order, or the reconciler. The hold is let go so
+		// that they can do so at once.
+		s.deps.Logger.Warn("payment provider failed", "err", err, "attempt", attempt.ID)
+		s.releaseHold(ctx, orderID, ref)
 		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
 	}
 	s.deps.Faults.afterCharge(ctx)
-	return s.shop.RecordPayment(middleware.Tx(c), order, models.Payment{
-		Status: charge.Status, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method,
-		DeclineReason: charge.DeclineReason, ProviderChargeID: charge.ID, ProviderKey: ref,
-	})
+	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcomeOf(charge), ref)
+	if errors.Is(err, models.ErrPaymentInProgress) {
+		// The hold passed while the provider answered: the operation that
+		// took it resolved this attempt, with the provider's same answer.
+		if settled, ok, readErr := s.shop.PaymentOf(ctx, ref); readErr == nil && ok {
+			return settled, nil
+		}
+	}
+	return payment, err
+}
+
+// maxResolutions bounds how many earlier attempts one payment resolves
+// before it gives up; there is at most one in doubt at a time.
+const maxResolutions = 3
+
+// releaseHold lets go of the order's hold, whatever became of the request.
+func (s *Server) releaseHold(ctx context.Context, orderID, holder string) {
+	if err := s.shop.ReleasePayment(context.WithoutCancel(ctx), orderID, holder); err != nil {
+		s.deps.Logger.Error("release payment hold", "err", err)
+	}
+}
+
+func chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
+	return payments.ChargeRequest{
+		IdempotencyKey: a.ProviderKey, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
+	}
+}
+
+func outcomeOf(charge payments.Charge) models.Outcome {
+	return models.Outcome{Status: charge.Status, ChargeID: charge.ID, DeclineReason: charge.DeclineReason}
 }
 
 func providerResult(charge payments.Charge, err error) string {

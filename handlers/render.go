@@ -43,7 +43,7 @@ func problemOf(e *models.Error) *problem.Problem {
 		return problem.EmailTaken.With(e.Message)
 	case models.ErrBadCredentials:
 		return problem.BadCredentials.With(e.Message)
-	case models.ErrPaymentInProgress:
+	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
 		p := problem.PaymentInProgress.With(e.Message)
 		p.RetryAfter = 1
 		return p

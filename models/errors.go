@@ -59,3 +59,9 @@ func IsUnstorableText(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
 }
+
+// ErrPaymentInDoubt: an earlier payment of the order reached the provider
+// and its outcome is not known yet. Not final: nothing was charged by this
+// request, and the order cannot be charged again until that payment is
+// confirmed, by the next payment of the order or the reconciler.
+var ErrPaymentInDoubt = &Error{Code: ECONFLICT, Message: "The last payment of this order is being confirmed with the payment provider; nothing more was charged. Try again in a moment."}

@@ -18,6 +18,17 @@ const (
 	PaymentDeclined  = "declined"
 )
 
+// Payment attempt states. An attempt is in doubt from the moment it is
+// written, before the provider is called, until the provider's answer is
+// known: succeeded or declined (a payment row records it), or failed when
+// the provider said that nothing was charged.
+const (
+	AttemptInDoubt   = "in_doubt"
+	AttemptSucceeded = "succeeded"
+	AttemptDeclined  = "declined"
+	AttemptFailed    = "failed"
+)
+
 // User is a customer. Email is stored lower-cased; only a bcrypt hash of the
 // password is kept.
 type User struct {
@@ -57,12 +68,26 @@ type Order struct {
 	IdempotencyRef string      `gorm:"size:80;not null;uniqueIndex"`
 	Items          []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
 	Payments       []Payment   `gorm:"constraint:OnDelete:CASCADE"`
+	// Attempts are the provider calls made for the order, in doubt or
+	// resolved: the shop's own record that money may be moving.
+	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
 	// PaymentLock is the derived key of the payment operation that currently
 	// holds the order, until PaymentLockedUntil. Two payment operations with
 	// different keys must not both reach the provider for one order.
 	PaymentLock        *string `gorm:"size:80"`
 	PaymentLockedUntil *time.Time
 	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+}
+
+// PaymentInDoubt reports an attempt of the order still waiting for the
+// provider's outcome: the order cannot be charged again until it is known.
+func (o Order) PaymentInDoubt() bool {
+	for _, a := range o.Attempts {
+		if a.State == AttemptInDoubt {
+			return true
+		}
+	}
+	return false
 }
 
 // OrderItem is one line of an order, with the product's name and price copied
@@ -91,4 +116,29 @@ type Payment struct {
 	ProviderChargeID string    `gorm:"size:64;not null"`
 	ProviderKey      string    `gorm:"size:80;not null;uniqueIndex"`
 	CreatedAt        time.Time `gorm:"not null"`
+}
+
+// PaymentAttempt is one charge request sent, or about to be sent, to the
+// provider under ProviderKey. It is committed together with the order's
+// hold before the provider is called, so that a crash, a lost reply or a
+// lost database link can never leave a charge the shop does not know about:
+// an attempt in doubt is resolved by sending its exact request again under
+// its own key, which the provider answers with the first outcome.
+type PaymentAttempt struct {
+	ID               string `gorm:"primaryKey;size:36"`
+	OrderID          string `gorm:"size:36;not null;index"`
+	ProviderKey      string `gorm:"size:80;not null;uniqueIndex"`
+	AmountCents      int64  `gorm:"not null"`
+	Currency         string `gorm:"size:3;not null"`
+	PaymentMethod    string `gorm:"size:64;not null"`
+	State            string `gorm:"size:16;not null;index"`
+	ProviderChargeID string `gorm:"size:64"`
+	DeclineReason    string `gorm:"size:200"`
+	// SentAt is when a request under ProviderKey was last sent, by the
+	// attempt or by a resolution. Until every such request has outlived the
+	// attempt timeout, a provider saying "nothing charged" to a resolution
+	// does not prove that an earlier request will not charge.
+	SentAt    time.Time `gorm:"not null"`
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
 }

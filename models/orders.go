@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -120,77 +119,6 @@ func (s Shop) Orders(ctx context.Context, userID string) ([]Order, error) {
 func (s Shop) withLines(db *gorm.DB) *gorm.DB {
 	return db.
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
-		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") })
-}
-
-// HoldForPayment reserves the user's order for the payment operation ref
-// until the given time, so that two payment operations with different keys
-// cannot both charge it. The same operation (a retry, or a re-run after a
-// crash) may take its own hold again.
-func (s Shop) HoldForPayment(ctx context.Context, userID, orderID, ref string, now, until time.Time) (Order, error) {
-	order, err := ownOrder(s.DB.WithContext(ctx), userID, orderID)
-	if err != nil {
-		return Order{}, err
-	}
-	if order.Status == OrderPaid {
-		return Order{}, ErrOrderPaid
-	}
-	res := s.DB.WithContext(ctx).Model(&Order{}).
-		Where("id = ? AND status = ?", order.ID, OrderPending).
-		Where("payment_lock IS NULL OR payment_lock = ? OR payment_locked_until <= ?", ref, now).
-		Updates(map[string]any{"payment_lock": ref, "payment_locked_until": until})
-	if res.Error != nil {
-		return Order{}, res.Error
-	}
-	if res.RowsAffected == 1 {
-		return order, nil
-	}
-	if err := s.DB.WithContext(ctx).Select("status").Where("id = ?", order.ID).Take(&order).Error; err != nil {
-		return Order{}, err
-	}
-	if order.Status == OrderPaid {
-		return Order{}, ErrOrderPaid
-	}
-	return Order{}, ErrPaymentInProgress
-}
-
-// ExtendPaymentHold moves the end of ref's hold on the order, if ref still
-// holds it: a payment operation that is slow but alive keeps the order.
-func (s Shop) ExtendPaymentHold(ctx context.Context, orderID, ref string, until time.Time) error {
-	return s.DB.WithContext(ctx).Model(&Order{}).
-		Where("id = ? AND status = ? AND payment_lock = ?", orderID, OrderPending, ref).
-		Update("payment_locked_until", until).Error
-}
-
-// ReleasePayment lets go of the hold of ref without recording a payment, when
-// the provider could not be reached.
-func (s Shop) ReleasePayment(ctx context.Context, orderID, ref string) error {
-	return s.DB.WithContext(ctx).Model(&Order{}).
-		Where("id = ? AND payment_lock = ?", orderID, ref).
-		Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
-}
-
-// RecordPayment writes the provider's answer through tx and, when it
-// succeeded, marks the order paid. Both release the hold of the payment's
-// operation.
-func (s Shop) RecordPayment(tx *gorm.DB, order Order, payment Payment) (Payment, error) {
-	payment.ID = uuid.NewString()
-	payment.OrderID = order.ID
-	if err := tx.Create(&payment).Error; err != nil {
-		return Payment{}, err
-	}
-	update := map[string]any{"payment_lock": nil, "payment_locked_until": nil}
-	if payment.Status == PaymentSucceeded {
-		update["status"] = OrderPaid
-	}
-	res := tx.Model(&Order{}).Where("id = ? AND status = ? AND payment_lock = ?", order.ID, OrderPending, payment.ProviderKey).Updates(update)
-	if res.Error != nil {
-		return Payment{}, res.Error
-	}
-	if res.RowsAffected != 1 {
-		// The hold passed and another operation took the order: this one must
-		// not record anything.
-		return Payment{}, ErrPaymentInProgress
-	}
-	return payment, nil
+		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Preload("Attempts", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") })
 }

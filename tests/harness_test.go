@@ -56,6 +56,7 @@ func (f *failing) Charge(ctx context.Context, req payments.ChargeRequest) (payme
 type env struct {
 	t        *testing.T
 	db       *gorm.DB
+	dbURL    string
 	url      string
 	provider *payments.Simulated
 	clock    *testkit.Clock
@@ -81,14 +82,15 @@ const ttl = 24 * time.Hour
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	db := testkit.NewDB(t)
+	dbURL := testkit.URL(t)
+	db := testkit.Open(t, dbURL)
 	if err := handlers.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	if err := models.Seed(db); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}
+	e := &env{t: t, db: db, dbURL: dbURL, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}
 	e.deps = handlers.Deps{
 		DB: db, Provider: e.provider, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		Now: e.clock.Now, BcryptCost: bcrypt.MinCost,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -406,7 +407,9 @@ func TestExpiredKeyIsANewOperation(t *testing.T) {
 
 // A released key keeps its operation: when an attempt charged but failed to
 // learn it, the retry with the same key gets the provider's first charge
-// back instead of making a second one.
+// back instead of making a second one. Its attempt stays in doubt, so a
+// payment with another key asks the provider about it first, under its own
+// key, records the charge, and is told the order is paid.
 func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider {
 		return &failing{Provider: p, err: context.DeadlineExceeded, afterCharge: true, n: 1}
@@ -419,14 +422,23 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
 		t.Fatalf("after the lost reply: %d charges, %d payments; want 1, 0", c, pays)
 	}
-	// The charge may have gone through, so the order stays held for this
-	// operation: another key cannot charge it meanwhile.
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+		t.Fatalf("%d attempts in doubt after the lost reply, want 1", n)
+	}
 	other := pay
 	other.key = key("pay-other")
-	isProblem(t, e.do(other), http.StatusConflict, "/problems/payment-in-progress")
+	isProblem(t, e.do(other), http.StatusConflict, "/problems/order-already-paid")
+	if c, pays, paid := e.charges(), e.count("payments"), e.count("orders", "id = ? AND status = ?", orderID, "paid"); c != 1 || pays != 1 || paid != 1 {
+		t.Fatalf("after another key: %d charges, %d payments, %d paid; want 1, 1, 1", c, pays, paid)
+	}
 	r := e.do(pay)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("retry: %d %s", r.Status, r.Body)
+	}
+	var charge string
+	e.db.Table("simulated_charges").Pluck("id", &charge)
+	if got := r.json(t)["provider_charge_id"]; got != charge {
+		t.Fatalf("the retry answered charge %v, want its own first charge %s", got, charge)
 	}
 	if c, pays, calls := e.charges(), e.count("payments"), e.provider.Calls(); c != 1 || pays != 1 || calls != 2 {
 		t.Fatalf("%d charges, %d payments, %d provider calls; want 1, 1, 2", c, pays, calls)

@@ -1,0 +1,113 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// Resolution outcomes, as logs and metrics name them.
+const (
+	resolvedSucceeded = "succeeded"  // the provider had charged: the order is paid
+	resolvedDeclined  = "declined"   // the provider had declined: recorded
+	resolvedFailed    = "failed"     // the provider charged nothing, and no request can still charge
+	unresolved        = "unresolved" // the provider could not say: still in doubt
+)
+
+// attemptTimeout bounds one run of a payment operation, its provider call
+// included: the idempotency middleware's timeout, 4 × the lease. A request
+// sent under an attempt's key longer ago than that is over.
+func (s *Server) attemptTimeout() time.Duration { return 4 * s.deps.Lease }
+
+// resolve finds out what became of an attempt in doubt by sending its exact
+// request again under its own key: the provider answers a repeat with the
+// first request's outcome, or makes the charge once if the first never
+// arrived. holder holds the attempt's order; the answer is recorded under
+// that hold. It reports the payment recorded (succeeded or declined; none
+// when nothing was charged), and false when the attempt is still in doubt.
+// previouslySent is when a request under the key was last sent before this
+// one: "nothing charged" settles the attempt only once that request is over.
+func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentAttempt, previouslySent time.Time, holder string) (models.Payment, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout())
+	defer cancel()
+	charge, err := s.deps.Provider.Charge(ctx, chargeRequest(attempt))
+	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
+	var payment models.Payment
+	outcome := unresolved
+	switch {
+	case err == nil:
+		err = s.deps.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+			var settleErr error
+			payment, settleErr = s.shop.Settle(tx, attempt, outcomeOf(charge), holder)
+			return settleErr
+		})
+		if errors.Is(err, models.ErrPaymentInProgress) {
+			// Recorded meanwhile by a run that got the same answer.
+			var ok bool
+			payment, ok, err = s.shop.PaymentOf(ctx, attempt.ProviderKey)
+			if err == nil && !ok {
+				err = models.ErrPaymentInProgress
+			}
+		}
+		if err == nil {
+			outcome = payment.Status
+		}
+	case errors.Is(err, payments.ErrUnavailable) && !s.deps.Now().Before(previouslySent.Add(s.attemptTimeout())):
+		// Nothing was charged by this request, and every earlier one is
+		// over: none of them will charge.
+		err = s.shop.FailAttempt(context.WithoutCancel(ctx), attempt, holder)
+		if err == nil {
+			outcome = resolvedFailed
+		}
+	}
+	s.metrics.resolutions.WithLabelValues(by, outcome).Inc()
+	log := s.deps.Logger.With("attempt", attempt.ID, "order", attempt.OrderID, "by", by, "outcome", outcome)
+	if outcome == unresolved {
+		log.Warn("payment attempt still in doubt: the provider could not say what became of it", "err", err)
+		return models.Payment{}, false
+	}
+	log.Info("payment attempt in doubt resolved with the provider", "charge", payment.ProviderChargeID)
+	return payment, true
+}
+
+// reconcileBatch is how many attempts in doubt one reconcile pass takes on.
+const reconcileBatch = 100
+
+// Reconcile resolves the payment attempts in doubt that no live operation
+// holds, so that a charge the provider took is recorded, and its order
+// paid, even if nobody retries. Any number of instances may run it at once:
+// each attempt is resolved under its order's hold, which one of them gets.
+// It reports how many it resolved.
+func (s *Server) Reconcile(ctx context.Context) (int, error) {
+	attempts, err := s.shop.StaleAttempts(ctx, s.deps.Now().UTC(), reconcileBatch)
+	if err != nil {
+		return 0, err
+	}
+	resolved := 0
+	var errs []error
+	for _, a := range attempts {
+		holder := "reconcile_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		now := s.deps.Now().UTC()
+		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.deps.Lease))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !held {
+			continue // resolved meanwhile, or taken by a live operation or another reconciler
+		}
+		if _, ok := s.resolve(ctx, "reconciler", attempt, attempt.SentAt, holder); ok {
+			resolved++
+		} else {
+			s.releaseHold(ctx, attempt.OrderID, holder)
+		}
+	}
+	return resolved, errors.Join(errs...)
+}

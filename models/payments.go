@@ -1,0 +1,278 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// The money rule: at most one successful charge per order, whatever keys
+// are used. It rests on three writes, each fenced by the order's hold:
+//
+//   - BeginPayment takes the hold and, in the same transaction, records the
+//     operation's attempt — but only if no earlier attempt of the order is
+//     still in doubt. The provider is called after that commit.
+//   - An attempt in doubt is resolved (Settle, FailAttempt) before any other
+//     attempt of the order may be written, by whoever holds the order: the
+//     next payment operation, or the reconciler (HoldForResolution).
+//   - A succeeded attempt marks the order paid in the transaction that
+//     settles it, and a paid order takes no new attempt.
+
+// PaymentStart is what BeginPayment found and did.
+type PaymentStart struct {
+	Order Order
+	// Attempt is the attempt to send to the provider. When Unresolved is
+	// false it is the operation's own, just recorded in doubt. When true,
+	// it is an earlier attempt of the order still in doubt (perhaps the
+	// operation's own, from a run that died): it must be resolved first.
+	Attempt    PaymentAttempt
+	Unresolved bool
+	// PreviouslySent is when a request under Attempt's key was last sent
+	// before this one, for an unresolved attempt.
+	PreviouslySent time.Time
+}
+
+// BeginPayment takes the hold on the user's order for the payment
+// operation ref, until the given time, and records ref's attempt to charge
+// method for the order's total — both in one transaction. If an earlier
+// attempt of the order is still in doubt, it records nothing new and hands
+// that attempt back to be resolved, the hold taken.
+func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, method string, now, until time.Time) (PaymentStart, error) {
+	var start PaymentStart
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		order, err := ownOrder(tx, userID, orderID)
+		if err != nil {
+			return err
+		}
+		if order.Status == OrderPaid {
+			return ErrOrderPaid
+		}
+		held, err := takeHold(tx.Where("status = ?", OrderPending), order.ID, ref, now, until)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return busy(tx, order.ID)
+		}
+		start.Order = order
+		var doubt PaymentAttempt
+		err = tx.Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Order("created_at, id").Take(&doubt).Error
+		switch {
+		case err == nil:
+			start.Attempt, start.Unresolved, start.PreviouslySent = doubt, true, doubt.SentAt
+			start.Attempt.SentAt = now
+			return tx.Model(&PaymentAttempt{}).Where("id = ?", doubt.ID).Update("sent_at", now).Error
+		case !errors.Is(err, gorm.ErrRecordNotFound):
+			return err
+		}
+		start.Attempt, err = recordAttempt(tx, order, ref, method, now)
+		return err
+	})
+	return start, err
+}
+
+// recordAttempt writes ref's attempt in doubt. An attempt of ref that
+// failed (the provider charged nothing) is used again, with the method now
+// asked: the provider saved no outcome under its key.
+func recordAttempt(tx *gorm.DB, order Order, ref, method string, now time.Time) (PaymentAttempt, error) {
+	attempt := PaymentAttempt{
+		ID: uuid.NewString(), OrderID: order.ID, ProviderKey: ref, AmountCents: order.TotalCents,
+		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt, SentAt: now,
+	}
+	res := tx.Model(&PaymentAttempt{}).Where("provider_key = ? AND state = ?", ref, AttemptFailed).Updates(map[string]any{
+		"amount_cents": attempt.AmountCents, "currency": attempt.Currency, "payment_method": method,
+		"state": AttemptInDoubt, "sent_at": now, "decline_reason": "", "provider_charge_id": "",
+	})
+	if res.Error != nil {
+		return PaymentAttempt{}, res.Error
+	}
+	if res.RowsAffected == 1 {
+		var again PaymentAttempt
+		err := tx.Where("provider_key = ?", ref).Take(&again).Error
+		return again, err
+	}
+	err := tx.Create(&attempt).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		// ref's attempt exists and is resolved: the caller found no payment
+		// of ref before, so another run of the operation has just settled it.
+		return PaymentAttempt{}, ErrPaymentInProgress
+	}
+	return attempt, err
+}
+
+// takeHold gives the order's hold to holder until the given time, if it is
+// free, already holder's, or lapsed; q may narrow the orders that qualify.
+func takeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, error) {
+	res := q.Model(&Order{}).
+		Where("id = ?", orderID).
+		Where("payment_lock IS NULL OR payment_lock = ? OR payment_locked_until <= ?", holder, now).
+		Updates(map[string]any{"payment_lock": holder, "payment_locked_until": until})
+	return res.RowsAffected == 1, res.Error
+}
+
+// busy says why the order's hold could not be taken: paid meanwhile, an
+// attempt in doubt at the provider, or another operation holding it.
+func busy(tx *gorm.DB, orderID string) error {
+	var order Order
+	if err := tx.Select("status").Where("id = ?", orderID).Take(&order).Error; err != nil {
+		return err
+	}
+	if order.Status == OrderPaid {
+		return ErrOrderPaid
+	}
+	var doubts int64
+	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", orderID, AttemptInDoubt).Count(&doubts).Error; err != nil {
+		return err
+	}
+	if doubts > 0 {
+		return ErrPaymentInDoubt
+	}
+	return ErrPaymentInProgress
+}
+
+// ExtendPaymentHold moves the end of holder's hold on the order, if holder
+// still holds it: a payment operation that is slow but alive keeps the order.
+func (s Shop) ExtendPaymentHold(ctx context.Context, orderID, holder string, until time.Time) error {
+	return s.DB.WithContext(ctx).Model(&Order{}).
+		Where("id = ? AND payment_lock = ?", orderID, holder).
+		Update("payment_locked_until", until).Error
+}
+
+// ReleasePayment lets go of holder's hold on the order, if it still has it.
+func (s Shop) ReleasePayment(ctx context.Context, orderID, holder string) error {
+	return s.DB.WithContext(ctx).Model(&Order{}).
+		Where("id = ? AND payment_lock = ?", orderID, holder).
+		Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
+}
+
+// PaymentOf is the payment recorded for the attempt with the given provider
+// key, if its outcome is known.
+func (s Shop) PaymentOf(ctx context.Context, providerKey string) (Payment, bool, error) {
+	var payment Payment
+	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&payment).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Payment{}, false, nil
+	}
+	return payment, err == nil, err
+}
+
+// Outcome is the provider's definite answer to an attempt.
+type Outcome struct {
+	Status        string // PaymentSucceeded or PaymentDeclined
+	ChargeID      string
+	DeclineReason string
+}
+
+// Settle records the provider's answer to an attempt in doubt through tx:
+// the attempt resolved, a payment row, the order paid if the charge
+// succeeded, and the hold released. holder must still hold the order,
+// and the attempt must still be in doubt: otherwise another operation took
+// the order over, or already recorded this answer, and nothing is written
+// (ErrPaymentInProgress).
+func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string) (Payment, error) {
+	state := AttemptDeclined
+	if outcome.Status == PaymentSucceeded {
+		state = AttemptSucceeded
+	}
+	res := tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Updates(map[string]any{
+		"state": state, "provider_charge_id": outcome.ChargeID, "decline_reason": outcome.DeclineReason,
+	})
+	if res.Error != nil {
+		return Payment{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return Payment{}, ErrPaymentInProgress
+	}
+	update := map[string]any{"payment_lock": nil, "payment_locked_until": nil}
+	if state == AttemptSucceeded {
+		update["status"] = OrderPaid
+	}
+	res = tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).Updates(update)
+	if res.Error != nil {
+		return Payment{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		// The hold passed to another operation, which will resolve the
+		// attempt itself: this one must not record anything.
+		return Payment{}, ErrPaymentInProgress
+	}
+	payment := Payment{
+		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: outcome.Status, AmountCents: attempt.AmountCents,
+		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, DeclineReason: outcome.DeclineReason,
+		ProviderChargeID: outcome.ChargeID, ProviderKey: attempt.ProviderKey,
+	}
+	if err := tx.Create(&payment).Error; err != nil {
+		return Payment{}, err
+	}
+	return payment, nil
+}
+
+// FailAttempt records that the provider charged nothing for an attempt in
+// doubt, and releases holder's hold, in one transaction, if holder still
+// holds the order and the attempt is still in doubt.
+func (s Shop) FailAttempt(ctx context.Context, attempt PaymentAttempt, holder string) error {
+	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
+			Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return ErrPaymentInProgress
+		}
+		res = tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Update("state", AttemptFailed)
+		if res.Error == nil && res.RowsAffected != 1 {
+			return ErrPaymentInProgress
+		}
+		return res.Error
+	})
+}
+
+// StaleAttempts lists attempts in doubt whose order no live operation
+// holds — their own operation died, lost its database link, or gave up —
+// oldest first.
+func (s Shop) StaleAttempts(ctx context.Context, now time.Time, limit int) ([]PaymentAttempt, error) {
+	var attempts []PaymentAttempt
+	err := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).
+		Joins("JOIN orders ON orders.id = payment_attempts.order_id").
+		Where("payment_attempts.state = ?", AttemptInDoubt).
+		Where("orders.payment_lock IS NULL OR orders.payment_locked_until <= ?", now).
+		Order("payment_attempts.created_at, payment_attempts.id").Limit(limit).
+		Find(&attempts).Error
+	return attempts, err
+}
+
+// HoldForResolution takes the hold of the attempt's order for holder, if
+// no live operation holds it and the attempt is still in doubt, in one
+// transaction; it returns the attempt as it was, and marks it sent now.
+// Many instances may call it at once for one attempt: one gets the hold.
+func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, now, until time.Time) (PaymentAttempt, bool, error) {
+	var attempt PaymentAttempt
+	held := false
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", attemptID).Take(&attempt).Error; err != nil {
+			return err
+		}
+		if attempt.State != AttemptInDoubt {
+			return nil
+		}
+		var err error
+		if held, err = takeHold(tx, attempt.OrderID, holder, now, until); err != nil || !held {
+			return err
+		}
+		// Read again under the hold: its last holder may have resolved it.
+		if err := tx.Where("id = ?", attemptID).Take(&attempt).Error; err != nil {
+			return err
+		}
+		if attempt.State != AttemptInDoubt {
+			held = false
+			return tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
+				Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
+		}
+		return tx.Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("sent_at", now).Error
+	})
+	return attempt, held, err
+}

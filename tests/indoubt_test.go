@@ -1,0 +1,391 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// The money rule, whatever keys are used: at most one successful charge per
+// order, and a charge the provider took is always recorded. Each test here
+// leaves a payment attempt in doubt — the provider charged or may charge,
+// and the shop did not learn it — and then pays the order with other keys,
+// or lets the reconciler find it. Each asserts the provider's own ledger.
+
+// frozenCharge is the AfterCharge fault that freezes the first payment once
+// the provider has charged: the database is left as a process that died
+// there leaves it. The lease is an hour so that the frozen attempt's
+// heartbeat does not tick while the test runs, as a dead process's would
+// not; the test's clock moves past it instead.
+type frozenCharge struct {
+	once            sync.Once
+	crashed, resume chan struct{}
+	resumeOnce      sync.Once
+}
+
+func newFrozenCharge(t *testing.T) (*frozenCharge, *handlers.Faults) {
+	f := &frozenCharge{crashed: make(chan struct{}), resume: make(chan struct{})}
+	t.Cleanup(f.letGo)
+	return f, &handlers.Faults{AfterCharge: func(context.Context) {
+		first := false
+		f.once.Do(func() { first = true })
+		if first {
+			close(f.crashed)
+			<-f.resume
+		}
+	}}
+}
+
+func (f *frozenCharge) letGo() { f.resumeOnce.Do(func() { close(f.resume) }) }
+
+const hourLease = time.Hour
+
+// paidOnce asserts the provider's ledger, the payments and the order: one
+// succeeded charge, recorded once, the order paid.
+func (e *env) paidOnce(when, orderID string) {
+	e.t.Helper()
+	charges, payments := e.charges(), e.count("payments", "order_id = ? AND status = ?", orderID, "succeeded")
+	paid := e.count("orders", "id = ? AND status = ?", orderID, "paid")
+	doubts := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt)
+	if charges != 1 || payments != 1 || paid != 1 || doubts != 0 {
+		e.t.Fatalf("%s: %d succeeded charges at the provider, %d succeeded payments, order paid %v, %d attempts in doubt; want 1, 1, true, 0",
+			when, charges, payments, paid == 1, doubts)
+	}
+}
+
+func (e *env) payRequest(token, orderID, k, method string) request {
+	return request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key(k), body: payBody(method)}
+}
+
+// Repro A, in one process: the first payment is charged and dies before it
+// commits. Once its hold has lapsed, a payment with a new key — a shopper
+// who reopened the order page — is told the order is paid: it asked the
+// provider about the earlier attempt under that attempt's key, and recorded
+// its charge, instead of charging again. The first key's retry is answered
+// with the payment its own charge made.
+func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
+	frozen, faults := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), withFaults(faults))
+	token := e.signUp("repro-a@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 2))
+	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
+
+	dead := e.async(first)
+	recv(t, frozen.crashed, "the first payment to die after the charge")
+	if e.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
+		t.Fatal("after the crash: want the charge made, nothing recorded, the attempt in doubt")
+	}
+	// Within the hold, another key is told a payment is being confirmed.
+	r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa))
+	isProblem(t, r, http.StatusConflict, "/problems/payment-in-progress")
+	if e.provider.Calls() != 1 {
+		t.Fatalf("%d provider calls while the hold lasted, want 1", e.provider.Calls())
+	}
+
+	e.clock.Advance(hourLease + time.Second)
+	isProblem(t, e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)), http.StatusConflict, "/problems/order-already-paid")
+	e.paidOnce("after a new key", orderID)
+	var attempt models.PaymentAttempt
+	if err := e.db.Where("order_id = ?", orderID).Take(&attempt).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("simulated_charges", "idempotency_key <> ?", attempt.ProviderKey); n != 0 {
+		t.Fatalf("%d provider requests under another key than the first attempt's", n)
+	}
+	// The new key's answer is final: replayed, with no provider call.
+	calls := e.provider.Calls()
+	if again := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); again.Status != http.StatusConflict || !again.replayed() {
+		t.Fatalf("the new key again: %d replayed=%v", again.Status, again.replayed())
+	}
+
+	retry := e.do(first)
+	if retry.Status != http.StatusCreated {
+		t.Fatalf("the first key's retry: %d %s", retry.Status, retry.Body)
+	}
+	var charge string
+	e.db.Table("simulated_charges").Pluck("id", &charge)
+	if got := retry.json(t)["provider_charge_id"]; got != charge {
+		t.Fatalf("the first key was answered with charge %v, want its own %s", got, charge)
+	}
+	if e.provider.Calls() != calls {
+		t.Fatalf("the first key's retry called the provider again")
+	}
+	e.paidOnce("after the first key's retry", orderID)
+
+	// The dead attempt comes back: fenced, it records nothing more.
+	frozen.letGo()
+	late := recv(t, dead, "the dead attempt's answer")
+	if late.err != nil {
+		t.Fatal(late.err)
+	}
+	isProblem(t, late.response, http.StatusConflict, "/problems/idempotency-lease-lost")
+	e.paidOnce("after the dead attempt", orderID)
+}
+
+// Repro B: the first payment's own provider call is still in flight when
+// its hold lapses (its instance lost its database link, so the heartbeat
+// could not extend the hold), and another instance pays the order with a
+// new key. The new key must not charge: it sends the first attempt's
+// request again under the first attempt's key, which the provider answers
+// once for both. On PostgreSQL the first instance reaches the database
+// through a proxy that the test cuts while the call is in flight.
+func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
+	provider := &blockingProvider{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), withProvider(func(p payments.Provider) payments.Provider {
+		provider.Provider = p
+		return provider
+	}))
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(provider.release) }) }
+	t.Cleanup(letGo)
+	a := e.instanceThroughLink()
+	token := e.signUp("repro-b@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[1], 1))
+
+	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
+	onA := a.async(first)
+	recv(t, provider.entered, "the first payment at the provider")
+	a.cut()
+	e.clock.Advance(hourLease + time.Second)
+
+	// Instance B: the new key resolves the first attempt (its own call at
+	// the provider is still held), records the charge, and is told the
+	// order is paid.
+	isProblem(t, e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)), http.StatusConflict, "/problems/order-already-paid")
+	e.paidOnce("after the new key", orderID)
+
+	a.restore()
+	letGo()
+	fromA := recv(t, onA, "the first payment's answer")
+	if fromA.err != nil {
+		t.Fatal(fromA.err)
+	}
+	if fromA.Status != http.StatusCreated {
+		t.Fatalf("the first payment answered %d %s; want 201 with its charge", fromA.Status, fromA.Body)
+	}
+	e.paidOnce("after the first payment returned", orderID)
+	if n := e.count("simulated_charges"); n != 1 {
+		t.Fatalf("%d provider ledger rows, want 1", n)
+	}
+}
+
+// The provider cannot answer the resolution: the new key gets 502, nothing
+// is charged under it, and the attempt stays in doubt. A later retry of the
+// new key resolves it and is told the order is paid.
+func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
+	flaky := &failing{err: errors.New("connection reset by peer"), afterCharge: true, n: 1}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { flaky.Provider = p; return flaky }))
+	token := e.signUp("unanswered@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[2], 1))
+
+	// The first payment charges and loses the reply: in doubt.
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	// The provider now fails before reaching its ledger, once.
+	flaky.mu.Lock()
+	flaky.n, flaky.afterCharge = 1, false
+	flaky.mu.Unlock()
+	second := e.payRequest(token, orderID, "k2", payments.MethodVisa)
+	r := e.do(second)
+	isProblem(t, r, http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	if got := r.json(t)["detail"]; got != models.ErrPaymentInDoubt.Message {
+		t.Fatalf("detail %q, want the being-confirmed message", got)
+	}
+	if c, pays, doubts := e.charges(), e.count("payments"), e.count("payment_attempts", "state = ?", models.AttemptInDoubt); c != 1 || pays != 0 || doubts != 1 {
+		t.Fatalf("after an unanswered resolution: %d charges, %d payments, %d in doubt; want 1, 0, 1", c, pays, doubts)
+	}
+	order := e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token}).json(t)
+	if attempts := order["attempts"].([]any); len(attempts) != 1 || attempts[0].(map[string]any)["state"] != models.AttemptInDoubt {
+		t.Fatalf("the order's attempts: %v; want one in_doubt", order["attempts"])
+	}
+
+	isProblem(t, e.do(second), http.StatusConflict, "/problems/order-already-paid")
+	e.paidOnce("after the retry", orderID)
+	if n := e.count("payment_attempts"); n != 1 {
+		t.Fatalf("%d attempts, want only the first: the new key never reached the provider", n)
+	}
+}
+
+// Twenty payments with twenty keys, at once, while an earlier attempt is
+// in doubt: one charge.
+func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
+	frozen, faults := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(0), withFaults(faults))
+	token := e.signUp("hammer@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[3], 3))
+	dead := e.async(e.payRequest(token, orderID, "k0", payments.MethodVisa))
+	recv(t, frozen.crashed, "the first payment to die after the charge")
+	e.clock.Advance(hourLease + time.Second)
+
+	var rs []request
+	for i := 1; i <= 20; i++ {
+		rs = append(rs, e.payRequest(token, orderID, fmt.Sprintf("k%d", i), payments.MethodVisa))
+	}
+	for _, r := range e.concurrently(rs) {
+		if r.Status != http.StatusConflict && r.Status != http.StatusCreated {
+			t.Fatalf("a new key got %d %s; want 409 (paid, or a payment being confirmed)", r.Status, r.Body)
+		}
+		if r.Status == http.StatusCreated {
+			t.Fatalf("a new key was answered with a payment: %s", r.Body)
+		}
+	}
+	e.paidOnce("after twenty keys", orderID)
+	if n := e.count("payment_attempts"); n != 1 {
+		t.Fatalf("%d attempts, want only the first", n)
+	}
+	frozen.letGo()
+	recv(t, dead, "the dead attempt's answer")
+	e.paidOnce("after the dead attempt", orderID)
+}
+
+// A charge taken by a payment that died is recorded by the reconciler, the
+// order paid, although nobody retries; two instances reconciling the same
+// attempt at once resolve it once.
+func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
+	frozen, faults := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withFaults(faults))
+	token := e.signUp("reconcile@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	dead := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
+	recv(t, frozen.crashed, "the payment to die after the charge")
+
+	// Within the hold the attempt's own operation may still finish: the
+	// reconciler leaves it alone.
+	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+		t.Fatalf("reconcile within the hold: %d resolved, %v; want 0", n, err)
+	}
+	e.clock.Advance(hourLease + time.Second)
+	other := newServer(t, e.deps)
+	var wg sync.WaitGroup
+	resolved := make([]int, 2)
+	errs := make([]error, 2)
+	start := make(chan struct{})
+	for i, s := range []*handlers.Server{e.server, other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resolved[i], errs[i] = s.Reconcile(context.Background())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if resolved[0]+resolved[1] != 1 {
+		t.Fatalf("the reconcilers resolved %v attempts, want 1 in all", resolved)
+	}
+	e.paidOnce("after two reconcilers", orderID)
+	if n := e.count("payments"); n != 1 {
+		t.Fatalf("%d payment rows, want 1", n)
+	}
+	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a second pass resolved %d, %v; want nothing left", n, err)
+	}
+	frozen.letGo()
+	recv(t, dead, "the dead attempt's answer")
+	e.paidOnce("after the dead attempt", orderID)
+}
+
+// "Nothing charged" from a resolution settles an attempt only once every
+// earlier request under its key is over: until then one of them may still
+// charge.
+func TestNothingChargedSettlesOnlyOnceEarlierRequestsAreOver(t *testing.T) {
+	unavailable := &failing{err: payments.ErrUnavailable}
+	lost := &failing{Provider: unavailable, err: errors.New("timeout"), n: 1}
+	e := newEnv(t, withLease(time.Minute), withProvider(func(p payments.Provider) payments.Provider { unavailable.Provider = p; return lost }))
+	token := e.signUp("nothing@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	// The first request is lost on its way: no answer, in doubt.
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	unavailable.mu.Lock()
+	unavailable.n = 2 // the provider now says "nothing charged", twice
+	unavailable.mu.Unlock()
+	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+		t.Fatalf("reconcile just after the request: %d resolved, %v; want 0", n, err)
+	}
+	if n := e.count("payment_attempts", "state = ?", models.AttemptInDoubt); n != 1 {
+		t.Fatal("a fresh 'nothing charged' settled the attempt")
+	}
+	e.clock.Advance(4*time.Minute + time.Second)
+	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile once the requests are over: %d resolved, %v; want 1", n, err)
+	}
+	if n := e.count("payment_attempts", "state = ?", models.AttemptFailed); n != 1 {
+		t.Fatal("the attempt is not failed")
+	}
+	// The order is free: a new key pays it.
+	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("a new key after the failed attempt: %d %s", r.Status, r.Body)
+	}
+	e.paidOnce("after the new key", orderID)
+}
+
+// linked is a second instance of the shop on the same database, which it
+// reaches through a link the test can cut. On SQLite the database is a
+// file inside the process, with no link to cut: there cut only makes the
+// instance's pool let go of its connections.
+type linked struct {
+	e    *env
+	url  string
+	link *testkit.Link
+	pool *sql.DB
+}
+
+func (e *env) instanceThroughLink() *linked {
+	e.t.Helper()
+	l := &linked{e: e}
+	dbURL := e.dbURL
+	if u, err := url.Parse(dbURL); err == nil && strings.HasPrefix(u.Scheme, "postgres") {
+		l.link = testkit.NewLink(e.t, u.Host)
+		u.Host = l.link.Addr
+		dbURL = u.String()
+	}
+	db := testkit.Open(e.t, dbURL)
+	pool, err := db.DB()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l.pool = pool
+	deps := e.deps
+	deps.DB = db
+	srv := httptest.NewServer(newServer(e.t, deps))
+	e.t.Cleanup(srv.Close)
+	l.url = srv.URL
+	return l
+}
+
+func (l *linked) async(r request) <-chan answerOf {
+	other := *l.e
+	other.url = l.url
+	return other.async(r)
+}
+
+// cut loses the database link: open connections closed, new ones refused.
+// The pool keeps no idle connection, so that once the link is restored
+// the instance dials anew, as it would after a real outage.
+func (l *linked) cut() {
+	l.pool.SetMaxIdleConns(0)
+	if l.link != nil {
+		l.link.Cut()
+	}
+}
+
+func (l *linked) restore() {
+	if l.link != nil {
+		l.link.Restore()
+	}
+}
