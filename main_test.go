@@ -87,6 +87,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
+		{map[string]string{"PAYMENT_RECONCILE_EVERY": "-10s"}, "PAYMENT_RECONCILE_EVERY"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
@@ -106,7 +107,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
-		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" {
+		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.ReconcileEvery != 10*time.Second || cfg.DatabaseURL != "data/shop.db" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 }

@@ -389,3 +389,32 @@ func (l *linked) restore() {
 		l.link.Restore()
 	}
 }
+
+// The shopper sees the truth: while the first payment is in doubt the order
+// page says it is being confirmed, and a new Pay, whose resolution the
+// provider cannot answer, gets a page saying so instead of a second charge.
+// Once the provider answers, the page shows the order paid.
+func TestShopperSeesAPaymentBeingConfirmed(t *testing.T) {
+	flaky := &failing{err: errors.New("connection reset by peer"), afterCharge: true, n: 1}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { flaky.Provider = p; return flaky }))
+	ids := e.products()
+	s := e.shopper()
+	s.signUp("confirming@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+
+	isPage(t, s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa)), http.StatusBadGateway)
+	isPage(t, s.get(orderPath), http.StatusOK, "Your last payment is being confirmed")
+	flaky.mu.Lock()
+	flaky.n, flaky.afterCharge = 1, false
+	flaky.mu.Unlock()
+	isPage(t, s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa)), http.StatusBadGateway, "being confirmed")
+	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
+		t.Fatalf("%d charges, %d payments; want the first charge only, not yet recorded", c, pays)
+	}
+	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v", n, err)
+	}
+	isPage(t, s.get(orderPath), http.StatusOK, "Paid.")
+	orderID := orderPath[strings.LastIndex(orderPath, "/")+1:]
+	e.paidOnce("after the reconciler", orderID)
+}
