@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,11 @@ type config struct {
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
+	// PaymentProvider is "simulated" (the default) or "stripe".
+	PaymentProvider string
+	// StripeSecretKey, StripeAPIBase and StripeWebhookSecret configure the
+	// Stripe provider and its webhook endpoint.
+	StripeSecretKey, StripeAPIBase, StripeWebhookSecret string
 	// ReconcileEvery is how often payment attempts left in doubt are
 	// resolved with the provider; 0 turns the reconciler off.
 	ReconcileEvery time.Duration
@@ -103,7 +109,43 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case secret != "":
 		cfg.SessionSecret = []byte(secret)
 	}
+	errs = append(errs, cfg.loadStripe(getenv)...)
 	return cfg, oneLine(errs)
+}
+
+// loadStripe reads the payment provider's settings. Stripe keys come from
+// the environment only; a live key needs SHOP_ENV=production.
+func (cfg *config) loadStripe(getenv func(string) string) []error {
+	var errs []error
+	cfg.PaymentProvider = withDefault(getenv("PAYMENT_PROVIDER"), "simulated")
+	cfg.StripeSecretKey = strings.TrimSpace(getenv("STRIPE_SECRET_KEY"))
+	cfg.StripeAPIBase = strings.TrimSpace(getenv("STRIPE_API_BASE"))
+	cfg.StripeWebhookSecret = strings.TrimSpace(getenv("STRIPE_WEBHOOK_SECRET"))
+	switch cfg.PaymentProvider {
+	case "simulated":
+	case "stripe":
+		switch key := cfg.StripeSecretKey; {
+		case key == "":
+			errs = append(errs, errors.New("STRIPE_SECRET_KEY is required when PAYMENT_PROVIDER=stripe (a test key, sk_test_…)"))
+		case strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_"):
+			if !cfg.Production {
+				errs = append(errs, errors.New("STRIPE_SECRET_KEY is a live key: refused unless SHOP_ENV=production"))
+			}
+		case !strings.HasPrefix(key, "sk_test_") && !strings.HasPrefix(key, "rk_test_"):
+			errs = append(errs, errors.New("STRIPE_SECRET_KEY must be a Stripe secret key (sk_test_… or sk_live_…)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("PAYMENT_PROVIDER=%q: want simulated or stripe", cfg.PaymentProvider))
+	}
+	if cfg.StripeAPIBase != "" {
+		if u, err := url.Parse(cfg.StripeAPIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("STRIPE_API_BASE=%q: want a URL such as http://127.0.0.1:12111 (stripe-mock)", cfg.StripeAPIBase))
+		}
+	}
+	if cfg.StripeWebhookSecret != "" && !strings.HasPrefix(cfg.StripeWebhookSecret, "whsec_") {
+		errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET must be an endpoint signing secret (whsec_…)"))
+	}
+	return errs
 }
 
 // oneLine joins the configuration errors into one line, so that start-up

@@ -73,10 +73,15 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 
+	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency}
+	if cfg.PaymentProvider == "stripe" {
+		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
+	}
 	srv := handlers.NewServer(handlers.Deps{
-		DB:       db,
-		Provider: &payments.Simulated{DB: db, Latency: cfg.PaymentLatency},
-		TTL:      cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
+		DB:                  db,
+		Provider:            provider,
+		StripeWebhookSecret: cfg.StripeWebhookSecret,
+		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		SessionSecret: cfg.SessionSecret,
 		SecureCookies: cfg.Production,
 		Logger:        logger,
@@ -96,7 +101,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	port := ln.Addr().(*net.TCPAddr).Port
 	logger.Info("shop is serving", "shop", fmt.Sprintf("http://localhost:%d/", port),
 		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
-		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database)
+		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database, "payments", cfg.PaymentProvider)
 
 	// The sweeper and the reconciler stop before the database closes.
 	sweeping, reconciling := make(chan struct{}), make(chan struct{})

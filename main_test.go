@@ -88,6 +88,12 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"PAYMENT_RECONCILE_EVERY": "-10s"}, "PAYMENT_RECONCILE_EVERY"},
+		{map[string]string{"PAYMENT_PROVIDER": "paypal"}, "PAYMENT_PROVIDER"},
+		{map[string]string{"PAYMENT_PROVIDER": "stripe"}, "STRIPE_SECRET_KEY is required"},
+		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_live_abc"}, "live key"},
+		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "pk_test_abc"}, "secret key"},
+		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_test_abc", "STRIPE_API_BASE": "localhost:12111"}, "STRIPE_API_BASE"},
+		{map[string]string{"STRIPE_WEBHOOK_SECRET": "secret"}, "whsec_"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
@@ -109,5 +115,12 @@ func TestConfigErrors(t *testing.T) {
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
 		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.ReconcileEvery != 10*time.Second || cfg.DatabaseURL != "data/shop.db" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	if cfg.PaymentProvider != "simulated" {
+		t.Fatalf("the default provider is %q, want simulated", cfg.PaymentProvider)
+	}
+	live := map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_live_abc", "SHOP_ENV": "production", "SESSION_SECRET": strings.Repeat("s", 32)}
+	if cfg, err := loadConfig(func(k string) string { return live[k] }); err != nil || cfg.StripeSecretKey != "sk_live_abc" {
+		t.Fatalf("a live key in production: %v", err)
 	}
 }

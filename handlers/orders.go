@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -158,7 +159,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	if !slices.Contains(payments.Methods, in.PaymentMethod) {
-		s.fail(c, models.Invalid(models.FieldError{Field: "payment_method", Message: "must be one of pm_card_visa, pm_card_declined, pm_card_unavailable"}))
+		s.fail(c, models.Invalid(models.FieldError{Field: "payment_method", Message: "must be one of " + strings.Join(payments.Methods, ", ")}))
 		return
 	}
 	payment, err := s.pay(c, c.Param("id"), in.PaymentMethod)
@@ -273,7 +274,7 @@ func (s *Server) releaseHold(ctx context.Context, orderID, holder string) {
 
 func chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
 	return payments.ChargeRequest{
-		IdempotencyKey: a.ProviderKey, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
+		IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
 	}
 }
 

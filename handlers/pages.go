@@ -91,7 +91,7 @@ type paymentMethod struct{ Value, Label string }
 
 var paymentMethods = []paymentMethod{
 	{payments.MethodVisa, "Test Visa card (is charged)"},
-	{payments.MethodDeclined, "Test card that is declined"},
+	{payments.MethodChargeDeclined, "Test card that is declined"},
 	{payments.MethodUnavailable, "Test card whose provider is down"},
 }
 

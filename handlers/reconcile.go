@@ -95,7 +95,7 @@ func (s *Server) Reconcile(ctx context.Context) (int, error) {
 	for _, a := range attempts {
 		holder := "reconcile_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 		now := s.deps.Now().UTC()
-		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.deps.Lease))
+		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, true, now, now.Add(s.deps.Lease))
 		if err != nil {
 			errs = append(errs, err)
 			continue

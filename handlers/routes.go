@@ -56,6 +56,11 @@ func (s *Server) routes() *gin.Engine {
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
+
+	// Stripe's webhook deliveries: verified, then once per event id.
+	if s.deps.StripeWebhookSecret != "" {
+		r.POST("/webhooks/stripe", s.verifyStripeEvent, once, s.stripeEvent)
+	}
 	return r
 }
 

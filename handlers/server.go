@@ -43,6 +43,9 @@ type Deps struct {
 	// middleware, each handler in a plain transaction, to measure what the
 	// middleware costs. Only benchmarks set it; the configuration cannot.
 	WithoutIdempotency bool
+	// StripeWebhookSecret verifies Stripe's webhook deliveries (whsec_…);
+	// when empty, POST /webhooks/stripe is not served.
+	StripeWebhookSecret string
 	// Faults injects failures in tests; nil in production.
 	Faults *Faults
 }
@@ -95,13 +98,22 @@ func NewServer(deps Deps) *Server {
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now,
-		Scope:   func(c *gin.Context) string { return currentUser(c).ID },
+		Scope:   scope,
 		Render:  s.render,
 		Observe: s.metrics.idempotencyOutcome,
 		Logger:  deps.Logger,
 	})
 	s.router = s.routes()
 	return s
+}
+
+// scope is who owns an idempotency key: the signed-in user, or Stripe for
+// its verified webhook deliveries. User ids are UUIDs, never "stripe".
+func scope(c *gin.Context) string {
+	if _, ok := c.Get(stripeEventKey); ok {
+		return stripeScope
+	}
+	return currentUser(c).ID
 }
 
 func mustParsePages() map[string]*template.Template {

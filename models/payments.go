@@ -247,9 +247,10 @@ func (s Shop) StaleAttempts(ctx context.Context, now time.Time, limit int) ([]Pa
 
 // HoldForResolution takes the hold of the attempt's order for holder, if
 // no live operation holds it and the attempt is still in doubt, in one
-// transaction; it returns the attempt as it was, and marks it sent now.
-// Many instances may call it at once for one attempt: one gets the hold.
-func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, now, until time.Time) (PaymentAttempt, bool, error) {
+// transaction; it returns the attempt as it was and, when holder is about
+// to send the attempt's request again, marks it sent now. Many instances
+// may call it at once for one attempt: one gets the hold.
+func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, sending bool, now, until time.Time) (PaymentAttempt, bool, error) {
 	var attempt PaymentAttempt
 	held := false
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -272,7 +273,20 @@ func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, n
 			return tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
 				Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
 		}
+		if !sending {
+			return nil
+		}
 		return tx.Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("sent_at", now).Error
 	})
 	return attempt, held, err
+}
+
+// AttemptByKey finds the attempt sent under a provider key.
+func (s Shop) AttemptByKey(ctx context.Context, providerKey string) (PaymentAttempt, bool, error) {
+	var attempt PaymentAttempt
+	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&attempt).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return PaymentAttempt{}, false, nil
+	}
+	return attempt, err == nil, err
 }

@@ -7,15 +7,20 @@ import (
 	"errors"
 )
 
-// Test payment methods, as a real provider's test mode has them.
+// Test payment methods: Stripe's test PaymentMethod ids, which the
+// simulation answers the way Stripe's test mode does, and two of the
+// simulation's own.
 const (
-	MethodVisa        = "pm_card_visa"        // succeeds
-	MethodDeclined    = "pm_card_declined"    // declined by the issuer
-	MethodUnavailable = "pm_card_unavailable" // the provider fails transiently
+	MethodVisa              = "pm_card_visa"                             // succeeds
+	MethodMastercard        = "pm_card_mastercard"                       // succeeds
+	MethodChargeDeclined    = "pm_card_chargeDeclined"                   // declined by the issuer (Stripe's id)
+	MethodInsufficientFunds = "pm_card_chargeDeclinedInsufficientFunds" // declined: insufficient funds
+	MethodDeclined          = "pm_card_declined"                         // declined by the issuer (the simulation's older id)
+	MethodUnavailable       = "pm_card_unavailable"                      // the provider fails transiently; Stripe knows no such method, and refuses it: nothing charged either way
 )
 
 // Methods lists the payment methods the shop accepts.
-var Methods = []string{MethodVisa, MethodDeclined, MethodUnavailable}
+var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable}
 
 // ErrUnavailable is a transient failure: nothing was charged, and the same
 // call may succeed later.
@@ -25,6 +30,7 @@ var ErrUnavailable = errors.New("payment provider unavailable")
 // repeat: the provider answers a repeat with the charge it already made.
 type ChargeRequest struct {
 	IdempotencyKey string
+	OrderID        string
 	AmountCents    int64
 	Currency       string
 	PaymentMethod  string

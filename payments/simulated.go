@@ -59,8 +59,11 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 		PaymentMethod:  req.PaymentMethod,
 		Status:         "succeeded",
 	}
-	if req.PaymentMethod == MethodDeclined {
+	switch req.PaymentMethod {
+	case MethodDeclined, MethodChargeDeclined:
 		charge.Status, charge.DeclineReason = "declined", "Your card was declined."
+	case MethodInsufficientFunds:
+		charge.Status, charge.DeclineReason = "declined", "Your card has insufficient funds."
 	}
 	db := s.DB.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {

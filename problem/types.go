@@ -38,6 +38,8 @@ var (
 		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
 	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
 		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
+	WebhookSignature = Type{"webhook-signature-invalid", http.StatusBadRequest, "Webhook signature invalid",
+		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, is older than the tolerance (5 minutes), or the event's API version is not the one this server reads. Nothing was done."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
@@ -51,7 +53,7 @@ var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
-	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
+	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, WebhookSignature,
 	Conflict, CrossOrigin, MethodNotAllowed, Internal,
 }
 

@@ -1,0 +1,123 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/stripe/stripe-go/v82"
+)
+
+// ErrInDoubt wraps a provider answer that does not say whether money was
+// taken: the request may have been processed. It is not ErrUnavailable,
+// so the attempt stays in doubt and is resolved by sending the same
+// request again under the same key — never by charging under another.
+var ErrInDoubt = errors.New("the payment provider did not say whether it charged")
+
+// Stripe charges through Stripe's PaymentIntents API: one PaymentIntent per
+// charge, created and confirmed in one call, with the derived key as
+// Stripe's Idempotency-Key, so that Stripe answers a repeat with the first
+// outcome.
+type Stripe struct {
+	client *stripe.Client
+}
+
+// StripeConfig configures the Stripe provider.
+type StripeConfig struct {
+	SecretKey string
+	// APIBase replaces https://api.stripe.com, for stripe-mock; optional.
+	APIBase string
+	// HTTPClient is the client requests go through; optional.
+	HTTPClient *http.Client
+}
+
+// NewStripe builds the Stripe provider. stripe-go does not retry on its own
+// here: a request without an answer leaves the attempt in doubt, and the
+// shop's resolution sends it again under the same key.
+func NewStripe(cfg StripeConfig) *Stripe {
+	backend := &stripe.BackendConfig{
+		MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	}
+	if cfg.APIBase != "" {
+		backend.URL = stripe.String(strings.TrimRight(cfg.APIBase, "/"))
+	}
+	if cfg.HTTPClient != nil {
+		backend.HTTPClient = cfg.HTTPClient
+	}
+	api := stripe.GetBackendWithConfig(stripe.APIBackend, backend)
+	return &Stripe{client: stripe.NewClient(cfg.SecretKey, stripe.WithBackends(&stripe.Backends{API: api, Connect: api, Uploads: api, MeterEvents: api}))}
+}
+
+// Charge implements Provider.
+func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:             stripe.Int64(req.AmountCents),
+		Currency:           stripe.String(strings.ToLower(req.Currency)),
+		PaymentMethod:      stripe.String(req.PaymentMethod),
+		PaymentMethodTypes: []*string{stripe.String("card")},
+		Confirm:            stripe.Bool(true),
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	params.AddMetadata("order_id", req.OrderID)
+	params.AddMetadata("idempotency_key", req.IdempotencyKey)
+	intent, err := s.client.V1PaymentIntents.Create(ctx, params)
+	var stripeErr *stripe.Error
+	switch {
+	case errors.As(err, &stripeErr):
+		return chargeOfError(stripeErr)
+	case err != nil:
+		// No answer: a timeout, or a connection cut after the request was
+		// sent. Stripe may have charged.
+		return Charge{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
+	}
+	return chargeOfIntent(intent)
+}
+
+// chargeOfIntent reads the outcome of a confirmed PaymentIntent.
+func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
+	switch intent.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		return Charge{ID: intent.ID, Status: "succeeded"}, nil
+	case stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
+		// Confirmation failed: the payment method was refused.
+		reason := "The payment was not completed."
+		if intent.LastPaymentError != nil && intent.LastPaymentError.Msg != "" {
+			reason = intent.LastPaymentError.Msg
+		}
+		return Charge{ID: intent.ID, Status: "declined", DeclineReason: reason}, nil
+	}
+	// processing, requires_action, requires_capture…: not final yet; the
+	// webhook or a later resolution learns the outcome.
+	return Charge{}, fmt.Errorf("%w: PaymentIntent %s is %s", ErrInDoubt, intent.ID, intent.Status)
+}
+
+// chargeOfError maps Stripe's errors (https://docs.stripe.com/error-handling):
+//   - a card error is a decline: final, stored as 402;
+//   - an invalid request, failed authentication or a rate limit means the
+//     request was refused before anything was charged: ErrUnavailable, a
+//     released 502;
+//   - an idempotency error (this key with other parameters, or a request
+//     with this key still running: 409) and any 5xx ("treat the result of
+//     a 500 request as indeterminate") leave the attempt in doubt: never a
+//     reason to charge under another key.
+func chargeOfError(e *stripe.Error) (Charge, error) {
+	switch {
+	case e.Type == stripe.ErrorTypeCard:
+		c := Charge{Status: "declined", DeclineReason: e.Msg}
+		if e.PaymentIntent != nil {
+			c.ID = e.PaymentIntent.ID
+		}
+		if c.DeclineReason == "" {
+			c.DeclineReason = "Your card was declined."
+		}
+		return c, nil
+	case e.Type == stripe.ErrorTypeIdempotency, e.HTTPStatusCode == http.StatusConflict, e.HTTPStatusCode >= 500:
+		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
+	case e.HTTPStatusCode >= 400:
+		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrUnavailable, e.HTTPStatusCode, e.Type, e.Msg)
+	}
+	return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
+}
