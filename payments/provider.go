@@ -11,12 +11,12 @@ import (
 // simulation answers the way Stripe's test mode does, and two of the
 // simulation's own.
 const (
-	MethodVisa              = "pm_card_visa"                             // succeeds
-	MethodMastercard        = "pm_card_mastercard"                       // succeeds
-	MethodChargeDeclined    = "pm_card_chargeDeclined"                   // declined by the issuer (Stripe's id)
+	MethodVisa              = "pm_card_visa"                            // succeeds
+	MethodMastercard        = "pm_card_mastercard"                      // succeeds
+	MethodChargeDeclined    = "pm_card_chargeDeclined"                  // declined by the issuer (Stripe's id)
 	MethodInsufficientFunds = "pm_card_chargeDeclinedInsufficientFunds" // declined: insufficient funds
-	MethodDeclined          = "pm_card_declined"                         // declined by the issuer (the simulation's older id)
-	MethodUnavailable       = "pm_card_unavailable"                      // the provider fails transiently; Stripe knows no such method, and refuses it: nothing charged either way
+	MethodDeclined          = "pm_card_declined"                        // declined by the issuer (the simulation's older id)
+	MethodUnavailable       = "pm_card_unavailable"                     // the provider fails transiently; Stripe knows no such method, and refuses it: nothing charged either way
 )
 
 // Methods lists the payment methods the shop accepts.
