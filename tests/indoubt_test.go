@@ -295,6 +295,18 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a second pass resolved %d, %v; want nothing left", n, err)
 	}
+	// Each resolution is counted by outcome, once in all.
+	counted := 0
+	for _, s := range []*handlers.Server{e.server, other} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if strings.Contains(rec.Body.String(), `shop_payment_resolutions_total{by="reconciler",outcome="succeeded"} 1`) {
+			counted++
+		}
+	}
+	if counted != 1 {
+		t.Fatalf("%d servers counted the resolution, want 1", counted)
+	}
 	frozen.letGo()
 	recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
