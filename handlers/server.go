@@ -18,7 +18,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-	"github.com/shop/shop/templates"
 )
 
 // Deps is what the server is built from.
@@ -53,7 +52,6 @@ type Server struct {
 	accounts    models.Accounts
 	shop        models.Shop
 	idempotency *middleware.Idempotency
-	docs        *template.Template
 	pages       map[string]*template.Template
 	sessions    *securecookie.SecureCookie
 	crossOrigin *http.CrossOriginProtection
@@ -87,7 +85,6 @@ func NewServer(deps Deps) *Server {
 		deps:        deps,
 		accounts:    models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
 		shop:        models.Shop{DB: deps.DB},
-		docs:        template.Must(template.ParseFS(templates.FS, "problems.html")),
 		pages:       mustParsePages(),
 		sessions:    newSessionCodec(deps.SessionSecret),
 		crossOrigin: http.NewCrossOriginProtection(),
