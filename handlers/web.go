@@ -95,7 +95,9 @@ func (s *Server) placeOrder(c *gin.Context) {
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), items)
 	var invalidErr *models.Error
 	if errors.As(err, &invalidErr) && invalidErr.Code == models.EINVALID {
-		view.Notice = errorNotice("The order could not be placed: " + fieldMessages(invalidErr))
+		// The catalog changed under the form (a product gone, say): the
+		// details are the API's words, not a shopper's.
+		view.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
 		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
 		return
 	}
@@ -121,14 +123,6 @@ func unknownProducts(form url.Values, products []models.Product) bool {
 		}
 	}
 	return false
-}
-
-func fieldMessages(e *models.Error) string {
-	messages := make([]string, 0, len(e.Fields))
-	for _, f := range e.Fields {
-		messages = append(messages, f.Field+" "+f.Message)
-	}
-	return strings.Join(messages, "; ")
 }
 
 func orderPage(id string) string { return "/orders/" + id }
