@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -181,6 +182,16 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 
 	// Signed out.
 	visit("catalog-signed-out", "/", 200, false)
+	// The first Tab reaches the skip link: on screen, with a focus ring.
+	must(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.Tab)))
+	skip, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+	  const a = document.activeElement, box = a.getBoundingClientRect(), style = getComputedStyle(a);
+	  return a.matches("a.skip[href='#main']") && box.top >= 0 && style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2;
+	})()`))
+	must(t, err)
+	if !skip {
+		t.Fatal("the first Tab does not show a focused skip link")
+	}
 	visit("how-it-works", "/how-it-works", 200, false)
 	visit("not-found", "/no/such/page", 404, false)
 	visit("problems", "/problems", 200, true)
