@@ -228,17 +228,18 @@ var (
 
 // explain says in a shopper's words what happened and where to go next.
 func explain(c *gin.Context, p *problem.Problem) errorView {
-	links := []link{linkShop}
+	// Where to go next: back to the order the form was about, if any.
+	links := []link{linkOrders, linkShop}
 	if id := c.Param("id"); id != "" && strings.HasPrefix(c.FullPath(), "/orders/") {
 		links = []link{{orderPage(id), "Back to your order"}, linkOrders}
 	}
 	switch p.Type {
 	case problem.KeyReused.URI():
 		return errorView{Heading: "This form was already sent", Explanation: "This form was already sent with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
-			Links: []link{linkOrders, linkShop}}
+			Links: links}
 	case problem.KeyInProgress.URI(), problem.KeyLeaseLost.URI():
 		return errorView{Heading: "Still working on it", Explanation: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended.",
-			Retry: retryOf(c, "Check again"), Links: append(links, linkOrders)}
+			Retry: retryOf(c, "Check again"), Links: links}
 	case problem.PaymentInProgress.URI():
 		return errorView{Heading: "A payment is under way", Explanation: "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
 			Links: links}
@@ -256,7 +257,7 @@ func explain(c *gin.Context, p *problem.Problem) errorView {
 		return errorView{Heading: "The form could not be read", Explanation: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again.", Links: []link{linkShop}}
 	}
 	return errorView{Heading: "Something went wrong", Explanation: "Something went wrong on our side. Nothing was charged twice; please try again.",
-		Retry: retryOf(c, "Try again"), Links: append(links, linkOrders)}
+		Retry: retryOf(c, "Try again"), Links: links}
 }
 
 // retryOf is the failed form, to send again as it was; nil unless the
