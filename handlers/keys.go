@@ -28,7 +28,7 @@ func (s *Server) listKeys(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"idempotency_keys": keys})
 }
 
-// recentKeys are the user's 100 most recent keys, for the API and the page.
+// recentKeys are the user's 100 most recent keys, for the API.
 func (s *Server) recentKeys(c *gin.Context) ([]keyJSON, error) {
 	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
 	if err != nil {

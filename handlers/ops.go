@@ -1,8 +1,9 @@
 package handlers
 
 import (
-	"bytes"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -26,25 +27,36 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
-// problemIndex documents the idempotency policy and every problem type.
-func (s *Server) problemIndex(c *gin.Context) { s.page(c, nil) }
+// problemIndex documents the idempotency policy and every problem type: the
+// API's reference, in the site's layout.
+func (s *Server) problemIndex(c *gin.Context) { s.problemDoc(c, nil) }
 
+// problemPage documents one problem type. An unknown one is a 404: a page
+// for a browser, problem+json for an API client.
 func (s *Server) problemPage(c *gin.Context) {
 	for _, t := range problem.All {
 		if t.Slug == c.Param("slug") {
-			s.page(c, &t)
+			s.problemDoc(c, &t)
 			return
 		}
 	}
-	problem.Write(c, problem.NotFound.With("No such problem type."))
+	if !acceptsHTML(c) {
+		c.Set(pageKey, false)
+	}
+	s.fail(c, problem.NotFound.With("No such problem type."))
 }
 
-func (s *Server) page(c *gin.Context, t *problem.Type) {
-	var buf bytes.Buffer
-	data := gin.H{"Type": t, "All": problem.All, "TTL": s.deps.TTL, "Lease": s.deps.Lease, "Wait": s.deps.Wait}
-	if err := s.docs.Execute(&buf, data); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+func acceptsHTML(c *gin.Context) bool { return strings.Contains(c.GetHeader("Accept"), "text/html") }
+
+type problemDocView struct {
+	layout
+	Type             *problem.Type
+	All              []problem.Type
+	TTL, Lease, Wait time.Duration
+}
+
+func (s *Server) problemDoc(c *gin.Context, t *problem.Type) {
+	s.renderPage(c, http.StatusOK, "problems.html", problemDocView{
+		layout: s.layout(c), Type: t, All: problem.All, TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait,
+	})
 }

@@ -219,9 +219,9 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		case !resolved:
 			s.releaseHold(ctx, orderID, ref)
 			if earlier.ProviderKey == ref {
-				return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
+				return models.Payment{}, problem.PaymentUnconfirmed.With(unconfirmed)
 			}
-			return models.Payment{}, problem.ProviderUnavailable.With(models.ErrPaymentInDoubt.Message)
+			return models.Payment{}, problem.PaymentUnconfirmed.With(models.ErrPaymentInDoubt.Message)
 		case payment.ID != "" && earlier.ProviderKey == ref:
 			return payment, nil // this operation's own charge, from a run that died
 		case payment.Status == models.PaymentSucceeded:
@@ -247,7 +247,7 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		// that they can do so at once.
 		s.deps.Logger.Warn("payment provider failed", "err", err, "attempt", attempt.ID)
 		s.releaseHold(ctx, orderID, ref)
-		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice.")
+		return models.Payment{}, problem.PaymentUnconfirmed.With(unconfirmed)
 	}
 	s.deps.Faults.afterCharge(ctx)
 	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcomeOf(charge), ref)
@@ -260,6 +260,9 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 	}
 	return payment, err
 }
+
+// unconfirmed answers an operation whose own charge is in doubt.
+const unconfirmed = "The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."
 
 // maxResolutions bounds how many earlier attempts one payment resolves
 // before it gives up; there is at most one in doubt at a time.

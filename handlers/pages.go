@@ -6,11 +6,14 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
@@ -27,6 +30,8 @@ func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
 type layout struct {
 	Path string
 	User models.User
+	// Notice is the outcome the page opens with, right under its heading.
+	Notice *notice
 }
 
 func (s *Server) layout(c *gin.Context) layout {
@@ -37,6 +42,35 @@ func (s *Server) layout(c *gin.Context) layout {
 	return l
 }
 
+// noticeKind says how a notice looks and how assistive technology hears it.
+type noticeKind string
+
+const (
+	noticeSuccess noticeKind = "success"
+	noticeInfo    noticeKind = "info"
+	noticeError   noticeKind = "error"
+)
+
+// notice is an outcome in a shopper's words: a short title, what happened
+// and what to do next, and Also, a second sentence some outcomes add (the
+// form was sent twice).
+type notice struct {
+	Kind  noticeKind
+	Title string
+	Text  string
+	Also  string
+}
+
+// Role is "alert" for a problem, read out at once, and "status" otherwise.
+func (n notice) Role() string {
+	if n.Kind == noticeError {
+		return "alert"
+	}
+	return "status"
+}
+
+func errorNotice(text string) *notice { return &notice{Kind: noticeError, Text: text} }
+
 // parsePages builds the template cache: each page parsed once with the base
 // layout, at start-up, so a broken template stops the server from starting.
 func parsePages() (map[string]*template.Template, error) {
@@ -46,7 +80,7 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range names {
-		if name == "base.html" || name == "problems.html" {
+		if name == "base.html" {
 			continue
 		}
 		t, err := template.New(name).Funcs(pageFuncs).ParseFS(templates.FS, "base.html", name)
@@ -61,10 +95,19 @@ func parsePages() (map[string]*template.Template, error) {
 var pageFuncs = template.FuncMap{
 	"money":      money,
 	"lineTotal":  func(unit int64, quantity int) int64 { return unit * int64(quantity) },
-	"shortID":    func(id string) string { return id[:min(8, len(id))] },
-	"shortKey":   func(key string) string { return truncate(key, 16) },
-	"when":       func(t time.Time) string { return t.UTC().Format("2 Jan 2006 15:04 UTC") },
+	"shortID":    shortID,
+	"when":       when,
 	"methodName": methodName,
+	"statusName": statusName,
+}
+
+func shortID(id string) string { return id[:min(8, len(id))] + "…" }
+
+// when is a time as the page prints it before the script, when there is
+// one, rewrites it in the shopper's own time zone from its datetime.
+func when(t time.Time) template.HTML {
+	t = t.UTC()
+	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `">` + t.Format("2 Jan 2006 15:04 UTC") + `</time>`)
 }
 
 func money(cents int64, currency string) string {
@@ -79,29 +122,54 @@ func money(cents int64, currency string) string {
 	return amount + " " + currency
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// statusName is an order's or a payment's status in a shopper's words.
+func statusName(status string) string {
+	switch status {
+	case models.OrderPending:
+		return "Awaiting payment"
+	case models.OrderPaid:
+		return "Paid"
+	case models.PaymentSucceeded:
+		return "Charged"
+	case models.PaymentDeclined:
+		return "Declined"
 	}
-	return s[:n] + "…"
+	return status
 }
 
 // paymentMethod is a choice of the pay form.
 type paymentMethod struct{ Value, Label string }
 
-var paymentMethods = []paymentMethod{
-	{payments.MethodVisa, "Test Visa card (is charged)"},
-	{payments.MethodChargeDeclined, "Test card that is declined"},
-	{payments.MethodUnavailable, "Test card whose provider is down"},
+// methodLabels name the test cards the shopper picks from; a method without
+// a label of its own is named after its id.
+var methodLabels = map[string]string{
+	payments.MethodVisa:              "Test Visa card (is charged)",
+	payments.MethodMastercard:        "Test Mastercard (is charged)",
+	payments.MethodChargeDeclined:    "Test card that is declined",
+	payments.MethodInsufficientFunds: "Test card without enough funds",
+	payments.MethodDeclined:          "Test card that is declined",
+	payments.MethodUnavailable:       "Test card whose provider is down",
 }
 
+// formMethods are the pay form's choices: Stripe's test cards, which either
+// provider accepts, and the simulation's outage. The API accepts the older
+// pm_card_declined too.
+var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable}
+
 func methodName(value string) string {
-	for _, m := range paymentMethods {
-		if m.Value == value {
-			return m.Label
-		}
+	if label, ok := methodLabels[value]; ok {
+		return label
 	}
-	return value
+	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
+}
+
+// paymentMethods are the pay form's choices.
+func paymentMethods() []paymentMethod {
+	out := make([]paymentMethod, 0, len(formMethods))
+	for _, m := range formMethods {
+		out = append(out, paymentMethod{m, methodName(m)})
+	}
+	return out
 }
 
 // renderPage renders a page into a buffer first, so that a template error
@@ -131,19 +199,35 @@ func (s *Server) render(c *gin.Context, p *problem.Problem) {
 		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	c.Abort()
-	heading, explanation, links := explain(p)
-	s.renderPage(c, p.Status, "error.html", errorView{layout: s.layout(c), Problem: p, Heading: heading, Explanation: explanation, Links: links})
+	e := explain(c, p)
+	e.layout = s.layout(c)
+	e.Notice = errorNotice(e.Explanation)
+	s.renderPage(c, p.Status, "error.html", e)
 }
 
 type link struct{ Href, Text string }
 
+// errorView is a problem told to a shopper: what happened, a button that
+// sends the same form again when trying again is the answer, and where to
+// go next. It never shows a key, a status code or a route.
 type errorView struct {
 	layout
-	Problem     *problem.Problem
 	Heading     string
 	Explanation string
+	Retry       *retryForm
 	Links       []link
 }
+
+// retryForm sends the very form that failed again, its key included: the
+// key was released, or its first submission is still running, so the
+// retry either does the work once or gets the first answer.
+type retryForm struct {
+	Action string
+	Fields []field
+	Label  string
+}
+
+type field struct{ Name, Value string }
 
 var (
 	linkShop   = link{"/", "Back to the catalog"}
@@ -151,28 +235,58 @@ var (
 )
 
 // explain says in a shopper's words what happened and where to go next.
-func explain(p *problem.Problem) (heading, explanation string, links []link) {
+func explain(c *gin.Context, p *problem.Problem) errorView {
+	// Where to go next: back to the order the form was about, if any.
+	links := []link{linkOrders, linkShop}
+	if id := c.Param("id"); id != "" && strings.HasPrefix(c.FullPath(), "/orders/") {
+		links = []link{{orderPage(id), "Back to your order"}, linkOrders}
+	}
 	switch p.Type {
 	case problem.KeyReused.URI():
-		return "This form was already sent", "This form was already submitted with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
-			[]link{linkOrders, linkShop}
+		return errorView{Heading: "This form was already sent", Explanation: "This form was already sent with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
+			Links: links}
 	case problem.KeyInProgress.URI(), problem.KeyLeaseLost.URI():
-		return "Still working on it", "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check your orders: it will be there.",
-			[]link{linkOrders, linkShop}
+		return errorView{Heading: "Still working on it", Explanation: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended.",
+			Retry: retryOf(c, "Check again"), Links: links}
 	case problem.PaymentInProgress.URI():
-		return "A payment is under way", "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
-			[]link{linkOrders}
+		return errorView{Heading: "A payment is under way", Explanation: "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
+			Links: links}
 	case problem.ProviderUnavailable.URI():
-		return "The payment did not go through", "The payment provider did not complete the payment. Go back and press Pay again: you will not be charged twice.",
-			[]link{linkOrders}
+		return errorView{Heading: "The payment did not go through", Explanation: "The payment service is not answering right now. Nothing was charged, try again in a moment: you will never be charged twice.",
+			Retry: retryOf(c, "Try again"), Links: links}
+	case problem.PaymentUnconfirmed.URI():
+		return errorView{Heading: "Your payment is being confirmed", Explanation: "The card provider has not yet told us whether your payment went through. You will not be charged twice: look at the order again in a moment, or try again to ask once more.",
+			Retry: retryOf(c, "Try again"), Links: links}
 	case problem.Unauthorized.URI():
-		return "Please log in", "You need to be logged in for this.", []link{{"/login", "Log in"}, {"/signup", "Sign up"}}
+		return errorView{Heading: "Please log in", Explanation: "You need to be logged in for this. Your session may have ended: log in, then send the form again.",
+			Links: []link{{"/login", "Log in"}, {"/signup", "Sign up"}}}
 	case problem.CrossOrigin.URI():
-		return "Refused: sent from another site", "This form was sent from another website, so the shop refused it.", []link{linkShop}
+		return errorView{Heading: "Refused: sent from another site", Explanation: "This form was sent from another website, so the shop refused it. Nothing was done.", Links: []link{linkShop}}
 	case problem.NotFound.URI():
-		return "Page not found", "There is no such page, or it belongs to another account.", []link{linkShop, linkOrders}
+		return errorView{Heading: "Page not found", Explanation: "There is no such page, or it belongs to another account.", Links: []link{linkShop, linkOrders}}
 	case problem.TooLarge.URI(), problem.MalformedRequest.URI(), problem.KeyMissing.URI(), problem.KeyInvalid.URI():
-		return "The form could not be read", "The form arrived damaged or incomplete, so nothing was done. Open the page again and resubmit it.", []link{linkShop}
+		return errorView{Heading: "The form could not be read", Explanation: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again.", Links: []link{linkShop}}
 	}
-	return "Something went wrong", "Something went wrong on our side. Nothing was charged twice; please try again.", []link{linkShop, linkOrders}
+	return errorView{Heading: "Something went wrong", Explanation: "Something went wrong on our side. Nothing was charged twice; please try again.",
+		Retry: retryOf(c, "Try again"), Links: links}
+}
+
+// retryOf is the failed form, to send again as it was; nil unless the
+// request was one of the shop's forms with its one-time key.
+func retryOf(c *gin.Context, label string) *retryForm {
+	if c.Request.Method != http.MethodPost {
+		return nil
+	}
+	form := postForm(c)
+	if form.Get(middleware.FormKeyField) == "" {
+		return nil
+	}
+	r := &retryForm{Action: c.Request.URL.Path, Label: label}
+	for name, values := range form {
+		for _, v := range values {
+			r.Fields = append(r.Fields, field{name, v})
+		}
+	}
+	slices.SortStableFunc(r.Fields, func(a, b field) int { return strings.Compare(a.Name, b.Name) })
+	return r
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-	"github.com/shop/shop/templates"
 )
 
 // Deps is what the server is built from.
@@ -56,7 +55,6 @@ type Server struct {
 	accounts    models.Accounts
 	shop        models.Shop
 	idempotency *middleware.Idempotency
-	docs        *template.Template
 	pages       map[string]*template.Template
 	sessions    *securecookie.SecureCookie
 	crossOrigin *http.CrossOriginProtection
@@ -90,7 +88,6 @@ func NewServer(deps Deps) *Server {
 		deps:        deps,
 		accounts:    models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
 		shop:        models.Shop{DB: deps.DB},
-		docs:        template.Must(template.ParseFS(templates.FS, "problems.html")),
 		pages:       mustParsePages(),
 		sessions:    newSessionCodec(deps.SessionSecret),
 		crossOrigin: http.NewCrossOriginProtection(),

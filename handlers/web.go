@@ -31,7 +31,6 @@ type homeView struct {
 	layout
 	Key         string
 	Lines       []catalogLine
-	FormError   string
 	MaxQuantity int
 }
 
@@ -83,20 +82,22 @@ func (s *Server) placeOrder(c *gin.Context) {
 	}
 	switch {
 	case unknownProducts(form, products):
-		view.FormError = "The form lists a product that is no longer in the catalog. Check the quantities and place the order again."
+		view.Notice = errorNotice("The form lists a product that is no longer in the catalog. Check the quantities and place the order again.")
 	case invalid:
-		view.FormError = "Some quantities are not valid; nothing was ordered."
+		view.Notice = errorNotice("Some quantities are not valid; nothing was ordered.")
 	case len(items) == 0:
-		view.FormError = "Choose a quantity for at least one product."
+		view.Notice = errorNotice("Choose a quantity for at least one product.")
 	}
-	if view.FormError != "" {
+	if view.Notice != nil {
 		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
 		return
 	}
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), items)
 	var invalidErr *models.Error
 	if errors.As(err, &invalidErr) && invalidErr.Code == models.EINVALID {
-		view.FormError = "The order could not be placed: " + fieldMessages(invalidErr)
+		// The catalog changed under the form (a product gone, say): the
+		// details are the API's words, not a shopper's.
+		view.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
 		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
 		return
 	}
@@ -124,14 +125,6 @@ func unknownProducts(form url.Values, products []models.Product) bool {
 	return false
 }
 
-func fieldMessages(e *models.Error) string {
-	messages := make([]string, 0, len(e.Fields))
-	for _, f := range e.Fields {
-		messages = append(messages, f.Field+" "+f.Message)
-	}
-	return strings.Join(messages, "; ")
-}
-
 func orderPage(id string) string { return "/orders/" + id }
 
 type ordersView struct {
@@ -153,7 +146,6 @@ type orderPageView struct {
 	Order       models.Order
 	Key         string
 	Methods     []paymentMethod
-	Method      string
 	MethodError string
 }
 
@@ -163,9 +155,55 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.renderPage(c, http.StatusOK, "order.html", orderPageView{
-		layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods, Method: payments.MethodVisa,
-	})
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods()}
+	view.Notice = orderOutcome(order, s.takeRepeat(c))
+	s.renderPage(c, http.StatusOK, "order.html", view)
+}
+
+// orderOutcome is the one place that chooses what the order page opens
+// with: the outcome of the order's payments, and whether the form that led
+// here was sent more than once (repeated names it, "" when it was not).
+// Each outcome is one case.
+func orderOutcome(order models.Order, repeated string) *notice {
+	twice := repeatedText[repeated]
+	last := lastPayment(order)
+	switch {
+	case order.Status == models.OrderPaid:
+		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
+	case order.PaymentInDoubt():
+		return &notice{Kind: noticeInfo, Title: "Your last payment is being confirmed.", Text: "We are checking with the card provider whether it went through. You will not be charged twice; this page shows the result once it is known.", Also: twice}
+	case last != nil && last.Status == models.PaymentDeclined:
+		return &notice{Kind: noticeError, Title: "Your card was declined.", Text: declineReason(last.DeclineReason) + "Nothing was charged: choose another card and pay again.", Also: twice}
+	case twice != "":
+		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
+	}
+	return nil
+}
+
+// What the order page adds when the form that led to it was sent more than
+// once: a double-click, the back button, a refresh.
+var repeatedText = map[string]string{
+	repeatedOrder:   "You sent the order form more than once; one order was placed.",
+	repeatedPayment: "You sent the payment form more than once; it was processed once.",
+}
+
+func lastPayment(order models.Order) *models.Payment {
+	var last *models.Payment
+	for i, p := range order.Payments {
+		if last == nil || !p.CreatedAt.Before(last.CreatedAt) {
+			last = &order.Payments[i]
+		}
+	}
+	return last
+}
+
+// declineReason is the provider's reason when it says more than "declined".
+func declineReason(reason string) string {
+	reason = strings.TrimSpace(reason)
+	if reason == "" || strings.EqualFold(reason, "Your card was declined.") {
+		return ""
+	}
+	return "The bank said: " + reason + " "
 }
 
 // payOrder charges the order and goes back to the order page, which shows
@@ -180,10 +218,12 @@ func (s *Server) payOrder(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
-		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", orderPageView{
-			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: paymentMethods,
-			MethodError: "Choose how to pay.",
-		})
+		view := orderPageView{
+			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: paymentMethods(),
+			MethodError: "Choose a card to pay with.",
+		}
+		view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
+		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 		return
 	}
 	_, err := s.pay(c, c.Param("id"), method)
@@ -196,14 +236,26 @@ func (s *Server) payOrder(c *gin.Context) {
 
 type accountView struct {
 	layout
-	Email     string
-	Next      string
-	FormError string
-	Errors    map[string]string
+	Email  string
+	Next   string
+	Errors map[string]string
 }
 
 func (s *Server) signupPage(c *gin.Context) {
-	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c)})
+	if s.signedInAlready(c) {
+		return
+	}
+	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
+}
+
+// signedInAlready sends a signed-in shopper on from the sign-up and log-in
+// pages, to where they were going.
+func (s *Server) signedInAlready(c *gin.Context) bool {
+	if currentUser(c).ID == "" {
+		return false
+	}
+	c.Redirect(http.StatusSeeOther, localPath(c.Query("next")))
+	return true
 }
 
 // signup creates the account and signs it in. A second submission of the
@@ -217,13 +269,14 @@ func (s *Server) signup(c *gin.Context) {
 			user, err = existing, nil
 		}
 	}
-	view := accountView{layout: s.layout(c), Email: email, Errors: map[string]string{}}
+	next := localPath(c.PostForm("next"))
+	view := accountView{layout: s.layout(c), Email: email, Next: next, Errors: map[string]string{}}
 	var invalid *models.Error
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
-		view.FormError = "An account with this email already exists. Log in instead."
+		view.Notice = errorNotice("An account with this email already exists. Log in instead.")
 	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
-		view.FormError = "Please correct the fields below."
+		view.Notice = errorNotice("Please correct the fields below.")
 		for _, f := range invalid.Fields {
 			view.Errors[f.Field] = f.Message
 		}
@@ -231,14 +284,17 @@ func (s *Server) signup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if view.FormError != "" {
+	if view.Notice != nil {
 		s.renderPage(c, http.StatusUnprocessableEntity, "signup.html", view)
 		return
 	}
-	s.signIn(c, user, "/")
+	s.signIn(c, user, next)
 }
 
 func (s *Server) loginPage(c *gin.Context) {
+	if s.signedInAlready(c) {
+		return
+	}
 	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
 }
 
@@ -246,9 +302,9 @@ func (s *Server) login(c *gin.Context) {
 	email := c.PostForm("email")
 	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"))
 	if errors.Is(err, models.ErrBadCredentials) {
-		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", accountView{
-			layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next")), FormError: "Wrong email or password.",
-		})
+		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
+		view.Notice = errorNotice("Wrong email or password.")
+		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
 		return
 	}
 	if err != nil {
@@ -271,17 +327,7 @@ func (s *Server) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
-type requestsView struct {
-	layout
-	Keys []keyJSON
-}
-
-// requestsPage shows the idempotency keys the server remembers for the user.
-func (s *Server) requestsPage(c *gin.Context) {
-	keys, err := s.recentKeys(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "requests.html", requestsView{layout: s.layout(c), Keys: keys})
+// howItWorks tells a shopper why sending a form twice is safe.
+func (s *Server) howItWorks(c *gin.Context) {
+	s.renderPage(c, http.StatusOK, "how.html", s.layout(c))
 }

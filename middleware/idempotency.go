@@ -590,7 +590,15 @@ func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Tim
 // different for a new operation under an expired key.
 func DerivedKey(c *gin.Context) string {
 	op := current(c)
-	sum := sha256.Sum256([]byte(op.scope + "\x00" + op.key + "\x00" + op.id))
+	return deriveKey(op.scope, op.key, op.id)
+}
+
+// DerivedKey is the key the operation this row names passed downstream: the
+// business rows it wrote carry it.
+func (k IdempotencyKey) DerivedKey() string { return deriveKey(k.Scope, k.Key, k.OperationID) }
+
+func deriveKey(scope, key, operationID string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))
 	return "idem_" + hex.EncodeToString(sum[:20])
 }
 

@@ -38,6 +38,8 @@ var (
 		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
 	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
 		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
+	PaymentUnconfirmed = Type{"payment-unconfirmed", http.StatusBadGateway, "Payment not confirmed yet",
+		"The payment provider did not say whether a payment of this order went through (its answer was lost, or it could not answer the shop's question about an earlier payment). The payment is being confirmed: no other payment of the order can be charged until the provider has said, and nothing more was charged by this request. The key was released: retry with the same key to learn the outcome; the order's `attempts` show `in_doubt` meanwhile."}
 	WebhookSignature = Type{"webhook-signature-invalid", http.StatusBadRequest, "Webhook signature invalid",
 		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, is older than the tolerance (5 minutes), or the event's API version is not the one this server reads. Nothing was done."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
@@ -53,7 +55,7 @@ var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
-	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, WebhookSignature,
+	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
 	Conflict, CrossOrigin, MethodNotAllowed, Internal,
 }
 

@@ -1,6 +1,8 @@
+// Small enhancements; every page works without them, and the server is the
+// guarantee that a form sent twice is done once.
+
 // Disables a form's submit buttons while it is submitting, so a double-click
-// sends one request. The pages work without it: the server makes a repeated
-// submission of the same form land on the same order anyway.
+// sends one request.
 document.addEventListener("submit", function (event) {
   var form = event.target;
   if (event.defaultPrevented) return;
@@ -17,4 +19,35 @@ window.addEventListener("pageshow", function () {
     button.removeAttribute("aria-busy");
     if (button.dataset.label) button.textContent = button.dataset.label;
   });
+});
+
+// Times in the shopper's own time zone; the page prints them in UTC.
+document.addEventListener("DOMContentLoaded", function () {
+  var format = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  document.querySelectorAll("time[datetime]").forEach(function (time) {
+    var date = new Date(time.dateTime);
+    if (!isNaN(date)) time.textContent = format.format(date);
+  });
+});
+
+// A running total on the catalog form. Only a guide: the order page shows
+// the total the server computed.
+document.addEventListener("DOMContentLoaded", function () {
+  var form = document.querySelector("form.catalog");
+  var total = form && form.querySelector(".total");
+  if (!total) return;
+  var inputs = form.querySelectorAll("input[data-price-cents]");
+  var update = function () {
+    var cents = 0, currency = "USD";
+    inputs.forEach(function (input) {
+      var quantity = Number(input.value);
+      currency = input.dataset.currency;
+      if (Number.isInteger(quantity) && quantity > 0) cents += quantity * Number(input.dataset.priceCents);
+    });
+    total.querySelector("output").textContent =
+      new Intl.NumberFormat(undefined, { style: "currency", currency: currency }).format(cents / 100);
+  };
+  form.addEventListener("input", update);
+  update();
+  total.hidden = false;
 });

@@ -4,7 +4,8 @@ package static
 import "embed"
 
 // FS holds simple.min.css (Simple.css 2.3.7, MIT, vendored from npm as
-// simpledotcss; its licence is simple.LICENSE), app.css and app.js.
+// simpledotcss; its licence is simple.LICENSE), app.css, app.js and the
+// favicon.
 //
-//go:embed *.css *.js *.LICENSE
+//go:embed *.css *.js *.svg *.LICENSE
 var FS embed.FS

@@ -418,7 +418,7 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
-	isProblem(t, e.do(pay), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(pay), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
 		t.Fatalf("after the lost reply: %d charges, %d payments; want 1, 0", c, pays)
 	}

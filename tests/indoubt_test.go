@@ -192,14 +192,14 @@ func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
 	orderID := e.createOrder(token, "order", orderBody(e.products()[2], 1))
 
 	// The first payment charges and loses the reply: in doubt.
-	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	// The provider now fails before reaching its ledger, once.
 	flaky.mu.Lock()
 	flaky.n, flaky.afterCharge = 1, false
 	flaky.mu.Unlock()
 	second := e.payRequest(token, orderID, "k2", payments.MethodVisa)
 	r := e.do(second)
-	isProblem(t, r, http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, r, http.StatusBadGateway, "/problems/payment-unconfirmed")
 	if got := r.json(t)["detail"]; got != models.ErrPaymentInDoubt.Message {
 		t.Fatalf("detail %q, want the being-confirmed message", got)
 	}
@@ -322,7 +322,7 @@ func TestNothingChargedSettlesOnlyOnceEarlierRequestsAreOver(t *testing.T) {
 	token := e.signUp("nothing@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	// The first request is lost on its way: no answer, in doubt.
-	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	unavailable.mu.Lock()
 	unavailable.n = 2 // the provider now says "nothing charged", twice
 	unavailable.mu.Unlock()

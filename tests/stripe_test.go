@@ -318,7 +318,7 @@ func TestStripeLostReplyIsResolvedNotChargedTwice(t *testing.T) {
 	token := e.signUp("stripe-lost@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[2], 1))
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
-	isProblem(t, e.do(first), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(first), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	if fake.charges() != 1 || e.count("payments") != 0 {
 		t.Fatalf("after the lost answer: %d charges at Stripe, %d payments; want 1, 0", fake.charges(), e.count("payments"))
 	}
@@ -341,7 +341,7 @@ func TestStripeIdempotencyErrorNeverChargesTwice(t *testing.T) {
 	e := newEnv(t, withStripe(base, http.DefaultTransport))
 	token := e.signUp("stripe-idem@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	// Stripe now remembers the key with other parameters than the attempt's.
 	var providerKey string
 	e.db.Table("payment_attempts").Pluck("provider_key", &providerKey)
@@ -352,7 +352,7 @@ func TestStripeIdempotencyErrorNeverChargesTwice(t *testing.T) {
 	fake.mu.Unlock()
 
 	for _, k := range []string{"k2", "k3"} {
-		isProblem(t, e.do(e.payRequest(token, orderID, k, payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+		isProblem(t, e.do(e.payRequest(token, orderID, k, payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	}
 	if fake.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", "in_doubt") != 1 || e.count("payment_attempts") != 1 {
 		t.Fatalf("%d charges at Stripe, %d payments, %d attempts; want 1, 0 and the one attempt still in doubt", fake.charges(), e.count("payments"), e.count("payment_attempts"))

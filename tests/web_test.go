@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +22,19 @@ func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
 
 	orderPath := s.placeOrder(s.checkout(ids[0], 2, ids[1], 1))
 	page := s.get(orderPath)
-	isPage(t, page, http.StatusOK, "pending", "Payment attempts", `name="payment_method"`)
+	isPage(t, page, http.StatusOK, "Awaiting payment", "Payment attempts", `name="payment_method"`)
+	if strings.Contains(string(page.Body), "checked") {
+		t.Fatal("the pay form comes with a card already chosen")
+	}
+	hasNotice(t, page, "", "")
 
 	r := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
 	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
 		t.Fatalf("pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
 	}
 	page = s.get(orderPath)
-	isPage(t, page, http.StatusOK, "Paid.", "succeeded")
+	isPage(t, page, http.StatusOK, "Charged")
+	hasNotice(t, page, "status", "Paid.")
 	if strings.Contains(string(page.Body), `name="payment_method"`) {
 		t.Fatal("a paid order still shows the pay form")
 	}
@@ -178,7 +185,12 @@ func TestPayFormWithoutAMethodIsShownAgain(t *testing.T) {
 	form := s.payForm(orderPath, "")
 	form.Del("payment_method")
 
-	isPage(t, s.post(orderPath+"/payments", form), http.StatusUnprocessableEntity, "Choose how to pay.", form.Get("idempotency_key"))
+	r := s.post(orderPath+"/payments", form)
+	isPage(t, r, http.StatusUnprocessableEntity, form.Get("idempotency_key"), `aria-describedby="method-error"`, `id="method-error">Choose a card to pay with.`)
+	hasNotice(t, r, "alert", "Nothing was charged: choose a card to pay with")
+	if got := e.sideEffects(); got.payments != 0 || got.storedKeys != 1 || e.charges() != 0 || e.provider.Calls() != 0 {
+		t.Fatalf("after a pay form without a card: %+v, %d charges, %d provider calls; want nothing written", got, e.charges(), e.provider.Calls())
+	}
 	form.Set("payment_method", payments.MethodVisa)
 	if r := s.post(orderPath+"/payments", form); r.Status != http.StatusSeeOther {
 		t.Fatalf("corrected pay form: %d %s", r.Status, r.Body)
@@ -196,7 +208,8 @@ func TestReusedFormKeyShowsAPageNotJSON(t *testing.T) {
 	// Back, change the quantity, submit the same form again.
 	form.Set("qty-"+ids[0], "5")
 	r := s.post("/orders", form)
-	isPage(t, r, http.StatusUnprocessableEntity, "already submitted with different contents", `href="/orders"`, `href="/"`)
+	isPage(t, r, http.StatusUnprocessableEntity, `href="/orders"`, `href="/"`)
+	hasNotice(t, r, "alert", "already sent with different contents")
 	if n := e.count("orders"); n != 1 {
 		t.Fatalf("%d orders, want 1", n)
 	}
@@ -214,7 +227,11 @@ func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
 	first := s.postAsync(orderPath+"/payments", form)
 	recv(t, g.entered, "the first click at the provider")
 	busy := s.post(orderPath+"/payments", form)
-	isPage(t, busy, http.StatusConflict, "still being processed")
+	isPage(t, busy, http.StatusConflict)
+	hasNotice(t, busy, "alert", "still being processed")
+	if retry := retryFields(t, busy); retry.Encode() != form.Encode() {
+		t.Fatalf("the Check again button sends %v, want the same form %v", retry, form)
+	}
 	if busy.Header.Get("Retry-After") == "" {
 		t.Fatal("the in-progress page has no Retry-After")
 	}
@@ -234,7 +251,9 @@ func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
 	if r := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodDeclined)); r.Status != http.StatusSeeOther {
 		t.Fatalf("declined: %d %s", r.Status, r.Body)
 	}
-	isPage(t, s.get(orderPath), http.StatusOK, "declined: ", `name="payment_method"`)
+	page := s.get(orderPath)
+	isPage(t, page, http.StatusOK, `name="payment_method"`, "Declined")
+	hasNotice(t, page, "alert", "Your card was declined. Nothing was charged: choose another card and pay again.")
 
 	// Two tabs: both show the pay form; the second pays an order the first paid.
 	tab1, tab2 := s.payForm(orderPath, payments.MethodVisa), s.payForm(orderPath, payments.MethodVisa)
@@ -243,7 +262,7 @@ func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
 			t.Fatalf("pay: %d %s", r.Status, r.Body)
 		}
 	}
-	isPage(t, s.get(orderPath), http.StatusOK, "Paid.")
+	hasNotice(t, s.get(orderPath), "status", "Paid.")
 	if e.charges() != 1 || e.count("payments") != 2 {
 		t.Fatalf("%d charges and %d payments, want 1 charge (and the declined attempt)", e.charges(), e.count("payments"))
 	}
@@ -254,7 +273,15 @@ func TestProviderOutageShowsAPageAndIsNotStored(t *testing.T) {
 	orderPath := s.placeOrder(s.checkout(ids[0], 1))
 	form := s.payForm(orderPath, payments.MethodUnavailable)
 
-	isPage(t, s.post(orderPath+"/payments", form), http.StatusBadGateway, "did not complete the payment")
+	down := s.post(orderPath+"/payments", form)
+	isPage(t, down, http.StatusBadGateway, `href="`+orderPath+`">Back to your order`)
+	hasNotice(t, down, "alert", "Nothing was charged, try again")
+	if retry := retryFields(t, down); retry.Encode() != form.Encode() {
+		t.Fatalf("the Try again button sends %v, want the same form %v", retry, form)
+	}
+	if got := e.sideEffects(); got.payments != 0 || got.storedKeys != 1 || e.charges() != 0 {
+		t.Fatalf("after the outage: %+v and %d charges, want nothing stored", got, e.charges())
+	}
 	// Back, another card, the same form key: the outage was not stored.
 	form.Set("payment_method", payments.MethodVisa)
 	if r := s.post(orderPath+"/payments", form); r.Status != http.StatusSeeOther {
@@ -403,12 +430,113 @@ func sessionCookieOf(t *testing.T, r response) *http.Cookie {
 	return nil
 }
 
-func TestRecentRequestsPage(t *testing.T) {
-	_, ids, s := signedIn(t)
+func TestAccountActivityIsToldInShoppersWords(t *testing.T) {
+	e, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 1)
-	s.placeOrder(form)
-	s.placeOrder(form) // a replay
-	isPage(t, s.get("/requests"), http.StatusOK, "POST /orders", "completed", "303", "<td>1</td>")
+	orderPath := s.placeOrder(form)
+	s.placeOrder(form) // sent twice
+	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodDeclined))
+	other := s.payForm(orderPath, payments.MethodUnavailable)
+	s.post(orderPath+"/payments", other)
+	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
+	short := strings.TrimPrefix(orderPath, "/orders/")[:8] + "…"
+
+	page := s.get("/account")
+	isPage(t, page, http.StatusOK, "ann@example.com",
+		`<a href="`+orderPath+`">Placed order `+short+`</a> — done, sent twice, answered once.`,
+		`<a href="`+orderPath+`">Card declined for order `+short+`</a> — done.`,
+		`Tried to pay an order — not done; nothing was kept, so it can be sent again.`,
+		`<a href="`+orderPath+`">Paid order `+short+`</a> — done.`)
+	for _, developerWord := range []string{"POST", "/orders/:id", "303", "completed", form.Get("idempotency_key")[:8], other.Get("idempotency_key")[:8]} {
+		if strings.Contains(string(page.Body), developerWord) {
+			t.Fatalf("the activity page says %q", developerWord)
+		}
+	}
+	// The developer's view stays in the API.
+	if r := s.get("/requests"); r.Status != http.StatusNotFound {
+		t.Fatalf("/requests: %d, want 404: the page moved to the account", r.Status)
+	}
+	if n := e.count("orders"); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+func TestAFormSentTwiceIsToldOnTheOrderPage(t *testing.T) {
+	e, ids, s := signedIn(t)
+	form := s.checkout(ids[0], 1)
+	orderPath := s.placeOrder(form)
+	hasNotice(t, s.get(orderPath), "", "")
+
+	again := s.post("/orders", form)
+	if again.Status != http.StatusSeeOther || again.Header.Get("Location") != orderPath || !again.replayed() {
+		t.Fatalf("the repeat: %d %q replayed=%v", again.Status, again.Header.Get("Location"), again.replayed())
+	}
+	hasNotice(t, s.get(orderPath), "status", "You sent the order form more than once; one order was placed.")
+	hasNotice(t, s.get(orderPath), "", "") // said once
+
+	pay := s.payForm(orderPath, payments.MethodVisa)
+	for range 2 {
+		s.post(orderPath+"/payments", pay)
+	}
+	hasNotice(t, s.get(orderPath), "status", "Paid. Thank you for your order: the payment went through. You sent the payment form more than once; it was processed once.")
+	if got := e.sideEffects(); got.orders != 1 || got.payments != 1 || e.charges() != 1 {
+		t.Fatalf("%+v, %d charges: want one order, one payment, one charge", got, e.charges())
+	}
+}
+
+func TestSignedInShoppersSkipTheAccountForms(t *testing.T) {
+	e := newEnv(t)
+	s := e.shopper()
+	// next is kept from the log-in page through sign-up.
+	isPage(t, s.get("/login?next=/orders"), http.StatusOK, `href="/signup?next=%2forders"`)
+	isPage(t, s.get("/signup?next=/orders"), http.StatusOK, `name="next" value="/orders"`)
+	r := s.post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}, "next": {"/orders"}})
+	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/orders" {
+		t.Fatalf("sign up with next=/orders: %d %q", r.Status, r.Header.Get("Location"))
+	}
+	for path, want := range map[string]string{"/login": "/", "/signup": "/", "/login?next=/orders": "/orders", "/signup?next=//evil.example": "/"} {
+		if r := s.get(path); r.Status != http.StatusSeeOther || r.Header.Get("Location") != want {
+			t.Fatalf("signed in, GET %s: %d %q, want 303 to %s", path, r.Status, r.Header.Get("Location"), want)
+		}
+	}
+}
+
+var noticeRe = regexp.MustCompile(`(?s)<div id="notice" class="notice notice-\w+" role="(alert|status)">\s*<p>(.*?)</p>\s*</div>`)
+
+// hasNotice checks the message a page opens with: its role and its text,
+// tags removed. An empty role wants no message at all.
+func hasNotice(t *testing.T, page response, role, says string) {
+	t.Helper()
+	m := noticeRe.FindSubmatch(page.Body)
+	if role == "" {
+		if m != nil {
+			t.Fatalf("the page opens with a message it should not have: %s", m[0])
+		}
+		return
+	}
+	if m == nil {
+		t.Fatalf("the page opens with no message (want %s %q): %s", role, says, page.Body)
+	}
+	text := html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(string(m[2]), ""))
+	if string(m[1]) != role || !strings.Contains(text, says) {
+		t.Fatalf("the page opens with %s %q, want %s saying %q", m[1], text, role, says)
+	}
+}
+
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// retryFields is what the error page's retry button sends.
+func retryFields(t *testing.T, page response) url.Values {
+	t.Helper()
+	i := strings.Index(string(page.Body), `<form method="post" action="`)
+	if i < 0 {
+		t.Fatalf("no retry button on the page: %s", page.Body)
+	}
+	out := url.Values{}
+	for _, m := range hiddenField.FindAllSubmatch(page.Body[i:], -1) {
+		out.Add(html.UnescapeString(string(m[1])), html.UnescapeString(string(m[2])))
+	}
+	return out
 }
 
 func TestPagesAndAssets(t *testing.T) {
@@ -416,7 +544,15 @@ func TestPagesAndAssets(t *testing.T) {
 	s := e.shopper()
 	isPage(t, s.get("/"), http.StatusOK, "Catalog", "Log in", `name="viewport"`)
 	isPage(t, s.get("/no/such/page"), http.StatusNotFound, "There is no such page")
-	for _, asset := range []string{"/static/simple.min.css", "/static/app.css", "/static/app.js"} {
+	isPage(t, s.get("/how-it-works"), http.StatusOK, "one order and one charge", `<nav aria-label="Main">`)
+	isPage(t, s.get("/problems"), http.StatusOK, "Idempotency policy", `<nav aria-label="Main">`)
+	// An unknown problem type is a page for a browser, problem+json for an API client.
+	r, err := s.send(http.MethodGet, "/problems/nope", nil, http.Header{"Accept": {"text/html,application/xhtml+xml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isPage(t, r, http.StatusNotFound, "There is no such page", `<nav aria-label="Main">`)
+	for _, asset := range []string{"/static/simple.min.css", "/static/app.css", "/static/app.js", "/static/favicon.svg"} {
 		if r := s.get(asset); r.Status != http.StatusOK || len(r.Body) == 0 {
 			t.Fatalf("%s: %d", asset, r.Status)
 		}

@@ -44,7 +44,7 @@ func inDoubt(t *testing.T) (*env, string, models.PaymentAttempt) {
 	e := newEnv(t, withWebhookSecret(), withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	token := e.signUp("webhook@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	var attempt models.PaymentAttempt
 	if err := e.db.Where("order_id = ? AND state = ?", orderID, models.AttemptInDoubt).Take(&attempt).Error; err != nil {
 		t.Fatalf("no attempt in doubt: %v", err)

@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+)
+
+// activity is one thing the shopper asked the shop to do, told as a
+// sentence: what it was, the order it is about, and how it ended.
+type activity struct {
+	When   time.Time
+	What   string
+	Href   string
+	Result string
+}
+
+type accountPageView struct {
+	layout
+	Activity []activity
+}
+
+// accountPage is the shopper's account: who they are signed in as, and
+// their activity, what the shop remembers of the forms they sent. The
+// developer's view of the same keys is GET /api/v1/idempotency-keys.
+func (s *Server) accountPage(c *gin.Context) {
+	user := currentUser(c)
+	keys, err := s.idempotency.Keys(c.Request.Context(), user.ID, 100)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	refs := make([]string, len(keys))
+	for i, k := range keys {
+		refs[i] = k.DerivedKey()
+	}
+	traces, err := s.shop.TracesOf(c.Request.Context(), user.ID, refs)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := accountPageView{layout: s.layout(c)}
+	for _, k := range keys {
+		view.Activity = append(view.Activity, activityOf(k, traces))
+	}
+	s.renderPage(c, http.StatusOK, "account.html", view)
+}
+
+func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
+	a := activity{When: k.CreatedAt}
+	ref := k.DerivedKey()
+	if strings.HasSuffix(k.Route, "/payments") {
+		a.What = "Tried to pay an order"
+		if p, ok := traces.Payments[ref]; ok {
+			a.Href = orderPage(p.OrderID)
+			a.What = "Paid order " + shortID(p.OrderID)
+			if p.Status == models.PaymentDeclined {
+				a.What = "Card declined for order " + shortID(p.OrderID)
+			}
+		}
+	} else {
+		a.What = "Tried to place an order"
+		if o, ok := traces.Orders[ref]; ok {
+			a.Href = orderPage(o.ID)
+			a.What = "Placed order " + shortID(o.ID)
+		}
+	}
+	if strings.HasPrefix(k.Route, "/api/") {
+		a.What += " from the app"
+	}
+	a.Result = resultOf(k)
+	return a
+}
+
+// resultOf is how an operation ended, and how often its form was sent.
+func resultOf(k middleware.IdempotencyKey) string {
+	var result string
+	switch {
+	case k.Released():
+		return "not done; nothing was kept, so it can be sent again"
+	case k.State != middleware.StateCompleted:
+		return "still being worked on"
+	case k.Status == http.StatusConflict:
+		result = "the order was already paid, nothing was charged"
+	default:
+		result = "done"
+	}
+	switch k.Replays {
+	case 0:
+		return result
+	case 1:
+		return result + ", sent twice, answered once"
+	}
+	return result + ", sent " + strconv.Itoa(k.Replays+1) + " times, answered once"
+}

@@ -1,0 +1,60 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/middleware"
+)
+
+// A form sent more than once (a double-click, the back button, a refresh)
+// gets its first answer replayed: the same redirect to the same order page.
+// So that the page can say so, the replayed redirect also carries a
+// short-lived cookie for that page, naming the form. It is made afresh for
+// this answer; nothing stored with the key is changed or replayed.
+const (
+	repeatCookie    = "shop_repeat"
+	repeatedOrder   = "order"
+	repeatedPayment = "payment"
+)
+
+// markRepeats goes in front of the idempotency middleware on a form's route.
+func (s *Server) markRepeats(form string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Writer = &repeatMarker{ResponseWriter: c.Writer, form: form, secure: s.secureCookies(c)}
+		c.Next()
+	}
+}
+
+type repeatMarker struct {
+	gin.ResponseWriter
+	form   string
+	secure bool
+}
+
+func (w *repeatMarker) WriteHeader(status int) {
+	target := w.Header().Get("Location")
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(target, "/orders/") {
+		http.SetCookie(w, &http.Cookie{
+			Name: repeatCookie, Value: w.form, Path: target, MaxAge: 60,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: w.secure,
+		})
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// takeRepeat reads the order page's repeat cookie, if any, and deletes it:
+// the page says it once.
+func (s *Server) takeRepeat(c *gin.Context) string {
+	cookie, err := c.Request.Cookie(repeatCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: repeatCookie, Path: c.Request.URL.Path, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
+	})
+	return cookie.Value
+}
