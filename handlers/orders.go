@@ -202,6 +202,13 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		now := s.deps.Now().UTC()
 		var err error
 		start, err = s.shop.BeginPayment(ctx, currentUser(c).ID, orderID, ref, method, now, now.Add(s.deps.Lease))
+		if errors.Is(err, models.ErrOrderPaid) {
+			// Paid meanwhile — perhaps by this operation's own charge,
+			// settled by the reconciler since the look above.
+			if payment, ok, readErr := s.shop.PaymentOf(ctx, ref); readErr != nil || ok {
+				return payment, readErr
+			}
+		}
 		if err != nil || !start.Unresolved {
 			if err != nil {
 				return models.Payment{}, err
