@@ -19,7 +19,7 @@ var (
 	UnsupportedMediaType = Type{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type",
 		"This endpoint accepts `application/json` request bodies. Nothing was done."}
 	MalformedRequest = Type{"malformed-request", http.StatusBadRequest, "Malformed request",
-		"The request body could not be read: it is not valid JSON (duplicate object keys included), or it does not have the shape this endpoint expects. Nothing was done."}
+		"The request body could not be read: it is not valid JSON (duplicate object keys, or keys differing only in case, included), or it does not have the shape this endpoint expects. Nothing was done."}
 	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
 		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
 	Unauthorized = Type{"unauthorized", http.StatusUnauthorized, "Authentication required",
