@@ -119,6 +119,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
-func (s *Server) SweepKeys(ctx context.Context) (int64, error) { return s.idempotency.Sweep(ctx, 500) }
+func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
+	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
+}
 
 func init() { gin.SetMode(gin.ReleaseMode) }
