@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -144,4 +145,56 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 		}
 	}
 	h.wantKeys()
+}
+
+// failReleases makes the next n release statements fail, as a cut database
+// link would; n < 0 fails them all.
+func failReleases(t *testing.T, db *gorm.DB, n int) {
+	t.Helper()
+	var left atomic.Int64
+	left.Store(int64(n))
+	err := db.Callback().Raw().Before("gorm:raw").Register("test:fail-release", func(tx *gorm.DB) {
+		if strings.Contains(tx.Statement.SQL.String(), "SET owner_token = ''") && (n < 0 || left.Add(-1) >= 0) {
+			_ = tx.AddError(errors.New("test: the database link is cut"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release that fails once is tried again: the key is released, and a
+// corrected request with the same key runs at once.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	h := newHarness(t, withWait(0))
+	failReleases(t, h.db, 1)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), http.StatusBadGateway, false)
+	h.wantKeys("alice/k=released")
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"b"}`}), http.StatusCreated, false)
+	h.wantRuns("/widgets/1", 2)
+}
+
+// A release that never succeeds leaves the key in progress, held by nobody
+// once its lease passes. It then counts as released: a corrected request
+// for the same target takes the operation over (same derived key), the
+// listing calls it released, and another target is still refused.
+func TestKeyWhoseReleaseFailedIsFreeOnceItsLeasePasses(t *testing.T) {
+	h := newHarness(t, withWait(0))
+	failReleases(t, h.db, -1)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), http.StatusBadGateway, false)
+	h.wantKeys("alice/k=in_progress")
+	// Until the lease passes, the attempt may still be running somewhere.
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`}), problem.KeyReused)
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), problem.KeyInProgress)
+	h.clock.Advance(h.lease)
+	if k, _ := h.key("alice", "k"); !k.Lapsed(h.now().UTC().Truncate(time.Microsecond)) {
+		t.Fatalf("key %+v is not free once its lease passed", k)
+	}
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`, path: "/widgets/2"}), problem.KeyReused)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"b"}`}), http.StatusCreated, false)
+	derived := h.wantRuns("/widgets/1", 2)
+	if derived[0] != derived[1] {
+		t.Fatalf("the corrected retry ran as another operation: %v", derived)
+	}
+	h.wantKeys("alice/k=completed")
 }

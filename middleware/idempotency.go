@@ -286,9 +286,10 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint && !(found.Released() && found.Target == want.Target):
+		case found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target):
 			// A released key takes a corrected body, but only for the same
-			// target: its operation, and the derived key, stay with it.
+			// target: its operation, and the derived key, stay with it. A
+			// lapsed lease counts as released: its release may have failed.
 			m.cfg.Observe(want.Route, OutcomeMismatch)
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return
@@ -483,13 +484,26 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 }
 
+// releaseTries is how many times abandon tries to release a key before it
+// leaves the key to its lease: a key whose lease lapsed is free (Lapsed).
+const releaseTries = 3
+
 // abandon rolls the attempt back and releases the key. It reports false
 // when the key was no longer this attempt's to release.
 func (m *Idempotency) abandon(ctx context.Context, op *operation) bool {
 	op.rollback()
-	held, err := m.store.release(ctx, op.scope, op.key, op.owner, m.now())
+	var held bool
+	var err error
+	for try := 1; try <= releaseTries; try++ {
+		if held, err = m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err == nil {
+			break
+		}
+		m.cfg.Logger.Error("release idempotency key", "err", err, "try", try)
+		if try < releaseTries {
+			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+		}
+	}
 	if err != nil {
-		m.cfg.Logger.Error("release idempotency key", "err", err)
 		held = true // unknown: the handler's answer is the best there is
 	}
 	if held {
