@@ -71,8 +71,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		*d.dst = v
 	}
-	if len(errs) == durationErrs && (cfg.IdempotencyLease <= 0 || cfg.IdempotencyTTL <= cfg.IdempotencyLease) {
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive and shorter than IDEMPOTENCY_TTL (%s)", cfg.IdempotencyLease, cfg.IdempotencyTTL))
+	// An attempt may run for its timeout (4 × the lease) and hold its key
+	// for one more lease after it; a key that expired meanwhile would store
+	// an answer already forgotten, and a retry would run the operation again.
+	switch {
+	case len(errs) > durationErrs:
+	case cfg.IdempotencyLease <= 0:
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive", cfg.IdempotencyLease))
+	case cfg.IdempotencyTTL < minTTLLeases*cfg.IdempotencyLease:
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for 4 leases, and its key must outlive it by one more",
+			cfg.IdempotencyTTL, minTTLLeases, minTTLLeases*cfg.IdempotencyLease))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
@@ -114,6 +122,10 @@ func oneLine(errs []error) error {
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
+
+// minTTLLeases is the shortest IDEMPOTENCY_TTL accepted, in leases: the
+// attempt timeout (4 leases) plus a margin of one.
+const minTTLLeases = 5
 
 // minSecret is the shortest SESSION_SECRET accepted: 32 characters.
 const minSecret = 32

@@ -85,7 +85,10 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_TTL": "1 day"}, "IDEMPOTENCY_TTL"},
 		{map[string]string{"IDEMPOTENCY_WAIT": "-1s"}, "IDEMPOTENCY_WAIT"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
-		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
+		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "IDEMPOTENCY_TTL (1h0m0s) must be at least 5 × IDEMPOTENCY_LEASE (10h0m0s)"},
+		// The review's settings: an answer stored already expired.
+		{map[string]string{"IDEMPOTENCY_TTL": "3s", "IDEMPOTENCY_LEASE": "1s", "PAYMENT_LATENCY": "3500ms"}, "IDEMPOTENCY_TTL (3s) must be at least 5 × IDEMPOTENCY_LEASE (5s)"},
+		{map[string]string{"IDEMPOTENCY_TTL": "2m29s"}, "IDEMPOTENCY_TTL (2m29s) must be at least 5 × IDEMPOTENCY_LEASE (2m30s)"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
@@ -103,6 +106,9 @@ func TestConfigErrors(t *testing.T) {
 		} else if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: the error is not one line: %q", tc.env, err)
 		}
+	}
+	if _, err := loadConfig(func(k string) string { return map[string]string{"IDEMPOTENCY_TTL": "5s", "IDEMPOTENCY_LEASE": "1s"}[k] }); err != nil {
+		t.Fatalf("a TTL of exactly 5 leases: %v", err)
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
