@@ -496,6 +496,7 @@ func TestReplayHeaders(t *testing.T) {
 		c.SetCookie("session", "s3cr3t", 3600, "/", "", false, true)
 		c.Header("X-Custom", "first")
 		c.Header("ETag", `"v1"`)
+		c.Header("Cache-Control", "no-store")
 		c.Writer.Header().Add("Link", `</widgets/1>; rel="self"`)
 		c.Writer.Header().Add("Link", `</widgets>; rel="collection"`)
 	}}))
@@ -515,7 +516,7 @@ func TestReplayHeaders(t *testing.T) {
 	if again.body != first.body {
 		t.Fatalf("replayed body %q, want the original %q", again.body, first.body)
 	}
-	for _, name := range []string{"Content-Type", "Location", "ETag", "Link"} {
+	for _, name := range []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"} {
 		if got, want := again.header.Values(name), first.header.Values(name); len(want) == 0 || !slices.Equal(got, want) {
 			t.Errorf("replayed %s = %q, want the original %q", name, got, want)
 		}

@@ -65,3 +65,55 @@ func TestKeyWhoseReleaseFailedIsReleasedOnceItsLeasePasses(t *testing.T) {
 		t.Fatalf("%d charges, order paid %d; want one charge and the order paid", n, paid)
 	}
 }
+
+// A stored problem's Cache-Control: no-store is part of its answer and is
+// replayed with it; a 502, API or page, says when to retry.
+func TestReplaysKeepNoStoreAndOutagesSayWhenToRetry(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	ids := e.products()
+	orderID := e.createOrder(token, "order", orderBody(ids[0], 1))
+	pay := func(k, method string) response {
+		return e.do(request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key(k), body: payBody(method)})
+	}
+	for _, step := range []struct {
+		key, method, typ string
+		status           int
+	}{
+		{"declined", payments.MethodDeclined, "/problems/payment-declined", http.StatusPaymentRequired},
+		{"paid", payments.MethodVisa, "", http.StatusCreated},
+		{"again", payments.MethodVisa, "/problems/order-already-paid", http.StatusConflict},
+	} {
+		if step.typ == "" {
+			if r := pay(step.key, step.method); r.Status != step.status {
+				t.Fatalf("%s: %d %s", step.key, r.Status, r.Body)
+			}
+			continue
+		}
+		for _, replay := range []bool{false, true} {
+			r := pay(step.key, step.method)
+			isProblem(t, r, step.status, step.typ)
+			if r.replayed() != replay || r.Header.Get("Cache-Control") != "no-store" {
+				t.Fatalf("%s (replayed %v): Cache-Control %q, want no-store", step.key, r.replayed(), r.Header.Get("Cache-Control"))
+			}
+		}
+	}
+	if n := e.count("simulated_charges"); n != 2 {
+		t.Fatalf("%d provider charges (declined and succeeded), want 2", n)
+	}
+
+	other := e.createOrder(token, "other", orderBody(ids[1], 1))
+	r := e.do(request{method: "POST", path: "/api/v1/orders/" + other + "/payments", token: token, key: key("outage"), body: payBody(payments.MethodUnavailable)})
+	isProblem(t, r, http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 502 without Retry-After: %v", r.Header)
+	}
+	s := e.shopper()
+	s.signUp("bob@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	page := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodUnavailable))
+	isPage(t, page, http.StatusBadGateway)
+	if page.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 502 page without Retry-After: %v", page.Header)
+	}
+}
