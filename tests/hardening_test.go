@@ -3,12 +3,19 @@ package tests
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
 
@@ -115,5 +122,58 @@ func TestReplaysKeepNoStoreAndOutagesSayWhenToRetry(t *testing.T) {
 	isPage(t, page, http.StatusBadGateway)
 	if page.Header.Get("Retry-After") == "" {
 		t.Fatalf("a 502 page without Retry-After: %v", page.Header)
+	}
+}
+
+// Made-up methods and huge paths cannot grow the metrics or the log: a
+// method outside the standard set is counted as "other", and the log line
+// keeps only the start of the method and the path.
+func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
+	var logs testkit.Buffer
+	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	huge := strings.Repeat("M", 200_000)
+	methods := []string{huge}
+	for i := range 200 {
+		methods = append(methods, fmt.Sprintf("M%03d", i))
+	}
+	e.do(request{method: "GET", path: "/" + strings.Repeat("p", 100_000)})
+	// Small answers, each sent whole once its handler, and its log line,
+	// are done.
+	for _, m := range methods {
+		e.do(request{method: m, path: "/api/v1/products"})
+	}
+	logged := logs.String()
+
+	metrics := e.do(request{method: "GET", path: "/metrics"})
+	methodLabel := regexp.MustCompile(`^shop_http_requests_total\{.*method="([^"]*)"`)
+	seen := map[string]bool{}
+	for line := range strings.Lines(string(metrics.Body)) {
+		if m := methodLabel.FindStringSubmatch(line); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	if !seen["other"] || !seen["GET"] || len(seen) != 2 {
+		t.Fatalf("%d method labels (%.200v), want GET and other", len(seen), slices.Collect(maps.Keys(seen)))
+	}
+	if strings.Contains(string(metrics.Body), "M000") {
+		t.Fatal("a made-up method is a label value")
+	}
+
+	requests := 0
+	for line := range strings.Lines(logged) {
+		var entry struct{ Msg, Method, Path string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatal(err)
+		}
+		if entry.Msg != "request" {
+			continue
+		}
+		requests++
+		if len(line) > 1024 || len(entry.Method) > 16+len("…") || len(entry.Path) > 256+len("…") {
+			t.Fatalf("a log line of %d bytes, method %d, path %d: %.200s", len(line), len(entry.Method), len(entry.Path), line)
+		}
+	}
+	if requests != len(methods)+1 {
+		t.Fatalf("%d request lines, want %d", requests, len(methods)+1)
 	}
 }
