@@ -21,7 +21,13 @@ type config struct {
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
-	LogLevel         slog.Level
+	// ReadTimeout bounds reading a whole request, body included, so that a
+	// client sending its body a byte at a time cannot hold a connection
+	// (or a shutdown); IdleTimeout bounds a keep-alive connection between
+	// requests; WriteTimeout bounds a request from the end of its headers
+	// to the end of its answer, so it must outlast the slowest attempt.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	LogLevel                               slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
 	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
@@ -61,6 +67,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
+		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
+		{"HTTP_IDLE_TIMEOUT", "60s", &cfg.IdleTimeout},
+		{"HTTP_WRITE_TIMEOUT", "0s", &cfg.WriteTimeout},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {
@@ -81,6 +90,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case cfg.IdempotencyTTL < minTTLLeases*cfg.IdempotencyLease:
 		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for 4 leases, and its key must outlive it by one more",
 			cfg.IdempotencyTTL, minTTLLeases, minTTLLeases*cfg.IdempotencyLease))
+	case cfg.ReadTimeout <= 0 || cfg.IdleTimeout <= 0:
+		errs = append(errs, fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout))
+	case cfg.WriteTimeout == 0:
+		cfg.WriteTimeout = cfg.slowestRequest() + writeMargin
+	case cfg.WriteTimeout < cfg.slowestRequest():
+		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (%s), or empty: a slow payment would lose its answer",
+			cfg.WriteTimeout, cfg.slowestRequest()))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
@@ -122,6 +138,17 @@ func oneLine(errs []error) error {
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
+
+// slowestRequest is how long a request may legitimately take: a duplicate
+// waits for its original up to IDEMPOTENCY_WAIT, and an attempt runs for
+// at most its timeout, 4 × IDEMPOTENCY_LEASE.
+func (cfg config) slowestRequest() time.Duration {
+	return 4*cfg.IdempotencyLease + cfg.IdempotencyWait
+}
+
+// writeMargin is what the default HTTP_WRITE_TIMEOUT adds to the slowest
+// request, for recording its outcome and sending the answer.
+const writeMargin = 30 * time.Second
 
 // minTTLLeases is the shortest IDEMPOTENCY_TTL accepted, in leases: the
 // attempt timeout (4 leases) plus a margin of one.

@@ -90,6 +90,9 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_TTL": "3s", "IDEMPOTENCY_LEASE": "1s", "PAYMENT_LATENCY": "3500ms"}, "IDEMPOTENCY_TTL (3s) must be at least 5 × IDEMPOTENCY_LEASE (5s)"},
 		{map[string]string{"IDEMPOTENCY_TTL": "2m29s"}, "IDEMPOTENCY_TTL (2m29s) must be at least 5 × IDEMPOTENCY_LEASE (2m30s)"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
+		{map[string]string{"HTTP_READ_TIMEOUT": "0s"}, "HTTP_READ_TIMEOUT (0s) and HTTP_IDLE_TIMEOUT (1m0s) must be positive"},
+		{map[string]string{"HTTP_IDLE_TIMEOUT": "soon"}, "HTTP_IDLE_TIMEOUT"},
+		{map[string]string{"HTTP_WRITE_TIMEOUT": "2m"}, "HTTP_WRITE_TIMEOUT (2m0s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (2m5s)"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
@@ -112,7 +115,8 @@ func TestConfigErrors(t *testing.T) {
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
-		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" {
+		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" ||
+		cfg.ReadTimeout != 30*time.Second || cfg.IdleTimeout != time.Minute || cfg.WriteTimeout != 2*time.Minute+35*time.Second {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 }
