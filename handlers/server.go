@@ -29,7 +29,7 @@ type Deps struct {
 	TTL, Lease, Wait time.Duration
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
-	// BcryptCost for new passwords; bcrypt.DefaultCost when zero.
+	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	// SessionSecret signs the browser's session cookies: at least 32 bytes,
 	// the same on every instance. When empty, a random secret is made, and
@@ -83,9 +83,13 @@ func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	accounts, err := models.NewAccounts(deps.DB, deps.BcryptCost)
+	if err != nil {
+		panic(err) // only a bcrypt cost out of range, which Deps documents
+	}
 	s := &Server{
 		deps:        deps,
-		accounts:    models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
+		accounts:    accounts,
 		shop:        models.Shop{DB: deps.DB},
 		docs:        template.Must(template.ParseFS(templates.FS, "problems.html")),
 		pages:       mustParsePages(),
