@@ -27,7 +27,12 @@ type config struct {
 	// requests; WriteTimeout bounds a request from the end of its headers
 	// to the end of its answer, so it must outlast the slowest attempt.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	LogLevel                               slog.Level
+	// CredentialsPerMinute bounds sign-ups and log-ins per client address;
+	// LoginFailures bounds failed log-ins per account within
+	// LoginFailureWindow. Zero: no limit.
+	CredentialsPerMinute, LoginFailures int
+	LoginFailureWindow                  time.Duration
+	LogLevel                            slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
 	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
@@ -70,6 +75,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
 		{"HTTP_IDLE_TIMEOUT", "60s", &cfg.IdleTimeout},
 		{"HTTP_WRITE_TIMEOUT", "0s", &cfg.WriteTimeout},
+		{"LOGIN_FAILURE_WINDOW", "15m", &cfg.LoginFailureWindow},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {
@@ -97,6 +103,22 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case cfg.WriteTimeout < cfg.slowestRequest():
 		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (%s), or empty: a slow payment would lose its answer",
 			cfg.WriteTimeout, cfg.slowestRequest()))
+	}
+	for _, n := range []struct {
+		name, fallback string
+		dst            *int
+	}{
+		{"CREDENTIALS_PER_MINUTE", "60", &cfg.CredentialsPerMinute},
+		{"LOGIN_FAILURES", "10", &cfg.LoginFailures},
+	} {
+		v, err := strconv.Atoi(withDefault(getenv(n.name), n.fallback))
+		if err != nil || v < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number, 0 for no limit, such as %s", n.name, getenv(n.name), n.fallback))
+		}
+		*n.dst = v
+	}
+	if cfg.LoginFailures > 0 && cfg.LoginFailureWindow <= 0 {
+		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", cfg.LoginFailureWindow))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))

@@ -77,9 +77,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		DB:       db,
 		Provider: &payments.Simulated{DB: db, Latency: cfg.PaymentLatency},
 		TTL:      cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		SessionSecret: cfg.SessionSecret,
-		SecureCookies: cfg.Production,
-		Logger:        logger,
+		SessionSecret:        cfg.SessionSecret,
+		SecureCookies:        cfg.Production,
+		Logger:               logger,
+		CredentialsPerMinute: cfg.CredentialsPerMinute,
+		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})
 	if cfg.SessionSecret == nil {
 		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")

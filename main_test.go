@@ -92,6 +92,9 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"HTTP_READ_TIMEOUT": "0s"}, "HTTP_READ_TIMEOUT (0s) and HTTP_IDLE_TIMEOUT (1m0s) must be positive"},
 		{map[string]string{"HTTP_IDLE_TIMEOUT": "soon"}, "HTTP_IDLE_TIMEOUT"},
+		{map[string]string{"CREDENTIALS_PER_MINUTE": "-1"}, "CREDENTIALS_PER_MINUTE"},
+		{map[string]string{"LOGIN_FAILURES": "many"}, "LOGIN_FAILURES"},
+		{map[string]string{"LOGIN_FAILURE_WINDOW": "0s"}, "LOGIN_FAILURE_WINDOW (0s) must be positive"},
 		{map[string]string{"HTTP_WRITE_TIMEOUT": "2m"}, "HTTP_WRITE_TIMEOUT (2m0s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (2m5s)"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
@@ -116,7 +119,8 @@ func TestConfigErrors(t *testing.T) {
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
 		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" ||
-		cfg.ReadTimeout != 30*time.Second || cfg.IdleTimeout != time.Minute || cfg.WriteTimeout != 2*time.Minute+35*time.Second {
+		cfg.ReadTimeout != 30*time.Second || cfg.IdleTimeout != time.Minute || cfg.WriteTimeout != 2*time.Minute+35*time.Second ||
+		cfg.CredentialsPerMinute != 60 || cfg.LoginFailures != 10 || cfg.LoginFailureWindow != 15*time.Minute {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 }

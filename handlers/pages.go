@@ -167,6 +167,8 @@ func explain(p *problem.Problem) (heading, explanation string, links []link) {
 			[]link{linkOrders}
 	case problem.Unauthorized.URI():
 		return "Please log in", "You need to be logged in for this.", []link{{"/login", "Log in"}, {"/signup", "Sign up"}}
+	case problem.TooManyRequests.URI():
+		return "Too many attempts", "There were too many attempts to sign up or log in. Wait a little, then try again.", []link{{"/login", "Log in"}, linkShop}
 	case problem.CrossOrigin.URI():
 		return "Refused: sent from another site", "This form was sent from another website, so the shop refused it.", []link{linkShop}
 	case problem.NotFound.URI():

@@ -45,6 +45,12 @@ type Deps struct {
 	WithoutIdempotency bool
 	// Faults injects failures in tests; nil in production.
 	Faults *Faults
+	// CredentialsPerMinute bounds sign-ups and log-ins per client address
+	// (a bucket refilled over a minute); LoginFailures bounds failed
+	// log-ins per account within LoginFailureWindow. Zero: no limit.
+	CredentialsPerMinute int
+	LoginFailures        int
+	LoginFailureWindow   time.Duration
 }
 
 // Server serves the shop.
@@ -59,11 +65,12 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
+	addresses   *addressLimits // nil: not throttled
 }
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{})
+	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
 }
 
 // NewServer builds the server and its routes.
@@ -87,6 +94,9 @@ func NewServer(deps Deps) *Server {
 	if err != nil {
 		panic(err) // only a bcrypt cost out of range, which Deps documents
 	}
+	if deps.LoginFailures > 0 {
+		accounts.Throttle = &models.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
+	}
 	s := &Server{
 		deps:        deps,
 		accounts:    accounts,
@@ -104,6 +114,9 @@ func NewServer(deps Deps) *Server {
 		Observe: s.metrics.idempotencyOutcome,
 		Logger:  deps.Logger,
 	})
+	if deps.CredentialsPerMinute > 0 {
+		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
+	}
 	s.router = s.routes()
 	return s
 }

@@ -20,6 +20,9 @@ import (
 type Accounts struct {
 	DB         *gorm.DB
 	BcryptCost int
+	// Throttle, when set, refuses log-ins to an account that failed too
+	// often lately.
+	Throttle *LoginThrottle
 	// dummyHash is what a log-in with an unknown email is compared with:
 	// one fixed hash at BcryptCost, made at start-up, so that every
 	// log-in, whatever its password's length, costs one bcrypt comparison.
@@ -68,10 +71,28 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (User, err
 	return user, err
 }
 
-// LogIn checks an email and password.
+// LogIn checks an email and password. With a Throttle, an account that
+// failed too often lately gets a *ThrottledError, before any bcrypt work.
 func (a Accounts) LogIn(ctx context.Context, email, password string) (User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if err := a.checkFailures(ctx, email); err != nil {
+		return User{}, err
+	}
+	user, err := a.logIn(ctx, email, password)
+	switch {
+	case errors.Is(err, ErrBadCredentials):
+		if err := a.recordFailure(ctx, email); err != nil {
+			return User{}, err
+		}
+	case err == nil:
+		err = a.forgetFailures(ctx, email)
+	}
+	return user, err
+}
+
+func (a Accounts) logIn(ctx context.Context, email, password string) (User, error) {
 	var user User
-	err := a.DB.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&user).Error
+	err := a.DB.WithContext(ctx).Where("email = ?", email).Take(&user).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		// Spend the time of a wrong password, comparing at the same cost,
 		// so response times do not tell which emails have accounts. (Hashing

@@ -40,6 +40,8 @@ var (
 		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
+	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
+		"Sign-ups and log-ins are limited per client address, and failed log-ins per account, because each costs the server a deliberately slow password hash. Nothing was done: wait the number of seconds in `Retry-After`, then try again."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
 	Internal = Type{"internal", http.StatusInternalServerError, "Internal error",
@@ -52,7 +54,7 @@ var All = []Type{
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
-	Conflict, CrossOrigin, MethodNotAllowed, Internal,
+	Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -7,10 +7,14 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -175,5 +179,79 @@ func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
 	}
 	if requests != len(methods)+1 {
 		t.Fatalf("%d request lines, want %d", requests, len(methods)+1)
+	}
+}
+
+// Sign-ups and log-ins are throttled per client address: past the limit,
+// 429 with Retry-After, a problem for the API and a page for the browser,
+// and nothing is done.
+func TestCredentialsAreThrottledPerAddress(t *testing.T) {
+	e := newEnv(t, func(d *handlers.Deps) { d.CredentialsPerMinute = 3 })
+	creds := `{"email":"ann@example.com","password":"correct horse"}`
+	for _, path := range []string{"/api/v1/users", "/api/v1/tokens", "/api/v1/tokens"} {
+		if r := e.do(request{method: "POST", path: path, body: creds}); r.Status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	before := e.sideEffects()
+	tokens := e.count("api_tokens")
+	for _, r := range []request{
+		{method: "POST", path: "/api/v1/tokens", body: creds},
+		{method: "POST", path: "/api/v1/users", body: `{"email":"bob@example.com","password":"correct horse"}`},
+	} {
+		got := e.do(r)
+		isProblem(t, got, http.StatusTooManyRequests, "/problems/too-many-requests")
+		if got.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 429 without Retry-After", r.path)
+		}
+	}
+	page := e.shopper().post("/login", url.Values{"email": {"ann@example.com"}, "password": {"correct horse"}})
+	isPage(t, page, http.StatusTooManyRequests)
+	if page.Header.Get("Retry-After") == "" || page.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("the 429 page: Retry-After %q, Set-Cookie %q", page.Header.Get("Retry-After"), page.Header.Get("Set-Cookie"))
+	}
+	if got := e.sideEffects(); got != before || e.count("api_tokens") != tokens {
+		t.Fatalf("a throttled request wrote something: %+v, want %+v", got, before)
+	}
+}
+
+// Failed log-ins are counted per account in the database, so two instances
+// share the count: past the limit, even the right password gets 429 with
+// Retry-After, on either instance, until the window passes. An unknown
+// email is throttled alike, so a 429 does not tell which accounts exist.
+func TestFailedLogInsAreThrottledPerAccountAcrossInstances(t *testing.T) {
+	const failures, window = 3, 15 * time.Minute
+	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	other := httptest.NewServer(newServer(t, e.deps))
+	t.Cleanup(other.Close)
+	e.signUp("ann@example.com")
+	logIn := func(base, email, password string) response {
+		t.Helper()
+		req := request{method: "POST", path: "/api/v1/tokens", body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)}
+		saved := e.url
+		e.url = base
+		defer func() { e.url = saved }()
+		return e.do(req)
+	}
+	for _, email := range []string{"ann@example.com", "nobody@example.com"} {
+		for i := range failures {
+			base := []string{e.url, other.URL}[i%2]
+			isProblem(t, logIn(base, email, "wrong password"), http.StatusUnauthorized, "/problems/bad-credentials")
+		}
+		for _, base := range []string{e.url, other.URL} {
+			r := logIn(base, email, "correct horse")
+			isProblem(t, r, http.StatusTooManyRequests, "/problems/too-many-requests")
+			if secs, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || secs < 1 || secs > int(window.Seconds()) {
+				t.Fatalf("Retry-After %q, want 1–%d seconds", r.Header.Get("Retry-After"), int(window.Seconds()))
+			}
+		}
+	}
+	tokens := e.count("api_tokens")
+	e.clock.Advance(window)
+	if r := logIn(other.URL, "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
+		t.Fatalf("after the window: %d %s", r.Status, r.Body)
+	}
+	if e.count("api_tokens") != tokens+1 {
+		t.Fatal("the log-in after the window issued no token")
 	}
 }
