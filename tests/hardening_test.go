@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -253,5 +255,67 @@ func TestFailedLogInsAreThrottledPerAccountAcrossInstances(t *testing.T) {
 	}
 	if e.count("api_tokens") != tokens+1 {
 		t.Fatal("the log-in after the window issued no token")
+	}
+}
+
+// payments.provider_key is unique on both databases: the index exists, and
+// a second row with the same provider key is refused as a duplicate.
+func TestPaymentProviderKeyIsUnique(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	if !e.db.Migrator().HasIndex(&models.Payment{}, "ProviderKey") {
+		t.Fatal("payments has no index on provider_key")
+	}
+	payment := func() *models.Payment {
+		return &models.Payment{
+			ID: uuid.NewString(), OrderID: orderID, Status: models.PaymentDeclined, AmountCents: 1, Currency: "EUR",
+			PaymentMethod: payments.MethodDeclined, ProviderChargeID: "ch_1", ProviderKey: "idem_same",
+		}
+	}
+	if err := e.db.Create(payment()).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Create(payment()).Error; !errors.Is(err, gorm.ErrDuplicatedKey) {
+		t.Fatalf("a second payment with the same provider key: %v, want a duplicate-key error", err)
+	}
+	if n := e.count("payments"); n != 1 {
+		t.Fatalf("%d payments, want 1", n)
+	}
+}
+
+// RecordPayment checks that the operation still holds the order: one whose
+// hold passed to another operation records nothing, paid or declined.
+func TestRecordPaymentNeedsTheOrdersHold(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	other := "idem_other_operation"
+	if err := e.db.Model(&models.Order{}).Where("id = ?", orderID).Update("payment_lock", other).Error; err != nil {
+		t.Fatal(err)
+	}
+	var order models.Order
+	if err := e.db.Where("id = ?", orderID).Take(&order).Error; err != nil {
+		t.Fatal(err)
+	}
+	shop := models.Shop{DB: e.db}
+	for _, status := range []string{models.PaymentSucceeded, models.PaymentDeclined} {
+		err := e.db.Transaction(func(tx *gorm.DB) error {
+			_, err := shop.RecordPayment(tx, order, models.Payment{
+				Status: status, AmountCents: order.TotalCents, Currency: order.Currency,
+				PaymentMethod: payments.MethodVisa, ProviderChargeID: "ch_" + status, ProviderKey: "idem_this_" + status,
+			})
+			return err
+		})
+		if !errors.Is(err, models.ErrPaymentInProgress) {
+			t.Fatalf("recording a %s payment without the hold: %v, want payment in progress", status, err)
+		}
+	}
+	var after models.Order
+	if err := e.db.Where("id = ?", orderID).Take(&after).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("payments"); n != 0 || after.Status != models.OrderPending || after.PaymentLock == nil || *after.PaymentLock != other {
+		t.Fatalf("%d payments, order %s held by %v; want none recorded and the other operation's hold kept", n, after.Status, after.PaymentLock)
 	}
 }
