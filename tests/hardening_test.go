@@ -142,11 +142,15 @@ func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
 	for i := range 200 {
 		methods = append(methods, fmt.Sprintf("M%03d", i))
 	}
-	e.do(request{method: "GET", path: "/" + strings.Repeat("p", 100_000)})
+	if r := e.do(request{method: "GET", path: "/" + strings.Repeat("p", 100_000)}); r.Status != http.StatusNotFound {
+		t.Fatalf("a huge path: %d", r.Status)
+	}
 	// Small answers, each sent whole once its handler, and its log line,
 	// are done.
 	for _, m := range methods {
-		e.do(request{method: m, path: "/api/v1/products"})
+		if r := e.do(request{method: m, path: "/api/v1/products"}); r.Status != http.StatusMethodNotAllowed {
+			t.Fatalf("method %.20s: %d", m, r.Status)
+		}
 	}
 	logged := logs.String()
 
