@@ -30,7 +30,18 @@ type config struct {
 	// ReconcileEvery is how often payment attempts left in doubt are
 	// resolved with the provider; 0 turns the reconciler off.
 	ReconcileEvery time.Duration
-	LogLevel       slog.Level
+	// ReadTimeout bounds reading a whole request, body included, so that a
+	// client sending its body a byte at a time cannot hold a connection
+	// (or a shutdown); IdleTimeout bounds a keep-alive connection between
+	// requests; WriteTimeout bounds a request from the end of its headers
+	// to the end of its answer, so it must outlast the slowest attempt.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// CredentialsPerMinute bounds sign-ups and log-ins per client address;
+	// LoginFailures bounds failed log-ins per account within
+	// LoginFailureWindow. Zero: no limit.
+	CredentialsPerMinute, LoginFailures int
+	LoginFailureWindow                  time.Duration
+	LogLevel                            slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
 	// Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
@@ -71,6 +82,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 		{"PAYMENT_RECONCILE_EVERY", "10s", &cfg.ReconcileEvery},
+		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
+		{"HTTP_IDLE_TIMEOUT", "60s", &cfg.IdleTimeout},
+		{"HTTP_WRITE_TIMEOUT", "0s", &cfg.WriteTimeout},
+		{"LOGIN_FAILURE_WINDOW", "15m", &cfg.LoginFailureWindow},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {
@@ -81,8 +96,39 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		*d.dst = v
 	}
-	if len(errs) == durationErrs && (cfg.IdempotencyLease <= 0 || cfg.IdempotencyTTL <= cfg.IdempotencyLease) {
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive and shorter than IDEMPOTENCY_TTL (%s)", cfg.IdempotencyLease, cfg.IdempotencyTTL))
+	// An attempt may run for its timeout (4 × the lease) and hold its key
+	// for one more lease after it; a key that expired meanwhile would store
+	// an answer already forgotten, and a retry would run the operation again.
+	switch {
+	case len(errs) > durationErrs:
+	case cfg.IdempotencyLease <= 0:
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive", cfg.IdempotencyLease))
+	case cfg.IdempotencyTTL < minTTLLeases*cfg.IdempotencyLease:
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for 4 leases, and its key must outlive it by one more",
+			cfg.IdempotencyTTL, minTTLLeases, minTTLLeases*cfg.IdempotencyLease))
+	case cfg.ReadTimeout <= 0 || cfg.IdleTimeout <= 0:
+		errs = append(errs, fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout))
+	case cfg.WriteTimeout == 0:
+		cfg.WriteTimeout = cfg.slowestRequest() + writeMargin
+	case cfg.WriteTimeout < cfg.slowestRequest():
+		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (%s), or empty: a slow payment would lose its answer",
+			cfg.WriteTimeout, cfg.slowestRequest()))
+	}
+	for _, n := range []struct {
+		name, fallback string
+		dst            *int
+	}{
+		{"CREDENTIALS_PER_MINUTE", "60", &cfg.CredentialsPerMinute},
+		{"LOGIN_FAILURES", "10", &cfg.LoginFailures},
+	} {
+		v, err := strconv.Atoi(withDefault(getenv(n.name), n.fallback))
+		if err != nil || v < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number, 0 for no limit, such as %s", n.name, getenv(n.name), n.fallback))
+		}
+		*n.dst = v
+	}
+	if cfg.LoginFailures > 0 && cfg.LoginFailureWindow <= 0 {
+		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", cfg.LoginFailureWindow))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
@@ -160,6 +206,21 @@ func oneLine(errs []error) error {
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
+
+// slowestRequest is how long a request may legitimately take: a duplicate
+// waits for its original up to IDEMPOTENCY_WAIT, and an attempt runs for
+// at most its timeout, 4 × IDEMPOTENCY_LEASE.
+func (cfg config) slowestRequest() time.Duration {
+	return 4*cfg.IdempotencyLease + cfg.IdempotencyWait
+}
+
+// writeMargin is what the default HTTP_WRITE_TIMEOUT adds to the slowest
+// request, for recording its outcome and sending the answer.
+const writeMargin = 30 * time.Second
+
+// minTTLLeases is the shortest IDEMPOTENCY_TTL accepted, in leases: the
+// attempt timeout (4 leases) plus a margin of one.
+const minTTLLeases = 5
 
 // minSecret is the shortest SESSION_SECRET accepted: 32 characters.
 const minSecret = 32

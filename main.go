@@ -82,9 +82,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		Provider:            provider,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		SessionSecret: cfg.SessionSecret,
-		SecureCookies: cfg.Production,
-		Logger:        logger,
+		SessionSecret:        cfg.SessionSecret,
+		SecureCookies:        cfg.Production,
+		Logger:               logger,
+		CredentialsPerMinute: cfg.CredentialsPerMinute,
+		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})
 	if cfg.SessionSecret == nil {
 		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
@@ -93,7 +95,8 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout}
 	database := "sqlite " + cfg.DatabaseURL
 	if models.IsPostgres(db) {
 		database = "postgres"

@@ -85,7 +85,10 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_TTL": "1 day"}, "IDEMPOTENCY_TTL"},
 		{map[string]string{"IDEMPOTENCY_WAIT": "-1s"}, "IDEMPOTENCY_WAIT"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
-		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
+		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "IDEMPOTENCY_TTL (1h0m0s) must be at least 5 × IDEMPOTENCY_LEASE (10h0m0s)"},
+		// The review's settings: an answer stored already expired.
+		{map[string]string{"IDEMPOTENCY_TTL": "3s", "IDEMPOTENCY_LEASE": "1s", "PAYMENT_LATENCY": "3500ms"}, "IDEMPOTENCY_TTL (3s) must be at least 5 × IDEMPOTENCY_LEASE (5s)"},
+		{map[string]string{"IDEMPOTENCY_TTL": "2m29s"}, "IDEMPOTENCY_TTL (2m29s) must be at least 5 × IDEMPOTENCY_LEASE (2m30s)"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"PAYMENT_RECONCILE_EVERY": "-10s"}, "PAYMENT_RECONCILE_EVERY"},
 		{map[string]string{"PAYMENT_PROVIDER": "paypal"}, "PAYMENT_PROVIDER"},
@@ -94,6 +97,12 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "pk_test_abc"}, "secret key"},
 		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_test_abc", "STRIPE_API_BASE": "localhost:12111"}, "STRIPE_API_BASE"},
 		{map[string]string{"STRIPE_WEBHOOK_SECRET": "secret"}, "whsec_"},
+		{map[string]string{"HTTP_READ_TIMEOUT": "0s"}, "HTTP_READ_TIMEOUT (0s) and HTTP_IDLE_TIMEOUT (1m0s) must be positive"},
+		{map[string]string{"HTTP_IDLE_TIMEOUT": "soon"}, "HTTP_IDLE_TIMEOUT"},
+		{map[string]string{"CREDENTIALS_PER_MINUTE": "-1"}, "CREDENTIALS_PER_MINUTE"},
+		{map[string]string{"LOGIN_FAILURES": "many"}, "LOGIN_FAILURES"},
+		{map[string]string{"LOGIN_FAILURE_WINDOW": "0s"}, "LOGIN_FAILURE_WINDOW (0s) must be positive"},
+		{map[string]string{"HTTP_WRITE_TIMEOUT": "2m"}, "HTTP_WRITE_TIMEOUT (2m0s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (2m5s)"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
@@ -111,9 +120,14 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: the error is not one line: %q", tc.env, err)
 		}
 	}
+	if _, err := loadConfig(func(k string) string { return map[string]string{"IDEMPOTENCY_TTL": "5s", "IDEMPOTENCY_LEASE": "1s"}[k] }); err != nil {
+		t.Fatalf("a TTL of exactly 5 leases: %v", err)
+	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
-		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.ReconcileEvery != 10*time.Second || cfg.DatabaseURL != "data/shop.db" {
+		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.ReconcileEvery != 10*time.Second || cfg.DatabaseURL != "data/shop.db" ||
+		cfg.ReadTimeout != 30*time.Second || cfg.IdleTimeout != time.Minute || cfg.WriteTimeout != 2*time.Minute+35*time.Second ||
+		cfg.CredentialsPerMinute != 60 || cfg.LoginFailures != 10 || cfg.LoginFailureWindow != 15*time.Minute {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 	if cfg.PaymentProvider != "simulated" {

@@ -37,7 +37,7 @@ func (s *Server) recentKeys(c *gin.Context) ([]keyJSON, error) {
 	out := make([]keyJSON, 0, len(keys))
 	for _, k := range keys {
 		v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
-		if k.Released() {
+		if k.Lapsed(s.deps.Now()) { // released, or its lease passed: nobody holds it
 			v.State = "released"
 		}
 		if k.Status != 0 {

@@ -4,11 +4,28 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/middleware"
 )
+
+// What the log keeps of the client's method and path, in bytes: a line
+// stays short whatever the client sends.
+const maxLoggedMethod, maxLoggedPath = 16, 256
+
+// clip cuts s to at most n bytes, at a character boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // logRequest writes one line per request once it is answered. It names the
 // idempotency key only by a short hash, and never logs headers, bodies or
@@ -26,9 +43,9 @@ func (s *Server) logRequest(c *gin.Context) {
 		level = slog.LevelError
 	}
 	attrs := []slog.Attr{
-		slog.String("method", c.Request.Method),
+		slog.String("method", clip(c.Request.Method, maxLoggedMethod)),
 		slog.String("route", route),
-		slog.String("path", c.Request.URL.Path),
+		slog.String("path", clip(c.Request.URL.Path, maxLoggedPath)),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
 	}

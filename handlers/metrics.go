@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -59,8 +60,22 @@ func (m *metrics) observe(c *gin.Context) {
 		route = "unmatched"
 	}
 	status := strconv.Itoa(c.Writer.Status())
-	m.requests.WithLabelValues(route, c.Request.Method, status).Inc()
-	m.latency.WithLabelValues(route, c.Request.Method, status).Observe(time.Since(start).Seconds())
+	method := methodLabel(c.Request.Method)
+	m.requests.WithLabelValues(route, method, status).Inc()
+	m.latency.WithLabelValues(route, method, status).Observe(time.Since(start).Seconds())
+}
+
+// methodLabel bounds the method label: any method a client makes up is
+// "other", so that made-up methods cannot grow the series without limit.
+// (Every other label is the server's own: a route template, a status, an
+// outcome.)
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 func (m *metrics) idempotencyOutcome(route string, outcome middleware.Outcome) {

@@ -260,6 +260,8 @@ func explain(c *gin.Context, p *problem.Problem) errorView {
 	case problem.Unauthorized.URI():
 		return errorView{Heading: "Please log in", Explanation: "You need to be logged in for this. Your session may have ended: log in, then send the form again.",
 			Links: []link{{"/login", "Log in"}, {"/signup", "Sign up"}}}
+	case problem.TooManyRequests.URI():
+		return errorView{Heading: "Too many attempts", Explanation: "There were too many attempts to sign up or log in. Wait a little, then try again.", Links: []link{{"/login", "Log in"}, linkShop}}
 	case problem.CrossOrigin.URI():
 		return errorView{Heading: "Refused: sent from another site", Explanation: "This form was sent from another website, so the shop refused it. Nothing was done.", Links: []link{linkShop}}
 	case problem.NotFound.URI():

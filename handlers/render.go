@@ -22,10 +22,14 @@ import (
 func (s *Server) fail(c *gin.Context, err error) {
 	var p *problem.Problem
 	var e *models.Error
+	var throttled *models.ThrottledError
 	switch {
 	case errors.As(err, &p):
 	case errors.As(err, &e):
 		p = problemOf(e)
+	case errors.As(err, &throttled):
+		p = problem.TooManyRequests.With(throttled.Message)
+		p.RetryAfter = throttled.RetryAfterSeconds()
 	case models.IsUnstorableText(err):
 		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
 	default:

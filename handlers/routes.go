@@ -35,9 +35,9 @@ func (s *Server) routes() *gin.Engine {
 	web.GET("/problems", s.problemIndex)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.signupPage)
-	web.POST("/signup", limitBody, s.signup)
+	web.POST("/signup", s.throttleAddress, limitBody, s.signup)
 	web.GET("/login", s.loginPage)
-	web.POST("/login", limitBody, s.login)
+	web.POST("/login", s.throttleAddress, limitBody, s.login)
 	web.POST("/logout", s.logout)
 	shopper := web.Group("", s.requireSession)
 	shopper.POST("/orders", s.markRepeats(repeatedOrder), once, s.placeOrder)
@@ -48,8 +48,8 @@ func (s *Server) routes() *gin.Engine {
 
 	// The JSON API: bearer tokens.
 	api := r.Group("/api/v1")
-	api.POST("/users", s.createUser)
-	api.POST("/tokens", s.createToken)
+	api.POST("/users", s.throttleAddress, s.createUser)
+	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)
 	authed := api.Group("", s.requireBearer)
 	authed.POST("/orders", once, s.createOrder)

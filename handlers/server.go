@@ -28,7 +28,7 @@ type Deps struct {
 	TTL, Lease, Wait time.Duration
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
-	// BcryptCost for new passwords; bcrypt.DefaultCost when zero.
+	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	// SessionSecret signs the browser's session cookies: at least 32 bytes,
 	// the same on every instance. When empty, a random secret is made, and
@@ -47,6 +47,12 @@ type Deps struct {
 	StripeWebhookSecret string
 	// Faults injects failures in tests; nil in production.
 	Faults *Faults
+	// CredentialsPerMinute bounds sign-ups and log-ins per client address
+	// (a bucket refilled over a minute); LoginFailures bounds failed
+	// log-ins per account within LoginFailureWindow. Zero: no limit.
+	CredentialsPerMinute int
+	LoginFailures        int
+	LoginFailureWindow   time.Duration
 }
 
 // Server serves the shop.
@@ -60,11 +66,12 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
+	addresses   *addressLimits // nil: not throttled
 }
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{})
+	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
 }
 
 // NewServer builds the server and its routes.
@@ -84,9 +91,16 @@ func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	accounts, err := models.NewAccounts(deps.DB, deps.BcryptCost)
+	if err != nil {
+		panic(err) // only a bcrypt cost out of range, which Deps documents
+	}
+	if deps.LoginFailures > 0 {
+		accounts.Throttle = &models.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
+	}
 	s := &Server{
 		deps:        deps,
-		accounts:    models.Accounts{DB: deps.DB, BcryptCost: deps.BcryptCost},
+		accounts:    accounts,
 		shop:        models.Shop{DB: deps.DB},
 		pages:       mustParsePages(),
 		sessions:    newSessionCodec(deps.SessionSecret),
@@ -100,6 +114,9 @@ func NewServer(deps Deps) *Server {
 		Observe: s.metrics.idempotencyOutcome,
 		Logger:  deps.Logger,
 	})
+	if deps.CredentialsPerMinute > 0 {
+		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
+	}
 	s.router = s.routes()
 	return s
 }
@@ -128,6 +145,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
-func (s *Server) SweepKeys(ctx context.Context) (int64, error) { return s.idempotency.Sweep(ctx, 500) }
+func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
+	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
+}
 
 func init() { gin.SetMode(gin.ReleaseMode) }

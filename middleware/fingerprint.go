@@ -1,13 +1,17 @@
 package middleware
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gowebpki/jcs"
@@ -20,6 +24,10 @@ const FormKeyField = "idempotency_key"
 var (
 	errBodyJSON = errors.New("the request body is not valid JSON")
 	errBodyForm = errors.New("the request body is not a valid form")
+	// errBodyKeysCollide: encoding/json matches object keys to fields
+	// case-insensitively and keeps the last, while RFC 8785 keeps both and
+	// sorts them; such a body would have one fingerprint and two meanings.
+	errBodyKeysCollide = errors.New("the request body has an object whose keys differ only in case; send each key once")
 )
 
 // Request is what the fingerprint covers.
@@ -103,6 +111,9 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, errBodyJSON
 		}
+		if err := checkKeysApart(canonical); err != nil {
+			return nil, err
+		}
 		return canonical, nil
 	case mt == formType:
 		form, err := url.ParseQuery(string(body))
@@ -113,4 +124,63 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 		return []byte(form.Encode()), nil
 	}
 	return body, nil
+}
+
+// checkKeysApart refuses valid JSON with an object, at any depth, two of
+// whose keys are equal under the case folding encoding/json uses to match
+// keys to fields (bytes.EqualFold). jcs already refuses exact repeats.
+func checkKeysApart(canonical []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(canonical))
+	// The open objects, innermost last; an array is a nil entry.
+	type object struct {
+		keys    map[string]struct{} // folded
+		wantKey bool
+	}
+	var open []*object
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errBodyJSON
+		}
+		if len(open) > 0 && open[len(open)-1] != nil {
+			top := open[len(open)-1]
+			if key, ok := tok.(string); ok && top.wantKey {
+				folded := foldKey(key)
+				if _, seen := top.keys[folded]; seen {
+					return errBodyKeysCollide
+				}
+				top.keys[folded] = struct{}{}
+				top.wantKey = false
+				continue
+			}
+			top.wantKey = true // a value, or the object's end
+		}
+		switch tok {
+		case json.Delim('{'):
+			open = append(open, &object{keys: map[string]struct{}{}, wantKey: true})
+		case json.Delim('['):
+			open = append(open, nil)
+		case json.Delim('}'), json.Delim(']'):
+			open = open[:len(open)-1]
+		}
+	}
+}
+
+// foldKey maps s to one representative of its case-folding class: each
+// rune becomes the least rune of its unicode.SimpleFold orbit, so
+// foldKey(a) == foldKey(b) exactly when strings.EqualFold(a, b).
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -171,6 +172,12 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 		{"empty JSON", payment(body(``)), errBodyJSON},
 		{"invalid +json", payment(func(r *Request) { r.ContentType = "application/problem+json"; r.Body = []byte(`nope`) }), errBodyJSON},
 		{"invalid form", payment(form("amount=%zz")), errBodyForm},
+		{"keys differing in case", payment(body(`{"payment_method":"pm_card_visa","PAYMENT_METHOD":"pm_card_declined"}`)), errBodyKeysCollide},
+		{"keys differing in case, reversed", payment(body(`{"PAYMENT_METHOD":"pm_card_declined","payment_method":"pm_card_visa"}`)), errBodyKeysCollide},
+		{"keys differing in case in an array", payment(body(`{"items":[{"quantity":1},{"product_id":"a","Product_ID":"b","quantity":1}]}`)), errBodyKeysCollide},
+		{"keys differing in case, escaped", payment(body(`{"a":1,"\u0041":2}`)), errBodyKeysCollide},
+		{"keys folding by Unicode (Kelvin sign)", payment(body(`{"k":1,"\u212a":2}`)), errBodyKeysCollide},
+		{"keys folding by Unicode (long s)", payment(body(`{"s":1,"\u017f":2}`)), errBodyKeysCollide},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,6 +186,11 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 			}
 		})
 	}
+	t.Run("case only matters among the keys of one object", func(t *testing.T) {
+		for _, b := range []string{`{"a":"A","b":"a"}`, `{"a":{"A":1}}`, `[{"a":1},{"A":1}]`, `{"a":[{"A":{"a":1}}]}`, `{"ab":1,"aB ":1}`} {
+			mustFingerprint(t, payment(body(b)))
+		}
+	})
 	t.Run("other media types are not parsed", func(t *testing.T) {
 		for _, ct := range []string{"text/plain", "", "application/octet-stream", "not a media type;;"} {
 			mustFingerprint(t, payment(func(r *Request) { r.ContentType = ct; r.Body = []byte(`{"amount":`) }))
@@ -190,8 +202,10 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 // bodies (other whitespace, key order, number spelling, escapes) get one
 // fingerprint, and different bodies get different ones. The oracle for
 // "equivalent" is encoding/json: two bodies are the same request exactly
-// when they decode to equal values. The seed corpus is in
-// testdata/fuzz/FuzzFingerprintJSON.
+// when they decode to equal values. Two bodies with one fingerprint must
+// also decode to the same request the way a handler decodes it, into a
+// struct whose fields encoding/json matches case-insensitively. The seed
+// corpus is in testdata/fuzz/FuzzFingerprintJSON.
 func FuzzFingerprintJSON(f *testing.F) {
 	seeds := []string{
 		`{}`, `[]`, `null`, `true`, `0`, `-1.5e-7`, `1.0`, `{"a":1,"b":[1,2,3]}`, `{"b":{"a":[{},[]]}}`,
@@ -200,6 +214,12 @@ func FuzzFingerprintJSON(f *testing.F) {
 	for i, seed := range seeds {
 		f.Add([]byte(seed), []byte(seeds[(i+1)%len(seeds)]))
 	}
+	// One body, two meanings: the same pair of keys differing in case, in
+	// both orders, at the top and inside an array.
+	f.Add([]byte(`{"payment_method":"pm_card_visa","PAYMENT_METHOD":"pm_card_declined"}`),
+		[]byte(`{"PAYMENT_METHOD":"pm_card_declined","payment_method":"pm_card_visa"}`))
+	f.Add([]byte(`{"items":[{"product_id":"a","PRODUCT_ID":"b","quantity":1}]}`),
+		[]byte(`{"items":[{"PRODUCT_ID":"b","product_id":"a","quantity":1}]}`))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		fpA, valueA, okA := fuzzCanonical(t, a)
 		if !okA {
@@ -221,6 +241,11 @@ func FuzzFingerprintJSON(f *testing.F) {
 			if same := reflect.DeepEqual(valueA, valueOther); same != (fpA == fpOther) {
 				t.Fatalf("%q and %q decode equal: %v, but their fingerprints equal: %v", a, other, same, fpA == fpOther)
 			}
+			if fpA == fpOther {
+				if reqA, reqOther := decodeAsHandler(a), decodeAsHandler(other); !reflect.DeepEqual(reqA, reqOther) {
+					t.Fatalf("%q and %q have one fingerprint but a handler reads them as %+v and %+v", a, other, reqA, reqOther)
+				}
+			}
 		}
 	})
 }
@@ -238,6 +263,14 @@ func fuzzCanonical(t *testing.T, data []byte) (fp string, value any, ok bool) {
 		}
 		return "", nil, false
 	}
+	var decoded any
+	decodedErr := json.Unmarshal(data, &decoded)
+	if decodedErr == nil && keysCollide(decoded) != errors.Is(err, errBodyKeysCollide) {
+		t.Fatalf("%q: keys differing only in case: %v, but Fingerprint = %q, %v", data, keysCollide(decoded), fp, err)
+	}
+	if errors.Is(err, errBodyKeysCollide) {
+		return "", nil, false
+	}
 	if err != nil {
 		t.Fatalf("jcs accepts %q but Fingerprint fails: %v", data, err)
 	}
@@ -250,9 +283,10 @@ func fuzzCanonical(t *testing.T, data []byte) (fp string, value any, ok bool) {
 	if again := mustFingerprint(t, payment(body(spaced.String()))); again != fp {
 		t.Fatalf("fingerprint of %q differs from that of its canonical form with whitespace %q", data, spaced.Bytes())
 	}
-	if err := json.Unmarshal(data, &value); err != nil {
+	if decodedErr != nil {
 		return "", nil, false // beyond encoding/json (e.g. nested too deep): no oracle
 	}
+	value = decoded
 	// encoding/json spells the same value its own way: keys sorted
 	// bytewise, <>& escaped, its own number format.
 	respelled, err := json.Marshal(value)
@@ -303,4 +337,42 @@ func changeOneLeaf(v any) any {
 		return !v
 	}
 	return false // null
+}
+
+// keysCollide reports whether some object in v has two keys that
+// encoding/json would match to the same struct field.
+func keysCollide(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := slices.Collect(maps.Keys(v))
+		for i := range keys {
+			for j := range i {
+				if strings.EqualFold(keys[i], keys[j]) {
+					return true
+				}
+			}
+		}
+		return slices.ContainsFunc(slices.Collect(maps.Values(v)), keysCollide)
+	case []any:
+		return slices.ContainsFunc(v, keysCollide)
+	}
+	return false
+}
+
+// handlerRequest is a body as the handlers decode one: into a struct.
+type handlerRequest struct {
+	PaymentMethod any `json:"payment_method"`
+	Items         []struct {
+		ProductID any `json:"product_id"`
+		Quantity  any `json:"quantity"`
+	} `json:"items"`
+	Failed bool `json:"-"`
+}
+
+func decodeAsHandler(data []byte) handlerRequest {
+	var r handlerRequest
+	if err := json.Unmarshal(data, &r); err != nil {
+		return handlerRequest{Failed: true}
+	}
+	return r
 }

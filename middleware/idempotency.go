@@ -40,21 +40,26 @@ type Config struct {
 	DB *gorm.DB
 	// TTL is how long a key is remembered after its operation started.
 	TTL time.Duration
-	// Lease is how long an attempt owns a key before a retry may take over,
-	// bounded below by the slowest legitimate request.
+	// Lease is how long an attempt owns a key before a retry may take over
+	// when nothing extends it: how long a crashed attempt blocks its retries.
+	// A live attempt's heartbeat extends it, up to Timeout.
 	Lease time.Duration
 	// Wait is how long a duplicate waits for the original before a 409.
 	Wait time.Duration
-	// Timeout bounds one attempt: its handler's context ends then, and the
-	// heartbeat stops extending the lease, so a hung handler lets the key
-	// pass to a retry instead of holding it for ever. 4 × Lease when zero.
+	// Timeout bounds one attempt, and so how long a request may take: its
+	// handler's context, its transaction and the recording of its outcome
+	// end then, and the heartbeat stops extending the lease, so a hung
+	// handler lets the key pass to a retry instead of holding it for ever.
+	// An attempt that outlives it is rolled back and its key released. 4 ×
+	// Lease when zero.
 	Timeout time.Duration
 	// Now is the clock of leases and expiry; time.Now when nil.
 	Now func() time.Time
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
-	// Render sends a problem; problem.Write when nil.
+	// Render sends a problem; problem.Write when nil. It need not abort the
+	// chain: the middleware does.
 	Render func(*gin.Context, *problem.Problem)
 	// Observe is told what the middleware did for a route (the Outcome
 	// constants), for metrics; optional.
@@ -105,8 +110,15 @@ func New(cfg Config) *Idempotency {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 4 * cfg.Lease
 	}
-	if cfg.Render == nil {
-		cfg.Render = problem.Write
+	render := cfg.Render
+	if render == nil {
+		render = problem.Write
+	}
+	// Every refusal stops the chain here, whatever the renderer does: the
+	// business handler must never run without a claim.
+	cfg.Render = func(c *gin.Context, p *problem.Problem) {
+		c.Abort()
+		render(c, p)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -274,9 +286,10 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint && !(found.Released() && found.Target == want.Target):
+		case found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target):
 			// A released key takes a corrected body, but only for the same
-			// target: its operation, and the derived key, stay with it.
+			// target: its operation, and the derived key, stay with it. A
+			// lapsed lease counts as released: its release may have failed.
 			m.cfg.Observe(want.Route, OutcomeMismatch)
 			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
 			return
@@ -343,8 +356,11 @@ func (k IdempotencyKey) claimable(now time.Time) bool {
 // run executes the handler as the owner of the key, then records the outcome.
 func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 	// From here the operation runs to its recorded end even if the client
-	// disconnects: a charge must not be left half-recorded. The handler has
-	// Timeout; recording the outcome (or releasing the key) has no limit.
+	// disconnects: a charge must not be left half-recorded. The handler, its
+	// transaction and the recording of its outcome share Timeout (the
+	// transaction is begun on ctx, and database/sql rolls it back when ctx
+	// ends): an attempt that outlives it is not recorded late but rolled back
+	// and released, which runs on detached, without a limit.
 	detached := context.WithoutCancel(c.Request.Context())
 	ctx, cancel := context.WithTimeout(detached, m.cfg.Timeout)
 	defer cancel()
@@ -468,13 +484,26 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 }
 
+// releaseTries is how many times abandon tries to release a key before it
+// leaves the key to its lease: a key whose lease lapsed is free (Lapsed).
+const releaseTries = 3
+
 // abandon rolls the attempt back and releases the key. It reports false
 // when the key was no longer this attempt's to release.
 func (m *Idempotency) abandon(ctx context.Context, op *operation) bool {
 	op.rollback()
-	held, err := m.store.release(ctx, op.scope, op.key, op.owner, m.now())
+	var held bool
+	var err error
+	for try := 1; try <= releaseTries; try++ {
+		if held, err = m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err == nil {
+			break
+		}
+		m.cfg.Logger.Error("release idempotency key", "err", err, "try", try)
+		if try < releaseTries {
+			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+		}
+	}
 	if err != nil {
-		m.cfg.Logger.Error("release idempotency key", "err", err)
 		held = true // unknown: the handler's answer is the best there is
 	}
 	if held {
@@ -525,10 +554,17 @@ func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Render(c, problem.Internal.With("The request could not be processed; retry with the same key."))
 }
 
+// DefaultSweepBatch is how many keys one statement of Sweep deletes when
+// it is given no positive batch size.
+const DefaultSweepBatch = 500
+
 // Sweep deletes expired keys in batches until none is left, and reports how
 // many it deleted. Each batch is its own short statement, so claims are not
 // held up behind one long delete.
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch // a batch of 0 would never come back short
+	}
 	var total int64
 	for {
 		routes, err := m.store.sweep(ctx, m.now(), batch)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,10 @@ type harness struct {
 	probe chan struct{}
 	// heartbeats, when set, replaces the heartbeat's ticker: the test ticks.
 	heartbeats *heartbeats
+	// render, when set, is the middleware's Config.Render.
+	render func(*gin.Context, *problem.Problem)
+	// entered counts the business handler's starts, claimed or not.
+	entered atomic.Int64
 }
 
 type option func(*harness)
@@ -102,6 +107,9 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withRealClock() option                 { return func(h *harness) { h.now = time.Now } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
+func withRender(r func(*gin.Context, *problem.Problem)) option {
+	return func(h *harness) { h.render = r }
+}
 
 // registerProbe makes the key read tell a request sent with a probe channel
 // (in its context under probeKey{}) when it found the key in progress: the
@@ -140,6 +148,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	h.mw = New(Config{
 		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
+		Render: h.render,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if h.heartbeats != nil {
@@ -185,6 +194,7 @@ func (h *harness) authenticate(c *gin.Context) {
 // operation's transaction and answers with the status ?status asks for (201
 // by default, or what an after hook sets), declared final when ?final=1.
 func (h *harness) handle(c *gin.Context) {
+	h.entered.Add(1)
 	derived := DerivedKey(c)
 	run := h.runs.add(c.Request.URL.Path, derived)
 	if h.hooks.before != nil {
@@ -486,6 +496,7 @@ func TestReplayHeaders(t *testing.T) {
 		c.SetCookie("session", "s3cr3t", 3600, "/", "", false, true)
 		c.Header("X-Custom", "first")
 		c.Header("ETag", `"v1"`)
+		c.Header("Cache-Control", "no-store")
 		c.Writer.Header().Add("Link", `</widgets/1>; rel="self"`)
 		c.Writer.Header().Add("Link", `</widgets>; rel="collection"`)
 	}}))
@@ -505,7 +516,7 @@ func TestReplayHeaders(t *testing.T) {
 	if again.body != first.body {
 		t.Fatalf("replayed body %q, want the original %q", again.body, first.body)
 	}
-	for _, name := range []string{"Content-Type", "Location", "ETag", "Link"} {
+	for _, name := range []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"} {
 		if got, want := again.header.Values(name), first.header.Values(name); len(want) == 0 || !slices.Equal(got, want) {
 			t.Errorf("replayed %s = %q, want the original %q", name, got, want)
 		}

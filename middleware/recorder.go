@@ -68,7 +68,9 @@ func (r *recorder) Pusher() http.Pusher { return nil }
 
 // replayedHeaders are the only headers stored for replay. Set-Cookie and
 // every other header of the original response are never replayed.
-var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link"}
+// Cache-Control is part of the answer: a problem's no-store must hold for
+// its replay too.
+var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
 
 func (r *recorder) stored() storedResponse {
 	h := http.Header{}

@@ -38,13 +38,17 @@ type replayCounter struct {
 	// or misses one.
 	flushing sync.Mutex
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	// stopping ends the background flush in progress, if any, when close
+	// begins: its counts go back to pending, and close writes them under
+	// its own context, so close never waits past that context for it.
+	stopping context.Context
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 func newReplayCounter(db *gorm.DB, every time.Duration) *replayCounter {
-	r := &replayCounter{db: db, pending: map[replayOf]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &replayCounter{db: db, pending: map[replayOf]int{}, done: make(chan struct{})}
+	r.stopping, r.stop = context.WithCancel(context.Background())
 	go r.loop(every)
 	return r
 }
@@ -61,11 +65,11 @@ func (r *replayCounter) loop(every time.Duration) {
 	defer ticker.Stop()
 	for {
 		select {
-		case <-r.stop:
+		case <-r.stopping.Done():
 			return
 		case <-ticker.C:
 			// A failed flush keeps its counts for the next one.
-			_ = r.flush(context.Background())
+			_ = r.flush(r.stopping)
 		}
 	}
 }
@@ -122,7 +126,11 @@ func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]Id
 
 // close stops the background flushes and writes what is left.
 func (r *replayCounter) close(ctx context.Context) error {
-	r.once.Do(func() { close(r.stop) })
-	<-r.done
+	r.stop()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return r.flush(ctx)
 }

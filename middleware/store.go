@@ -155,6 +155,13 @@ RETURNING route`,
 // without an answer worth keeping, and the next request takes it over.
 func (r IdempotencyKey) Released() bool { return r.State == StateInProgress && r.OwnerToken == "" }
 
+// Lapsed: in progress, but its lease has passed, so nobody holds it — it was
+// released, or its attempt died or failed to release it. The next request
+// with the key takes it over, as it would a released one.
+func (r IdempotencyKey) Lapsed(now time.Time) bool {
+	return r.Released() || r.State == StateInProgress && !r.LockedUntil.After(now)
+}
+
 func (r IdempotencyKey) response() (storedResponse, error) {
 	resp := storedResponse{Status: r.Status, Body: r.Body}
 	err := json.Unmarshal([]byte(r.Headers), &resp.Headers)

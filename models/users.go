@@ -16,11 +16,32 @@ import (
 	"gorm.io/gorm"
 )
 
-// Accounts signs users up and in.
+// Accounts signs users up and in. Make it with NewAccounts to log users in.
 type Accounts struct {
 	DB         *gorm.DB
 	BcryptCost int
+	// Throttle, when set, refuses log-ins to an account that failed too
+	// often lately.
+	Throttle *LoginThrottle
+	// dummyHash is what a log-in with an unknown email is compared with:
+	// one fixed hash at BcryptCost, made at start-up, so that every
+	// log-in, whatever its password's length, costs one bcrypt comparison.
+	dummyHash []byte
 }
+
+// NewAccounts makes the accounts service and its dummy hash.
+func NewAccounts(db *gorm.DB, bcryptCost int) (Accounts, error) {
+	dummy := make([]byte, 32)
+	if _, err := rand.Read(dummy); err != nil {
+		return Accounts{}, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(dummy)), bcryptCost)
+	return Accounts{DB: db, BcryptCost: bcryptCost, dummyHash: hash}, err
+}
+
+// compareHash is bcrypt's comparison; a variable so that a test can see
+// which hash a log-in was compared with.
+var compareHash = bcrypt.CompareHashAndPassword
 
 // SignUp creates a user with a lower-cased email and a bcrypt password hash.
 func (a Accounts) SignUp(ctx context.Context, email, password string) (User, error) {
@@ -50,20 +71,39 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (User, err
 	return user, err
 }
 
-// LogIn checks an email and password.
+// LogIn checks an email and password. With a Throttle, an account that
+// failed too often lately gets a *ThrottledError, before any bcrypt work.
 func (a Accounts) LogIn(ctx context.Context, email, password string) (User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if err := a.checkFailures(ctx, email); err != nil {
+		return User{}, err
+	}
+	user, err := a.logIn(ctx, email, password)
+	switch {
+	case errors.Is(err, ErrBadCredentials):
+		if err := a.recordFailure(ctx, email); err != nil {
+			return User{}, err
+		}
+	case err == nil:
+		err = a.forgetFailures(ctx, email)
+	}
+	return user, err
+}
+
+func (a Accounts) logIn(ctx context.Context, email, password string) (User, error) {
 	var user User
-	err := a.DB.WithContext(ctx).Where("email = ?", strings.ToLower(strings.TrimSpace(email))).Take(&user).Error
+	err := a.DB.WithContext(ctx).Where("email = ?", email).Take(&user).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		// Spend about the time of a wrong password, hashing at the same
-		// cost, so response times do not tell which emails have accounts.
-		_, _ = bcrypt.GenerateFromPassword([]byte(password), a.BcryptCost)
+		// Spend the time of a wrong password, comparing at the same cost,
+		// so response times do not tell which emails have accounts. (Hashing
+		// the password instead fails at once for one over 72 bytes.)
+		_ = compareHash(a.dummyHash, []byte(password))
 		return User{}, ErrBadCredentials
 	}
 	if err != nil {
 		return User{}, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(user.PasswordHash), []byte(password)) != nil {
+	if compareHash([]byte(user.PasswordHash), []byte(password)) != nil {
 		return User{}, ErrBadCredentials
 	}
 	return user, nil

@@ -26,9 +26,14 @@ type Type struct {
 // URI is where the type is documented; relative, resolved against the request.
 func (t Type) URI() string { return "/problems/" + t.Slug }
 
-// With makes a problem of this type with the given detail.
+// With makes a problem of this type with the given detail. A 502 or 503 is
+// transient: it says when to retry.
 func (t Type) With(detail string) *Problem {
-	return &Problem{Type: t.URI(), Title: t.Title, Status: t.Status, Detail: detail}
+	p := &Problem{Type: t.URI(), Title: t.Title, Status: t.Status, Detail: detail}
+	if t.Status == http.StatusBadGateway || t.Status == http.StatusServiceUnavailable {
+		p.RetryAfter = 1
+	}
+	return p
 }
 
 // Problem is an RFC 9457 problem document, with the extension members this

@@ -19,7 +19,7 @@ var (
 	UnsupportedMediaType = Type{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type",
 		"This endpoint accepts `application/json` request bodies. Nothing was done."}
 	MalformedRequest = Type{"malformed-request", http.StatusBadRequest, "Malformed request",
-		"The request body could not be read: it is not valid JSON (duplicate object keys included), or it does not have the shape this endpoint expects. Nothing was done."}
+		"The request body could not be read: it is not valid JSON (duplicate object keys, or keys differing only in case, included), or it does not have the shape this endpoint expects. Nothing was done."}
 	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
 		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
 	Unauthorized = Type{"unauthorized", http.StatusUnauthorized, "Authentication required",
@@ -44,6 +44,8 @@ var (
 		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, is older than the tolerance (5 minutes), or the event's API version is not the one this server reads. Nothing was done."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
+	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
+		"Sign-ups and log-ins are limited per client address, and failed log-ins per account, because each costs the server a deliberately slow password hash. Nothing was done: wait the number of seconds in `Retry-After`, then try again."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
 	Internal = Type{"internal", http.StatusInternalServerError, "Internal error",
@@ -56,7 +58,7 @@ var All = []Type{
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	Conflict, CrossOrigin, MethodNotAllowed, Internal,
+	Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -194,3 +194,34 @@ func TestUnstorableCharactersAreRefused(t *testing.T) {
 		t.Fatalf("side effects %+v, want %+v", got, before)
 	}
 }
+
+// One body, two meanings: RFC 8785 keeps keys that differ only in case and
+// sorts them, so both orders of such a pair share a fingerprint, while
+// encoding/json reads the last of them into the field. Each body is refused
+// with 400 before it is fingerprinted, so no key is claimed, no answer is
+// stored and nothing reaches the provider.
+func TestJSONKeysDifferingInCaseAreRefused(t *testing.T) {
+	e := newEnv(t)
+	alice := e.signUp("alice@example.com")
+	p := e.products()
+	orderID := e.createOrder(alice, "order", orderBody(p[0], 1))
+	payPath := "/api/v1/orders/" + orderID + "/payments"
+	before := e.sideEffects()
+	bodies := []struct{ path, body string }{
+		{payPath, `{"payment_method":"pm_card_declined","PAYMENT_METHOD":"pm_card_visa"}`},
+		{payPath, `{"PAYMENT_METHOD":"pm_card_visa","payment_method":"pm_card_declined"}`},
+		{"/api/v1/orders", `{"items":[{"product_id":"` + p[0] + `","Product_Id":"` + p[1] + `","quantity":1}]}`},
+		{"/api/v1/orders", `{"items":[{"Product_Id":"` + p[1] + `","product_id":"` + p[0] + `","quantity":1}]}`},
+	}
+	for _, b := range bodies {
+		// The same key for every pair, as a client replaying the trick would.
+		r := e.do(request{method: "POST", path: b.path, token: alice, key: key("two-meanings"), body: b.body})
+		isProblem(t, r, http.StatusBadRequest, "/problems/malformed-request")
+		if !strings.Contains(string(r.Body), "differ only in case") {
+			t.Fatalf("the problem does not say what is wrong: %s", r.Body)
+		}
+	}
+	if got := e.sideEffects(); got != before {
+		t.Fatalf("side effects %+v, want %+v", got, before)
+	}
+}

@@ -1,0 +1,144 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/problem"
+)
+
+// Each test here protects one guard that another layer would hide from the
+// rest of the suite: without the guard, the test fails.
+
+// release is fenced by the owner token: attempt A, taken over by retry B,
+// fails while B still runs; A's release must not free B's key, and A
+// answers 409 lease lost.
+func TestReleaseIsFencedWhileTheNewOwnerRuns(t *testing.T) {
+	var g *gate
+	h := newHarness(t, withWait(0), withHooks(hooks{
+		before: func(c *gin.Context, run int) { g.block(c, run) },
+		after: func(c *gin.Context, run int) {
+			if run == 1 {
+				c.Set(statusKey, http.StatusBadGateway)
+			}
+		},
+	}))
+	g = newGate(t, 1, 2)
+	c := call{key: "k", body: `{}`}
+	aDone := h.async(c)
+	recv(t, g.entered, "attempt A in the handler")
+	h.clock.Advance(2 * time.Minute) // past A's one-minute lease
+	bDone := h.async(c)
+	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	b, _ := h.key("alice", "k")
+
+	g.release(1)
+	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	if k, _ := h.key("alice", "k"); k.OwnerToken != b.OwnerToken || k.Released() {
+		t.Fatalf("after A's failure the key is %+v, want B's still", k)
+	}
+	wantProblem(t, h.do(c), problem.KeyInProgress)
+
+	g.release(2)
+	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	h.wantKeys("alice/k=completed")
+	h.wantRuns("/widgets/1", 2)
+}
+
+// takeover is fenced by the previous owner: a takeover based on a stale
+// read of the owner fails, even once the new owner's lease has passed too.
+func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := h.now().UTC().Truncate(time.Microsecond)
+	k := IdempotencyKey{
+		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
+		State: StateInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
+		CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
+	}
+	if err := h.db.Create(&k).Error; err != nil {
+		t.Fatal(err)
+	}
+	want := k
+	want.OwnerToken, want.LockedUntil = "second", now.Add(time.Second)
+	if took, err := h.mw.store.takeover(ctx, want, "first", now); err != nil || !took {
+		t.Fatalf("takeover from the current owner = %v, %v; want it taken", took, err)
+	}
+	later := now.Add(time.Minute) // the second owner's lease has passed as well
+	stale := k
+	stale.OwnerToken, stale.LockedUntil = "third", later.Add(time.Minute)
+	if took, err := h.mw.store.takeover(ctx, stale, "first", later); err != nil || took {
+		t.Fatalf("takeover read before the second owner's = %v, %v; want refused", took, err)
+	}
+	if got, _ := h.key("alice", "k"); got.OwnerToken != "second" {
+		t.Fatalf("owner %q, want second", got.OwnerToken)
+	}
+	if took, err := h.mw.store.takeover(ctx, stale, "second", later); err != nil || !took {
+		t.Fatalf("takeover from the second owner = %v, %v; want it taken", took, err)
+	}
+}
+
+// A key past its TTL whose attempt still holds its lease is not a new
+// operation: neither the claim statement nor claimable may take it.
+func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
+	h := newHarness(t)
+	now := h.now().UTC().Truncate(time.Microsecond)
+	held := IdempotencyKey{
+		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
+		State: StateInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
+		CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
+	}
+	if held.claimable(now) {
+		t.Fatal("claimable: an expired key under a live lease counts as free")
+	}
+	for _, free := range []func(k *IdempotencyKey){
+		func(k *IdempotencyKey) { k.LockedUntil = now },
+		func(k *IdempotencyKey) { k.State = StateCompleted },
+	} {
+		k := held
+		free(&k)
+		if !k.claimable(now) {
+			t.Fatalf("claimable(%+v) = false, want an expired key nobody holds to be free", k)
+		}
+	}
+	if err := h.db.Create(&held).Error; err != nil {
+		t.Fatal(err)
+	}
+	claim := IdempotencyKey{
+		Scope: "alice", Key: "k", OperationID: "op-2", Method: "POST", Route: "/widgets/:id", Fingerprint: "g",
+		State: StateInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+	}
+	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed {
+		t.Fatalf("claim = %v, %v; want refused while the lease is held", claimed, err)
+	}
+	if got, _ := h.key("alice", "k"); got.OwnerToken != "owner" || got.OperationID != "op" {
+		t.Fatalf("the key became %+v", got)
+	}
+}
+
+// End to end: A hangs; near the TTL a retry B takes it over; the TTL
+// passes while B holds its lease; a duplicate gets 409 in progress instead
+// of starting a new operation. The handler ran twice, not three times.
+func TestKeyExpiringUnderALiveTakeoverIsNotANewOperation(t *testing.T) {
+	var g *gate
+	h := newHarness(t, withWait(0), withHooks(hooks{before: func(c *gin.Context, run int) { g.block(c, run) }}))
+	g = newGate(t, 1, 2)
+	c := call{key: "k", body: `{}`}
+	aDone := h.async(c)
+	recv(t, g.entered, "attempt A in the handler")
+	h.clock.Advance(time.Hour - 30*time.Second) // A's lease passed; the TTL is near
+	bDone := h.async(c)
+	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	h.clock.Advance(40 * time.Second) // past the TTL, within B's lease
+	wantProblem(t, h.do(c), problem.KeyInProgress)
+	h.wantRuns("/widgets/1", 2)
+	g.release(2)
+	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	g.release(1)
+	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	h.wantRuns("/widgets/1", 2)
+}

@@ -1,0 +1,200 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/problem"
+)
+
+// A renderer that only writes, and leaves the chain running, must not let
+// the business handler run without a claim: every refusal aborts in the
+// middleware itself.
+func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
+	writeOnly := func(c *gin.Context, p *problem.Problem) {
+		body, _ := json.Marshal(p)
+		c.Data(p.Status, problem.ContentType, body)
+	}
+	h := newHarness(t, withRender(writeOnly), withWait(0))
+	g := newGate(t, 1)
+	h.hooks.before = g.block
+	running := h.async(call{key: "busy", body: `{}`})
+	recv(t, g.entered, "the original in the handler")
+	steps := []struct {
+		name string
+		call call
+		typ  problem.Type
+	}{
+		{"no user", call{user: "-", key: "k", body: `{}`}, problem.Unauthorized},
+		{"no key", call{body: `{}`}, problem.KeyMissing},
+		{"invalid key", call{key: `"k";p=1`, body: `{}`}, problem.KeyInvalid},
+		{"body too large", call{key: "k", body: strings.Repeat(" ", MaxBodyBytes+1)}, problem.TooLarge},
+		{"malformed JSON", call{key: "k", body: `{`}, problem.MalformedRequest},
+		{"another body", call{key: "busy", body: `{"a":1}`}, problem.KeyReused},
+		{"still in progress", call{key: "busy", body: `{}`}, problem.KeyInProgress},
+	}
+	for _, s := range steps {
+		wantProblem(t, h.do(s.call), s.typ)
+		if n := h.entered.Load(); n != 1 {
+			t.Fatalf("%s: the business handler was entered %d times, want once (the original)", s.name, n)
+		}
+	}
+	g.release(1)
+	wantAnswer(t, recv(t, running, "the original's answer"), http.StatusCreated, false)
+	h.wantRuns("/widgets/1", 1)
+}
+
+// Timeout bounds the whole attempt, the recording of its outcome included:
+// a handler that finishes after it is rolled back, answers 500 and releases
+// its key, so the retry runs and its answer is the one stored.
+func TestAnAttemptFinishingAfterItsTimeoutIsRolledBackAndReleased(t *testing.T) {
+	h := newHarness(t, withTimeout(50*time.Millisecond), withHooks(hooks{after: func(c *gin.Context, run int) {
+		if run == 1 {
+			<-c.Request.Context().Done() // written, then the attempt's deadline passes
+		}
+	}}))
+	c := call{key: "late", body: `{}`}
+	late := h.do(c)
+	wantProblem(t, late, problem.Internal)
+	h.wantKeys("alice/late=released")
+	h.wantWidgets()
+	retry := h.do(c)
+	wantAnswer(t, retry, http.StatusCreated, false)
+	derived := h.wantRuns("/widgets/1", 2)
+	h.wantWidgets(derived[1] + "#2")
+	h.wantKeys("alice/late=completed")
+	wantAnswer(t, h.do(c), http.StatusCreated, true)
+}
+
+// Close must not wait past its context for a flush the background loop
+// started: that flush ends when Close begins, and Close writes its counts.
+func TestCloseDoesNotWaitForAStuckFlush(t *testing.T) {
+	h := newHarness(t)
+	wantAnswer(t, h.do(call{key: "k", body: `{}`}), http.StatusCreated, false)
+	entered, stuck := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	var flushed atomic.Bool
+	err := h.db.Callback().Raw().Before("gorm:raw").Register("test:stuck-flush", func(tx *gorm.DB) {
+		if !strings.Contains(tx.Statement.SQL.String(), "replays = replays +") || flushed.Swap(true) {
+			return
+		}
+		close(entered)
+		select { // a statement that only its context can end
+		case <-tx.Statement.Context.Done():
+			_ = tx.AddError(tx.Statement.Context.Err())
+		case <-stuck:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := New(Config{DB: h.db, TTL: time.Hour, Lease: time.Minute, Now: h.now, FlushEvery: time.Millisecond,
+		Scope: func(c *gin.Context) string { return "alice" }})
+	k, _ := h.key("alice", "k")
+	mw.replays.add(k)
+	recv(t, entered, "the background flush to start")
+	closed := make(chan error, 1)
+	go func() { closed <- mw.Close(context.Background()) }()
+	if err := recv(t, closed, "Close"); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if k, _ := h.key("alice", "k"); k.Replays != 1 {
+		t.Fatalf("replays = %d after Close, want the one counted", k.Replays)
+	}
+}
+
+// Sweep with a batch of zero (or less) sweeps in the default batch size
+// instead of looping for ever.
+func TestSweepWithoutABatchSize(t *testing.T) {
+	h := newHarness(t)
+	now := h.clock.Now()
+	for _, key := range []string{"a", "b", "c"} {
+		k := IdempotencyKey{
+			Scope: "alice", Key: key, OperationID: "op-" + key, Method: "POST", Route: "/widgets/:id",
+			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
+			CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Second),
+		}
+		if err := h.db.Create(&k).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, batch := range []int{0, -1} {
+		swept := make(chan int64, 1)
+		go func() {
+			n, err := h.mw.Sweep(context.Background(), batch)
+			if err != nil {
+				t.Errorf("Sweep(%d): %v", batch, err)
+			}
+			swept <- n
+		}()
+		want := int64(3)
+		if batch < 0 {
+			want = 0
+		}
+		if n := recv(t, swept, "Sweep to return"); n != want {
+			t.Fatalf("Sweep(%d) = %d, want %d", batch, n, want)
+		}
+	}
+	h.wantKeys()
+}
+
+// failReleases makes the next n release statements fail, as a cut database
+// link would; n < 0 fails them all.
+func failReleases(t *testing.T, db *gorm.DB, n int) {
+	t.Helper()
+	var left atomic.Int64
+	left.Store(int64(n))
+	err := db.Callback().Raw().Before("gorm:raw").Register("test:fail-release", func(tx *gorm.DB) {
+		if strings.Contains(tx.Statement.SQL.String(), "SET owner_token = ''") && (n < 0 || left.Add(-1) >= 0) {
+			_ = tx.AddError(errors.New("test: the database link is cut"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release that fails once is tried again: the key is released, and a
+// corrected request with the same key runs at once.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	h := newHarness(t, withWait(0))
+	failReleases(t, h.db, 1)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), http.StatusBadGateway, false)
+	h.wantKeys("alice/k=released")
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"b"}`}), http.StatusCreated, false)
+	h.wantRuns("/widgets/1", 2)
+}
+
+// A release that never succeeds leaves the key in progress, held by nobody
+// once its lease passes. It then counts as released: a corrected request
+// for the same target takes the operation over (same derived key), the
+// listing calls it released, and another target is still refused.
+func TestKeyWhoseReleaseFailedIsFreeOnceItsLeasePasses(t *testing.T) {
+	h := newHarness(t, withWait(0))
+	failReleases(t, h.db, -1)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), http.StatusBadGateway, false)
+	h.wantKeys("alice/k=in_progress")
+	// Until the lease passes, the attempt may still be running somewhere.
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`}), problem.KeyReused)
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), problem.KeyInProgress)
+	h.clock.Advance(h.lease)
+	if k, _ := h.key("alice", "k"); !k.Lapsed(h.now().UTC().Truncate(time.Microsecond)) {
+		t.Fatalf("key %+v is not free once its lease passed", k)
+	}
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`, path: "/widgets/2"}), problem.KeyReused)
+	wantAnswer(t, h.do(call{key: "k", body: `{"card":"b"}`}), http.StatusCreated, false)
+	derived := h.wantRuns("/widgets/1", 2)
+	if derived[0] != derived[1] {
+		t.Fatalf("the corrected retry ran as another operation: %v", derived)
+	}
+	h.wantKeys("alice/k=completed")
+}

@@ -1,0 +1,339 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// keyStateOf reads the state the keys listing gives one key.
+func (e *env) keyStateOf(token, key string) string {
+	e.t.Helper()
+	r := e.do(request{method: "GET", path: "/api/v1/idempotency-keys", token: token})
+	var list struct {
+		Keys []struct{ Key, State string } `json:"idempotency_keys"`
+	}
+	if err := json.Unmarshal(r.Body, &list); err != nil {
+		e.t.Fatalf("keys: %v %s", err, r.Body)
+	}
+	for _, k := range list.Keys {
+		if k.Key == key {
+			return k.State
+		}
+	}
+	e.t.Fatalf("key %q is not listed: %s", key, r.Body)
+	return ""
+}
+
+// A payment answered 502 whose key could not be released (the database
+// link was cut) leaves its key in progress with nobody holding it. Once its
+// lease passes the listing calls it released, and the retry with another
+// card, which the README allows for a released key, pays the order once.
+func TestKeyWhoseReleaseFailedIsReleasedOnceItsLeasePasses(t *testing.T) {
+	e := newEnv(t)
+	err := e.db.Callback().Raw().Before("gorm:raw").Register("test:fail-release", func(tx *gorm.DB) {
+		if strings.Contains(tx.Statement.SQL.String(), "SET owner_token = ''") {
+			_ = tx.AddError(errors.New("test: the database link is cut"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := e.signUp("ann@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	pay := func(method string) response {
+		return e.do(request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(method)})
+	}
+	isProblem(t, pay(payments.MethodUnavailable), http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	if state := e.keyStateOf(token, "pay"); state != "in_progress" {
+		t.Fatalf("state %q while the lease runs, want in_progress", state)
+	}
+	e.clock.Advance(e.deps.Lease)
+	if state := e.keyStateOf(token, "pay"); state != "released" {
+		t.Fatalf("state %q once the lease passed, want released", state)
+	}
+	if r := pay(payments.MethodVisa); r.Status != http.StatusCreated {
+		t.Fatalf("retry with another card: %d %s", r.Status, r.Body)
+	}
+	if n, paid := e.charges(), e.count("orders", "id = ? AND status = ?", orderID, "paid"); n != 1 || paid != 1 {
+		t.Fatalf("%d charges, order paid %d; want one charge and the order paid", n, paid)
+	}
+}
+
+// A stored problem's Cache-Control: no-store is part of its answer and is
+// replayed with it; a 502, API or page, says when to retry.
+func TestReplaysKeepNoStoreAndOutagesSayWhenToRetry(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	ids := e.products()
+	orderID := e.createOrder(token, "order", orderBody(ids[0], 1))
+	pay := func(k, method string) response {
+		return e.do(request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key(k), body: payBody(method)})
+	}
+	for _, step := range []struct {
+		key, method, typ string
+		status           int
+	}{
+		{"declined", payments.MethodDeclined, "/problems/payment-declined", http.StatusPaymentRequired},
+		{"paid", payments.MethodVisa, "", http.StatusCreated},
+		{"again", payments.MethodVisa, "/problems/order-already-paid", http.StatusConflict},
+	} {
+		if step.typ == "" {
+			if r := pay(step.key, step.method); r.Status != step.status {
+				t.Fatalf("%s: %d %s", step.key, r.Status, r.Body)
+			}
+			continue
+		}
+		for _, replay := range []bool{false, true} {
+			r := pay(step.key, step.method)
+			isProblem(t, r, step.status, step.typ)
+			if r.replayed() != replay || r.Header.Get("Cache-Control") != "no-store" {
+				t.Fatalf("%s (replayed %v): Cache-Control %q, want no-store", step.key, r.replayed(), r.Header.Get("Cache-Control"))
+			}
+		}
+	}
+	if n := e.count("simulated_charges"); n != 2 {
+		t.Fatalf("%d provider charges (declined and succeeded), want 2", n)
+	}
+
+	other := e.createOrder(token, "other", orderBody(ids[1], 1))
+	r := e.do(request{method: "POST", path: "/api/v1/orders/" + other + "/payments", token: token, key: key("outage"), body: payBody(payments.MethodUnavailable)})
+	isProblem(t, r, http.StatusBadGateway, "/problems/payment-provider-unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 502 without Retry-After: %v", r.Header)
+	}
+	s := e.shopper()
+	s.signUp("bob@example.com")
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	page := s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodUnavailable))
+	isPage(t, page, http.StatusBadGateway)
+	if page.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 502 page without Retry-After: %v", page.Header)
+	}
+}
+
+// Made-up methods and huge paths cannot grow the metrics or the log: a
+// method outside the standard set is counted as "other", and the log line
+// keeps only the start of the method and the path.
+func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
+	var logs testkit.Buffer
+	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	huge := strings.Repeat("M", 200_000)
+	methods := []string{huge}
+	for i := range 200 {
+		methods = append(methods, fmt.Sprintf("M%03d", i))
+	}
+	if r := e.do(request{method: "GET", path: "/" + strings.Repeat("p", 100_000)}); r.Status != http.StatusNotFound {
+		t.Fatalf("a huge path: %d", r.Status)
+	}
+	// Small answers, each sent whole once its handler, and its log line,
+	// are done.
+	for _, m := range methods {
+		if r := e.do(request{method: m, path: "/api/v1/products"}); r.Status != http.StatusMethodNotAllowed {
+			t.Fatalf("method %.20s: %d", m, r.Status)
+		}
+	}
+	logged := logs.String()
+
+	metrics := e.do(request{method: "GET", path: "/metrics"})
+	methodLabel := regexp.MustCompile(`^shop_http_requests_total\{.*method="([^"]*)"`)
+	seen := map[string]bool{}
+	for line := range strings.Lines(string(metrics.Body)) {
+		if m := methodLabel.FindStringSubmatch(line); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	if !seen["other"] || !seen["GET"] || len(seen) != 2 {
+		t.Fatalf("%d method labels (%.200v), want GET and other", len(seen), slices.Collect(maps.Keys(seen)))
+	}
+	if strings.Contains(string(metrics.Body), "M000") {
+		t.Fatal("a made-up method is a label value")
+	}
+
+	requests := 0
+	for line := range strings.Lines(logged) {
+		var entry struct{ Msg, Method, Path string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatal(err)
+		}
+		if entry.Msg != "request" {
+			continue
+		}
+		requests++
+		if len(line) > 1024 || len(entry.Method) > 16+len("…") || len(entry.Path) > 256+len("…") {
+			t.Fatalf("a log line of %d bytes, method %d, path %d: %.200s", len(line), len(entry.Method), len(entry.Path), line)
+		}
+	}
+	if requests != len(methods)+1 {
+		t.Fatalf("%d request lines, want %d", requests, len(methods)+1)
+	}
+}
+
+// Sign-ups and log-ins are throttled per client address: past the limit,
+// 429 with Retry-After, a problem for the API and a page for the browser,
+// and nothing is done.
+func TestCredentialsAreThrottledPerAddress(t *testing.T) {
+	e := newEnv(t, func(d *handlers.Deps) { d.CredentialsPerMinute = 3 })
+	creds := `{"email":"ann@example.com","password":"correct horse"}`
+	for _, path := range []string{"/api/v1/users", "/api/v1/tokens", "/api/v1/tokens"} {
+		if r := e.do(request{method: "POST", path: path, body: creds}); r.Status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	before := e.sideEffects()
+	tokens := e.count("api_tokens")
+	for _, r := range []request{
+		{method: "POST", path: "/api/v1/tokens", body: creds},
+		{method: "POST", path: "/api/v1/users", body: `{"email":"bob@example.com","password":"correct horse"}`},
+	} {
+		got := e.do(r)
+		isProblem(t, got, http.StatusTooManyRequests, "/problems/too-many-requests")
+		if got.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 429 without Retry-After", r.path)
+		}
+	}
+	page := e.shopper().post("/login", url.Values{"email": {"ann@example.com"}, "password": {"correct horse"}})
+	isPage(t, page, http.StatusTooManyRequests)
+	if page.Header.Get("Retry-After") == "" || page.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("the 429 page: Retry-After %q, Set-Cookie %q", page.Header.Get("Retry-After"), page.Header.Get("Set-Cookie"))
+	}
+	if got := e.sideEffects(); got != before || e.count("api_tokens") != tokens {
+		t.Fatalf("a throttled request wrote something: %+v, want %+v", got, before)
+	}
+}
+
+// Failed log-ins are counted per account in the database, so two instances
+// share the count: past the limit, even the right password gets 429 with
+// Retry-After, on either instance, until the window passes. An unknown
+// email is throttled alike, so a 429 does not tell which accounts exist.
+func TestFailedLogInsAreThrottledPerAccountAcrossInstances(t *testing.T) {
+	const failures, window = 3, 15 * time.Minute
+	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	other := httptest.NewServer(newServer(t, e.deps))
+	t.Cleanup(other.Close)
+	e.signUp("ann@example.com")
+	logIn := func(base, email, password string) response {
+		t.Helper()
+		req := request{method: "POST", path: "/api/v1/tokens", body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)}
+		saved := e.url
+		e.url = base
+		defer func() { e.url = saved }()
+		return e.do(req)
+	}
+	for _, email := range []string{"ann@example.com", "nobody@example.com"} {
+		for i := range failures {
+			base := []string{e.url, other.URL}[i%2]
+			isProblem(t, logIn(base, email, "wrong password"), http.StatusUnauthorized, "/problems/bad-credentials")
+		}
+		for _, base := range []string{e.url, other.URL} {
+			r := logIn(base, email, "correct horse")
+			isProblem(t, r, http.StatusTooManyRequests, "/problems/too-many-requests")
+			if secs, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || secs < 1 || secs > int(window.Seconds()) {
+				t.Fatalf("Retry-After %q, want 1–%d seconds", r.Header.Get("Retry-After"), int(window.Seconds()))
+			}
+		}
+	}
+	tokens := e.count("api_tokens")
+	e.clock.Advance(window)
+	if r := logIn(other.URL, "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
+		t.Fatalf("after the window: %d %s", r.Status, r.Body)
+	}
+	if e.count("api_tokens") != tokens+1 {
+		t.Fatal("the log-in after the window issued no token")
+	}
+}
+
+// payments.provider_key is unique on both databases: the index exists, and
+// a second row with the same provider key is refused as a duplicate.
+func TestPaymentProviderKeyIsUnique(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	if !e.db.Migrator().HasIndex(&models.Payment{}, "ProviderKey") {
+		t.Fatal("payments has no index on provider_key")
+	}
+	payment := func() *models.Payment {
+		return &models.Payment{
+			ID: uuid.NewString(), OrderID: orderID, Status: models.PaymentDeclined, AmountCents: 1, Currency: "EUR",
+			PaymentMethod: payments.MethodDeclined, ProviderChargeID: "ch_1", ProviderKey: "idem_same",
+		}
+	}
+	if err := e.db.Create(payment()).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Create(payment()).Error; !errors.Is(err, gorm.ErrDuplicatedKey) {
+		t.Fatalf("a second payment with the same provider key: %v, want a duplicate-key error", err)
+	}
+	if n := e.count("payments"); n != 1 {
+		t.Fatalf("%d payments, want 1", n)
+	}
+}
+
+// Settle checks that the settling operation still holds the order: one
+// whose hold passed to another operation records nothing, paid or
+// declined, and leaves the attempt in doubt.
+func TestSettleNeedsTheOrdersHold(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("ann@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	shop := models.Shop{DB: e.db}
+	user := e.userID("ann@example.com")
+	now := e.clock.Now()
+	start, err := shop.BeginPayment(context.Background(), user, orderID, "idem_this", payments.MethodVisa, now, now.Add(time.Minute))
+	if err != nil || start.Unresolved {
+		t.Fatalf("begin: %+v %v", start, err)
+	}
+	other := "idem_other_operation"
+	if err := e.db.Model(&models.Order{}).Where("id = ?", orderID).Update("payment_lock", other).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []string{models.PaymentSucceeded, models.PaymentDeclined} {
+		err := e.db.Transaction(func(tx *gorm.DB) error {
+			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + status}, "idem_this")
+			return err
+		})
+		if !errors.Is(err, models.ErrPaymentInProgress) {
+			t.Fatalf("settling as %s without the hold: %v, want payment in progress", status, err)
+		}
+	}
+	var after models.Order
+	if err := e.db.Where("id = ?", orderID).Take(&after).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("payments"); n != 0 || after.Status != models.OrderPending || after.PaymentLock == nil || *after.PaymentLock != other {
+		t.Fatalf("%d payments, order %s held by %v; want none recorded and the other operation's hold kept", n, after.Status, after.PaymentLock)
+	}
+	if e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
+		t.Fatal("the attempt is no longer in doubt")
+	}
+}
+
+// userID is the id of the user with the email.
+func (e *env) userID(email string) string {
+	e.t.Helper()
+	var id string
+	if err := e.db.Model(&models.User{}).Where("email = ?", email).Pluck("id", &id).Error; err != nil || id == "" {
+		e.t.Fatalf("user %s: %v", email, err)
+	}
+	return id
+}
