@@ -26,6 +26,8 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metrics.handler())
+	r.GET("/openapi.json", s.openapiJSON)
+	r.GET("/openapi.yaml", s.openapiYAML)
 	r.GET("/problems", s.problemIndex)
 	r.GET("/problems/:slug", s.problemPage)
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
