@@ -249,11 +249,11 @@ func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("metrics@example.com")
 	p := e.products()
-	orderID := e.createOrder(token, "a", orderBody(p[0], 1))                                                     // claimed, stored
-	e.createOrder(token, "a", orderBody(p[0], 1))                                                                // replayed
-	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("a"), body: orderBody(p[0], 2)}) // mismatch
+	orderID := e.createOrder(token, "a", orderBody(p[0], 1))                                                                        // claimed, stored
+	e.createOrder(token, "a", orderBody(p[0], 1))                                                                                   // replayed
+	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("a"), body: orderBody(p[0], 2)})                    // mismatch
 	e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("b"), body: orderBody(p[0], 0), offContract: true}) // claimed, released
-	e.createOrder(token, "b", orderBody(p[0], 1))                                                                // retried, stored
+	e.createOrder(token, "b", orderBody(p[0], 1))                                                                                   // retried, stored
 	pay := "/api/v1/orders/" + orderID + "/payments"
 	e.do(request{method: "POST", path: pay, token: token, key: key("p1"), body: payBody(payments.MethodDeclined)})
 	e.do(request{method: "POST", path: pay, token: token, key: key("p2"), body: payBody(payments.MethodUnavailable)})
