@@ -1,10 +1,11 @@
 package handlers
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/middleware"
 )
 
 type keyJSON struct {
@@ -18,17 +19,18 @@ type keyJSON struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// listKeys shows what the server remembers of the user's operations.
-func (s *Server) listKeys(c *gin.Context) {
-	keys, err := s.recentKeys(c)
-	if err != nil {
-		s.fail(c, err)
-		return
+func keyView(k middleware.IdempotencyKey) keyJSON {
+	v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
+	if k.Released() {
+		v.State = "released"
 	}
-	c.JSON(http.StatusOK, gin.H{"idempotency_keys": keys})
+	if k.Status != 0 {
+		v.Status = &k.Status
+	}
+	return v
 }
 
-// recentKeys are the user's 100 most recent keys, for the API and the page.
+// recentKeys are the user's 100 most recent keys, for the page.
 func (s *Server) recentKeys(c *gin.Context) ([]keyJSON, error) {
 	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
 	if err != nil {
@@ -36,14 +38,7 @@ func (s *Server) recentKeys(c *gin.Context) ([]keyJSON, error) {
 	}
 	out := make([]keyJSON, 0, len(keys))
 	for _, k := range keys {
-		v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
-		if k.Released() {
-			v.State = "released"
-		}
-		if k.Status != 0 {
-			v.Status = &k.Status
-		}
-		out = append(out, v)
+		out = append(out, keyView(k))
 	}
 	return out, nil
 }

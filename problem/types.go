@@ -20,6 +20,8 @@ var (
 		"This endpoint accepts `application/json` request bodies. Nothing was done."}
 	MalformedRequest = Type{"malformed-request", http.StatusBadRequest, "Malformed request",
 		"The request body could not be read: it is not valid JSON (duplicate object keys included), or it does not have the shape this endpoint expects. Nothing was done."}
+	InvalidParameter = Type{"invalid-parameter", http.StatusBadRequest, "Invalid query parameter",
+		"A query parameter is out of its range: `limit` must be a whole number from 1 to 100, and `after` must be a `next_cursor` the same listing returned. Nothing was done."}
 	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
 		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
 	Unauthorized = Type{"unauthorized", http.StatusUnauthorized, "Authentication required",
@@ -49,7 +51,7 @@ var (
 // All lists every type, for the documentation pages.
 var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
-	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
+	TooLarge, UnsupportedMediaType, MalformedRequest, InvalidParameter, Validation,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
 	Conflict, CrossOrigin, MethodNotAllowed, Internal,
