@@ -21,6 +21,7 @@ type config struct {
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
 	PaymentLatency   time.Duration
+	TokenTTL         time.Duration
 	LogLevel         slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
@@ -61,6 +62,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
+		{"TOKEN_TTL", "720h", &cfg.TokenTTL},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {
@@ -73,6 +75,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if len(errs) == durationErrs && (cfg.IdempotencyLease <= 0 || cfg.IdempotencyTTL <= cfg.IdempotencyLease) {
 		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive and shorter than IDEMPOTENCY_TTL (%s)", cfg.IdempotencyLease, cfg.IdempotencyTTL))
+	}
+	if len(errs) == durationErrs && cfg.TokenTTL == 0 {
+		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))

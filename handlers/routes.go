@@ -58,6 +58,8 @@ func (s *Server) routes() *gin.Engine {
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
+	authed.GET("/me", s.me)
+	authed.DELETE("/tokens/current", s.revokeToken)
 	return r
 }
 

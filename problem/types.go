@@ -28,6 +28,10 @@ var (
 		"Send `Authorization: Bearer <token>` with a token from `POST /api/v1/tokens`. Idempotency keys belong to the authenticated user, so the token is checked before the key."}
 	BadCredentials = Type{"bad-credentials", http.StatusUnauthorized, "Wrong email or password",
 		"The email or password is wrong."}
+	TokenExpired = Type{"token-expired", http.StatusUnauthorized, "Token expired",
+		"The bearer token is past its expiry (`expires_at` in the answer of `POST /api/v1/tokens`; 30 days by default, `TOKEN_TTL`). Get a new token from `POST /api/v1/tokens`. Nothing was done."}
+	TokenRevoked = Type{"token-revoked", http.StatusUnauthorized, "Token revoked",
+		"The bearer token was revoked with `DELETE /api/v1/tokens/current`. Get a new token from `POST /api/v1/tokens`. Nothing was done."}
 	NotFound = Type{"not-found", http.StatusNotFound, "Not found",
 		"There is nothing here, or it belongs to another account."}
 	EmailTaken = Type{"email-taken", http.StatusConflict, "Email already registered",
@@ -52,7 +56,7 @@ var (
 var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
 	TooLarge, UnsupportedMediaType, MalformedRequest, InvalidParameter, Validation,
-	Unauthorized, BadCredentials, NotFound, EmailTaken,
+	Unauthorized, BadCredentials, TokenExpired, TokenRevoked, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
 	Conflict, CrossOrigin, MethodNotAllowed, Internal,
 }
