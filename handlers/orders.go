@@ -136,7 +136,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.Header("Location", orderLocation(payment.OrderID))
+	c.Header("Location", paymentLocation(payment))
 	if payment.Status == models.PaymentDeclined {
 		middleware.Final(c)
 		p := problem.PaymentDeclined.With(payment.DeclineReason)

@@ -57,6 +57,7 @@ func (s *Server) routes() *gin.Engine {
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
+	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
 	authed.GET("/me", s.me)
 	authed.DELETE("/tokens/current", s.revokeToken)

@@ -55,7 +55,7 @@ func TestReplayReturnsTheOriginalAnswer(t *testing.T) {
 	if paid.Status != http.StatusCreated || replay.Status != http.StatusCreated || !replay.replayed() || !bytes.Equal(paid.Body, replay.Body) {
 		t.Fatalf("pay: %d %s; replay: %d %v %s", paid.Status, paid.Body, replay.Status, replay.replayed(), replay.Body)
 	}
-	if replay.Header.Get("Location") != "/api/v1/orders/"+orderID {
+	if replay.Header.Get("Location") != "/api/v1/orders/"+orderID+"/payments/"+paid.json(t)["id"].(string) {
 		t.Fatalf("payment Location %q", replay.Header.Get("Location"))
 	}
 	if c, calls := e.charges(), e.provider.Calls(); c != 1 || calls != 1 {
