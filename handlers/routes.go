@@ -28,6 +28,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/metrics", s.metrics.handler())
 	r.GET("/openapi.json", s.openapiJSON)
 	r.GET("/openapi.yaml", s.openapiYAML)
+	r.GET("/docs/api", s.apiReference)
 	r.GET("/problems", s.problemIndex)
 	r.GET("/problems/:slug", s.problemPage)
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
