@@ -1,9 +1,13 @@
 package models
 
+// The reads of the API's listings and resources: pages of orders, one payment.
+
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
@@ -36,4 +40,23 @@ func (s Shop) OrdersPage(ctx context.Context, userID string, p *Position, limit 
 		return orders[:limit], true, err
 	}
 	return orders, false, err
+}
+
+// Payment finds one payment of one of the user's orders: a payment of
+// anyone else's order is as missing as one that does not exist.
+func (s Shop) Payment(ctx context.Context, userID, orderID, paymentID string) (Payment, error) {
+	db := s.DB.WithContext(ctx)
+	order, err := ownOrder(db, userID, orderID)
+	if err != nil {
+		return Payment{}, err
+	}
+	if _, err := uuid.Parse(paymentID); err != nil {
+		return Payment{}, ErrNotFound
+	}
+	var payment Payment
+	err = db.Where("id = ? AND order_id = ?", paymentID, order.ID).Take(&payment).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Payment{}, ErrNotFound
+	}
+	return payment, err
 }
