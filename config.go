@@ -20,8 +20,8 @@ type config struct {
 	IdempotencyTTL   time.Duration
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
-	PaymentLatency   time.Duration
 	TokenTTL         time.Duration
+	PaymentLatency   time.Duration
 	LogLevel         slog.Level
 	// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
 	LogJSON bool
@@ -61,8 +61,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_TTL", "24h", &cfg.IdempotencyTTL},
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
-		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 		{"TOKEN_TTL", "720h", &cfg.TokenTTL},
+		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 	}
 	durationErrs := len(errs)
 	for _, d := range durations {

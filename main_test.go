@@ -84,11 +84,11 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PORT": "70000"}, "PORT"},
 		{map[string]string{"IDEMPOTENCY_TTL": "1 day"}, "IDEMPOTENCY_TTL"},
 		{map[string]string{"IDEMPOTENCY_WAIT": "-1s"}, "IDEMPOTENCY_WAIT"},
+		{map[string]string{"TOKEN_TTL": "a month"}, "TOKEN_TTL"},
+		{map[string]string{"TOKEN_TTL": "0s"}, "TOKEN_TTL must be positive"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "shorter than IDEMPOTENCY_TTL"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
-		{map[string]string{"TOKEN_TTL": "a month"}, "TOKEN_TTL"},
-		{map[string]string{"TOKEN_TTL": "0s"}, "TOKEN_TTL must be positive"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"DATABASE_URL": "mysql://localhost/shop"}, "unknown database scheme"},
 		{map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
@@ -108,7 +108,10 @@ func TestConfigErrors(t *testing.T) {
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
-		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.TokenTTL != 30*24*time.Hour || cfg.DatabaseURL != "data/shop.db" {
+		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	if cfg.TokenTTL != 30*24*time.Hour {
+		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days", cfg.TokenTTL)
 	}
 }
