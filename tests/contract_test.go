@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/shop/shop/openapi"
+	"github.com/shop/shop/problem"
 )
 
 // The contract: every request the API tests send through client, and every
@@ -260,4 +261,23 @@ func jsonHeader() http.Header {
 func withHeader(h http.Header, name, value string) http.Header {
 	h.Set(name, value)
 	return h
+}
+
+// Every problem type the API can answer is named in the document, with its
+// status.
+func TestEveryProblemTypeIsDocumented(t *testing.T) {
+	for _, typ := range problem.All {
+		if typ == problem.CrossOrigin {
+			continue // the browser checkout's only
+		}
+		row := fmt.Sprintf("| %d | ", typ.Status)
+		at := bytes.Index(openapi.YAML, []byte(row))
+		if at < 0 {
+			t.Fatalf("openapi.yaml has no row for status %d", typ.Status)
+		}
+		line, _, _ := bytes.Cut(openapi.YAML[at:], []byte("\n"))
+		if !bytes.Contains(line, []byte("`"+typ.URI()+"`")) {
+			t.Errorf("openapi.yaml does not list %s under %d", typ.URI(), typ.Status)
+		}
+	}
 }
