@@ -77,9 +77,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		DB:       db,
 		Provider: &payments.Simulated{DB: db, Latency: cfg.PaymentLatency},
 		TTL:      cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		TokenTTL:      cfg.TokenTTL,
 		SessionSecret: cfg.SessionSecret,
 		SecureCookies: cfg.Production,
+		TokenTTL:      cfg.TokenTTL,
 		Logger:        logger,
 	})
 	if cfg.SessionSecret == nil {

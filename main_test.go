@@ -106,12 +106,12 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: the error is not one line: %q", tc.env, err)
 		}
 	}
+	if cfg, _ := loadConfig(func(string) string { return "" }); cfg.TokenTTL != 30*24*time.Hour {
+		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days", cfg.TokenTTL)
+	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||
 		cfg.IdempotencyWait != 5*time.Second || cfg.PaymentLatency != 50*time.Millisecond || cfg.DatabaseURL != "data/shop.db" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
-	}
-	if cfg.TokenTTL != 30*24*time.Hour {
-		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days", cfg.TokenTTL)
 	}
 }

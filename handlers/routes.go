@@ -54,14 +54,14 @@ func (s *Server) routes() *gin.Engine {
 	api.POST("/tokens", s.createToken)
 	api.GET("/products", s.listProducts)
 	authed := api.Group("", s.requireBearer)
+	authed.GET("/me", s.me)
+	authed.DELETE("/tokens/current", s.revokeToken)
 	authed.POST("/orders", once, s.createOrder)
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
-	authed.GET("/me", s.me)
-	authed.DELETE("/tokens/current", s.revokeToken)
 	return r
 }
 

@@ -55,8 +55,9 @@ var (
 // All lists every type, for the documentation pages.
 var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
-	TooLarge, UnsupportedMediaType, MalformedRequest, InvalidParameter, Validation,
-	Unauthorized, BadCredentials, TokenExpired, TokenRevoked, NotFound, EmailTaken,
+	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
+	InvalidParameter, TokenExpired, TokenRevoked,
+	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable,
 	Conflict, CrossOrigin, MethodNotAllowed, Internal,
 }
