@@ -26,12 +26,12 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metrics.handler())
-	r.GET("/openapi.json", s.openapiJSON)
-	r.GET("/openapi.yaml", s.openapiYAML)
-	r.GET("/docs/api", s.apiReference)
 	r.GET("/problems", s.problemIndex)
 	r.GET("/problems/:slug", s.problemPage)
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
+	r.GET("/openapi.json", s.openapiJSON)
+	r.GET("/openapi.yaml", s.openapiYAML)
+	r.GET("/docs/api", s.apiReference)
 
 	// The browser: session cookie, forms, cross-origin posts refused.
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
