@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_payment_resolutions_total",
-			Help: "Payment attempts in doubt asked about again, by who asked (payment, reconciler) and outcome: succeeded, declined, failed (nothing charged), unresolved.",
+			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused).",
 		}, []string{"by", "outcome"}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.provider, m.resolutions,

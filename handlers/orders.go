@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
@@ -180,15 +181,18 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 	if payment, ok, err := s.shop.PaymentOf(ctx, ref); err != nil || ok {
 		return payment, err
 	}
-	// The hold lasts as long as this operation's lease, heartbeats included.
+	// This run holds the order, not the operation: a run that outlived its
+	// lease cannot write over the run that took over. The hold lasts as
+	// long as the run's lease, heartbeats included.
+	holder := ref + "/" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
 	middleware.OnLeaseExtended(c, func(ctx context.Context, until time.Time) error {
-		return s.shop.ExtendPaymentHold(ctx, orderID, ref, until)
+		return s.shop.ExtendPaymentHold(ctx, orderID, holder, until)
 	})
 	var start models.PaymentStart
 	for tries := 0; ; tries++ {
 		now := s.deps.Now().UTC()
 		var err error
-		start, err = s.shop.BeginPayment(ctx, currentUser(c).ID, orderID, ref, method, now, now.Add(s.deps.Lease))
+		start, err = s.shop.BeginPayment(ctx, currentUser(c).ID, orderID, ref, holder, method, now, now.Add(s.deps.Lease))
 		if errors.Is(err, models.ErrOrderPaid) {
 			// Paid meanwhile — perhaps by this operation's own charge,
 			// settled by the reconciler since the look above.
@@ -196,10 +200,10 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 				return payment, readErr
 			}
 		}
-		if err != nil || !start.Unresolved {
-			if err != nil {
-				return models.Payment{}, err
-			}
+		if err != nil {
+			return models.Payment{}, err
+		}
+		if !start.Unresolved {
 			break
 		}
 		if tries == maxResolutions {
@@ -208,27 +212,27 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		// An earlier attempt is in doubt: nothing may be charged before
 		// the provider says what became of it.
 		earlier := start.Attempt
-		payment, resolved := s.resolve(ctx, "payment", earlier, start.PreviouslySent, ref)
+		payment, resolved := s.resolve(ctx, "payment", earlier, holder)
 		switch {
 		case !resolved:
-			s.releaseHold(ctx, orderID, ref)
-			if earlier.ProviderKey == ref {
+			s.releaseHold(ctx, orderID, holder)
+			if earlier.Operation == ref {
 				return models.Payment{}, problem.PaymentUnconfirmed.With(unconfirmed)
 			}
 			return models.Payment{}, problem.PaymentUnconfirmed.With(models.ErrPaymentInDoubt.Message)
-		case payment.ID != "" && earlier.ProviderKey == ref:
+		case earlier.Operation == ref:
 			return payment, nil // this operation's own charge, from a run that died
 		case payment.Status == models.PaymentSucceeded:
 			return models.Payment{}, models.ErrOrderPaid
 		}
-		// Declined, or nothing charged: the order is free to charge.
+		// Declined: the order is free to charge.
 	}
 	attempt := start.Attempt
 	charge, err := s.deps.Provider.Charge(ctx, chargeRequest(attempt))
 	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
 	if errors.Is(err, payments.ErrUnavailable) {
 		// The provider says nothing was charged: other keys may try at once.
-		if err := s.shop.FailAttempt(context.WithoutCancel(ctx), attempt, ref); err != nil {
+		if err := s.shop.FailAttempt(context.WithoutCancel(ctx), attempt, holder); err != nil {
 			s.deps.Logger.Error("record a failed payment attempt", "err", err, "attempt", attempt.ID)
 		}
 		return models.Payment{}, problem.ProviderUnavailable.With("The payment provider is unavailable; nothing was charged. Retry with the same key.")
@@ -240,11 +244,11 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		// payment of the order, or the reconciler. The hold is let go so
 		// that they can do so at once.
 		s.deps.Logger.Warn("payment provider failed", "err", err, "attempt", attempt.ID)
-		s.releaseHold(ctx, orderID, ref)
+		s.releaseHold(ctx, orderID, holder)
 		return models.Payment{}, problem.PaymentUnconfirmed.With(unconfirmed)
 	}
 	s.deps.Faults.afterCharge(ctx)
-	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcomeOf(charge), ref)
+	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcomeOf(charge), holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
 		// The hold passed while the provider answered: the operation that
 		// took it resolved this attempt, with the provider's same answer.

@@ -7,64 +7,44 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/payments"
 )
 
 // Resolution outcomes, as logs and metrics name them.
 const (
 	resolvedSucceeded = "succeeded"  // the provider had charged: the order is paid
 	resolvedDeclined  = "declined"   // the provider had declined: recorded
-	resolvedFailed    = "failed"     // the provider charged nothing, and no request can still charge
 	unresolved        = "unresolved" // the provider could not say: still in doubt
 )
-
-// attemptTimeout bounds one run of a payment operation, its provider call
-// included: the idempotency middleware's timeout, 4 × the lease. A request
-// sent under an attempt's key longer ago than that is over.
-func (s *Server) attemptTimeout() time.Duration { return 4 * s.deps.Lease }
 
 // resolve finds out what became of an attempt in doubt by sending its exact
 // request again under its own key: the provider answers a repeat with the
 // first request's outcome, or makes the charge once if the first never
 // arrived. holder holds the attempt's order; the answer is recorded under
-// that hold. It reports the payment recorded (succeeded or declined; none
-// when nothing was charged), and false when the attempt is still in doubt.
-// previouslySent is when a request under the key was last sent before this
-// one: "nothing charged" settles the attempt only once that request is over.
-func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentAttempt, previouslySent time.Time, holder string) (models.Payment, bool) {
+// that hold. It reports the payment recorded, and false when the attempt is
+// still in doubt. Only an outcome settles it: a refusal of this request
+// (rate limited, unauthorized, unavailable) comes before the provider's
+// idempotency layer and says nothing about the first request.
+func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentAttempt, holder string) (models.Payment, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout())
 	defer cancel()
 	charge, err := s.deps.Provider.Charge(ctx, chargeRequest(attempt))
 	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
 	var payment models.Payment
 	outcome := unresolved
-	switch {
-	case err == nil:
-		err = s.deps.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-			var settleErr error
-			payment, settleErr = s.shop.Settle(tx, attempt, outcomeOf(charge), holder)
-			return settleErr
-		})
+	if err == nil {
+		payment, err = s.shop.SettleNow(context.WithoutCancel(ctx), attempt, outcomeOf(charge), holder)
 		if errors.Is(err, models.ErrPaymentInProgress) {
 			// Recorded meanwhile by a run that got the same answer.
 			var ok bool
-			payment, ok, err = s.shop.PaymentOf(ctx, attempt.ProviderKey)
+			payment, ok, err = s.shop.PaymentOf(ctx, attempt.Operation)
 			if err == nil && !ok {
 				err = models.ErrPaymentInProgress
 			}
 		}
 		if err == nil {
 			outcome = payment.Status
-		}
-	case errors.Is(err, payments.ErrUnavailable) && !s.deps.Now().Before(previouslySent.Add(s.attemptTimeout())):
-		// Nothing was charged by this request, and every earlier one is
-		// over: none of them will charge.
-		err = s.shop.FailAttempt(context.WithoutCancel(ctx), attempt, holder)
-		if err == nil {
-			outcome = resolvedFailed
 		}
 	}
 	s.metrics.resolutions.WithLabelValues(by, outcome).Inc()
@@ -76,6 +56,10 @@ func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentA
 	log.Info("payment attempt in doubt resolved with the provider", "charge", payment.ProviderChargeID)
 	return payment, true
 }
+
+// attemptTimeout bounds one resolution's provider call: the idempotency
+// middleware's timeout, 4 × the lease.
+func (s *Server) attemptTimeout() time.Duration { return 4 * s.deps.Lease }
 
 // reconcileBatch is how many attempts in doubt one reconcile pass takes on.
 const reconcileBatch = 100
@@ -95,7 +79,7 @@ func (s *Server) Reconcile(ctx context.Context) (int, error) {
 	for _, a := range attempts {
 		holder := "reconcile_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 		now := s.deps.Now().UTC()
-		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, true, now, now.Add(s.deps.Lease))
+		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.deps.Lease))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -103,7 +87,7 @@ func (s *Server) Reconcile(ctx context.Context) (int, error) {
 		if !held {
 			continue // resolved meanwhile, or taken by a live operation or another reconciler
 		}
-		if _, ok := s.resolve(ctx, "reconciler", attempt, attempt.SentAt, holder); ok {
+		if _, ok := s.resolve(ctx, "reconciler", attempt, holder); ok {
 			resolved++
 		} else {
 			s.releaseHold(ctx, attempt.OrderID, holder)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/stripe/stripe-go/v82"
@@ -70,14 +71,18 @@ func (s *Server) stripeEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	holder := "webhook_" + event.ID
+	now := s.deps.Now().UTC()
+	if found && attempt.State == models.AttemptFailed && outcome.Status == models.PaymentSucceeded {
+		s.recordLateCharge(c, event, attempt, outcome, holder, now)
+		return
+	}
 	if !found || attempt.State != models.AttemptInDoubt {
 		// Not one of ours, or its outcome is already recorded.
 		c.JSON(http.StatusOK, gin.H{"received": true, "applied": false})
 		return
 	}
-	holder := "webhook_" + event.ID
-	now := s.deps.Now().UTC()
-	attempt, held, err := s.shop.HoldForResolution(ctx, attempt.ID, holder, false, now, now.Add(s.deps.Lease))
+	attempt, held, err := s.shop.HoldForResolution(ctx, attempt.ID, holder, now, now.Add(s.deps.Lease))
 	switch {
 	case err != nil:
 		s.fail(c, err)
@@ -99,6 +104,21 @@ func (s *Server) stripeEvent(c *gin.Context) {
 	}
 	s.metrics.resolutions.WithLabelValues("webhook", payment.Status).Inc()
 	s.deps.Logger.Info("payment attempt in doubt resolved by a Stripe event", "attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "outcome", payment.Status)
+	c.JSON(http.StatusOK, gin.H{"received": true, "applied": true})
+}
+
+// recordLateCharge records a charge Stripe reports for an attempt the shop
+// had recorded as refused. It should never happen; if it does, the charge
+// is recorded all the same, and logged and counted for a person to refund
+// if the order was paid twice.
+func (s *Server) recordLateCharge(c *gin.Context, event stripe.Event, attempt models.PaymentAttempt, outcome models.Outcome, holder string, now time.Time) {
+	if _, err := s.shop.RecordLateCharge(middleware.Tx(c), attempt, outcome, holder, now); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.metrics.resolutions.WithLabelValues("webhook", "late_charge").Inc()
+	s.deps.Logger.Error("Stripe charged a payment attempt the shop had recorded as refused; recorded now — refund it if the order was paid twice",
+		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", outcome.ChargeID)
 	c.JSON(http.StatusOK, gin.H{"received": true, "applied": true})
 }
 

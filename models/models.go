@@ -75,10 +75,11 @@ type Order struct {
 	// Attempts are the provider calls made for the order, in doubt or
 	// resolved: the shop's own record that money may be moving.
 	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
-	// PaymentLock is the derived key of the payment operation that currently
-	// holds the order, until PaymentLockedUntil. Two payment operations with
-	// different keys must not both reach the provider for one order.
-	PaymentLock        *string `gorm:"size:80"`
+	// PaymentLock names who holds the order until PaymentLockedUntil: one
+	// run of a payment operation (its derived key and a token of the run),
+	// the reconciler, or a webhook delivery. Two of them must not both reach
+	// the provider for one order, nor record its answer.
+	PaymentLock        *string `gorm:"size:100"`
 	PaymentLockedUntil *time.Time
 	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
@@ -118,7 +119,7 @@ type Payment struct {
 	PaymentMethod    string    `gorm:"size:64;not null"`
 	DeclineReason    string    `gorm:"size:200"`
 	ProviderChargeID string    `gorm:"size:64;not null"`
-	ProviderKey      string    `gorm:"size:80;not null;uniqueIndex"`
+	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
 	CreatedAt        time.Time `gorm:"not null"`
 }
 
@@ -131,18 +132,19 @@ type Payment struct {
 type PaymentAttempt struct {
 	ID               string `gorm:"primaryKey;size:36"`
 	OrderID          string `gorm:"size:36;not null;index"`
-	ProviderKey      string `gorm:"size:80;not null;uniqueIndex"`
+	// Operation is the derived key of the payment operation that made the
+	// attempt. ProviderKey is the key the provider was called with: the
+	// operation's, or, for an operation whose earlier attempt the provider
+	// refused, the operation's with a number, so that a request with other
+	// parameters never reuses a key the provider has seen.
+	Operation        string `gorm:"size:80;not null;index"`
+	ProviderKey      string `gorm:"size:90;not null;uniqueIndex"`
 	AmountCents      int64  `gorm:"not null"`
 	Currency         string `gorm:"size:3;not null"`
 	PaymentMethod    string `gorm:"size:64;not null"`
 	State            string `gorm:"size:16;not null;index"`
 	ProviderChargeID string `gorm:"size:64"`
 	DeclineReason    string `gorm:"size:200"`
-	// SentAt is when a request under ProviderKey was last sent, by the
-	// attempt or by a resolution. Until every such request has outlived the
-	// attempt timeout, a provider saying "nothing charged" to a resolution
-	// does not prove that an earlier request will not charge.
-	SentAt    time.Time `gorm:"not null"`
 	CreatedAt time.Time `gorm:"not null"`
 	UpdatedAt time.Time `gorm:"not null"`
 }

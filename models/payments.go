@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,11 +16,18 @@ import (
 //   - BeginPayment takes the hold and, in the same transaction, records the
 //     operation's attempt — but only if no earlier attempt of the order is
 //     still in doubt. The provider is called after that commit.
-//   - An attempt in doubt is resolved (Settle, FailAttempt) before any other
-//     attempt of the order may be written, by whoever holds the order: the
-//     next payment operation, or the reconciler (HoldForResolution).
+//   - An attempt in doubt is resolved (Settle) before any other attempt of
+//     the order may be written, by whoever holds the order: the next payment
+//     operation, the reconciler or a webhook (HoldForResolution). Only the
+//     provider's outcome under the attempt's key resolves it: a refusal of a
+//     later request under that key ("rate limited", "unauthorized") says
+//     nothing about the first, so only the run that sent the first request
+//     may record that nothing was charged (FailAttempt).
 //   - A succeeded attempt marks the order paid in the transaction that
 //     settles it, and a paid order takes no new attempt.
+//
+// A hold is taken by one run of an operation (holder), not by the operation:
+// a run that outlived its lease cannot write over the run that took over.
 
 // PaymentStart is what BeginPayment found and did.
 type PaymentStart struct {
@@ -30,17 +38,14 @@ type PaymentStart struct {
 	// operation's own, from a run that died): it must be resolved first.
 	Attempt    PaymentAttempt
 	Unresolved bool
-	// PreviouslySent is when a request under Attempt's key was last sent
-	// before this one, for an unresolved attempt.
-	PreviouslySent time.Time
 }
 
-// BeginPayment takes the hold on the user's order for the payment
-// operation ref, until the given time, and records ref's attempt to charge
-// method for the order's total — both in one transaction. If an earlier
-// attempt of the order is still in doubt, it records nothing new and hands
-// that attempt back to be resolved, the hold taken.
-func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, method string, now, until time.Time) (PaymentStart, error) {
+// BeginPayment takes the hold on the user's order for holder, a run of the
+// payment operation ref, until the given time, and records ref's attempt to
+// charge method for the order's total — both in one transaction. If an
+// earlier attempt of the order is still in doubt, it records nothing new
+// and hands that attempt back to be resolved, the hold taken.
+func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, holder, method string, now, until time.Time) (PaymentStart, error) {
 	var start PaymentStart
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		order, err := ownOrder(tx, userID, orderID)
@@ -50,7 +55,7 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, method str
 		if order.Status == OrderPaid {
 			return ErrOrderPaid
 		}
-		held, err := takeHold(tx.Where("status = ?", OrderPending), order.ID, ref, now, until)
+		held, err := takeHold(tx.Where("status = ?", OrderPending), order.ID, holder, now, until)
 		if err != nil {
 			return err
 		}
@@ -62,42 +67,38 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, method str
 		err = tx.Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Order("created_at, id").Take(&doubt).Error
 		switch {
 		case err == nil:
-			start.Attempt, start.Unresolved, start.PreviouslySent = doubt, true, doubt.SentAt
-			start.Attempt.SentAt = now
-			return tx.Model(&PaymentAttempt{}).Where("id = ?", doubt.ID).Update("sent_at", now).Error
+			start.Attempt, start.Unresolved = doubt, true
+			return nil
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
 		}
-		start.Attempt, err = recordAttempt(tx, order, ref, method, now)
+		start.Attempt, err = recordAttempt(tx, order, ref, method)
 		return err
 	})
 	return start, err
 }
 
-// recordAttempt writes ref's attempt in doubt. An attempt of ref that
-// failed (the provider charged nothing) is used again, with the method now
-// asked: the provider saved no outcome under its key.
-func recordAttempt(tx *gorm.DB, order Order, ref, method string, now time.Time) (PaymentAttempt, error) {
+// recordAttempt writes ref's attempt in doubt. The provider is called under
+// ref itself the first time; after attempts the provider refused (failed:
+// nothing charged), under ref and a number, because a provider that saved
+// its refusal under a key answers every later request with that key — with
+// other parameters, an idempotency error — and would never charge it.
+func recordAttempt(tx *gorm.DB, order Order, ref, method string) (PaymentAttempt, error) {
+	var tried int64
+	if err := tx.Model(&PaymentAttempt{}).Where("operation = ?", ref).Count(&tried).Error; err != nil {
+		return PaymentAttempt{}, err
+	}
+	providerKey := ref
+	if tried > 0 {
+		providerKey = fmt.Sprintf("%s-%d", ref, tried+1)
+	}
 	attempt := PaymentAttempt{
-		ID: uuid.NewString(), OrderID: order.ID, ProviderKey: ref, AmountCents: order.TotalCents,
-		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt, SentAt: now,
-	}
-	res := tx.Model(&PaymentAttempt{}).Where("provider_key = ? AND state = ?", ref, AttemptFailed).Updates(map[string]any{
-		"amount_cents": attempt.AmountCents, "currency": attempt.Currency, "payment_method": method,
-		"state": AttemptInDoubt, "sent_at": now, "decline_reason": "", "provider_charge_id": "",
-	})
-	if res.Error != nil {
-		return PaymentAttempt{}, res.Error
-	}
-	if res.RowsAffected == 1 {
-		var again PaymentAttempt
-		err := tx.Where("provider_key = ?", ref).Take(&again).Error
-		return again, err
+		ID: uuid.NewString(), OrderID: order.ID, Operation: ref, ProviderKey: providerKey, AmountCents: order.TotalCents,
+		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt,
 	}
 	err := tx.Create(&attempt).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		// ref's attempt exists and is resolved: the caller found no payment
-		// of ref before, so another run of the operation has just settled it.
+		// Another run of the operation has just written the same attempt.
 		return PaymentAttempt{}, ErrPaymentInProgress
 	}
 	return attempt, err
@@ -148,11 +149,13 @@ func (s Shop) ReleasePayment(ctx context.Context, orderID, holder string) error 
 		Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
 }
 
-// PaymentOf is the payment recorded for the attempt with the given provider
-// key, if its outcome is known.
-func (s Shop) PaymentOf(ctx context.Context, providerKey string) (Payment, bool, error) {
+// PaymentOf is the payment recorded for the operation ref — by the
+// provider's answer to one of its attempts — if there is one.
+func (s Shop) PaymentOf(ctx context.Context, ref string) (Payment, bool, error) {
 	var payment Payment
-	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&payment).Error
+	err := s.DB.WithContext(ctx).
+		Where("provider_key IN (?)", s.DB.Model(&PaymentAttempt{}).Select("provider_key").Where("operation = ?", ref)).
+		Take(&payment).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Payment{}, false, nil
 	}
@@ -210,9 +213,54 @@ func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holde
 	return payment, nil
 }
 
+// RecordLateCharge records, through tx, a charge the provider reports for
+// an attempt the shop had recorded as refused (failed): the provider's word
+// wins, so that every charge taken is recorded. It takes the order's hold
+// for holder (ErrPaymentInProgress when a live operation has it), marks the
+// attempt succeeded, writes its payment and marks the order paid — the
+// order may then show two succeeded payments, one of them to refund.
+func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string, now time.Time) (Payment, error) {
+	held, err := takeHold(tx, attempt.OrderID, holder, now, now)
+	if err != nil {
+		return Payment{}, err
+	}
+	if !held {
+		return Payment{}, ErrPaymentInProgress
+	}
+	res := tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptFailed).
+		Updates(map[string]any{"state": AttemptSucceeded, "provider_charge_id": outcome.ChargeID})
+	if res.Error != nil {
+		return Payment{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return Payment{}, ErrPaymentInProgress
+	}
+	if err := tx.Model(&Order{}).Where("id = ?", attempt.OrderID).
+		Updates(map[string]any{"status": OrderPaid, "payment_lock": nil, "payment_locked_until": nil}).Error; err != nil {
+		return Payment{}, err
+	}
+	payment := Payment{
+		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: PaymentSucceeded, AmountCents: attempt.AmountCents,
+		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderChargeID: outcome.ChargeID, ProviderKey: attempt.ProviderKey,
+	}
+	return payment, tx.Create(&payment).Error
+}
+
+// SettleNow is Settle in a transaction of its own.
+func (s Shop) SettleNow(ctx context.Context, attempt PaymentAttempt, outcome Outcome, holder string) (Payment, error) {
+	var payment Payment
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		payment, err = s.Settle(tx, attempt, outcome, holder)
+		return err
+	})
+	return payment, err
+}
+
 // FailAttempt records that the provider charged nothing for an attempt in
 // doubt, and releases holder's hold, in one transaction, if holder still
-// holds the order and the attempt is still in doubt.
+// holds the order and the attempt is still in doubt. Only the run that sent
+// the attempt's first request, and was refused, may call it.
 func (s Shop) FailAttempt(ctx context.Context, attempt PaymentAttempt, holder string) error {
 	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
@@ -233,24 +281,24 @@ func (s Shop) FailAttempt(ctx context.Context, attempt PaymentAttempt, holder st
 
 // StaleAttempts lists attempts in doubt whose order no live operation
 // holds — their own operation died, lost its database link, or gave up —
-// oldest first.
+// those asked about least recently first, so that an attempt the provider
+// cannot answer does not keep the others waiting.
 func (s Shop) StaleAttempts(ctx context.Context, now time.Time, limit int) ([]PaymentAttempt, error) {
 	var attempts []PaymentAttempt
 	err := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).
 		Joins("JOIN orders ON orders.id = payment_attempts.order_id").
 		Where("payment_attempts.state = ?", AttemptInDoubt).
 		Where("orders.payment_lock IS NULL OR orders.payment_locked_until <= ?", now).
-		Order("payment_attempts.created_at, payment_attempts.id").Limit(limit).
+		Order("payment_attempts.updated_at, payment_attempts.id").Limit(limit).
 		Find(&attempts).Error
 	return attempts, err
 }
 
 // HoldForResolution takes the hold of the attempt's order for holder, if
 // no live operation holds it and the attempt is still in doubt, in one
-// transaction; it returns the attempt as it was and, when holder is about
-// to send the attempt's request again, marks it sent now. Many instances
-// may call it at once for one attempt: one gets the hold.
-func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, sending bool, now, until time.Time) (PaymentAttempt, bool, error) {
+// transaction, and marks the attempt asked about now. Many instances may
+// call it at once for one attempt: one gets the hold.
+func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, now, until time.Time) (PaymentAttempt, bool, error) {
 	var attempt PaymentAttempt
 	held := false
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -273,10 +321,7 @@ func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, s
 			return tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
 				Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
 		}
-		if !sending {
-			return nil
-		}
-		return tx.Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("sent_at", now).Error
+		return tx.Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("updated_at", now).Error
 	})
 	return attempt, held, err
 }

@@ -299,7 +299,7 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	shop := models.Shop{DB: e.db}
 	user := e.userID("ann@example.com")
 	now := e.clock.Now()
-	start, err := shop.BeginPayment(context.Background(), user, orderID, "idem_this", payments.MethodVisa, now, now.Add(time.Minute))
+	start, err := shop.BeginPayment(context.Background(), user, orderID, "idem_this", "idem_this/run", payments.MethodVisa, now, now.Add(time.Minute))
 	if err != nil || start.Unresolved {
 		t.Fatalf("begin: %+v %v", start, err)
 	}
@@ -309,7 +309,7 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	}
 	for _, status := range []string{models.PaymentSucceeded, models.PaymentDeclined} {
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + status}, "idem_this")
+			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + status}, "idem_this/run")
 			return err
 		})
 		if !errors.Is(err, models.ErrPaymentInProgress) {

@@ -312,38 +312,109 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	e.paidOnce("after the dead attempt", orderID)
 }
 
-// "Nothing charged" from a resolution settles an attempt only once every
-// earlier request under its key is over: until then one of them may still
-// charge.
-func TestNothingChargedSettlesOnlyOnceEarlierRequestsAreOver(t *testing.T) {
-	unavailable := &failing{err: payments.ErrUnavailable}
-	lost := &failing{Provider: unavailable, err: errors.New("timeout"), n: 1}
-	e := newEnv(t, withLease(time.Minute), withProvider(func(p payments.Provider) payments.Provider { unavailable.Provider = p; return lost }))
-	token := e.signUp("nothing@example.com")
+// A refusal of a resolution — rate limited, unauthorized, unavailable —
+// comes before the provider's idempotency layer and says nothing about the
+// attempt's first request, which here was charged: the attempt stays in
+// doubt however long the refusals go on, and no other key charges.
+func TestARefusedResolutionNeverSettlesAnAttempt(t *testing.T) {
+	refusing := &failing{err: payments.ErrUnavailable}
+	lost := &failing{Provider: refusing, err: errors.New("read: connection reset by peer"), afterCharge: true, n: 1}
+	e := newEnv(t, withLease(time.Minute), withProvider(func(p payments.Provider) payments.Provider { refusing.Provider = p; return lost }))
+	token := e.signUp("refused@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	// The first request is lost on its way: no answer, in doubt.
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
-	unavailable.mu.Lock()
-	unavailable.n = 2 // the provider now says "nothing charged", twice
-	unavailable.mu.Unlock()
-	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
-		t.Fatalf("reconcile just after the request: %d resolved, %v; want 0", n, err)
+	refusing.mu.Lock()
+	refusing.n = 4 // the provider now refuses every request, for a while
+	refusing.mu.Unlock()
+	for range 2 {
+		if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+			t.Fatalf("reconcile while refused: %d resolved, %v; want 0", n, err)
+		}
+		e.clock.Advance(time.Hour)
 	}
-	if n := e.count("payment_attempts", "state = ?", models.AttemptInDoubt); n != 1 {
-		t.Fatal("a fresh 'nothing charged' settled the attempt")
+	second := e.payRequest(token, orderID, "k2", payments.MethodVisa)
+	for range 2 {
+		isProblem(t, e.do(second), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	}
-	e.clock.Advance(4*time.Minute + time.Second)
-	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 1 {
-		t.Fatalf("reconcile once the requests are over: %d resolved, %v; want 1", n, err)
+	if c, doubts, attempts := e.charges(), e.count("payment_attempts", "state = ?", models.AttemptInDoubt), e.count("payment_attempts"); c != 1 || doubts != 1 || attempts != 1 {
+		t.Fatalf("after refused resolutions: %d charges, %d in doubt, %d attempts; want 1, 1, 1", c, doubts, attempts)
 	}
-	if n := e.count("payment_attempts", "state = ?", models.AttemptFailed); n != 1 {
-		t.Fatal("the attempt is not failed")
+	// The provider answers again: the first charge is recorded, once.
+	isProblem(t, e.do(second), http.StatusConflict, "/problems/order-already-paid")
+	e.paidOnce("once the provider answers", orderID)
+}
+
+// Two runs of one operation: the first run's request is slow, its lease
+// passes, and a retry with the same key takes the key over and sends the
+// attempt's request again. The first run's late refusal must not mark the
+// attempt failed under the run that took over, whose request charges: the
+// hold belongs to a run, not to the operation.
+func TestALateRunCannotFailTheAttemptOfTheRunThatTookOver(t *testing.T) {
+	provider := &twoRuns{first: make(chan struct{}), second: make(chan struct{}), releaseFirst: make(chan struct{}), releaseSecond: make(chan struct{})}
+	e := newEnv(t, withLease(hourLease), withWait(0), withProvider(func(p payments.Provider) payments.Provider { provider.Provider = p; return provider }))
+	t.Cleanup(provider.letGo)
+	token := e.signUp("two-runs@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[1], 1))
+	pay := e.payRequest(token, orderID, "k1", payments.MethodVisa)
+
+	firstRun := e.async(pay)
+	recv(t, provider.first, "the first run at the provider")
+	e.clock.Advance(hourLease + time.Second)
+	secondRun := e.async(pay)
+	recv(t, provider.second, "the second run at the provider")
+	close(provider.releaseFirst) // the first run is refused, late
+	late := recv(t, firstRun, "the first run's answer")
+	if late.err != nil {
+		t.Fatal(late.err)
 	}
-	// The order is free: a new key pays it.
-	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status != http.StatusCreated {
-		t.Fatalf("a new key after the failed attempt: %d %s", r.Status, r.Body)
+	close(provider.releaseSecond)
+	took := recv(t, secondRun, "the second run's answer")
+	if took.err != nil || took.Status != http.StatusCreated {
+		t.Fatalf("the run that took over: %v %d %s", took.err, took.Status, took.Body)
 	}
-	e.paidOnce("after the new key", orderID)
+	e.paidOnce("after both runs", orderID)
+	isProblem(t, e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)), http.StatusConflict, "/problems/order-already-paid")
+	e.paidOnce("after a new key", orderID)
+}
+
+// twoRuns holds the first request at the provider and then refuses it, and
+// holds the second until the test lets it through to the provider.
+type twoRuns struct {
+	payments.Provider
+	mu                          sync.Mutex
+	calls                       int
+	first, second               chan struct{}
+	releaseFirst, releaseSecond chan struct{}
+	once                        sync.Once
+}
+
+func (p *twoRuns) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	p.mu.Lock()
+	p.calls++
+	call := p.calls
+	p.mu.Unlock()
+	switch call {
+	case 1:
+		close(p.first)
+		<-p.releaseFirst
+		return payments.Charge{}, payments.ErrUnavailable
+	case 2:
+		close(p.second)
+		<-p.releaseSecond
+	}
+	return p.Provider.Charge(ctx, req)
+}
+
+func (p *twoRuns) letGo() {
+	p.once.Do(func() {
+		for _, ch := range []chan struct{}{p.releaseFirst, p.releaseSecond} {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	})
 }
 
 // linked is a second instance of the shop on the same database, which it

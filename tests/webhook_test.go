@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,14 +41,22 @@ func stripeEvent(t *testing.T, id string, typ stripe.EventType, intent map[strin
 // and the attempt stays in doubt. It returns the order and the attempt.
 func inDoubt(t *testing.T) (*env, string, models.PaymentAttempt) {
 	t.Helper()
-	lost := &failing{err: errors.New("read: connection reset by peer"), afterCharge: true, n: 1}
+	return lostPayment(t, &failing{err: errors.New("read: connection reset by peer"), afterCharge: true, n: 1}, models.AttemptInDoubt)
+}
+
+// lostPayment pays an order through the provider lost, and returns the
+// order and its attempt, which must be in the given state.
+func lostPayment(t *testing.T, lost *failing, state string) (*env, string, models.PaymentAttempt) {
+	t.Helper()
 	e := newEnv(t, withWebhookSecret(), withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	token := e.signUp("webhook@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
+	if r := e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)); r.Status != http.StatusBadGateway {
+		t.Fatalf("the lost payment: %d %s", r.Status, r.Body)
+	}
 	var attempt models.PaymentAttempt
-	if err := e.db.Where("order_id = ? AND state = ?", orderID, models.AttemptInDoubt).Take(&attempt).Error; err != nil {
-		t.Fatalf("no attempt in doubt: %v", err)
+	if err := e.db.Where("order_id = ? AND state = ?", orderID, state).Take(&attempt).Error; err != nil {
+		t.Fatalf("no attempt %s: %v", state, err)
 	}
 	return e, orderID, attempt
 }
@@ -146,9 +155,10 @@ func TestWebhookOutOfOrderNeverUnpays(t *testing.T) {
 }
 
 // payment_failed for an attempt in doubt records the decline and frees the
-// order: a new key then pays it.
+// order: a new key then pays it, and the provider holds that one charge.
+// The attempt's request was lost on its way: it charged nothing.
 func TestWebhookFailureFreesTheOrder(t *testing.T) {
-	e, orderID, attempt := inDoubt(t)
+	e, orderID, attempt := lostPayment(t, &failing{err: errors.New("write: broken pipe"), n: 1}, models.AttemptInDoubt)
 	intent := intentOf(attempt, "requires_payment_method")
 	intent["last_payment_error"] = map[string]any{"type": "card_error", "message": "Your card was declined."}
 	if r := e.do(stripeEvent(t, "evt_failed", stripe.EventTypePaymentIntentPaymentFailed, intent)); r.Status != http.StatusOK || r.json(t)["applied"] != true {
@@ -162,8 +172,22 @@ func TestWebhookFailureFreesTheOrder(t *testing.T) {
 	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status != http.StatusCreated {
 		t.Fatalf("a new key after the failure: %d %s", r.Status, r.Body)
 	}
-	if e.count("orders", "id = ? AND status = ?", orderID, "paid") != 1 {
-		t.Fatal("the order is not paid")
+	e.paidOnce("after the new key", orderID)
+}
+
+// Stripe reports a charge for an attempt the shop recorded as refused (the
+// provider said nothing was charged, and was wrong): the charge is
+// recorded all the same, the order paid, and it is counted for a person.
+func TestWebhookRecordsAChargeTheShopThoughtRefused(t *testing.T) {
+	e, orderID, attempt := lostPayment(t, &failing{err: payments.ErrUnavailable, afterCharge: true, n: 1}, models.AttemptFailed)
+	r := e.do(stripeEvent(t, "evt_late", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded")))
+	if r.Status != http.StatusOK || r.json(t)["applied"] != true {
+		t.Fatalf("late charge: %d %s", r.Status, r.Body)
+	}
+	e.paidOnce("after the late charge", orderID)
+	metrics := string(e.do(request{method: "GET", path: "/metrics"}).Body)
+	if !strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_charge"} 1`) {
+		t.Fatal("the late charge is not counted")
 	}
 }
 
