@@ -130,21 +130,21 @@ type Payment struct {
 // an attempt in doubt is resolved by sending its exact request again under
 // its own key, which the provider answers with the first outcome.
 type PaymentAttempt struct {
-	ID               string `gorm:"primaryKey;size:36"`
-	OrderID          string `gorm:"size:36;not null;index"`
+	ID      string `gorm:"primaryKey;size:36"`
+	OrderID string `gorm:"size:36;not null;index"`
 	// Operation is the derived key of the payment operation that made the
 	// attempt. ProviderKey is the key the provider was called with: the
 	// operation's, or, for an operation whose earlier attempt the provider
 	// refused, the operation's with a number, so that a request with other
 	// parameters never reuses a key the provider has seen.
-	Operation        string `gorm:"size:80;not null;index"`
-	ProviderKey      string `gorm:"size:90;not null;uniqueIndex"`
-	AmountCents      int64  `gorm:"not null"`
-	Currency         string `gorm:"size:3;not null"`
-	PaymentMethod    string `gorm:"size:64;not null"`
-	State            string `gorm:"size:16;not null;index"`
-	ProviderChargeID string `gorm:"size:64"`
-	DeclineReason    string `gorm:"size:200"`
-	CreatedAt time.Time `gorm:"not null"`
-	UpdatedAt time.Time `gorm:"not null"`
+	Operation        string    `gorm:"size:80;not null;index"`
+	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
+	AmountCents      int64     `gorm:"not null"`
+	Currency         string    `gorm:"size:3;not null"`
+	PaymentMethod    string    `gorm:"size:64;not null"`
+	State            string    `gorm:"size:16;not null;index"`
+	ProviderChargeID string    `gorm:"size:64"`
+	DeclineReason    string    `gorm:"size:200"`
+	CreatedAt        time.Time `gorm:"not null"`
+	UpdatedAt        time.Time `gorm:"not null"`
 }
