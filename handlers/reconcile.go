@@ -79,7 +79,8 @@ func (s *Server) Reconcile(ctx context.Context) (int, error) {
 	for _, a := range attempts {
 		holder := "reconcile_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 		now := s.deps.Now().UTC()
-		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.deps.Lease))
+		// Held for as long as the resolution's provider call may take.
+		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.attemptTimeout()+s.deps.Lease))
 		if err != nil {
 			errs = append(errs, err)
 			continue

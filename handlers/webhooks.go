@@ -98,7 +98,9 @@ func (s *Server) stripeEvent(c *gin.Context) {
 	}
 	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcome, holder)
 	if err != nil {
-		s.releaseHold(ctx, attempt.OrderID, holder)
+		// The hold is not let go from another connection while this
+		// transaction is open (on SQLite it would wait for this one's
+		// write lock); it lapses after one lease.
 		s.fail(c, err)
 		return
 	}

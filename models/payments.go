@@ -180,26 +180,38 @@ func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holde
 	if outcome.Status == PaymentSucceeded {
 		state = AttemptSucceeded
 	}
-	res := tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Updates(map[string]any{
-		"state": state, "provider_charge_id": outcome.ChargeID, "decline_reason": outcome.DeclineReason,
-	})
-	if res.Error != nil {
-		return Payment{}, res.Error
+	// Already recorded: nothing to write. A read takes no lock.
+	var current PaymentAttempt
+	if err := tx.Select("state").Where("id = ?", attempt.ID).Take(&current).Error; err != nil {
+		return Payment{}, err
 	}
-	if res.RowsAffected != 1 {
+	if current.State != AttemptInDoubt {
 		return Payment{}, ErrPaymentInProgress
 	}
+	// The order first, then the attempt: the order that BeginPayment and
+	// HoldForResolution lock in, so that two transactions never wait on
+	// each other. Only the hold's holder settles, so the attempt is still
+	// in doubt when its row is locked; its condition is the last guard.
 	update := map[string]any{"payment_lock": nil, "payment_locked_until": nil}
 	if state == AttemptSucceeded {
 		update["status"] = OrderPaid
 	}
-	res = tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).Updates(update)
+	res := tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).Updates(update)
 	if res.Error != nil {
 		return Payment{}, res.Error
 	}
 	if res.RowsAffected != 1 {
 		// The hold passed to another operation, which will resolve the
 		// attempt itself: this one must not record anything.
+		return Payment{}, ErrPaymentInProgress
+	}
+	res = tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Updates(map[string]any{
+		"state": state, "provider_charge_id": outcome.ChargeID, "decline_reason": outcome.DeclineReason,
+	})
+	if res.Error != nil {
+		return Payment{}, res.Error
+	}
+	if res.RowsAffected != 1 {
 		return Payment{}, ErrPaymentInProgress
 	}
 	payment := Payment{

@@ -22,8 +22,10 @@ const (
 // Methods lists the payment methods the shop accepts.
 var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable}
 
-// ErrUnavailable is a transient failure: nothing was charged, and the same
-// call may succeed later.
+// ErrUnavailable is a refusal of this request before it charged anything
+// (unavailable, rate limited, unauthorized): the same call may succeed
+// later. For the first request under a key, nothing was charged under it;
+// for a repeat, it says nothing about the earlier requests.
 var ErrUnavailable = errors.New("payment provider unavailable")
 
 // ChargeRequest asks for one charge. IdempotencyKey makes the call safe to

@@ -96,9 +96,10 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 
 // chargeOfError maps Stripe's errors (https://docs.stripe.com/error-handling):
 //   - a card error is a decline: final, stored as 402;
-//   - an invalid request, failed authentication or a rate limit means the
-//     request was refused before anything was charged: ErrUnavailable, a
-//     released 502;
+//   - an invalid request, failed authentication or a rate limit means this
+//     request was refused before anything was charged: ErrUnavailable. Stripe
+//     checks these before its idempotency layer, so for a repeat of an
+//     earlier request they say nothing about that request;
 //   - an idempotency error (this key with other parameters, or a request
 //     with this key still running: 409) and any 5xx ("treat the result of
 //     a 500 request as indeterminate") leave the attempt in doubt: never a
