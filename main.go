@@ -89,6 +89,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})
+	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
+		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
+	}
 	if cfg.SessionSecret == nil {
 		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
 )
 
 // Resolution outcomes, as logs and metrics name them.
@@ -29,7 +30,7 @@ const (
 func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentAttempt, holder string) (models.Payment, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout())
 	defer cancel()
-	charge, err := s.deps.Provider.Charge(ctx, chargeRequest(attempt))
+	charge, err := s.ask(ctx, attempt)
 	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
 	var payment models.Payment
 	outcome := unresolved
@@ -55,6 +56,24 @@ func (s *Server) resolve(ctx context.Context, by string, attempt models.PaymentA
 	}
 	log.Info("payment attempt in doubt resolved with the provider", "charge", payment.ProviderChargeID)
 	return payment, true
+}
+
+// errNotFound: the provider shows nothing under the attempt's key yet.
+var errNotFound = errors.New("the payment provider shows no charge under the attempt's key")
+
+// ask sends the attempt's request again — or, past the lifetime of a
+// provider's keys, when a repeat could be taken as new, looks up what the
+// provider did under the key instead.
+func (s *Server) ask(ctx context.Context, attempt models.PaymentAttempt) (payments.Charge, error) {
+	finder, ok := s.deps.Provider.(payments.Finder)
+	if !ok || s.deps.Now().Sub(attempt.CreatedAt) < finder.KeyLifetime() {
+		return s.deps.Provider.Charge(ctx, chargeRequest(attempt))
+	}
+	charge, found, err := finder.Find(ctx, chargeRequest(attempt))
+	if err == nil && !found {
+		err = errNotFound
+	}
+	return charge, err
 }
 
 // attemptTimeout bounds one resolution's provider call: the idempotency

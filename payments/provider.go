@@ -5,6 +5,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Test payment methods: Stripe's test PaymentMethod ids, which the
@@ -48,4 +49,14 @@ type Charge struct {
 // Provider charges payment methods.
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
+}
+
+// Finder is a provider whose idempotency keys expire: past KeyLifetime a
+// repeated request may be taken as new and charge again, so what it did
+// under a key is looked up instead. found is false when it shows nothing
+// (yet: a provider's search may lag) — never proof that nothing was charged.
+type Finder interface {
+	Provider
+	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
+	KeyLifetime() time.Duration
 }

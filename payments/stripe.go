@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/stripe/stripe-go/v82"
 )
@@ -74,6 +75,27 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 		return Charge{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
 	}
 	return chargeOfIntent(intent)
+}
+
+// KeyLifetime implements Finder: Stripe may prune an idempotency key once
+// it is 24 hours old, and then takes a request with it as new. An hour of
+// margin.
+func (s *Stripe) KeyLifetime() time.Duration { return 23 * time.Hour }
+
+// Find implements Finder: the PaymentIntent created under the key, by the
+// metadata every charge carries.
+func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
+	params := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{
+		Query: fmt.Sprintf("metadata['idempotency_key']:'%s'", req.IdempotencyKey),
+	}}
+	for intent, err := range s.client.V1PaymentIntents.Search(ctx, params) {
+		if err != nil {
+			return Charge{}, false, fmt.Errorf("%w: search: %w", ErrInDoubt, err)
+		}
+		charge, err := chargeOfIntent(intent)
+		return charge, err == nil, err
+	}
+	return Charge{}, false, nil
 }
 
 // chargeOfIntent reads the outcome of a confirmed PaymentIntent.

@@ -253,8 +253,9 @@ func TestStripeMockRefusalIsADecline(t *testing.T) {
 // money taken. stripe-mock keeps no state, so it cannot show this.
 type fakeStripe struct {
 	mu     sync.Mutex
-	byKey  map[string]fakeIntent
-	loseN  int // the next n answers are lost: the connection is cut after the charge
+	byKey  map[string]fakeIntent // the keys Stripe still remembers
+	kept   map[string]fakeIntent // every PaymentIntent, by the key in its metadata: what search finds
+	loseN  int                   // the next n answers are lost: the connection is cut after the charge
 	ledger int
 }
 
@@ -264,13 +265,17 @@ type fakeIntent struct {
 }
 
 func newFakeStripe(t *testing.T) (*fakeStripe, string) {
-	f := &fakeStripe{byKey: map[string]fakeIntent{}}
+	f := &fakeStripe{byKey: map[string]fakeIntent{}, kept: map[string]fakeIntent{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv.URL
 }
 
 func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/search" {
+		f.search(w, r.URL.Query().Get("query"))
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	form, _ := url.ParseQuery(string(body))
 	key := r.Header.Get("Idempotency-Key")
@@ -282,6 +287,7 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`{"id":"pi_fake%d","object":"payment_intent","status":"succeeded","amount":%s,"currency":%q,"metadata":{"idempotency_key":%q}}`,
 			f.ledger, form.Get("amount"), form.Get("currency"), key)}
 		f.byKey[key] = prior
+		f.kept[key] = prior
 	}
 	lose := f.loseN > 0
 	f.loseN--
@@ -298,6 +304,27 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Write(prior.body)
 	}
+}
+
+// search answers metadata['idempotency_key']:'…', as Stripe's search does.
+func (f *fakeStripe) search(w http.ResponseWriter, query string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var data []string
+	for key, intent := range f.kept {
+		if query == "metadata['idempotency_key']:'"+key+"'" {
+			data = append(data, string(intent.body))
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"object":"search_result","url":"/v1/payment_intents/search","has_more":false,"data":[%s]}`, strings.Join(data, ","))
+}
+
+// forget is Stripe pruning its idempotency keys, 24 hours on.
+func (f *fakeStripe) forget() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.byKey)
 }
 
 func (f *fakeStripe) charges() int {
@@ -378,4 +405,26 @@ func TestProcessConfiguredForStripe(t *testing.T) {
 	}
 	// The webhook endpoint is served, and refuses an unsigned delivery.
 	isProblem(t, e.do(request{method: "POST", path: "/webhooks/stripe", body: `{"id":"evt_1"}`, offContract: true}), http.StatusBadRequest, "/problems/webhook-signature-invalid")
+}
+
+// Stripe may forget an idempotency key after 24 hours and take a request
+// with it as new. An attempt in doubt for longer — the shop was down for a
+// day — is looked up by its metadata instead of being sent again: the
+// reconciler records the first PaymentIntent, and nothing is charged twice.
+func TestStripeAttemptOlderThanItsKeyIsLookedUpNotSentAgain(t *testing.T) {
+	fake, base := newFakeStripe(t)
+	fake.loseN = 1
+	e := newEnv(t, withStripe(base, http.DefaultTransport))
+	token := e.signUp("stripe-day@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
+	e.clock.Advance(25 * time.Hour)
+	fake.forget()
+	if n, err := e.server.Reconcile(t.Context()); err != nil || n != 1 {
+		t.Fatalf("reconcile a day later: %d resolved, %v; want 1", n, err)
+	}
+	if fake.charges() != 1 || e.count("payments", "status = ? AND provider_charge_id = ?", "succeeded", "pi_fake1") != 1 ||
+		e.count("orders", "id = ? AND status = ?", orderID, "paid") != 1 {
+		t.Fatalf("%d PaymentIntents at Stripe, %d payments; want the first, recorded once, and the order paid", fake.charges(), e.count("payments"))
+	}
 }
