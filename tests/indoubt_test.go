@@ -66,6 +66,20 @@ func (e *env) paidOnce(when, orderID string) {
 	}
 }
 
+// answeredWithTheCharge asserts that r is a 201 whose payment is the one
+// charge in the provider's ledger: the operation's own, first charge.
+func (e *env) answeredWithTheCharge(r response, who string) {
+	e.t.Helper()
+	if r.Status != http.StatusCreated {
+		e.t.Fatalf("%s: %d %s; want 201 with its charge", who, r.Status, r.Body)
+	}
+	var charges []string
+	e.db.Table("simulated_charges").Pluck("id", &charges)
+	if got := r.json(e.t)["provider_charge_id"]; len(charges) != 1 || got != charges[0] {
+		e.t.Fatalf("%s was answered with charge %v; the provider's ledger holds %v", who, got, charges)
+	}
+}
+
 func (e *env) payRequest(token, orderID, k, method string) request {
 	return request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key(k), body: payBody(method)}
 }
@@ -111,15 +125,7 @@ func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
 		t.Fatalf("the new key again: %d replayed=%v", again.Status, again.replayed())
 	}
 
-	retry := e.do(first)
-	if retry.Status != http.StatusCreated {
-		t.Fatalf("the first key's retry: %d %s", retry.Status, retry.Body)
-	}
-	var charge string
-	e.db.Table("simulated_charges").Pluck("id", &charge)
-	if got := retry.json(t)["provider_charge_id"]; got != charge {
-		t.Fatalf("the first key was answered with charge %v, want its own %s", got, charge)
-	}
+	e.answeredWithTheCharge(e.do(first), "the first key's retry")
 	if e.provider.Calls() != calls {
 		t.Fatalf("the first key's retry called the provider again")
 	}

@@ -333,17 +333,24 @@ func (f *fakeStripe) charges() int {
 	return f.ledger
 }
 
+// lostStripeReply is a shop on a fake Stripe whose first answer is lost
+// after it charged, and a user's order, not paid yet.
+func lostStripeReply(t *testing.T, email string, product int) (*fakeStripe, *env, string, string) {
+	t.Helper()
+	fake, base := newFakeStripe(t)
+	fake.loseN = 1
+	e := newEnv(t, withStripe(base, http.DefaultTransport))
+	token := e.signUp(email)
+	return fake, e, token, e.createOrder(token, "order", orderBody(e.products()[product], 1))
+}
+
 // A Stripe charge whose answer was lost leaves its attempt in doubt; a new
 // key sends the attempt's exact request again under the attempt's key,
 // Stripe answers it with the first PaymentIntent, and the new key is told
 // the order is paid: one PaymentIntent in Stripe's ledger. The first key's
 // retry gets that PaymentIntent as its payment.
 func TestStripeLostReplyIsResolvedNotChargedTwice(t *testing.T) {
-	fake, base := newFakeStripe(t)
-	fake.loseN = 1
-	e := newEnv(t, withStripe(base, http.DefaultTransport))
-	token := e.signUp("stripe-lost@example.com")
-	orderID := e.createOrder(token, "order", orderBody(e.products()[2], 1))
+	fake, e, token, orderID := lostStripeReply(t, "stripe-lost@example.com", 2)
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 	isProblem(t, e.do(first), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	if fake.charges() != 1 || e.count("payments") != 0 {
@@ -363,11 +370,7 @@ func TestStripeLostReplyIsResolvedNotChargedTwice(t *testing.T) {
 // parameters) says nothing about whether the first request charged: the
 // attempt stays in doubt, and no other key may charge the order.
 func TestStripeIdempotencyErrorNeverChargesTwice(t *testing.T) {
-	fake, base := newFakeStripe(t)
-	fake.loseN = 1
-	e := newEnv(t, withStripe(base, http.DefaultTransport))
-	token := e.signUp("stripe-idem@example.com")
-	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	fake, e, token, orderID := lostStripeReply(t, "stripe-idem@example.com", 0)
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	// Stripe now remembers the key with other parameters than the attempt's.
 	var providerKey string
@@ -412,11 +415,7 @@ func TestProcessConfiguredForStripe(t *testing.T) {
 // day — is looked up by its metadata instead of being sent again: the
 // reconciler records the first PaymentIntent, and nothing is charged twice.
 func TestStripeAttemptOlderThanItsKeyIsLookedUpNotSentAgain(t *testing.T) {
-	fake, base := newFakeStripe(t)
-	fake.loseN = 1
-	e := newEnv(t, withStripe(base, http.DefaultTransport))
-	token := e.signUp("stripe-day@example.com")
-	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	fake, e, token, orderID := lostStripeReply(t, "stripe-day@example.com", 0)
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	e.clock.Advance(25 * time.Hour)
 	fake.forget()
