@@ -29,10 +29,26 @@ type SimulatedCharge struct {
 
 // Simulated is the built-in provider. It deduplicates durably by idempotency
 // key: a repeated request gets the first answer, and charges nothing more.
+// Latency is a round trip: half of it before the charge is made, half after,
+// as a reply travels back — so a caller that gives up, or dies, in the second
+// half has been charged without knowing it, as with a real provider.
 type Simulated struct {
 	DB      *gorm.DB
 	Latency time.Duration
 	calls   atomic.Int64
+}
+
+// wait sleeps for d, or returns the context's error when it ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Calls counts the requests the provider received, repeats included.
@@ -41,12 +57,8 @@ func (s *Simulated) Calls() int64 { return s.calls.Load() }
 // Charge implements Provider.
 func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
 	s.calls.Add(1)
-	if s.Latency > 0 {
-		select {
-		case <-time.After(s.Latency):
-		case <-ctx.Done():
-			return Charge{}, ctx.Err()
-		}
+	if err := wait(ctx, s.Latency/2); err != nil {
+		return Charge{}, err
 	}
 	if req.PaymentMethod == MethodUnavailable {
 		return Charge{}, ErrUnavailable
@@ -75,6 +87,9 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 	}
 	if stored.AmountCents != req.AmountCents || stored.Currency != req.Currency || stored.PaymentMethod != req.PaymentMethod {
 		return Charge{}, errors.New("payment provider: idempotency key reused with different parameters")
+	}
+	if err := wait(ctx, s.Latency-s.Latency/2); err != nil {
+		return Charge{}, err // charged, and the reply lost
 	}
 	return Charge{ID: stored.ID, Status: stored.Status, DeclineReason: stored.DeclineReason}, nil
 }

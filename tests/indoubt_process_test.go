@@ -12,12 +12,13 @@ import (
 )
 
 // crashMidPayment runs the server as a process, pays an order with key k1,
-// and kills it with SIGKILL once the payment's attempt is committed and —
-// on PostgreSQL — the provider has charged while the payment's commit
-// waits for the order's row, which the test holds locked: Repro A exactly.
-// On SQLite a lock would hold up the provider's ledger as well, so the kill
-// comes while the provider call is in flight, its outcome unknown to the
-// shop either way. It returns the database and the payment request.
+// and kills it with SIGKILL once the provider has charged and before the
+// payment is committed: Repro A. On PostgreSQL the payment's commit waits
+// for the order's row, which the test holds locked, so the kill lands there
+// whatever the timing. On SQLite such a lock would hold up the provider's
+// ledger too; the kill lands while the provider's reply travels back (the
+// second half of PAYMENT_LATENCY, 1.5 s here), and the test checks that it
+// did. It returns the database and the payment request.
 func crashMidPayment(t *testing.T, databaseURL string, settings []string) (*env, string, request) {
 	t.Helper()
 	first := startShop(t, "server that dies", settings...)
@@ -35,8 +36,8 @@ func crashMidPayment(t *testing.T, databaseURL string, settings []string) (*env,
 		if err := lock.Exec("SELECT id FROM orders WHERE id = ? FOR UPDATE", orderID).Error; err != nil {
 			t.Fatal(err)
 		}
-		until(t, "the provider to charge", func() bool { return e.charges() == 1 })
 	}
+	until(t, "the provider to charge", func() bool { return e.charges() == 1 })
 	first.kill()
 	if r := <-answered; r.err == nil {
 		t.Fatalf("the payment was answered before the kill: %d %s", r.Status, r.Body)
@@ -65,7 +66,7 @@ func until(t *testing.T, what string, cond func() bool) {
 // new key's request is what resolves the attempt.
 func TestKill9MidPaymentThenANewKeyChargesOnce(t *testing.T) {
 	databaseURL := testkit.URL(t)
-	settings := []string{"DATABASE_URL=" + databaseURL, "IDEMPOTENCY_LEASE=2s", "IDEMPOTENCY_WAIT=300ms", "PAYMENT_LATENCY=1500ms", "PAYMENT_RECONCILE_EVERY=0"}
+	settings := []string{"DATABASE_URL=" + databaseURL, "IDEMPOTENCY_LEASE=2s", "IDEMPOTENCY_WAIT=300ms", "PAYMENT_LATENCY=3s", "PAYMENT_RECONCILE_EVERY=0"}
 	e, orderID, first := crashMidPayment(t, databaseURL, settings)
 	restarted := startShop(t, "restarted server", settings...)
 	e.url = restarted.url
@@ -94,7 +95,7 @@ func TestKill9MidPaymentThenANewKeyChargesOnce(t *testing.T) {
 // reconciler records the charge and marks the order paid.
 func TestKill9MidPaymentIsReconciledWithoutARetry(t *testing.T) {
 	databaseURL := testkit.URL(t)
-	settings := []string{"DATABASE_URL=" + databaseURL, "IDEMPOTENCY_LEASE=1s", "PAYMENT_LATENCY=1500ms", "PAYMENT_RECONCILE_EVERY=200ms"}
+	settings := []string{"DATABASE_URL=" + databaseURL, "IDEMPOTENCY_LEASE=1s", "PAYMENT_LATENCY=3s", "PAYMENT_RECONCILE_EVERY=200ms"}
 	e, orderID, _ := crashMidPayment(t, databaseURL, settings)
 	startShop(t, "restarted server", settings...)
 	until(t, "the reconciler to pay the order", func() bool {
