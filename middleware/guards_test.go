@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -141,4 +142,70 @@ func TestKeyExpiringUnderALiveTakeoverIsNotANewOperation(t *testing.T) {
 	g.release(1)
 	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
 	h.wantRuns("/widgets/1", 2)
+}
+
+// claimable and claimableSQL are the one rule, "expired and nobody holds
+// it", in Go and in SQL: over every state, and an expiry and a lease each
+// before, at and after the moment, the sweep deletes exactly the keys
+// claimable calls free, and the claim statement takes exactly those.
+func TestClaimableAgreesWithTheSQL(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := h.now().UTC().Truncate(time.Microsecond)
+	moments := []time.Time{now.Add(-time.Minute), now, now.Add(time.Minute)}
+	var keys []IdempotencyKey
+	for _, state := range []struct{ state, owner string }{{StateInProgress, "owner"}, {StateInProgress, ""}, {StateCompleted, "owner"}} {
+		for _, expires := range moments {
+			for _, locked := range moments {
+				keys = append(keys, IdempotencyKey{
+					Scope: "alice", Key: fmt.Sprintf("k%d", len(keys)), OperationID: "op", Method: "POST", Route: "/widgets/:id",
+					Fingerprint: "f", State: state.state, OwnerToken: state.owner, LockedUntil: locked,
+					CreatedAt: now.Add(-time.Hour), ExpiresAt: expires,
+				})
+			}
+		}
+	}
+	if err := h.db.Create(&keys).Error; err != nil {
+		t.Fatal(err)
+	}
+	var claimed []string
+	for _, k := range keys {
+		want := k
+		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", StateInProgress
+		want.CreatedAt, want.LockedUntil, want.ExpiresAt = now, now.Add(time.Minute), now.Add(time.Hour)
+		took, err := h.mw.store.claim(ctx, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took != k.claimable(now) {
+			t.Errorf("claim of %+v = %v, claimable = %v", k, took, k.claimable(now))
+		}
+		if took {
+			claimed = append(claimed, k.Key)
+		}
+	}
+	if len(claimed) == 0 || len(claimed) == len(keys) {
+		t.Fatalf("the grid claimed %d of %d keys; want some of each", len(claimed), len(keys))
+	}
+	if err := h.db.Where("1 = 1").Delete(&IdempotencyKey{}).Error; err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		keys[i].ID = 0
+	}
+	if err := h.db.Create(&keys).Error; err != nil { // as they were before the claims
+		t.Fatal(err)
+	}
+	swept, err := h.mw.store.sweep(ctx, now, len(keys)+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(swept) != len(claimed) {
+		t.Fatalf("the sweep deleted %d keys, claimable frees %d", len(swept), len(claimed))
+	}
+	for _, k := range keys {
+		if _, found := h.key(k.Scope, k.Key); found == k.claimable(now) {
+			t.Errorf("after the sweep %+v is there = %v; claimable = %v", k, found, k.claimable(now))
+		}
+	}
 }

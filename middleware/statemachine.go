@@ -52,8 +52,21 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			return
 		}
 		now := m.now()
-		switch {
-		case !ok || found.claimable(now):
+		at := phaseAbsent
+		if ok {
+			at = found.phase(now)
+		}
+		if at != phaseAbsent && at != phaseExpired &&
+			found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target) {
+			// A released key takes a corrected body, but only for the same
+			// target: its operation, and the derived key, stay with it. A
+			// lapsed lease counts as released: its release may have failed.
+			m.cfg.Observe(want.Route, OutcomeMismatch)
+			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
+			return
+		}
+		switch at {
+		case phaseAbsent, phaseExpired:
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 			want.State, want.CreatedAt = StateInProgress, now
 			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
@@ -69,17 +82,10 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 				m.run(c, want)
 				return
 			}
-		case found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target):
-			// A released key takes a corrected body, but only for the same
-			// target: its operation, and the derived key, stay with it. A
-			// lapsed lease counts as released: its release may have failed.
-			m.cfg.Observe(want.Route, OutcomeMismatch)
-			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
-			return
-		case found.State == StateCompleted:
+		case phaseCompleted:
 			m.replay(c, found, waited)
 			return
-		case !found.LockedUntil.After(now):
+		case phaseReleased, phaseStalled:
 			want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
 			took, err := m.store.takeover(context.WithoutCancel(ctx), want, found.OwnerToken, now)
 			if err != nil {
@@ -88,14 +94,18 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			}
 			if took {
 				outcome := OutcomeTakenOver
-				if found.Released() {
+				if at == phaseReleased {
 					outcome = OutcomeRetried
 				}
 				m.cfg.Observe(want.Route, outcome)
 				m.run(c, want)
 				return
 			}
+		case phaseHeld:
+			// Another attempt runs: wait for its answer below.
 		}
+		// Held, or another request won the race to claim or take over:
+		// look again after a pause, until the wait is over.
 		if !time.Now().Before(waitUntil) {
 			m.cfg.Observe(want.Route, OutcomeInProgress)
 			p := problem.KeyInProgress.With("The original request is still running; retry with the same key to get its answer.")
@@ -130,8 +140,41 @@ func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) b
 // now is the clock at the precision both databases store.
 func (m *Idempotency) now() time.Time { return m.cfg.Now().UTC().Truncate(time.Microsecond) }
 
+// phase is where a key stands at a moment, as execute acts on it.
+type phase int
+
+const (
+	phaseAbsent    phase = iota // no row: claim it
+	phaseExpired                // past its TTL and held by nobody: claim it as a new operation
+	phaseHeld                   // in progress under a live lease: wait for its answer
+	phaseCompleted              // its answer is stored: replay it
+	phaseReleased               // in progress, no owner, lease over: retry it as the same operation
+	phaseStalled                // in progress, its owner's lease passed: take it over as the same operation
+)
+
+// phase classifies a key found at now. The cases are tried in order, each
+// narrowing the last: an expired key is a new operation whatever it was,
+// and a lease still running holds a key whoever owns it (a release written
+// by an instance whose clock runs ahead is waited out, as the takeover
+// statement would refuse it).
+func (k IdempotencyKey) phase(now time.Time) phase {
+	switch {
+	case k.claimable(now):
+		return phaseExpired
+	case k.State == StateCompleted:
+		return phaseCompleted
+	case k.LockedUntil.After(now):
+		return phaseHeld
+	case k.Released():
+		return phaseReleased
+	default:
+		return phaseStalled
+	}
+}
+
 // claimable: the key expired and nobody holds it, so it may name a new
-// operation. It mirrors the condition of store.claim.
+// operation. claimableSQL says the same for the claim and sweep statements;
+// TestClaimableAgreesWithTheSQL holds the two together.
 func (k IdempotencyKey) claimable(now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == StateCompleted || !k.LockedUntil.After(now))
 }
@@ -161,7 +204,7 @@ func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
 		op.stopHeartbeat()
 		c.Writer = real
 		if p := recover(); p != nil {
-			m.abandon(detached, op)
+			m.release(detached, op)
 			panic(p)
 		}
 	}()
@@ -235,7 +278,7 @@ func newTicker(every time.Duration) (<-chan time.Time, func()) {
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
-		if !m.abandon(ctx, op) {
+		if !m.release(ctx, op) {
 			// Fenced: the key is another attempt's now, so this answer is
 			// not the operation's, whatever the handler said.
 			m.leaseLost(c, op)
@@ -254,7 +297,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 	switch {
 	case err != nil:
-		m.abandon(ctx, op)
+		m.release(ctx, op)
 		m.internal(c, "record outcome", err)
 	case !completed:
 		// Fenced: the lease passed and a retry took the key over. This
@@ -267,13 +310,13 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 }
 
-// releaseTries is how many times abandon tries to release a key before it
+// releaseTries is how many times release tries to release a key before it
 // leaves the key to its lease: a key whose lease lapsed is free (Lapsed).
 const releaseTries = 3
 
-// abandon rolls the attempt back and releases the key. It reports false
+// release rolls the attempt back and releases the key: the released state. It reports false
 // when the key was no longer this attempt's to release.
-func (m *Idempotency) abandon(ctx context.Context, op *operation) bool {
+func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
 	var held bool
 	var err error

@@ -2,7 +2,9 @@ package middleware
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -81,10 +83,9 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE idempotency_keys.expires_at <= excluded.created_at
-  AND (idempotency_keys.state = ? OR idempotency_keys.locked_until <= excluded.created_at)`,
+WHERE `+claimableSQL("idempotency_keys", "excluded.created_at"),
 		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, StateInProgress, k.OwnerToken, k.LockedUntil,
-		k.CreatedAt, k.ExpiresAt, StateCompleted)
+		k.CreatedAt, k.ExpiresAt)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -138,16 +139,22 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 	return res.RowsAffected == 1, res.Error
 }
 
+// claimableSQL is claimable in SQL, for the key row named table at the
+// moment now (an SQL expression): expired, and completed or its lease over.
+func claimableSQL(table, now string) string {
+	return fmt.Sprintf("%[1]s.expires_at <= %[2]s AND (%[1]s.state = '%[3]s' OR %[1]s.locked_until <= %[2]s)", table, now, StateCompleted)
+}
+
 // sweep deletes up to batch expired keys and returns the route of each.
 // The outer conditions repeat the inner ones so that a key claimed again
 // between the two is not deleted.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
-WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = ? OR locked_until <= ?) LIMIT ?)
-  AND expires_at <= ? AND (state = ? OR locked_until <= ?)
+WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL("idempotency_keys", "@now")+` LIMIT @batch)
+  AND `+claimableSQL("idempotency_keys", "@now")+`
 RETURNING route`,
-		now, StateCompleted, now, batch, now, StateCompleted, now).Scan(&routes).Error
+		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err
 }
 
