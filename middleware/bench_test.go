@@ -177,7 +177,7 @@ func benchWaitOtherInstance(b *testing.B) {
 			Scope: "alice", Key: "wait-" + strconv.Itoa(i), OperationID: "op", Method: http.MethodPost, Route: "/widgets/:id",
 			OwnerToken: "original", State: StateInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 		}
-		fp, err := Fingerprint(Request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
+		fp, err := fingerprintOf(request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -218,11 +218,11 @@ func BenchmarkFingerprint(b *testing.B) {
 	for _, size := range []int{1 << 10, 100 << 10} {
 		body := jsonBody(size)
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			r := Request{Method: http.MethodPost, Route: "/api/v1/orders", ContentType: "application/json", Body: body}
+			r := request{Method: http.MethodPost, Route: "/api/v1/orders", ContentType: "application/json", Body: body}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Fingerprint(r); err != nil {
+				if _, err := fingerprintOf(r); err != nil {
 					b.Fatal(err)
 				}
 			}

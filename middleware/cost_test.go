@@ -154,7 +154,7 @@ func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 	if row, listed := replaysOf(); row != 0 || listed != 3 {
 		t.Fatalf("before the flush: row counts %d replays, Keys %d; want 0 and 3", row, listed)
 	}
-	if err := mw.Flush(context.Background()); err != nil {
+	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if row, listed := replaysOf(); row != 3 || listed != 3 {
@@ -171,7 +171,7 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 	if err := db.Model(&IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := mw.Flush(context.Background()); err != nil {
+	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var k IdempotencyKey

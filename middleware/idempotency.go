@@ -15,9 +15,9 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// StatusClientClosed is what logs and metrics record for a request whose
+// statusClientClosed is what logs and metrics record for a request whose
 // client left before it was answered (nginx's 499); nothing is sent.
-const StatusClientClosed = 499
+const statusClientClosed = 499
 
 // ReplayedHeader marks an answer that was replayed, not produced anew.
 const ReplayedHeader = "Idempotent-Replayed"
@@ -52,7 +52,7 @@ type Config struct {
 	// constants), for metrics; optional.
 	Observe func(route string, outcome Outcome)
 	// FlushEvery is how often replay counts are written to the key rows;
-	// DefaultFlushEvery when zero.
+	// defaultFlushEvery when zero.
 	FlushEvery time.Duration
 	Logger     *slog.Logger
 }
@@ -114,13 +114,10 @@ func New(cfg Config) *Idempotency {
 		cfg.Observe = func(string, Outcome) {}
 	}
 	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = DefaultFlushEvery
+		cfg.FlushEvery = defaultFlushEvery
 	}
 	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
 }
-
-// Flush writes the replay counts counted so far to the key rows.
-func (m *Idempotency) Flush(ctx context.Context) error { return m.replays.flush(ctx) }
 
 // Close stops the background work of the middleware and flushes the replay
 // counts; call it once requests have stopped.

@@ -26,7 +26,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.Unauthorized.With("Sign in first: idempotency keys belong to a user."))
 		return
 	}
-	headerKey, err := ParseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
+	headerKey, err := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
 	if err != nil && !errors.Is(err, errKeyMissing) {
 		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
 		return
@@ -57,16 +57,16 @@ func (m *Idempotency) handle(c *gin.Context) {
 		return
 	}
 	c.Set(keyContextKey, key)
-	req := Request{
+	req := request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
 	}
-	fingerprint, err := Fingerprint(req)
+	fingerprint, err := fingerprintOf(req)
 	if err != nil {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: Target(req)})
+	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)})
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)

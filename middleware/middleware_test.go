@@ -528,7 +528,7 @@ func TestReplayHeaders(t *testing.T) {
 	}
 	derived := h.wantRuns("/widgets/1", 1)
 	h.wantWidgets(derived[0] + "#1")
-	if err := h.mw.Flush(context.Background()); err != nil {
+	if err := h.mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := h.key("alice", "k-1")
@@ -586,7 +586,7 @@ func TestKeyChecksAndScope(t *testing.T) {
 func TestFormKey(t *testing.T) {
 	h := newHarness(t)
 	const path = "/widgets/1?status=303"
-	long := strings.Repeat("f", MaxKeyLength)
+	long := strings.Repeat("f", maxKeyLength)
 	steps := []struct {
 		name     string
 		header   string

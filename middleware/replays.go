@@ -11,9 +11,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// DefaultFlushEvery is how often counted replays are written to the key rows
+// defaultFlushEvery is how often counted replays are written to the key rows
 // when Config.FlushEvery is zero.
-const DefaultFlushEvery = time.Second
+const defaultFlushEvery = time.Second
 
 // replayOf names one operation of a key row: the count belongs to the
 // operation, so that replays of an expired key's old operation are not added

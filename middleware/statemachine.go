@@ -44,7 +44,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 	for waited := false; ; waited = true {
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
 		if err != nil && ctx.Err() != nil {
-			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
+			c.AbortWithStatus(statusClientClosed) // the client left before anything was claimed
 			return
 		}
 		if err != nil {
@@ -114,7 +114,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 			return
 		}
 		if !m.sleep(ctx, scopedKey{want.Scope, want.Key}, min(delay, time.Until(waitUntil))) {
-			c.AbortWithStatus(StatusClientClosed) // the client left; nobody is waiting for an answer
+			c.AbortWithStatus(statusClientClosed) // the client left; nobody is waiting for an answer
 			return
 		}
 		delay = min(2*delay, 100*time.Millisecond)
