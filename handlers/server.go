@@ -71,7 +71,7 @@ type Server struct {
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
+	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
 }
 
 // NewServer builds the server and its routes.

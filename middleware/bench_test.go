@@ -15,6 +15,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+
+	"github.com/shop/shop/models"
 )
 
 // The benchmarks drive the middleware in process (no network) over a real
@@ -35,7 +37,7 @@ type benchSetup struct {
 func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
 	b.Helper()
 	db := testkit.NewDB(b)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		b.Fatal(err)
 	}
 	err := registerProbe(db)
@@ -173,9 +175,9 @@ func benchWaitOtherInstance(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		k := IdempotencyKey{
+		k := models.IdempotencyKey{
 			Scope: "alice", Key: "wait-" + strconv.Itoa(i), OperationID: "op", Method: http.MethodPost, Route: "/widgets/:id",
-			OwnerToken: "original", State: StateInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+			OwnerToken: "original", State: models.KeyInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 		}
 		fp, err := fingerprintOf(request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
 		if err != nil {

@@ -16,6 +16,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+
+	"github.com/shop/shop/models"
 )
 
 // countingPool counts what reaches the database outside a transaction —
@@ -70,7 +72,7 @@ func (p *countingPool) take() (statements []string, begins int) {
 func countedMiddleware(t *testing.T) (*gorm.DB, *countingPool, *Idempotency, http.Handler) {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	sqlDB, err := db.DB()
@@ -141,7 +143,7 @@ func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 
 	replaysOf := func() (row, listed int) {
 		t.Helper()
-		var k IdempotencyKey
+		var k models.IdempotencyKey
 		if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -168,13 +170,13 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 	db, _, mw, h := countedMiddleware(t)
 	serve(t, h, "k", `{"n":1}`)
 	serve(t, h, "k", `{"n":1}`)
-	if err := db.Model(&IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
+	if err := db.Model(&models.IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var k IdempotencyKey
+	var k models.IdempotencyKey
 	if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil || k.Replays != 0 {
 		t.Fatalf("replays %d (%v), want 0", k.Replays, err)
 	}

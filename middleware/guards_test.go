@@ -10,6 +10,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // Each test here protects one guard that another layer would hide from the
@@ -56,9 +58,9 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	now := h.now().UTC().Truncate(time.Microsecond)
-	k := IdempotencyKey{
+	k := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
+		State: models.KeyInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
 		CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
@@ -88,30 +90,30 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
 	h := newHarness(t)
 	now := h.now().UTC().Truncate(time.Microsecond)
-	held := IdempotencyKey{
+	held := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
+		State: models.KeyInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
 		CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 	}
-	if held.claimable(now) {
+	if claimable(held, now) {
 		t.Fatal("claimable: an expired key under a live lease counts as free")
 	}
-	for _, free := range []func(k *IdempotencyKey){
-		func(k *IdempotencyKey) { k.LockedUntil = now },
-		func(k *IdempotencyKey) { k.State = StateCompleted },
+	for _, free := range []func(k *models.IdempotencyKey){
+		func(k *models.IdempotencyKey) { k.LockedUntil = now },
+		func(k *models.IdempotencyKey) { k.State = models.KeyCompleted },
 	} {
 		k := held
 		free(&k)
-		if !k.claimable(now) {
+		if !claimable(k, now) {
 			t.Fatalf("claimable(%+v) = false, want an expired key nobody holds to be free", k)
 		}
 	}
 	if err := h.db.Create(&held).Error; err != nil {
 		t.Fatal(err)
 	}
-	claim := IdempotencyKey{
+	claim := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op-2", Method: "POST", Route: "/widgets/:id", Fingerprint: "g",
-		State: StateInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: models.KeyInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed {
 		t.Fatalf("claim = %v, %v; want refused while the lease is held", claimed, err)
@@ -153,11 +155,11 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	ctx := context.Background()
 	now := h.now().UTC().Truncate(time.Microsecond)
 	moments := []time.Time{now.Add(-time.Minute), now, now.Add(time.Minute)}
-	var keys []IdempotencyKey
-	for _, state := range []struct{ state, owner string }{{StateInProgress, "owner"}, {StateInProgress, ""}, {StateCompleted, "owner"}} {
+	var keys []models.IdempotencyKey
+	for _, state := range []struct{ state, owner string }{{models.KeyInProgress, "owner"}, {models.KeyInProgress, ""}, {models.KeyCompleted, "owner"}} {
 		for _, expires := range moments {
 			for _, locked := range moments {
-				keys = append(keys, IdempotencyKey{
+				keys = append(keys, models.IdempotencyKey{
 					Scope: "alice", Key: fmt.Sprintf("k%d", len(keys)), OperationID: "op", Method: "POST", Route: "/widgets/:id",
 					Fingerprint: "f", State: state.state, OwnerToken: state.owner, LockedUntil: locked,
 					CreatedAt: now.Add(-time.Hour), ExpiresAt: expires,
@@ -171,14 +173,14 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	var claimed []string
 	for _, k := range keys {
 		want := k
-		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", StateInProgress
+		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", models.KeyInProgress
 		want.CreatedAt, want.LockedUntil, want.ExpiresAt = now, now.Add(time.Minute), now.Add(time.Hour)
 		took, err := h.mw.store.claim(ctx, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took != k.claimable(now) {
-			t.Errorf("claim of %+v = %v, claimable = %v", k, took, k.claimable(now))
+		if took != claimable(k, now) {
+			t.Errorf("claim of %+v = %v, claimable = %v", k, took, claimable(k, now))
 		}
 		if took {
 			claimed = append(claimed, k.Key)
@@ -187,7 +189,7 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	if len(claimed) == 0 || len(claimed) == len(keys) {
 		t.Fatalf("the grid claimed %d of %d keys; want some of each", len(claimed), len(keys))
 	}
-	if err := h.db.Where("1 = 1").Delete(&IdempotencyKey{}).Error; err != nil {
+	if err := h.db.Where("1 = 1").Delete(&models.IdempotencyKey{}).Error; err != nil {
 		t.Fatal(err)
 	}
 	for i := range keys {
@@ -204,8 +206,8 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 		t.Fatalf("the sweep deleted %d keys, claimable frees %d", len(swept), len(claimed))
 	}
 	for _, k := range keys {
-		if _, found := h.key(k.Scope, k.Key); found == k.claimable(now) {
-			t.Errorf("after the sweep %+v is there = %v; claimable = %v", k, found, k.claimable(now))
+		if _, found := h.key(k.Scope, k.Key); found == claimable(k, now) {
+			t.Errorf("after the sweep %+v is there = %v; claimable = %v", k, found, claimable(k, now))
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // A renderer that only writes, and leaves the chain running, must not let
@@ -118,9 +120,9 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	for _, key := range []string{"a", "b", "c"} {
-		k := IdempotencyKey{
+		k := models.IdempotencyKey{
 			Scope: "alice", Key: key, OperationID: "op-" + key, Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
+			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
 			CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Second),
 		}
 		if err := h.db.Create(&k).Error; err != nil {

@@ -13,6 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // statusClientClosed is what logs and metrics record for a request whose
@@ -158,11 +160,8 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 
 // Keys lists the most recent keys of a scope, newest first, with the
 // replays this instance counted and has not written yet.
-func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	return m.replays.withPending(func() ([]IdempotencyKey, error) {
-		keys := []IdempotencyKey{}
-		err := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
-			Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
-		return keys, err
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
+	return m.replays.withPending(func() ([]models.IdempotencyKey, error) {
+		return m.store.list(ctx, scope, limit)
 	})
 }

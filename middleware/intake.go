@@ -10,6 +10,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // Intake: what a request brings to the state machine. The key, from the
@@ -66,7 +68,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)})
+	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)})
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)

@@ -12,6 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // A handler that runs longer than the lease keeps its key: the heartbeat
@@ -71,9 +73,9 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 func TestHeartbeatIsFencedByTheOwner(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
-	k := IdempotencyKey{
+	k := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: models.KeyInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
 		t.Fatal(err)

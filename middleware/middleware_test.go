@@ -24,6 +24,8 @@ import (
 
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 func TestMain(m *testing.M) {
@@ -117,8 +119,8 @@ func withRender(r func(*gin.Context, *problem.Problem)) option {
 func registerProbe(db *gorm.DB) error {
 	return db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
 		probe, ok := tx.Statement.Context.Value(probeKey{}).(chan struct{})
-		rows, isKeys := tx.Statement.Dest.(*[]IdempotencyKey)
-		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == StateInProgress {
+		rows, isKeys := tx.Statement.Dest.(*[]models.IdempotencyKey)
+		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == models.KeyInProgress {
 			select {
 			case probe <- struct{}{}:
 			default:
@@ -130,7 +132,7 @@ func registerProbe(db *gorm.DB) error {
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{
@@ -341,7 +343,7 @@ func (h *harness) do(c call) answer {
 // keyStates lists every key row as scope/key=state, sorted; state is
 // completed, in_progress, or released (in progress without an owner).
 func keyStates(db *gorm.DB) ([]string, error) {
-	var rows []IdempotencyKey
+	var rows []models.IdempotencyKey
 	if err := db.Find(&rows).Error; err != nil {
 		return nil, err
 	}
@@ -364,7 +366,7 @@ func widgetRefs(db *gorm.DB) ([]string, error) {
 	return refs, err
 }
 
-func (h *harness) key(scope, key string) (IdempotencyKey, bool) {
+func (h *harness) key(scope, key string) (models.IdempotencyKey, bool) {
 	h.t.Helper()
 	k, ok, err := h.mw.store.find(context.Background(), scope, key)
 	if err != nil {
@@ -532,7 +534,7 @@ func TestReplayHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := h.key("alice", "k-1")
-	if k.State != StateCompleted || k.Status != http.StatusCreated || k.Replays != 1 || string(k.Body) != first.body {
+	if k.State != models.KeyCompleted || k.Status != http.StatusCreated || k.Replays != 1 || string(k.Body) != first.body {
 		t.Fatalf("stored key = %+v, want completed 201 with the original body and one replay", k)
 	}
 }
@@ -695,7 +697,7 @@ func TestOutcomes(t *testing.T) {
 			wantAnswer(t, first, tt.status, false)
 			k, _ := h.key("alice", key)
 			if tt.stored {
-				if k.State != StateCompleted || k.Status != tt.status || string(k.Body) != first.body {
+				if k.State != models.KeyCompleted || k.Status != tt.status || string(k.Body) != first.body {
 					t.Fatalf("stored key = %+v, want completed with %d and the answer", k, tt.status)
 				}
 			} else if !k.Released() || k.LockedUntil.After(h.clock.Now()) {
@@ -854,7 +856,7 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 			}
 			h.wantWidgets(derived[1] + "#2") // A's row rolled back
 			k, _ := h.key("alice", "k")
-			if k.State != StateCompleted || k.Status != http.StatusCreated || string(k.Body) != b.body {
+			if k.State != models.KeyCompleted || k.Status != http.StatusCreated || string(k.Body) != b.body {
 				t.Fatalf("key = %+v, want completed with B's answer %s", k, b.body)
 			}
 			third := h.do(c)
@@ -920,7 +922,7 @@ func TestDuplicateWaitsForTheOriginal(t *testing.T) {
 			wantAnswer(t, a, tt.original, false)
 			wantAnswer(t, b, http.StatusCreated, tt.replayed)
 			k, _ := h.key("alice", "k")
-			if k.State != StateCompleted || string(k.Body) != b.body {
+			if k.State != models.KeyCompleted || string(k.Body) != b.body {
 				t.Fatalf("key = %+v, want completed with %s", k, b.body)
 			}
 			if tt.replayed {
@@ -1001,20 +1003,20 @@ func TestSweep(t *testing.T) {
 		expires, lockedUntil     time.Duration // from now
 		deleted                  bool
 	}{
-		{"alice", "done-expired", StateCompleted, "o", -time.Second, time.Hour, true},
-		{"alice", "done-at-expiry", StateCompleted, "o", 0, -time.Hour, true},
-		{"bob", "done-expired", StateCompleted, "o", -time.Hour, -2 * time.Hour, true},
-		{"alice", "done-fresh", StateCompleted, "o", time.Second, -time.Hour, false},
-		{"alice", "stalled-expired", StateInProgress, "o", -time.Minute, -time.Second, true},
-		{"alice", "lease-ends-now-expired", StateInProgress, "o", -time.Minute, 0, true},
-		{"alice", "released-expired", StateInProgress, "", -time.Second, -2 * time.Hour, true},
-		{"alice", "running-expired", StateInProgress, "o", -time.Minute, time.Minute, false},
-		{"alice", "stalled-fresh", StateInProgress, "o", time.Hour, -time.Minute, false},
-		{"alice", "released-fresh", StateInProgress, "", time.Hour, -time.Minute, false},
+		{"alice", "done-expired", models.KeyCompleted, "o", -time.Second, time.Hour, true},
+		{"alice", "done-at-expiry", models.KeyCompleted, "o", 0, -time.Hour, true},
+		{"bob", "done-expired", models.KeyCompleted, "o", -time.Hour, -2 * time.Hour, true},
+		{"alice", "done-fresh", models.KeyCompleted, "o", time.Second, -time.Hour, false},
+		{"alice", "stalled-expired", models.KeyInProgress, "o", -time.Minute, -time.Second, true},
+		{"alice", "lease-ends-now-expired", models.KeyInProgress, "o", -time.Minute, 0, true},
+		{"alice", "released-expired", models.KeyInProgress, "", -time.Second, -2 * time.Hour, true},
+		{"alice", "running-expired", models.KeyInProgress, "o", -time.Minute, time.Minute, false},
+		{"alice", "stalled-fresh", models.KeyInProgress, "o", time.Hour, -time.Minute, false},
+		{"alice", "released-fresh", models.KeyInProgress, "", time.Hour, -time.Minute, false},
 	}
 	var want []string
 	for _, r := range rows {
-		k := IdempotencyKey{
+		k := models.IdempotencyKey{
 			Scope: r.scope, Key: r.key, OperationID: "op-" + r.key, Method: "POST", Route: "/widgets/:id",
 			Fingerprint: "f", State: r.state, OwnerToken: r.owner, LockedUntil: now.Add(r.lockedUntil),
 			CreatedAt: now.Add(r.expires - time.Hour), ExpiresAt: now.Add(r.expires),

@@ -22,6 +22,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
 const operationKey = "idempotency.operation"
@@ -80,9 +82,9 @@ func DerivedKey(c *gin.Context) string {
 	return deriveKey(op.scope, op.key, op.id)
 }
 
-// DerivedKey is the key the operation this row names passed downstream: the
-// business rows it wrote carry it.
-func (k IdempotencyKey) DerivedKey() string { return deriveKey(k.Scope, k.Key, k.OperationID) }
+// DerivedKeyOf is the key the operation a key row names passed downstream:
+// the business rows it wrote carry it.
+func DerivedKeyOf(k models.IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
 
 func deriveKey(scope, key, operationID string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
 // The sweeper deletes expired keys one short statement per batch, so claims
@@ -19,11 +21,11 @@ func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	const expired, batch = 120, 50
-	keys := make([]IdempotencyKey, expired)
+	keys := make([]models.IdempotencyKey, expired)
 	for i := range keys {
-		keys[i] = IdempotencyKey{
+		keys[i] = models.IdempotencyKey{
 			Scope: "alice", Key: fmt.Sprintf("old-%d", i), OperationID: fmt.Sprintf("op-%d", i), Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
+			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
 			Status: http.StatusCreated, Headers: "{}", CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 		}
 	}

@@ -32,12 +32,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/shop/shop/problem"
+
+	"github.com/shop/shop/models"
 )
 
 // execute finds out what the key says and acts on it: run the operation if
 // this request claims it, replay the answer if it is done, wait if it is
 // running, refuse if the key names another request.
-func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
+func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
 	delay := m.poll
@@ -54,7 +56,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 		now := m.now()
 		at := phaseAbsent
 		if ok {
-			at = found.phase(now)
+			at = phaseOf(found, now)
 		}
 		if at != phaseAbsent && at != phaseExpired &&
 			found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target) {
@@ -68,7 +70,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey) {
 		switch at {
 		case phaseAbsent, phaseExpired:
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
-			want.State, want.CreatedAt = StateInProgress, now
+			want.State, want.CreatedAt = models.KeyInProgress, now
 			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
 			// Detached: a client gone mid-statement must not leave a claim
 			// committed behind an error, or an error for a claim it made.
@@ -157,11 +159,11 @@ const (
 // and a lease still running holds a key whoever owns it (a release written
 // by an instance whose clock runs ahead is waited out, as the takeover
 // statement would refuse it).
-func (k IdempotencyKey) phase(now time.Time) phase {
+func phaseOf(k models.IdempotencyKey, now time.Time) phase {
 	switch {
-	case k.claimable(now):
+	case claimable(k, now):
 		return phaseExpired
-	case k.State == StateCompleted:
+	case k.State == models.KeyCompleted:
 		return phaseCompleted
 	case k.LockedUntil.After(now):
 		return phaseHeld
@@ -175,12 +177,12 @@ func (k IdempotencyKey) phase(now time.Time) phase {
 // claimable: the key expired and nobody holds it, so it may name a new
 // operation. claimableSQL says the same for the claim and sweep statements;
 // TestClaimableAgreesWithTheSQL holds the two together.
-func (k IdempotencyKey) claimable(now time.Time) bool {
-	return !k.ExpiresAt.After(now) && (k.State == StateCompleted || !k.LockedUntil.After(now))
+func claimable(k models.IdempotencyKey, now time.Time) bool {
+	return !k.ExpiresAt.After(now) && (k.State == models.KeyCompleted || !k.LockedUntil.After(now))
 }
 
 // run executes the handler as the owner of the key, then records the outcome.
-func (m *Idempotency) run(c *gin.Context, k IdempotencyKey) {
+func (m *Idempotency) run(c *gin.Context, k models.IdempotencyKey) {
 	// From here the operation runs to its recorded end even if the client
 	// disconnects: a charge must not be left half-recorded. The handler, its
 	// transaction and the recording of its outcome share Timeout (the
@@ -355,8 +357,8 @@ func (op *operation) rollback() {
 }
 
 // replay sends the stored answer verbatim, marked as replayed.
-func (m *Idempotency) replay(c *gin.Context, k IdempotencyKey, waited bool) {
-	resp, err := k.response()
+func (m *Idempotency) replay(c *gin.Context, k models.IdempotencyKey, waited bool) {
+	resp, err := responseOf(k)
 	if err != nil {
 		m.internal(c, "decode stored response", err)
 		return

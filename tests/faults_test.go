@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -181,7 +180,7 @@ type leases struct{ key, hold time.Time }
 
 func (e *env) leases(idempotencyKey, orderID string) leases {
 	e.t.Helper()
-	var k middleware.IdempotencyKey
+	var k models.IdempotencyKey
 	if err := e.db.Where("\"key\" = ?", idempotencyKey).Take(&k).Error; err != nil {
 		e.t.Fatal(err)
 	}

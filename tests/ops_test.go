@@ -18,7 +18,7 @@ import (
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -68,8 +68,8 @@ func (g *gated) releaseAll() {
 func onWaiting(t *testing.T, db *gorm.DB) <-chan struct{} {
 	waiting := make(chan struct{}, 1)
 	err := db.Callback().Query().After("gorm:query").Register("test:waiting", func(tx *gorm.DB) {
-		rows, ok := tx.Statement.Dest.(*[]middleware.IdempotencyKey)
-		if ok && len(*rows) == 1 && (*rows)[0].State == middleware.StateInProgress {
+		rows, ok := tx.Statement.Dest.(*[]models.IdempotencyKey)
+		if ok && len(*rows) == 1 && (*rows)[0].State == models.KeyInProgress {
 			select {
 			case waiting <- struct{}{}:
 			default:
