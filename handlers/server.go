@@ -45,8 +45,6 @@ type Deps struct {
 	// StripeWebhookSecret verifies Stripe's webhook deliveries (whsec_…);
 	// when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
-	// Faults injects failures in tests; nil in production.
-	Faults *Faults
 	// CredentialsPerMinute bounds sign-ups and log-ins per client address
 	// (a bucket refilled over a minute); LoginFailures bounds failed
 	// log-ins per account within LoginFailureWindow. Zero: no limit.

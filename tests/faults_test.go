@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -19,7 +18,7 @@ import (
 // the retry takes the key over, re-runs with the same derived key, gets the
 // provider's first charge back, and pays the order: one charge, one payment.
 //
-// The crash is the AfterCharge fault blocking the first attempt's goroutine,
+// The crash is a provider that charges and then blocks the first attempt's goroutine,
 // so the database is left exactly as a dead process leaves it. The lease is
 // long (an hour, on the test clock) so that the frozen attempt's heartbeat
 // does not tick while the test runs, as a dead process's would not. Let go
@@ -27,16 +26,16 @@ import (
 func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 	crashed, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	faults := &handlers.Faults{AfterCharge: func(context.Context) {
+	freeze := func() {
 		first := false
 		once.Do(func() { first = true })
 		if first {
 			close(crashed)
 			<-resume
 		}
-	}}
+	}
 	const lease = time.Hour
-	e := newEnv(t, withLease(lease), withWait(50*time.Millisecond), withFaults(faults))
+	e := newEnv(t, withLease(lease), withWait(50*time.Millisecond), withAfterCharge(freeze))
 	// Registered after the server, so it runs before the server's cleanup
 	// waits for the frozen request.
 	var resumeOnce sync.Once

@@ -25,8 +25,8 @@ import (
 // and the shop did not learn it — and then pays the order with other keys,
 // or lets the reconciler find it. Each asserts the provider's own ledger.
 
-// frozenCharge is the AfterCharge fault that freezes the first payment once
-// the provider has charged: the database is left as a process that died
+// frozenCharge freezes the first payment once the provider has charged and
+// before it answers (withAfterCharge): the database is left as a process that died
 // there leaves it. The lease is an hour so that the frozen attempt's
 // heartbeat does not tick while the test runs, as a dead process's would
 // not; the test's clock moves past it instead.
@@ -36,17 +36,17 @@ type frozenCharge struct {
 	resumeOnce      sync.Once
 }
 
-func newFrozenCharge(t *testing.T) (*frozenCharge, *handlers.Faults) {
+func newFrozenCharge(t *testing.T) (*frozenCharge, option) {
 	f := &frozenCharge{crashed: make(chan struct{}), resume: make(chan struct{})}
 	t.Cleanup(f.letGo)
-	return f, &handlers.Faults{AfterCharge: func(context.Context) {
+	return f, withAfterCharge(func() {
 		first := false
 		f.once.Do(func() { first = true })
 		if first {
 			close(f.crashed)
 			<-f.resume
 		}
-	}}
+	})
 }
 
 func (f *frozenCharge) letGo() { f.resumeOnce.Do(func() { close(f.resume) }) }
@@ -77,8 +77,8 @@ func (e *env) payRequest(token, orderID, k, method string) request {
 // its charge, instead of charging again. The first key's retry is answered
 // with the payment its own charge made.
 func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), freeze)
 	token := e.signUp("repro-a@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 2))
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
@@ -221,8 +221,8 @@ func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
 // Twenty payments with twenty keys, at once, while an earlier attempt is
 // in doubt: one charge.
 func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withWait(0), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(0), freeze)
 	token := e.signUp("hammer@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[3], 3))
 	dead := e.async(e.payRequest(token, orderID, "k0", payments.MethodVisa))
@@ -254,8 +254,8 @@ func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
 // order paid, although nobody retries; two instances reconciling the same
 // attempt at once resolve it once.
 func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), freeze)
 	token := e.signUp("reconcile@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	dead := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
