@@ -38,10 +38,6 @@ type Deps struct {
 	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
 	SecureCookies bool
 	Logger        *slog.Logger
-	// WithoutIdempotency mounts the idempotent routes without the
-	// middleware, each handler in a plain transaction, to measure what the
-	// middleware costs. Only benchmarks set it; the configuration cannot.
-	WithoutIdempotency bool
 	// StripeWebhookSecret verifies Stripe's webhook deliveries (whsec_…);
 	// when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
@@ -74,6 +70,23 @@ func Migrate(db *gorm.DB) error {
 
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
+	s := newServer(deps)
+	s.router = s.routes(s.idempotency.Require())
+	return s
+}
+
+// NewBaselineServer builds the server with each idempotent route's handler
+// in a plain transaction (middleware.TxOnly) instead of behind the
+// idempotency middleware: the baseline the load harness (tests/load)
+// measures the middleware's cost against. It is the one benchmark knob;
+// main never calls it, and no configuration reaches it.
+func NewBaselineServer(deps Deps) *Server {
+	s := newServer(deps)
+	s.router = s.routes(middleware.TxOnly(deps.DB))
+	return s
+}
+
+func newServer(deps Deps) *Server {
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -115,7 +128,6 @@ func NewServer(deps Deps) *Server {
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
 	}
-	s.router = s.routes()
 	return s
 }
 
