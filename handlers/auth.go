@@ -17,7 +17,7 @@ func (s *Server) requireBearer(c *gin.Context) {
 	scheme, token, _ := strings.Cut(c.GetHeader("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="shop"`)
-		problem.Write(c, problem.Unauthorized.With("Send Authorization: Bearer <token>."))
+		s.fail(c, problem.Unauthorized.With("Send Authorization: Bearer <token>."))
 		return
 	}
 	user, err := s.accounts.UserByToken(c.Request.Context(), strings.TrimSpace(token))

@@ -41,7 +41,7 @@ func (s *Server) problemPage(c *gin.Context) {
 		}
 	}
 	if !acceptsHTML(c) {
-		c.Set(pageKey, false)
+		failAsProblems(c)
 	}
 	s.fail(c, problem.NotFound.With("No such problem type."))
 }
