@@ -87,6 +87,7 @@ func NewBaselineServer(deps Deps) *Server {
 }
 
 func newServer(deps Deps) *Server {
+	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -158,5 +159,3 @@ func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(c
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
 	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
 }
-
-func init() { gin.SetMode(gin.ReleaseMode) }
