@@ -9,9 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shop/shop/problem"
-
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // Each test here protects one guard that another layer would hide from the
@@ -33,21 +33,21 @@ func TestReleaseIsFencedWhileTheNewOwnerRuns(t *testing.T) {
 	g = newGate(t, 1, 2)
 	c := call{key: "k", body: `{}`}
 	aDone := h.async(c)
-	recv(t, g.entered, "attempt A in the handler")
+	testkit.Recv(t, g.entered, "attempt A in the handler")
 	h.clock.Advance(2 * time.Minute) // past A's one-minute lease
 	bDone := h.async(c)
-	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	testkit.Recv(t, g.entered, "retry B in the handler, having taken the key over")
 	b, _ := h.key("alice", "k")
 
 	g.release(1)
-	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
 	if k, _ := h.key("alice", "k"); k.OwnerToken != b.OwnerToken || k.Released() {
 		t.Fatalf("after A's failure the key is %+v, want B's still", k)
 	}
 	wantProblem(t, h.do(c), problem.KeyInProgress)
 
 	g.release(2)
-	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
 	h.wantKeys("alice/k=completed")
 	h.wantRuns("/widgets/1", 2)
 }
@@ -132,17 +132,17 @@ func TestKeyExpiringUnderALiveTakeoverIsNotANewOperation(t *testing.T) {
 	g = newGate(t, 1, 2)
 	c := call{key: "k", body: `{}`}
 	aDone := h.async(c)
-	recv(t, g.entered, "attempt A in the handler")
+	testkit.Recv(t, g.entered, "attempt A in the handler")
 	h.clock.Advance(time.Hour - 30*time.Second) // A's lease passed; the TTL is near
 	bDone := h.async(c)
-	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	testkit.Recv(t, g.entered, "retry B in the handler, having taken the key over")
 	h.clock.Advance(40 * time.Second) // past the TTL, within B's lease
 	wantProblem(t, h.do(c), problem.KeyInProgress)
 	h.wantRuns("/widgets/1", 2)
 	g.release(2)
-	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
 	g.release(1)
-	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
 	h.wantRuns("/widgets/1", 2)
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/problem"
-
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // A renderer that only writes, and leaves the chain running, must not let
@@ -30,7 +30,7 @@ func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
 	g := newGate(t, 1)
 	h.hooks.before = g.block
 	running := h.async(call{key: "busy", body: `{}`})
-	recv(t, g.entered, "the original in the handler")
+	testkit.Recv(t, g.entered, "the original in the handler")
 	steps := []struct {
 		name string
 		call call
@@ -51,7 +51,7 @@ func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
 		}
 	}
 	g.release(1)
-	wantAnswer(t, recv(t, running, "the original's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, running, "the original's answer"), http.StatusCreated, false)
 	h.wantRuns("/widgets/1", 1)
 }
 
@@ -103,10 +103,10 @@ func TestCloseDoesNotWaitForAStuckFlush(t *testing.T) {
 		Scope: func(c *gin.Context) string { return "alice" }})
 	k, _ := h.key("alice", "k")
 	mw.replays.add(k)
-	recv(t, entered, "the background flush to start")
+	testkit.Recv(t, entered, "the background flush to start")
 	closed := make(chan error, 1)
 	go func() { closed <- mw.Close(context.Background()) }()
-	if err := recv(t, closed, "Close"); err != nil {
+	if err := testkit.Recv(t, closed, "Close"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if k, _ := h.key("alice", "k"); k.Replays != 1 {
@@ -142,7 +142,7 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 		if batch < 0 {
 			want = 0
 		}
-		if n := recv(t, swept, "Sweep to return"); n != want {
+		if n := testkit.Recv(t, swept, "Sweep to return"); n != want {
 			t.Fatalf("Sweep(%d) = %d, want %d", batch, n, want)
 		}
 	}

@@ -23,9 +23,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/problem"
-
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 func TestMain(m *testing.M) {
@@ -427,19 +426,6 @@ func wantProblem(t *testing.T, a answer, typ problem.Type) {
 	}
 }
 
-// recv takes the next value of ch. The timeout only turns a hang into a
-// failure; no test waits on it to let something happen.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 // gate blocks the handler's runs it was made for until each is released,
 // and reports each run on entered when it got there. Cleanup releases them
 // all, so a failed test does not leave the server waiting.
@@ -477,13 +463,13 @@ func (g *gate) block(_ *gin.Context, run int) {
 func (h *harness) duplicateWhileRunning(g *gate, c call) (original, duplicate answer) {
 	h.t.Helper()
 	aDone := h.async(c)
-	recv(h.t, g.entered, "the original in the handler")
+	testkit.Recv(h.t, g.entered, "the original in the handler")
 	waiter := c
 	waiter.probe = true
 	bDone := h.async(waiter)
-	recv(h.t, h.probe, "the duplicate to find the key in progress")
+	testkit.Recv(h.t, h.probe, "the duplicate to find the key in progress")
 	g.release(1)
-	return recv(h.t, aDone, "the original's answer"), recv(h.t, bDone, "the duplicate's answer")
+	return testkit.Recv(h.t, aDone, "the original's answer"), testkit.Recv(h.t, bDone, "the duplicate's answer")
 }
 
 // async sends c on its own goroutine; the answer arrives on the channel.
@@ -777,7 +763,7 @@ func TestAnswerIsSentAfterCommit(t *testing.T) {
 
 	ok := h.do(call{key: "ok", path: "/widgets/1", body: `{}`})
 	wantAnswer(t, ok, http.StatusCreated, false)
-	s := recv(t, seen, "the first answer")
+	s := testkit.Recv(t, seen, "the first answer")
 	wantWidget := ok.derived() + "#1"
 	if s.err != nil || !slices.Equal(s.keys, []string{"alice/ok=completed"}) || !slices.Equal(s.widgets, []string{wantWidget}) {
 		t.Fatalf("when the answer left: keys %q, business rows %q (%v); want the completed key and %s", s.keys, s.widgets, s.err, wantWidget)
@@ -785,7 +771,7 @@ func TestAnswerIsSentAfterCommit(t *testing.T) {
 
 	bad := h.do(call{key: "bad", path: "/widgets/2?status=422", body: `{}`})
 	wantAnswer(t, bad, http.StatusUnprocessableEntity, false)
-	s = recv(t, seen, "the 422")
+	s = testkit.Recv(t, seen, "the 422")
 	if s.err != nil || !slices.Equal(s.keys, []string{"alice/bad=released", "alice/ok=completed"}) || !slices.Equal(s.widgets, []string{wantWidget}) {
 		t.Fatalf("when the 422 left: keys %q, business rows %q (%v); want bad released and its row rolled back", s.keys, s.widgets, s.err)
 	}
@@ -821,18 +807,18 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 			c := call{key: "k", body: `{"n":1}`}
 
 			aDone := h.async(c)
-			recv(t, g.entered, "attempt A in the handler")
+			testkit.Recv(t, g.entered, "attempt A in the handler")
 			h.clock.Advance(2 * time.Minute) // past A's one-minute lease
 			bDone := h.async(c)
 			var b answer
 			if tt.bBlocks {
-				recv(t, g.entered, "attempt B in the handler")
+				testkit.Recv(t, g.entered, "attempt B in the handler")
 			} else {
-				b = recv(t, bDone, "attempt B's answer")
+				b = testkit.Recv(t, bDone, "attempt B's answer")
 			}
 
 			g.release(1)
-			a := recv(t, aDone, "attempt A's answer")
+			a := testkit.Recv(t, aDone, "attempt A's answer")
 			wantProblem(t, a, problem.KeyLeaseLost)
 			if a.header.Get("Retry-After") != "1" || a.header.Get("Location") != "" {
 				t.Fatalf("A's answer headers %v, want Retry-After and none of the handler's", a.header)
@@ -843,7 +829,7 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 				g.release(2)
 			}
 			if tt.bBlocks {
-				b = recv(t, bDone, "attempt B's answer")
+				b = testkit.Recv(t, bDone, "attempt B's answer")
 			}
 			wantAnswer(t, b, http.StatusCreated, false)
 			if b.run() != 2 {
@@ -876,7 +862,7 @@ func TestDuplicateGivesUpAfterWait(t *testing.T) {
 	c := call{key: "k", body: `{}`}
 
 	aDone := h.async(c)
-	recv(t, g.entered, "the original in the handler")
+	testkit.Recv(t, g.entered, "the original in the handler")
 	b := h.do(c)
 	wantProblem(t, b, problem.KeyInProgress)
 	if b.header.Get("Retry-After") != "1" {
@@ -885,7 +871,7 @@ func TestDuplicateGivesUpAfterWait(t *testing.T) {
 	h.wantRuns("/widgets/1", 1)
 
 	g.release(1)
-	a := recv(t, aDone, "the original's answer")
+	a := testkit.Recv(t, aDone, "the original's answer")
 	wantAnswer(t, a, http.StatusCreated, false)
 	retry := h.do(c)
 	wantAnswer(t, retry, http.StatusCreated, true)
@@ -961,10 +947,10 @@ func TestClientDisconnectDoesNotCancelRecording(t *testing.T) {
 	c := call{key: "k", body: `{}`, ctx: ctx}
 
 	aDone := h.async(c)
-	recv(t, entered, "the handler")
+	testkit.Recv(t, entered, "the handler")
 	cancel()
-	recv(t, aDone, "the client to give up")
-	recv(t, sent, "the middleware to finish")
+	testkit.Recv(t, aDone, "the client to give up")
+	testkit.Recv(t, sent, "the middleware to finish")
 
 	h.wantKeys("alice/k=completed")
 	derived := h.wantRuns("/widgets/1", 1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/problem"
 )
 
@@ -28,7 +29,7 @@ func TestHungHandlerLetsItsLeasePassAfterTheTimeout(t *testing.T) {
 	g = newGate(t, 1)
 	c := call{key: "hung", body: `{}`}
 	first := h.async(c)
-	recv(t, g.entered, "the first attempt, hung past its timeout")
+	testkit.Recv(t, g.entered, "the first attempt, hung past its timeout")
 
 	var retry answer
 	for range 100 {
@@ -44,6 +45,6 @@ func TestHungHandlerLetsItsLeasePassAfterTheTimeout(t *testing.T) {
 		t.Fatalf("the retry ran as another operation: %v", derived)
 	}
 	g.release(1)
-	wantProblem(t, recv(t, first, "the hung attempt's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, first, "the hung attempt's answer"), problem.KeyLeaseLost)
 	h.wantKeys("alice/hung=completed")
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
+
+	"github.com/shop/shop/internal/testkit"
 )
 
 // A process that dies after the provider charged and before the payment was
@@ -47,7 +49,7 @@ func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
 	frozen := e.async(pay)
-	recv(t, crashed, "the first attempt to crash after the charge")
+	testkit.Recv(t, crashed, "the first attempt to crash after the charge")
 	if got := e.sideEffects(); got.charges != 1 || got.payments != 0 || got.storedKeys != 1 {
 		t.Fatalf("after the crash: %+v; want the charge made and nothing recorded", got)
 	}
@@ -89,7 +91,7 @@ func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 
 	// The frozen attempt comes back to life: fenced, it records nothing.
 	letGo()
-	late := recv(t, frozen, "the frozen attempt's answer")
+	late := testkit.Recv(t, frozen, "the frozen attempt's answer")
 	if late.err != nil {
 		t.Fatal(late.err)
 	}
@@ -142,7 +144,7 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 	path := "/api/v1/orders/" + orderID + "/payments"
 
 	slow := e.async(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)})
-	recv(t, provider.entered, "the slow payment at the provider")
+	testkit.Recv(t, provider.entered, "the slow payment at the provider")
 	firstLease := e.leases("slow", orderID)
 	e.clock.Advance(2 * lease) // the slow payment outlives its first lease
 	now := e.clock.Now()
@@ -164,7 +166,7 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 		http.StatusConflict, "/problems/payment-in-progress")
 
 	letGo()
-	first := recv(t, slow, "the slow payment's answer")
+	first := testkit.Recv(t, slow, "the slow payment's answer")
 	if first.err != nil || first.Status != http.StatusCreated {
 		t.Fatalf("slow payment: %v %d %s", first.err, first.Status, first.Body)
 	}

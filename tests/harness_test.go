@@ -360,19 +360,6 @@ func (e *env) async(r request) <-chan answerOf {
 	return done
 }
 
-// recv takes the next value of ch. The timeout only turns a hang into a
-// failure; no test waits on it to let something happen.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 // withRealClock runs leases, expiry and holds on the real clock, for tests
 // of the heartbeat, which ticks on it.
 func withRealClock() option {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
+
+	"github.com/shop/shop/internal/testkit"
 )
 
 // 1. A replay returns the stored status, body and Location, marked as
@@ -490,9 +492,9 @@ func TestClientDisconnectDoesNotCancelTheOperation(t *testing.T) {
 		}
 		errc <- err
 	}()
-	recv(t, provider.called, "the payment at the provider")
+	testkit.Recv(t, provider.called, "the payment at the provider")
 	cancel()
-	if err := recv(t, errc, "the client to hang up"); err == nil {
+	if err := testkit.Recv(t, errc, "the client to hang up"); err == nil {
 		t.Fatal("the client got an answer before it hung up")
 	}
 	// Only now, the client gone, does the provider answer.

@@ -84,7 +84,7 @@ func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 
 	dead := e.async(first)
-	recv(t, frozen.crashed, "the first payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the first payment to die after the charge")
 	if e.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
 		t.Fatal("after the crash: want the charge made, nothing recorded, the attempt in doubt")
 	}
@@ -127,7 +127,7 @@ func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
 
 	// The dead attempt comes back: fenced, it records nothing more.
 	frozen.letGo()
-	late := recv(t, dead, "the dead attempt's answer")
+	late := testkit.Recv(t, dead, "the dead attempt's answer")
 	if late.err != nil {
 		t.Fatal(late.err)
 	}
@@ -157,7 +157,7 @@ func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
 
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 	onA := a.async(first)
-	recv(t, provider.entered, "the first payment at the provider")
+	testkit.Recv(t, provider.entered, "the first payment at the provider")
 	a.cut()
 	e.clock.Advance(hourLease + time.Second)
 
@@ -169,7 +169,7 @@ func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
 
 	a.restore()
 	letGo()
-	fromA := recv(t, onA, "the first payment's answer")
+	fromA := testkit.Recv(t, onA, "the first payment's answer")
 	if fromA.err != nil {
 		t.Fatal(fromA.err)
 	}
@@ -226,7 +226,7 @@ func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
 	token := e.signUp("hammer@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[3], 3))
 	dead := e.async(e.payRequest(token, orderID, "k0", payments.MethodVisa))
-	recv(t, frozen.crashed, "the first payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the first payment to die after the charge")
 	e.clock.Advance(hourLease + time.Second)
 
 	var rs []request
@@ -246,7 +246,7 @@ func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
 		t.Fatalf("%d attempts, want only the first", n)
 	}
 	frozen.letGo()
-	recv(t, dead, "the dead attempt's answer")
+	testkit.Recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
 }
 
@@ -259,7 +259,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	token := e.signUp("reconcile@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	dead := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
-	recv(t, frozen.crashed, "the payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the payment to die after the charge")
 
 	// Within the hold the attempt's own operation may still finish: the
 	// reconciler leaves it alone.
@@ -308,7 +308,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 		t.Fatalf("%d servers counted the resolution, want 1", counted)
 	}
 	frozen.letGo()
-	recv(t, dead, "the dead attempt's answer")
+	testkit.Recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
 }
 
