@@ -2,6 +2,21 @@
 // makes a retried, double-clicked or redelivered write happen once and
 // answers every repeat with the original response. It knows nothing about
 // orders or payments; handlers write through the transaction it hands them.
+//
+// Mount it with New and Require, after authentication (Config.Scope names
+// who owns the keys), in front of each route that must happen once. A
+// request brings its key in the Idempotency-Key header, or a form in its
+// FormKeyField field. The handler behind it keeps three rules:
+//
+//   - write through Tx, and only through it;
+//   - call out (a payment provider) only before the first Tx, passing
+//     DerivedKey;
+//   - never commit: answer, and declare a 4xx that must be replayed Final.
+//
+// A 2xx or 3xx, and a final 4xx, is stored with the writes and replayed to
+// every repeat; anything else rolls the writes back and releases the key for
+// a retry. The file statemachine.go draws the states of a key. Sweep deletes
+// expired keys; Keys lists a user's. The examples show each part at work.
 package middleware
 
 import (

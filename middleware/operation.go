@@ -1,17 +1,10 @@
 package middleware
 
-// The handler's side of an operation. A handler behind the middleware owns
-// the key while it runs, and keeps three rules:
-//
-//   - It writes through Tx, and only through Tx: the middleware commits that
-//     transaction together with the key's completion, so the writes and the
-//     stored answer commit or vanish together.
-//   - It calls out (a payment provider, another service) only before its
-//     first use of Tx, passing DerivedKey, so that a retry of the same
-//     operation is the same call downstream.
-//   - It never commits or rolls back itself; it answers, and the middleware
-//     keeps the answer (2xx, 3xx, or a 4xx declared Final) or releases the
-//     key (anything else).
+// The handler's side of an operation: Tx, DerivedKey, Final and
+// OnLeaseExtended, which a handler behind the middleware calls while it owns
+// the key. Their contract (write through Tx; call out before it, with
+// DerivedKey; never commit) is the package documentation's, in
+// idempotency.go.
 
 import (
 	"context"
