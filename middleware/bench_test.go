@@ -15,7 +15,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-
 	"github.com/shop/shop/models"
 )
 

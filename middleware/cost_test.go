@@ -16,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-
 	"github.com/shop/shop/models"
 )
 

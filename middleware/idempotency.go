@@ -27,9 +27,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/problem"
-
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // statusClientClosed is what logs and metrics record for a request whose

@@ -9,9 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shop/shop/problem"
-
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // Intake: what a request brings to the state machine. The key, from the

@@ -31,9 +31,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/shop/shop/problem"
-
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // execute finds out what the key says and acts on it: run the operation if

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-
-	"github.com/shop/shop/internal/testkit"
 )
 
 // A process that dies after the provider charged and before the payment was

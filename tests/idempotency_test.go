@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-
-	"github.com/shop/shop/internal/testkit"
 )
 
 // 1. A replay returns the stored status, body and Location, marked as

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/payments"
-
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/payments"
 )
 
 // The browser checkout: HTML forms whose hidden idempotency_key makes a
