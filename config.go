@@ -21,6 +21,7 @@ type config struct {
 	IdempotencyTTL   time.Duration
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
+	TokenTTL         time.Duration
 	PaymentLatency   time.Duration
 	// PaymentProvider is "simulated" (the default) or "stripe".
 	PaymentProvider string
@@ -80,6 +81,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_TTL", "24h", &cfg.IdempotencyTTL},
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
+		{"TOKEN_TTL", "720h", &cfg.TokenTTL},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 		{"PAYMENT_RECONCILE_EVERY", "10s", &cfg.ReconcileEvery},
 		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
@@ -129,6 +131,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.LoginFailures > 0 && cfg.LoginFailureWindow <= 0 {
 		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", cfg.LoginFailureWindow))
+	}
+	if len(errs) == durationErrs && cfg.TokenTTL == 0 {
+		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))

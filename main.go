@@ -84,6 +84,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
 		Logger:               logger,
+		TokenTTL:             cfg.TokenTTL,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})

@@ -84,6 +84,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PORT": "70000"}, "PORT"},
 		{map[string]string{"IDEMPOTENCY_TTL": "1 day"}, "IDEMPOTENCY_TTL"},
 		{map[string]string{"IDEMPOTENCY_WAIT": "-1s"}, "IDEMPOTENCY_WAIT"},
+		{map[string]string{"TOKEN_TTL": "a month"}, "TOKEN_TTL"},
+		{map[string]string{"TOKEN_TTL": "0s"}, "TOKEN_TTL must be positive"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "IDEMPOTENCY_TTL (1h0m0s) must be at least 5 × IDEMPOTENCY_LEASE (10h0m0s)"},
 		// The review's settings: an answer stored already expired.
@@ -122,6 +124,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := loadConfig(func(k string) string { return map[string]string{"IDEMPOTENCY_TTL": "5s", "IDEMPOTENCY_LEASE": "1s"}[k] }); err != nil {
 		t.Fatalf("a TTL of exactly 5 leases: %v", err)
+	}
+	if cfg, _ := loadConfig(func(string) string { return "" }); cfg.TokenTTL != 30*24*time.Hour {
+		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days", cfg.TokenTTL)
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -9,7 +10,10 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-const userKey = "shop.user"
+const (
+	userKey  = "shop.user"
+	tokenKey = "shop.token"
+)
 
 // requireBearer authenticates the API with a bearer token. It runs before
 // the idempotency middleware: keys belong to the user it finds.
@@ -20,13 +24,14 @@ func (s *Server) requireBearer(c *gin.Context) {
 		s.fail(c, problem.Unauthorized.With("Send Authorization: Bearer <token>."))
 		return
 	}
-	user, err := s.accounts.UserByToken(c.Request.Context(), strings.TrimSpace(token))
+	t, user, err := s.accounts.TokenUser(c.Request.Context(), strings.TrimSpace(token), s.deps.Now())
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer realm="shop", error="invalid_token"`)
 		s.fail(c, err)
 		return
 	}
 	c.Set(userKey, user)
+	c.Set(tokenKey, t)
 }
 
 // currentUser is the authenticated user; the zero User when there is none.
@@ -34,4 +39,22 @@ func currentUser(c *gin.Context) models.User {
 	user, _ := c.Get(userKey)
 	u, _ := user.(models.User)
 	return u
+}
+
+// me answers who the bearer token belongs to, and until when it works.
+func (s *Server) me(c *gin.Context) {
+	user, _ := c.Get(userKey)
+	token, _ := c.Get(tokenKey)
+	u, t := user.(models.User), token.(models.APIToken)
+	c.JSON(http.StatusOK, gin.H{"id": u.ID, "email": u.Email, "token_expires_at": t.ExpiresAt.UTC()})
+}
+
+// revokeToken ends the bearer token the request was sent with.
+func (s *Server) revokeToken(c *gin.Context) {
+	token, _ := c.Get(tokenKey)
+	if err := s.accounts.RevokeToken(c.Request.Context(), token.(models.APIToken).ID, s.deps.Now().UTC()); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
 }

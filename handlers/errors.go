@@ -39,6 +39,10 @@ func problemOf(e *models.Error) *problem.Problem {
 	switch e {
 	case models.ErrOrderPaid:
 		return problem.OrderPaid.With(e.Message)
+	case models.ErrTokenExpired:
+		return problem.TokenExpired.With(e.Message)
+	case models.ErrTokenRevoked:
+		return problem.TokenRevoked.With(e.Message)
 	case models.ErrEmailTaken:
 		return problem.EmailTaken.With(e.Message)
 	case models.ErrBadCredentials:

@@ -127,19 +127,6 @@ func (s *Server) createOrder(c *gin.Context) {
 	c.JSON(http.StatusCreated, orderView(order))
 }
 
-func (s *Server) listOrders(c *gin.Context) {
-	orders, err := s.shop.Orders(c.Request.Context(), currentUser(c).ID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	out := make([]orderJSON, 0, len(orders))
-	for _, o := range orders {
-		out = append(out, orderView(o))
-	}
-	c.JSON(http.StatusOK, gin.H{"orders": out})
-}
-
 func (s *Server) getOrder(c *gin.Context) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
@@ -170,7 +157,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.Header("Location", orderLocation(payment.OrderID))
+	c.Header("Location", paymentLocation(payment))
 	if payment.Status == models.PaymentDeclined {
 		middleware.Final(c)
 		p := problem.PaymentDeclined.With(payment.DeclineReason)

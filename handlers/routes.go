@@ -24,6 +24,9 @@ func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metrics.handler())
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
+	r.GET("/openapi.json", s.openapiJSON)
+	r.GET("/openapi.yaml", s.openapiYAML)
+	r.GET("/docs/api", s.apiReference)
 
 	// The browser: session cookie, forms, cross-origin posts refused.
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
@@ -49,10 +52,13 @@ func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)
 	authed := api.Group("", s.requireBearer)
+	authed.GET("/me", s.me)
+	authed.DELETE("/tokens/current", s.revokeToken)
 	authed.POST("/orders", once, s.createOrder)
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
+	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
 	authed.GET("/idempotency-keys", s.listKeys)
 
 	// Stripe's webhook deliveries: verified, then once per event id.

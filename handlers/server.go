@@ -28,6 +28,8 @@ type Deps struct {
 	TTL, Lease, Wait time.Duration
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
+	// TokenTTL is how long a bearer token works; 30 days when zero.
+	TokenTTL time.Duration
 	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	// SessionSecret signs the browser's session cookies: at least 32 bytes,
@@ -96,6 +98,9 @@ func newServer(deps Deps) *Server {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.TokenTTL == 0 {
+		deps.TokenTTL = 30 * 24 * time.Hour
 	}
 	if deps.BcryptCost == 0 {
 		deps.BcryptCost = bcrypt.DefaultCost

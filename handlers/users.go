@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -36,11 +37,12 @@ func (s *Server) createToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	token, err := s.accounts.IssueToken(c.Request.Context(), user)
+	expires := s.deps.Now().UTC().Add(s.deps.TokenTTL).Truncate(time.Second)
+	token, err := s.accounts.IssueToken(c.Request.Context(), user, expires)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer"})
+	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
 }

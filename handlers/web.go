@@ -130,15 +130,21 @@ func orderPage(id string) string { return "/orders/" + id }
 type ordersView struct {
 	layout
 	Orders []models.Order
+	// Older links to the next page of orders; empty on the last.
+	Older string
 }
 
 func (s *Server) ordersPage(c *gin.Context) {
-	orders, err := s.shop.Orders(c.Request.Context(), currentUser(c).ID)
+	orders, next, limit, err := s.ordersPageOf(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.renderPage(c, http.StatusOK, "orders.html", ordersView{layout: s.layout(c), Orders: orders})
+	view := ordersView{layout: s.layout(c), Orders: orders}
+	if next != nil {
+		view.Older = nextURL(c, *next, limit)
+	}
+	s.renderPage(c, http.StatusOK, "orders.html", view)
 }
 
 type orderPageView struct {

@@ -27,7 +27,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -146,36 +145,4 @@ func (m *Idempotency) Require() gin.HandlerFunc { return m.handle }
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())
 	m.cfg.Render(c, problem.Internal.With("The request could not be processed; retry with the same key."))
-}
-
-// DefaultSweepBatch is how many keys one statement of Sweep deletes when
-// it is given no positive batch size.
-const DefaultSweepBatch = 500
-
-// Sweep deletes expired keys in batches until none is left, and reports how
-// many it deleted. Each batch is its own short statement, so claims are not
-// held up behind one long delete.
-func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = DefaultSweepBatch // a batch of 0 would never come back short
-	}
-	var total int64
-	for {
-		routes, err := m.store.sweep(ctx, m.now(), batch)
-		total += int64(len(routes))
-		for _, route := range routes {
-			m.cfg.Observe(route, OutcomeSwept)
-		}
-		if err != nil || len(routes) < batch {
-			return total, err
-		}
-	}
-}
-
-// Keys lists the most recent keys of a scope, newest first, with the
-// replays this instance counted and has not written yet.
-func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
-	return m.replays.withPending(func() ([]models.IdempotencyKey, error) {
-		return m.store.list(ctx, scope, limit)
-	})
 }

@@ -22,6 +22,18 @@ func (s store) list(ctx context.Context, scope string, limit int) ([]models.Idem
 	return keys, err
 }
 
+// page reads up to limit of a scope's keys, newest first, from after p
+// (from the newest when p is nil), without the answers they keep.
+func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]models.IdempotencyKey, error) {
+	keys := []models.IdempotencyKey{}
+	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
+	if p != nil {
+		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
+	}
+	err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+	return keys, err
+}
+
 // storedResponse is the answer kept for replay.
 type storedResponse struct {
 	Status  int

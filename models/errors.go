@@ -48,6 +48,12 @@ var (
 	ErrEmailTaken = &Error{Code: ECONFLICT, Message: "An account with this email already exists."}
 	// ErrBadCredentials: wrong email or password, or an unknown token.
 	ErrBadCredentials = &Error{Code: EUNAUTHORIZED, Message: "The email or password is wrong."}
+	// ErrBadToken: a bearer token this server never issued.
+	ErrBadToken = &Error{Code: EUNAUTHORIZED, Message: "The bearer token is not valid."}
+	// ErrTokenExpired: a bearer token past its expiry (TOKEN_TTL after it was issued).
+	ErrTokenExpired = &Error{Code: EUNAUTHORIZED, Message: "The bearer token has expired. Get a new one from POST /api/v1/tokens."}
+	// ErrTokenRevoked: a bearer token revoked by DELETE /api/v1/tokens/current.
+	ErrTokenRevoked = &Error{Code: EUNAUTHORIZED, Message: "The bearer token was revoked. Get a new one from POST /api/v1/tokens."}
 	// ErrNotFound: the thing does not exist or belongs to someone else.
 	ErrNotFound = &Error{Code: ENOTFOUND, Message: "Not found."}
 )

@@ -40,12 +40,16 @@ type User struct {
 }
 
 // APIToken is a bearer token of a user. Only its SHA-256 is stored, so a leaked
-// database does not leak working tokens.
+// database does not leak working tokens. A token works until ExpiresAt, or
+// until it is revoked; one without ExpiresAt was issued before tokens
+// expired and no longer works.
 type APIToken struct {
 	ID        uint      `gorm:"primaryKey"`
 	UserID    string    `gorm:"size:36;not null;index"`
 	TokenHash string    `gorm:"size:64;not null;uniqueIndex"`
 	CreatedAt time.Time `gorm:"not null"`
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
 }
 
 // Product is an item of the catalog.

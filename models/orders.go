@@ -109,13 +109,6 @@ func ownOrder(db *gorm.DB, userID, id string) (Order, error) {
 	return order, err
 }
 
-// Orders lists the user's orders, newest first.
-func (s Shop) Orders(ctx context.Context, userID string) ([]Order, error) {
-	orders := []Order{}
-	err := s.withLines(s.DB.WithContext(ctx)).Where("user_id = ?", userID).Order("created_at DESC, id DESC").Find(&orders).Error
-	return orders, err
-}
-
 func (s Shop) withLines(db *gorm.DB) *gorm.DB {
 	return db.
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).

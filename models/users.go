@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/mail"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -109,29 +110,46 @@ func (a Accounts) logIn(ctx context.Context, email, password string) (User, erro
 	return user, nil
 }
 
-// IssueToken creates a bearer token for the user and returns it. It is shown
-// once; only its hash is stored.
-func (a Accounts) IssueToken(ctx context.Context, user User) (string, error) {
+// IssueToken creates a bearer token for the user, valid until expires, and
+// returns it. It is shown once; only its hash is stored.
+func (a Accounts) IssueToken(ctx context.Context, user User, expires time.Time) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
 	}
 	token := "shp_" + base64.RawURLEncoding.EncodeToString(raw)
-	err := a.DB.WithContext(ctx).Create(&APIToken{UserID: user.ID, TokenHash: hashToken(token)}).Error
+	err := a.DB.WithContext(ctx).Create(&APIToken{UserID: user.ID, TokenHash: hashToken(token), ExpiresAt: &expires}).Error
 	return token, err
 }
 
-// UserByToken finds the user a bearer token belongs to.
-func (a Accounts) UserByToken(ctx context.Context, token string) (User, error) {
-	var user User
-	err := a.DB.WithContext(ctx).
-		Joins("JOIN api_tokens ON api_tokens.user_id = users.id").
-		Where("api_tokens.token_hash = ?", hashToken(token)).
-		Take(&user).Error
+// TokenUser finds a bearer token and its user, if the token works at now:
+// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not.
+func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (APIToken, User, error) {
+	var t APIToken
+	err := a.DB.WithContext(ctx).Where("token_hash = ?", hashToken(token)).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return User{}, &Error{Code: EUNAUTHORIZED, Message: "The bearer token is not valid."}
+		return APIToken{}, User{}, ErrBadToken
 	}
-	return user, err
+	if err != nil {
+		return APIToken{}, User{}, err
+	}
+	switch {
+	case t.RevokedAt != nil:
+		return APIToken{}, User{}, ErrTokenRevoked
+	case t.ExpiresAt == nil || !now.Before(*t.ExpiresAt):
+		return APIToken{}, User{}, ErrTokenExpired
+	}
+	user, err := a.UserByID(ctx, t.UserID)
+	if errors.Is(err, ErrNotFound) {
+		return APIToken{}, User{}, ErrBadToken
+	}
+	return t, user, err
+}
+
+// RevokeToken ends the token with the given id at now; a token already
+// revoked keeps its first revocation time.
+func (a Accounts) RevokeToken(ctx context.Context, id uint, now time.Time) error {
+	return a.DB.WithContext(ctx).Model(&APIToken{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", now).Error
 }
 
 func hashToken(token string) string {

@@ -20,12 +20,18 @@ var (
 		"This endpoint accepts `application/json` request bodies. Nothing was done."}
 	MalformedRequest = Type{"malformed-request", http.StatusBadRequest, "Malformed request",
 		"The request body could not be read: it is not valid JSON (duplicate object keys, or keys differing only in case, included), or it does not have the shape this endpoint expects. Nothing was done."}
+	InvalidParameter = Type{"invalid-parameter", http.StatusBadRequest, "Invalid query parameter",
+		"A query parameter is out of its range: `limit` must be a whole number from 1 to 100, and `after` must be a `next_cursor` the same listing returned. Nothing was done."}
 	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
 		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
 	Unauthorized = Type{"unauthorized", http.StatusUnauthorized, "Authentication required",
 		"Send `Authorization: Bearer <token>` with a token from `POST /api/v1/tokens`. Idempotency keys belong to the authenticated user, so the token is checked before the key."}
 	BadCredentials = Type{"bad-credentials", http.StatusUnauthorized, "Wrong email or password",
 		"The email or password is wrong."}
+	TokenExpired = Type{"token-expired", http.StatusUnauthorized, "Token expired",
+		"The bearer token is past its expiry (`expires_at` in the answer of `POST /api/v1/tokens`; 30 days by default, `TOKEN_TTL`). Get a new token from `POST /api/v1/tokens`. Nothing was done."}
+	TokenRevoked = Type{"token-revoked", http.StatusUnauthorized, "Token revoked",
+		"The bearer token was revoked with `DELETE /api/v1/tokens/current`. Get a new token from `POST /api/v1/tokens`. Nothing was done."}
 	NotFound = Type{"not-found", http.StatusNotFound, "Not found",
 		"There is nothing here, or it belongs to another account."}
 	EmailTaken = Type{"email-taken", http.StatusConflict, "Email already registered",
@@ -56,6 +62,7 @@ var (
 var All = []Type{
 	KeyMissing, KeyInvalid, KeyReused, KeyInProgress, KeyLeaseLost,
 	TooLarge, UnsupportedMediaType, MalformedRequest, Validation,
+	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
 	Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,

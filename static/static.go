@@ -1,4 +1,7 @@
-// Package static embeds the stylesheets and the one script of the pages.
+// Package static embeds the stylesheets and the one script of the pages,
+// and redoc.standalone.js, which renders /docs/api: Redoc 2.5.4 (MIT),
+// copied from npm's redoc/bundles/; its licence and bundled notices are
+// redoc.LICENSE.
 package static
 
 import "embed"

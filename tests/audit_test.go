@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -166,7 +167,8 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	axe, err := os.ReadFile(devTool(t, "axe-core/axe.min.js"))
 	must(t, err)
 	ctx := newBrowser(t)
-	e := newEnv(t)
+	lost := &failing{err: errors.New("read: connection reset by peer"), afterCharge: true}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	ids := e.products()
 	srv := e.url
 	a := &auditor{t: t, ctx: ctx, axe: string(axe), shots: os.Getenv("SHOP_SCREENSHOTS")}
@@ -251,7 +253,19 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	a.says("provider-down", "alert", "Nothing was charged, try again")
 	submit(t, ctx, 200, chromedp.Click(`main a[href="`+strings.TrimPrefix(orderURL, srv)+`"]`))
 
-	// Paid.
+	// The provider's answer is lost: the payment is being confirmed.
+	lost.mu.Lock()
+	lost.n = 1
+	lost.mu.Unlock()
+	submit(t, ctx, 502, chromedp.Click(`input[value="`+payments.MethodVisa+`"]`), chromedp.Click(`form[action$="/payments"] button`))
+	a.says("payment-unconfirmed", "alert", "You will not be charged twice")
+	a.audit("payment-unconfirmed", false)
+	submit(t, ctx, 200, chromedp.Click(`main a[href="`+strings.TrimPrefix(orderURL, srv)+`"]`))
+	a.says("order-confirming", "status", "Your last payment is being confirmed.")
+	a.audit("order-confirming", false)
+
+	// Paid: paying again first asks the provider about the payment being
+	// confirmed, which went through — once.
 	submit(t, ctx, 200, chromedp.Click(`input[value="`+payments.MethodVisa+`"]`), chromedp.Click(`form[action$="/payments"] button`))
 	a.says("order-paid", "status", "Paid.")
 	a.audit("order-paid", false)
@@ -289,7 +303,8 @@ func TestPagesAreValidHTML(t *testing.T) {
 		}
 		t.Skip("java is not installed (apt-get install default-jre-headless); CI installs it and runs this test")
 	}
-	e := newEnv(t)
+	lost := &failing{err: errors.New("read: connection reset by peer"), afterCharge: true}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	ids := e.products()
 	s := e.shopper()
 	dir := t.TempDir()
@@ -329,6 +344,11 @@ func TestPagesAreValidHTML(t *testing.T) {
 	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodDeclined))
 	page("order-declined", s.get(orderPath))
 	page("provider-down", s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodUnavailable)))
+	lost.mu.Lock()
+	lost.n = 1
+	lost.mu.Unlock()
+	page("payment-unconfirmed", s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa)))
+	page("order-confirming", s.get(orderPath))
 	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
 	page("order-paid", s.get(orderPath))
 	s.placeOrder(form)

@@ -133,10 +133,10 @@ func (p *faultProxy) handle(client *net.TCPConn) {
 
 // stormClient sends each request on a connection of its own, so that the
 // proxy's faults hit one request each and nothing is retried behind the
-// test's back.
+// test's back. The server's answers are checked against the API's document.
 var stormClient = &http.Client{
 	Timeout:   15 * time.Second,
-	Transport: &http.Transport{DisableKeepAlives: true},
+	Transport: contractTransport{next: &http.Transport{DisableKeepAlives: true}},
 }
 
 func stormSend(base string, r request) (response, error) {

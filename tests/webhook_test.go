@@ -102,6 +102,7 @@ func TestWebhookWithoutAValidSignatureWritesNothing(t *testing.T) {
 	e, _, attempt := inDoubt(t)
 	before := e.sideEffects()
 	good := stripeEvent(t, "evt_forged", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded"))
+	good.offContract = true // each breaks the signature on purpose
 	missing := good
 	missing.header = nil
 	tampered := good

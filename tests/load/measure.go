@@ -424,7 +424,7 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("sign up %s: %w", email, err)
 		}
-		token, err := accounts.IssueToken(ctx, u)
+		token, err := accounts.IssueToken(ctx, u, time.Now().Add(24*time.Hour))
 		if err != nil {
 			return err
 		}

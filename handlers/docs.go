@@ -1,0 +1,42 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/openapi"
+)
+
+// openapiJSON and openapiYAML serve the API's OpenAPI document.
+func (s *Server) openapiJSON(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.Data(http.StatusOK, "application/json", openapi.JSON)
+}
+
+func (s *Server) openapiYAML(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.Data(http.StatusOK, "application/yaml", openapi.YAML)
+}
+
+// apiReference is the human-readable API reference: Redoc, vendored in
+// static/, rendering /openapi.json in the browser.
+func (s *Server) apiReference(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(apiReferencePage))
+}
+
+const apiReferencePage = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Shop API reference</title>
+</head>
+<body>
+<redoc spec-url="/openapi.json"></redoc>
+<noscript><p>This page needs JavaScript. The document itself is at <a href="/openapi.yaml">/openapi.yaml</a> and <a href="/openapi.json">/openapi.json</a>.</p></noscript>
+<script src="/static/redoc.standalone.js"></script>
+</body>
+</html>
+`

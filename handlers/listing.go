@@ -1,0 +1,152 @@
+package handlers
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// Page sizes of the listings.
+const (
+	defaultPageSize = 20
+	maxPageSize     = 100
+)
+
+// cursor is where a page of a newest-first listing ended, sent to the
+// client as an opaque string: the last row's creation time and id.
+type cursor struct {
+	at time.Time
+	id string
+}
+
+func (c cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.at.UnixNano(), 10) + "." + c.id))
+}
+
+// pageQuery reads ?limit= and ?after=; valid says whether the cursor's id
+// is one the listing could have made.
+func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cursor, err error) {
+	limit = defaultPageSize
+	if s, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPageSize {
+			return 0, nil, problem.InvalidParameter.With(fmt.Sprintf("limit must be a whole number from 1 to %d.", maxPageSize))
+		}
+		limit = n
+	}
+	s, ok := c.GetQuery("after")
+	if !ok {
+		return limit, nil, nil
+	}
+	bad := problem.InvalidParameter.With("after must be a next_cursor this listing returned.")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, nil, bad
+	}
+	nanos, id, found := strings.Cut(string(raw), ".")
+	n, err := strconv.ParseInt(nanos, 10, 64)
+	if !found || err != nil || !valid(id) {
+		return 0, nil, bad
+	}
+	return limit, &cursor{time.Unix(0, n).UTC(), id}, nil
+}
+
+// nextURL is the address of the page after next.
+func nextURL(c *gin.Context, next cursor, limit int) string {
+	q := url.Values{"after": {next.String()}}
+	if limit != defaultPageSize {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return c.Request.URL.Path + "?" + q.Encode()
+}
+
+// writePage answers one page of a listing under name, with next_cursor
+// (null on the last page) and, when there is a next page, a Link to it.
+func writePage(c *gin.Context, name string, items any, next *cursor, limit int) {
+	var nextCursor *string
+	if next != nil {
+		s := next.String()
+		nextCursor = &s
+		c.Header("Link", fmt.Sprintf(`<%s>; rel="next"`, nextURL(c, *next, limit)))
+	}
+	c.JSON(http.StatusOK, gin.H{name: items, "next_cursor": nextCursor})
+}
+
+func isUUID(id string) bool { _, err := uuid.Parse(id); return err == nil }
+
+func isKeyID(id string) bool { _, err := strconv.ParseUint(id, 10, 0); return err == nil }
+
+// listOrders lists the user's orders, newest first, a page at a time.
+func (s *Server) listOrders(c *gin.Context) {
+	orders, next, limit, err := s.ordersPageOf(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := make([]orderJSON, 0, len(orders))
+	for _, o := range orders {
+		out = append(out, orderView(o))
+	}
+	writePage(c, "orders", out, next, limit)
+}
+
+// ordersPageOf reads the page of the user's orders the query asks for, for
+// the API and the page; next is where the following page starts, nil on the
+// last.
+func (s *Server) ordersPageOf(c *gin.Context) (orders []models.Order, next *cursor, limit int, err error) {
+	limit, after, err := pageQuery(c, isUUID)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var from *models.Position
+	if after != nil {
+		from = &models.Position{CreatedAt: after.at, ID: after.id}
+	}
+	orders, more, err := s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
+	if err != nil || !more {
+		return orders, nil, limit, err
+	}
+	last := orders[len(orders)-1]
+	return orders, &cursor{last.CreatedAt, last.ID}, limit, nil
+}
+
+// listKeys shows what the server remembers of the user's operations,
+// newest first, a page at a time.
+func (s *Server) listKeys(c *gin.Context) {
+	limit, after, err := pageQuery(c, isKeyID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var from *middleware.KeyPosition
+	if after != nil {
+		id, _ := strconv.ParseUint(after.id, 10, 0)
+		from = &middleware.KeyPosition{CreatedAt: after.at, ID: uint(id)}
+	}
+	keys, more, err := s.idempotency.KeysPage(c.Request.Context(), currentUser(c).ID, from, limit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, keyView(k, s.deps.Now()))
+	}
+	var next *cursor
+	if more {
+		last := keys[len(keys)-1]
+		next = &cursor{last.CreatedAt, strconv.FormatUint(uint64(last.ID), 10)}
+	}
+	writePage(c, "idempotency_keys", out, next, limit)
+}

@@ -1,0 +1,230 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README's walk-through is run as written, so it cannot drift from the
+// server: its commands, in order, against a fresh server, each output
+// compared with the one shown under it, ignoring ids, dates, tokens and
+// cursors (and Date and Content-Length, which the README leaves out).
+func TestREADMEWalkThrough(t *testing.T) {
+	for _, tool := range []string{"sh", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed: failing, CI=true", tool)
+			}
+			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := walkThrough(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	const base = "BASE=http://localhost:8080\n"
+	if !strings.HasPrefix(steps[0].command, base) {
+		t.Fatalf("the walk-through does not begin with %q", base)
+	}
+	var script strings.Builder
+	script.WriteString("BASE=" + e.url + "\n" + strings.TrimPrefix(steps[0].command, base))
+	for i := range steps {
+		if i > 0 {
+			script.WriteString(steps[i].command)
+		}
+		fmt.Fprintf(&script, "\nprintf '\\n%s\\n'\n", stepEnd(i))
+	}
+	cmd := exec.Command("sh", "-c", script.String())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the walk-through failed: %v\n%s", err, stderr.String())
+	}
+	out := strings.ReplaceAll(stdout.String(), "\r", "")
+	for i, step := range steps {
+		got, rest, found := strings.Cut(out, "\n"+stepEnd(i)+"\n")
+		if !found {
+			t.Fatalf("step %d (README line %d) did not finish:\n%s\n%s", i+1, step.line, out, stderr.String())
+		}
+		out = rest
+		if err := sameOutput(step.output, got); err != nil {
+			t.Errorf("README line %d:\n%s\n%v\n--- shown:\n%s\n--- got:\n%s", step.line, step.command, err, step.output, got)
+		}
+	}
+}
+
+func stepEnd(i int) string { return fmt.Sprintf("@@@ end of step %d @@@", i+1) }
+
+// step is one command block of the walk-through and the output block under it.
+type step struct {
+	command, output string
+	line            int
+}
+
+// walkThrough reads the "### Walk-through" section: each ```sh block must
+// be followed by the plain ``` block of its output, and every output block
+// must follow a command.
+func walkThrough(readme string) ([]step, error) {
+	_, section, found := strings.Cut(readme, "\n### Walk-through\n")
+	if !found {
+		return nil, fmt.Errorf("README.md has no Walk-through section")
+	}
+	if end := strings.Index(section, "\n#"); end >= 0 {
+		section = section[:end]
+	}
+	startLine := strings.Count(readme[:strings.Index(readme, "\n### Walk-through\n")], "\n") + 2
+	lines := strings.Split(section, "\n")
+	var steps []step
+	for i := 0; i < len(lines); i++ {
+		fence := lines[i]
+		if !strings.HasPrefix(fence, "```") {
+			continue
+		}
+		var body []string
+		j := i + 1
+		for ; j < len(lines) && lines[j] != "```"; j++ {
+			body = append(body, lines[j])
+		}
+		if j == len(lines) {
+			return nil, fmt.Errorf("line %d: unclosed code block", startLine+i)
+		}
+		text := strings.Join(body, "\n") + "\n"
+		switch {
+		case fence == "```sh":
+			if len(steps) > 0 && steps[len(steps)-1].output == "" {
+				return nil, fmt.Errorf("line %d: the command above has no output block", startLine+i)
+			}
+			steps = append(steps, step{command: text, line: startLine + i + 1})
+		case fence == "```" && len(steps) > 0 && steps[len(steps)-1].output == "":
+			steps[len(steps)-1].output = text
+		default:
+			return nil, fmt.Errorf("line %d: an output block without its command", startLine+i)
+		}
+		i = j
+	}
+	if len(steps) == 0 || steps[len(steps)-1].output == "" {
+		return nil, fmt.Errorf("the walk-through has no commands, or its last has no output")
+	}
+	return steps, nil
+}
+
+// What varies from run to run, and how it is shown once normalised.
+var variable = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<id>"},
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
+	{regexp.MustCompile(`ch_[0-9a-f]{32}`), "ch_<id>"},
+	{regexp.MustCompile(`shp_[A-Za-z0-9_-]{43}`), "shp_<token>"},
+	{regexp.MustCompile(`after=[A-Za-z0-9_-]+`), "after=<cursor>"},
+	{regexp.MustCompile(`"next_cursor":"[A-Za-z0-9_-]+"`), `"next_cursor":"<cursor>"`},
+}
+
+func normalise(s string) string {
+	for _, v := range variable {
+		s = v.re.ReplaceAllString(s, v.with)
+	}
+	return strings.TrimSpace(s)
+}
+
+// answer is one HTTP answer as `curl -si` prints it.
+type answer struct {
+	status string
+	header map[string]string // lower-cased names
+	body   string
+}
+
+func answers(s string) []answer {
+	var out []answer
+	for _, part := range strings.Split("\n"+s, "\nHTTP/")[1:] {
+		head, body, _ := strings.Cut(part, "\n\n")
+		lines := strings.Split(head, "\n")
+		a := answer{status: "HTTP/" + strings.TrimSpace(lines[0]), header: map[string]string{}, body: normalise(body)}
+		for _, l := range lines[1:] {
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			name, value, _ := strings.Cut(l, ":")
+			if name = strings.ToLower(strings.TrimSpace(name)); name != "date" && name != "content-length" {
+				a.header[name] = normalise(value)
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// sameOutput compares what the README shows with what the command printed:
+// status lines and headers exactly (all of them but Date and
+// Content-Length), bodies and other output piece by piece, where "…" stands
+// for anything.
+func sameOutput(shown, got string) error {
+	if !strings.HasPrefix(shown, "HTTP/") {
+		return shortened(normalise(shown), normalise(got))
+	}
+	want, have := answers(shown), answers(got)
+	if len(want) != len(have) {
+		return fmt.Errorf("%d answers shown, %d got", len(want), len(have))
+	}
+	for i := range want {
+		if want[i].status != have[i].status {
+			return fmt.Errorf("status %q shown, %q got", want[i].status, have[i].status)
+		}
+		for _, n := range slices.Sorted(maps.Keys(have[i].header)) {
+			if w, ok := want[i].header[n]; !ok || w != have[i].header[n] {
+				return fmt.Errorf("header %s: %q shown, %q got", n, w, have[i].header[n])
+			}
+		}
+		if len(want[i].header) != len(have[i].header) {
+			return fmt.Errorf("headers shown %v, got %v", want[i].header, have[i].header)
+		}
+		if err := shortened(want[i].body, have[i].body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shortened says whether got is shown, where each "…" of shown stands for
+// anything.
+func shortened(shown, got string) error {
+	pieces := strings.Split(shown, "…")
+	for i := range pieces {
+		pieces[i] = strings.TrimSpace(pieces[i])
+	}
+	first, last := pieces[0], pieces[len(pieces)-1]
+	if len(pieces) == 1 {
+		if shown != got {
+			return fmt.Errorf("%q shown, %q printed", shown, got)
+		}
+		return nil
+	}
+	if !strings.HasPrefix(got, first) {
+		return fmt.Errorf("the output does not begin with %q", first)
+	}
+	rest := got[len(first):]
+	for _, p := range pieces[1 : len(pieces)-1] {
+		at := strings.Index(rest, p)
+		if at < 0 {
+			return fmt.Errorf("%q is not in the output, in its place", p)
+		}
+		rest = rest[at+len(p):]
+	}
+	if !strings.HasSuffix(rest, last) {
+		return fmt.Errorf("the output does not end with %q", last)
+	}
+	return nil
+}
