@@ -111,7 +111,7 @@ func serve(t *testing.T, h http.Handler, key, body string) *httptest.ResponseRec
 
 // The fresh path claims in one statement and completes inside the business
 // transaction; a replay is one read: no write, no transaction. Replay counts
-// are kept in memory, shown by Keys at once, and written by Flush.
+// are kept in memory, shown by Keys at once, and written by the flush.
 func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 	db, pool, mw, h := countedMiddleware(t)
 	body := `{"n":1}`

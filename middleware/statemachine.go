@@ -153,7 +153,7 @@ const (
 	phaseStalled                // in progress, its owner's lease passed: take it over as the same operation
 )
 
-// phase classifies a key found at now. The cases are tried in order, each
+// phaseOf classifies a key found at now. The cases are tried in order, each
 // narrowing the last: an expired key is a new operation whatever it was,
 // and a lease still running holds a key whoever owns it (a release written
 // by an instance whose clock runs ahead is waited out, as the takeover
