@@ -161,7 +161,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.SessionSecret = []byte(secret)
 	}
 	errs = append(errs, cfg.loadStripe(getenv)...)
-	return cfg, oneLine(errs)
+	if len(errs) > 0 {
+		return cfg, settingErrors(errs)
+	}
+	return cfg, nil
 }
 
 // loadStripe reads the payment provider's settings. Stripe keys come from
@@ -199,18 +202,15 @@ func (cfg *config) loadStripe(getenv func(string) string) []error {
 	return errs
 }
 
-// oneLine joins the configuration errors into one line, so that start-up
-// fails with a single clear message.
-func oneLine(errs []error) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	msgs := make([]string, len(errs))
-	for i, err := range errs {
-		msgs[i] = err.Error()
-	}
-	return errors.New(strings.Join(msgs, "; "))
+// settingErrors are every configuration error at once: errors.Join, on one
+// line, so that start-up fails with a single clear message.
+type settingErrors []error
+
+func (e settingErrors) Error() string {
+	return strings.ReplaceAll(errors.Join(e...).Error(), "\n", "; ")
 }
+
+func (e settingErrors) Unwrap() []error { return e }
 
 // slowestRequest is how long a request may legitimately take: a duplicate
 // waits for its original up to IDEMPOTENCY_WAIT, and an attempt runs for

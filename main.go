@@ -25,11 +25,6 @@ import (
 )
 
 func main() {
-	// A .env file, if present, fills in what the environment leaves unset.
-	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintln(os.Stderr, "shop: read .env:", err)
-		os.Exit(1)
-	}
 	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
 		// One line, whatever the error: a log collector keeps it whole.
 		fmt.Fprintln(os.Stderr, "shop:", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -47,6 +42,10 @@ const shutdownTimeout = 20 * time.Second
 func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A .env file, if present, fills in what the environment leaves unset.
+	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read .env: %w", err)
+	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)

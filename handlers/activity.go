@@ -38,7 +38,7 @@ func (s *Server) accountPage(c *gin.Context) {
 	}
 	refs := make([]string, len(keys))
 	for i, k := range keys {
-		refs[i] = k.DerivedKey()
+		refs[i] = middleware.DerivedKeyOf(k)
 	}
 	traces, err := s.shop.TracesOf(c.Request.Context(), user.ID, refs)
 	if err != nil {
@@ -52,9 +52,9 @@ func (s *Server) accountPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
 
-func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
+func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
-	ref := k.DerivedKey()
+	ref := middleware.DerivedKeyOf(k)
 	if strings.HasSuffix(k.Route, "/payments") {
 		a.What = "Tried to pay an order"
 		if p, ok := traces.Payments[ref]; ok {
@@ -79,12 +79,12 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 }
 
 // resultOf is how an operation ended, and how often its form was sent.
-func resultOf(k middleware.IdempotencyKey) string {
+func resultOf(k models.IdempotencyKey) string {
 	var result string
 	switch {
 	case k.Released():
 		return "not done; nothing was kept, so it can be sent again"
-	case k.State != middleware.StateCompleted:
+	case k.State != models.KeyCompleted:
 		return "still being worked on"
 	case k.Status == http.StatusConflict:
 		result = "the order was already paid, nothing was charged"

@@ -21,7 +21,7 @@ func (s *Server) requireBearer(c *gin.Context) {
 	scheme, token, _ := strings.Cut(c.GetHeader("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="shop"`)
-		problem.Write(c, problem.Unauthorized.With("Send Authorization: Bearer <token>."))
+		s.fail(c, problem.Unauthorized.With("Send Authorization: Bearer <token>."))
 		return
 	}
 	t, user, err := s.accounts.TokenUser(c.Request.Context(), strings.TrimSpace(token), s.deps.Now())

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -20,7 +20,7 @@ func (s *Server) readyz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "database unreachable"})
 		return
 	}
-	if !db.Migrator().HasTable(&middleware.IdempotencyKey{}) {
+	if !db.Migrator().HasTable(&models.IdempotencyKey{}) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "migrations not applied"})
 		return
 	}
@@ -41,7 +41,7 @@ func (s *Server) problemPage(c *gin.Context) {
 		}
 	}
 	if !acceptsHTML(c) {
-		c.Set(pageKey, false)
+		failAsProblems(c)
 	}
 	s.fail(c, problem.NotFound.With("No such problem type."))
 }

@@ -247,7 +247,6 @@ func (s *Server) pay(c *gin.Context, orderID, method string) (models.Payment, er
 		s.releaseHold(ctx, orderID, holder)
 		return models.Payment{}, problem.PaymentUnconfirmed.With(unconfirmed)
 	}
-	s.deps.Faults.afterCharge(ctx)
 	payment, err := s.shop.Settle(middleware.Tx(c), attempt, outcomeOf(charge), holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
 		// The hold passed while the provider answered: the operation that

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,12 +18,6 @@ import (
 	"github.com/shop/shop/problem"
 	"github.com/shop/shop/templates"
 )
-
-// pageKey marks a request of the browser's pages: its errors are rendered
-// as HTML pages, not problem+json.
-const pageKey = "shop.page"
-
-func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
 
 // layout is what base.html needs of every page.
 type layout struct {
@@ -186,23 +179,6 @@ func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	// the same form key, so that submitting it again replays its answer.
 	c.Header("Cache-Control", "private, no-cache")
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
-}
-
-// render is the one way a problem reaches the client: problem+json for the
-// API, an HTML page that explains it for the browser.
-func (s *Server) render(c *gin.Context, p *problem.Problem) {
-	if !isPage(c) {
-		problem.Write(c, p)
-		return
-	}
-	if p.RetryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
-	}
-	c.Abort()
-	e := explain(c, p)
-	e.layout = s.layout(c)
-	e.Notice = errorNotice(e.Explanation)
-	s.renderPage(c, p.Status, "error.html", e)
 }
 
 type link struct{ Href, Text string }

@@ -11,17 +11,14 @@ import (
 	"github.com/shop/shop/static"
 )
 
-// routes is the whole HTTP surface in one place.
-func (s *Server) routes() *gin.Engine {
+// routes is the whole HTTP surface in one place; once makes a route
+// idempotent.
+func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered))
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
-	once := s.idempotency.Require()
-	if s.deps.WithoutIdempotency {
-		once = middleware.TxOnly(s.deps.DB)
-	}
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)

@@ -40,15 +40,9 @@ type Deps struct {
 	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
 	SecureCookies bool
 	Logger        *slog.Logger
-	// WithoutIdempotency mounts the idempotent routes without the
-	// middleware, each handler in a plain transaction, to measure what the
-	// middleware costs. Only benchmarks set it; the configuration cannot.
-	WithoutIdempotency bool
 	// StripeWebhookSecret verifies Stripe's webhook deliveries (whsec_…);
 	// when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
-	// Faults injects failures in tests; nil in production.
-	Faults *Faults
 	// CredentialsPerMinute bounds sign-ups and log-ins per client address
 	// (a bucket refilled over a minute); LoginFailures bounds failed
 	// log-ins per account within LoginFailureWindow. Zero: no limit.
@@ -73,11 +67,29 @@ type Server struct {
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &middleware.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
+	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
 }
 
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
+	s := newServer(deps)
+	s.router = s.routes(s.idempotency.Require())
+	return s
+}
+
+// NewBaselineServer builds the server with each idempotent route's handler
+// in a plain transaction (middleware.TxOnly) instead of behind the
+// idempotency middleware: the baseline the load harness (tests/load)
+// measures the middleware's cost against. It is the one benchmark knob;
+// main never calls it, and no configuration reaches it.
+func NewBaselineServer(deps Deps) *Server {
+	s := newServer(deps)
+	s.router = s.routes(middleware.TxOnly(deps.DB))
+	return s
+}
+
+func newServer(deps Deps) *Server {
+	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -122,7 +134,6 @@ func NewServer(deps Deps) *Server {
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
 	}
-	s.router = s.routes()
 	return s
 }
 
@@ -153,5 +164,3 @@ func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(c
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
 	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
 }
-
-func init() { gin.SetMode(gin.ReleaseMode) }

@@ -67,7 +67,7 @@ func (s *Server) endSession(c *gin.Context) {
 // cookie is valid, makes its user the current user: the scope of the
 // idempotency keys of the browser's forms.
 func (s *Server) loadSession(c *gin.Context) {
-	c.Set(pageKey, true)
+	failAsPages(c)
 	cookie, err := c.Request.Cookie(sessionCookie)
 	if err != nil {
 		return

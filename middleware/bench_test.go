@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 )
 
 // The benchmarks drive the middleware in process (no network) over a real
@@ -35,7 +36,7 @@ type benchSetup struct {
 func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
 	b.Helper()
 	db := testkit.NewDB(b)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		b.Fatal(err)
 	}
 	err := registerProbe(db)
@@ -173,11 +174,11 @@ func benchWaitOtherInstance(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		k := IdempotencyKey{
+		k := models.IdempotencyKey{
 			Scope: "alice", Key: "wait-" + strconv.Itoa(i), OperationID: "op", Method: http.MethodPost, Route: "/widgets/:id",
-			OwnerToken: "original", State: StateInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+			OwnerToken: "original", State: models.KeyInProgress, CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 		}
-		fp, err := Fingerprint(Request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
+		fp, err := fingerprintOf(request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(benchBody)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -218,11 +219,11 @@ func BenchmarkFingerprint(b *testing.B) {
 	for _, size := range []int{1 << 10, 100 << 10} {
 		body := jsonBody(size)
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			r := Request{Method: http.MethodPost, Route: "/api/v1/orders", ContentType: "application/json", Body: body}
+			r := request{Method: http.MethodPost, Route: "/api/v1/orders", ContentType: "application/json", Body: body}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Fingerprint(r); err != nil {
+				if _, err := fingerprintOf(r); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 )
 
 // countingPool counts what reaches the database outside a transaction —
@@ -70,7 +71,7 @@ func (p *countingPool) take() (statements []string, begins int) {
 func countedMiddleware(t *testing.T) (*gorm.DB, *countingPool, *Idempotency, http.Handler) {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	sqlDB, err := db.DB()
@@ -110,7 +111,7 @@ func serve(t *testing.T, h http.Handler, key, body string) *httptest.ResponseRec
 
 // The fresh path claims in one statement and completes inside the business
 // transaction; a replay is one read: no write, no transaction. Replay counts
-// are kept in memory, shown by Keys at once, and written by Flush.
+// are kept in memory, shown by Keys at once, and written by the flush.
 func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 	db, pool, mw, h := countedMiddleware(t)
 	body := `{"n":1}`
@@ -141,7 +142,7 @@ func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 
 	replaysOf := func() (row, listed int) {
 		t.Helper()
-		var k IdempotencyKey
+		var k models.IdempotencyKey
 		if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestReplayIsOneReadAndFreshClaimIsOneStatement(t *testing.T) {
 	if row, listed := replaysOf(); row != 0 || listed != 3 {
 		t.Fatalf("before the flush: row counts %d replays, Keys %d; want 0 and 3", row, listed)
 	}
-	if err := mw.Flush(context.Background()); err != nil {
+	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if row, listed := replaysOf(); row != 3 || listed != 3 {
@@ -168,13 +169,13 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 	db, _, mw, h := countedMiddleware(t)
 	serve(t, h, "k", `{"n":1}`)
 	serve(t, h, "k", `{"n":1}`)
-	if err := db.Model(&IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
+	if err := db.Model(&models.IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := mw.Flush(context.Background()); err != nil {
+	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var k IdempotencyKey
+	var k models.IdempotencyKey
 	if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil || k.Replays != 0 {
 		t.Fatalf("replays %d (%v), want 0", k.Replays, err)
 	}

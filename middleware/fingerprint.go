@@ -30,8 +30,8 @@ var (
 	errBodyKeysCollide = errors.New("the request body has an object whose keys differ only in case; send each key once")
 )
 
-// Request is what the fingerprint covers.
-type Request struct {
+// request is what the fingerprint covers.
+type request struct {
 	Method      string
 	Route       string // the route template, e.g. /api/v1/orders/:id/payments
 	Params      gin.Params
@@ -40,12 +40,12 @@ type Request struct {
 	Body        []byte
 }
 
-// Fingerprint hashes everything that makes two requests the same operation.
+// fingerprintOf hashes everything that makes two requests the same operation.
 // Bodies are canonicalised first: JSON by RFC 8785, so key order and
 // whitespace do not count; forms as sorted fields without the key field;
 // anything else byte for byte. Invalid JSON or form bodies are an error: a
 // request whose meaning cannot be pinned down cannot be claimed.
-func Fingerprint(r Request) (string, error) {
+func fingerprintOf(r request) (string, error) {
 	body, err := canonicalBody(r.ContentType, r.Body)
 	if err != nil {
 		return "", err
@@ -73,10 +73,10 @@ func Fingerprint(r Request) (string, error) {
 	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
-// Target hashes what a request acts on: method, route and path parameters
+// targetOf hashes what a request acts on: method, route and path parameters
 // (which order to pay, say). A released key may be retried with a corrected
 // body or query, never against another target.
-func Target(r Request) string {
+func targetOf(r request) string {
 	buf := make([]byte, 0, 128)
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)

@@ -11,7 +11,7 @@ import (
 // turn every retry of a key stored before an upgrade into a 422. This one was
 // computed before the hashing was rewritten to avoid copies.
 func TestFingerprintIsStableAcrossVersions(t *testing.T) {
-	fp, err := Fingerprint(Request{
+	fp, err := fingerprintOf(request{
 		Method: "POST", Route: "/a/:id", Params: gin.Params{{Key: "id", Value: "7"}}, Query: url.Values{"x": {"1"}},
 		ContentType: "application/json; charset=utf-8", Body: []byte(`{"b":1,"a":[2,3]}`),
 	})

@@ -16,8 +16,8 @@ import (
 )
 
 // payment is the request the fingerprint cases vary one thing of at a time.
-func payment(change func(*Request)) Request {
-	r := Request{
+func payment(change func(*request)) request {
+	r := request{
 		Method:      "POST",
 		Route:       "/api/v1/orders/:id/payments",
 		Params:      gin.Params{{Key: "id", Value: "42"}},
@@ -31,23 +31,23 @@ func payment(change func(*Request)) Request {
 	return r
 }
 
-func body(s string) func(*Request) { return func(r *Request) { r.Body = []byte(s) } }
+func body(s string) func(*request) { return func(r *request) { r.Body = []byte(s) } }
 
-func form(s string) func(*Request) {
-	return func(r *Request) {
+func form(s string) func(*request) {
+	return func(r *request) {
 		r.ContentType = "application/x-www-form-urlencoded"
 		r.Body = []byte(s)
 	}
 }
 
-func mustFingerprint(t *testing.T, r Request) string {
+func mustFingerprint(t *testing.T, r request) string {
 	t.Helper()
-	fp, err := Fingerprint(r)
+	fp, err := fingerprintOf(r)
 	if err != nil {
-		t.Fatalf("Fingerprint(%+v): %v", r, err)
+		t.Fatalf("fingerprintOf(%+v): %v", r, err)
 	}
 	if len(fp) != 64 {
-		t.Fatalf("Fingerprint(%+v) = %q, want 64 hex digits of SHA-256", r, fp)
+		t.Fatalf("fingerprintOf(%+v) = %q, want 64 hex digits of SHA-256", r, fp)
 	}
 	return fp
 }
@@ -55,36 +55,36 @@ func mustFingerprint(t *testing.T, r Request) string {
 func TestFingerprintSameOperation(t *testing.T) {
 	tests := []struct {
 		name string
-		a, b Request
+		a, b request
 	}{
 		{"JSON key order", payment(nil), payment(body(`{"card":{"cvc":"123","number":"4242"},"amount":100}`))},
 		{"JSON whitespace", payment(nil), payment(body("\n { \"amount\" : 100 ,\t\"card\":{ \"number\":\"4242\",\r\n\"cvc\":\"123\" } } \n"))},
 		{"JSON 1 and 1.0", payment(body(`{"n":1}`)), payment(body(`{"n":1.0}`))},
 		{"JSON 1e2 and 100", payment(body(`{"n":100}`)), payment(body(`{"n":1e2}`))},
 		{"JSON string escapes", payment(body(`{"s":"é/"}`)), payment(body(`{"s":"\u00e9\/"}`))},
-		{"JSON media type parameters", payment(nil), payment(func(r *Request) { r.ContentType = "Application/JSON; charset=utf-8" })},
-		{"+json suffix", payment(func(r *Request) { r.ContentType = "application/merge-patch+json"; r.Body = []byte(`{"a":1,"b":2}`) }),
-			payment(func(r *Request) {
+		{"JSON media type parameters", payment(nil), payment(func(r *request) { r.ContentType = "Application/JSON; charset=utf-8" })},
+		{"+json suffix", payment(func(r *request) { r.ContentType = "application/merge-patch+json"; r.Body = []byte(`{"a":1,"b":2}`) }),
+			payment(func(r *request) {
 				r.ContentType = "application/merge-patch+json"
 				r.Body = []byte(`{ "b":2, "a":1.0 }`)
 			})},
-		{"problem+json", payment(func(r *Request) {
+		{"problem+json", payment(func(r *request) {
 			r.ContentType = "application/problem+json"
 			r.Body = []byte(`{"type":"x","status":409}`)
 		}),
-			payment(func(r *Request) {
+			payment(func(r *request) {
 				r.ContentType = "application/problem+json"
 				r.Body = []byte(`{"status":409,"type":"x"}`)
 			})},
-		{"query order", payment(func(r *Request) { r.Query, _ = url.ParseQuery("a=1&b=2") }),
-			payment(func(r *Request) { r.Query, _ = url.ParseQuery("b=2&a=1") })},
-		{"no query", payment(func(r *Request) { r.Query = nil }), payment(func(r *Request) { r.Query = url.Values{} })},
+		{"query order", payment(func(r *request) { r.Query, _ = url.ParseQuery("a=1&b=2") }),
+			payment(func(r *request) { r.Query, _ = url.ParseQuery("b=2&a=1") })},
+		{"no query", payment(func(r *request) { r.Query = nil }), payment(func(r *request) { r.Query = url.Values{} })},
 		{"form field order", payment(form("card=4242&amount=100")), payment(form("amount=100&card=4242"))},
 		{"form without key field", payment(form("amount=100&card=4242&idempotency_key=k1")), payment(form("card=4242&amount=100"))},
 		{"form key field differs", payment(form("idempotency_key=k1&amount=100")), payment(form("amount=100&idempotency_key=k2"))},
 		{"form encoding", payment(form("note=a+b&x=%41")), payment(form("x=A&note=a%20b"))},
-		{"raw bytes", payment(func(r *Request) { r.ContentType = "text/plain"; r.Body = []byte("hello") }),
-			payment(func(r *Request) { r.ContentType = "text/plain; charset=utf-8"; r.Body = []byte("hello") })},
+		{"raw bytes", payment(func(r *request) { r.ContentType = "text/plain"; r.Body = []byte("hello") }),
+			payment(func(r *request) { r.ContentType = "text/plain; charset=utf-8"; r.Body = []byte("hello") })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,27 +98,27 @@ func TestFingerprintSameOperation(t *testing.T) {
 func TestFingerprintDifferentOperation(t *testing.T) {
 	tests := []struct {
 		name string
-		b    Request
+		b    request
 	}{
 		{"JSON value", payment(body(`{"amount":101,"card":{"number":"4242","cvc":"123"}}`))},
 		{"JSON type", payment(body(`{"amount":"100","card":{"number":"4242","cvc":"123"}}`))},
 		{"JSON extra member", payment(body(`{"amount":100,"card":{"number":"4242","cvc":"123"},"x":null}`))},
-		{"method", payment(func(r *Request) { r.Method = "PUT" })},
-		{"route", payment(func(r *Request) { r.Route = "/api/v1/orders/:id/refunds" })},
-		{"path parameter", payment(func(r *Request) { r.Params = gin.Params{{Key: "id", Value: "43"}} })},
-		{"path parameter name", payment(func(r *Request) { r.Params = gin.Params{{Key: "order", Value: "42"}} })},
-		{"query value", payment(func(r *Request) { r.Query = url.Values{"a": {"1"}, "b": {"3"}} })},
-		{"query parameter", payment(func(r *Request) { r.Query = url.Values{"a": {"1"}} })},
-		{"query moved into the route", payment(func(r *Request) { r.Route += "?a=1&b=2"; r.Query = nil })},
-		{"form instead of JSON, same bytes", payment(func(r *Request) { r.ContentType = "application/x-www-form-urlencoded" })},
-		{"canonical JSON bytes as another media type", payment(func(r *Request) {
+		{"method", payment(func(r *request) { r.Method = "PUT" })},
+		{"route", payment(func(r *request) { r.Route = "/api/v1/orders/:id/refunds" })},
+		{"path parameter", payment(func(r *request) { r.Params = gin.Params{{Key: "id", Value: "43"}} })},
+		{"path parameter name", payment(func(r *request) { r.Params = gin.Params{{Key: "order", Value: "42"}} })},
+		{"query value", payment(func(r *request) { r.Query = url.Values{"a": {"1"}, "b": {"3"}} })},
+		{"query parameter", payment(func(r *request) { r.Query = url.Values{"a": {"1"}} })},
+		{"query moved into the route", payment(func(r *request) { r.Route += "?a=1&b=2"; r.Query = nil })},
+		{"form instead of JSON, same bytes", payment(func(r *request) { r.ContentType = "application/x-www-form-urlencoded" })},
+		{"canonical JSON bytes as another media type", payment(func(r *request) {
 			r.ContentType = "text/plain"
 			r.Body = []byte(`{"amount":100,"card":{"cvc":"123","number":"4242"}}`)
 		})},
-		{"a parameter's value passing for two parameters", payment(func(r *Request) {
+		{"a parameter's value passing for two parameters", payment(func(r *request) {
 			r.Params = gin.Params{{Key: "id", Value: "42&b=2"}}
 		})},
-		{"raw JSON bytes not canonicalised", payment(func(r *Request) {
+		{"raw JSON bytes not canonicalised", payment(func(r *request) {
 			r.ContentType = "text/plain"
 			r.Body = []byte(`{"card":{"cvc":"123","number":"4242"},"amount":100}`)
 		})},
@@ -132,11 +132,11 @@ func TestFingerprintDifferentOperation(t *testing.T) {
 		})
 	}
 	t.Run("path parameters are unambiguous", func(t *testing.T) {
-		a := payment(func(r *Request) {
+		a := payment(func(r *request) {
 			r.Route = "/x/:a/:b"
 			r.Params = gin.Params{{Key: "a", Value: "1&b=2"}, {Key: "b", Value: "3"}}
 		})
-		b := payment(func(r *Request) {
+		b := payment(func(r *request) {
 			r.Route = "/x/:a/:b"
 			r.Params = gin.Params{{Key: "a", Value: "1"}, {Key: "b", Value: "2&b=3"}}
 		})
@@ -150,8 +150,8 @@ func TestFingerprintDifferentOperation(t *testing.T) {
 		}
 	})
 	t.Run("raw whitespace", func(t *testing.T) {
-		plain := func(s string) Request {
-			return payment(func(r *Request) { r.ContentType = "text/plain"; r.Body = []byte(s) })
+		plain := func(s string) request {
+			return payment(func(r *request) { r.ContentType = "text/plain"; r.Body = []byte(s) })
 		}
 		if mustFingerprint(t, plain("a")) == mustFingerprint(t, plain("a ")) {
 			t.Fatal("raw bodies are not compared byte for byte")
@@ -162,7 +162,7 @@ func TestFingerprintDifferentOperation(t *testing.T) {
 func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 	tests := []struct {
 		name    string
-		r       Request
+		r       request
 		wantErr error
 	}{
 		{"invalid JSON", payment(body(`{"amount":`)), errBodyJSON},
@@ -170,7 +170,7 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 		{"duplicate JSON keys", payment(body(`{"amount":1,"amount":2}`)), errBodyJSON},
 		{"nested duplicate JSON keys", payment(body(`{"card":{"cvc":"1","cvc":"1"}}`)), errBodyJSON},
 		{"empty JSON", payment(body(``)), errBodyJSON},
-		{"invalid +json", payment(func(r *Request) { r.ContentType = "application/problem+json"; r.Body = []byte(`nope`) }), errBodyJSON},
+		{"invalid +json", payment(func(r *request) { r.ContentType = "application/problem+json"; r.Body = []byte(`nope`) }), errBodyJSON},
 		{"invalid form", payment(form("amount=%zz")), errBodyForm},
 		{"keys differing in case", payment(body(`{"payment_method":"pm_card_visa","PAYMENT_METHOD":"pm_card_declined"}`)), errBodyKeysCollide},
 		{"keys differing in case, reversed", payment(body(`{"PAYMENT_METHOD":"pm_card_declined","payment_method":"pm_card_visa"}`)), errBodyKeysCollide},
@@ -181,8 +181,8 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if fp, err := Fingerprint(tt.r); !errors.Is(err, tt.wantErr) || fp != "" {
-				t.Fatalf("Fingerprint(%q) = %q, %v; want %v", tt.r.Body, fp, err, tt.wantErr)
+			if fp, err := fingerprintOf(tt.r); !errors.Is(err, tt.wantErr) || fp != "" {
+				t.Fatalf("fingerprintOf(%q) = %q, %v; want %v", tt.r.Body, fp, err, tt.wantErr)
 			}
 		})
 	}
@@ -193,7 +193,7 @@ func TestFingerprintRejectsUnreadableBodies(t *testing.T) {
 	})
 	t.Run("other media types are not parsed", func(t *testing.T) {
 		for _, ct := range []string{"text/plain", "", "application/octet-stream", "not a media type;;"} {
-			mustFingerprint(t, payment(func(r *Request) { r.ContentType = ct; r.Body = []byte(`{"amount":`) }))
+			mustFingerprint(t, payment(func(r *request) { r.ContentType = ct; r.Body = []byte(`{"amount":`) }))
 		}
 	})
 }
@@ -255,7 +255,7 @@ func FuzzFingerprintJSON(f *testing.F) {
 // the body is not JSON that both jcs and encoding/json accept.
 func fuzzCanonical(t *testing.T, data []byte) (fp string, value any, ok bool) {
 	t.Helper()
-	fp, err := Fingerprint(payment(body(string(data))))
+	fp, err := fingerprintOf(payment(body(string(data))))
 	canonical, jcsErr := jcs.Transform(data)
 	if jcsErr != nil {
 		if !errors.Is(err, errBodyJSON) {

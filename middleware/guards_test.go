@@ -2,12 +2,15 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -30,21 +33,21 @@ func TestReleaseIsFencedWhileTheNewOwnerRuns(t *testing.T) {
 	g = newGate(t, 1, 2)
 	c := call{key: "k", body: `{}`}
 	aDone := h.async(c)
-	recv(t, g.entered, "attempt A in the handler")
+	testkit.Recv(t, g.entered, "attempt A in the handler")
 	h.clock.Advance(2 * time.Minute) // past A's one-minute lease
 	bDone := h.async(c)
-	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	testkit.Recv(t, g.entered, "retry B in the handler, having taken the key over")
 	b, _ := h.key("alice", "k")
 
 	g.release(1)
-	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
 	if k, _ := h.key("alice", "k"); k.OwnerToken != b.OwnerToken || k.Released() {
 		t.Fatalf("after A's failure the key is %+v, want B's still", k)
 	}
 	wantProblem(t, h.do(c), problem.KeyInProgress)
 
 	g.release(2)
-	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
 	h.wantKeys("alice/k=completed")
 	h.wantRuns("/widgets/1", 2)
 }
@@ -55,9 +58,9 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	now := h.now().UTC().Truncate(time.Microsecond)
-	k := IdempotencyKey{
+	k := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
+		State: models.KeyInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
 		CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
@@ -87,30 +90,30 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
 	h := newHarness(t)
 	now := h.now().UTC().Truncate(time.Microsecond)
-	held := IdempotencyKey{
+	held := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
+		State: models.KeyInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
 		CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 	}
-	if held.claimable(now) {
+	if claimable(held, now) {
 		t.Fatal("claimable: an expired key under a live lease counts as free")
 	}
-	for _, free := range []func(k *IdempotencyKey){
-		func(k *IdempotencyKey) { k.LockedUntil = now },
-		func(k *IdempotencyKey) { k.State = StateCompleted },
+	for _, free := range []func(k *models.IdempotencyKey){
+		func(k *models.IdempotencyKey) { k.LockedUntil = now },
+		func(k *models.IdempotencyKey) { k.State = models.KeyCompleted },
 	} {
 		k := held
 		free(&k)
-		if !k.claimable(now) {
+		if !claimable(k, now) {
 			t.Fatalf("claimable(%+v) = false, want an expired key nobody holds to be free", k)
 		}
 	}
 	if err := h.db.Create(&held).Error; err != nil {
 		t.Fatal(err)
 	}
-	claim := IdempotencyKey{
+	claim := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op-2", Method: "POST", Route: "/widgets/:id", Fingerprint: "g",
-		State: StateInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: models.KeyInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed {
 		t.Fatalf("claim = %v, %v; want refused while the lease is held", claimed, err)
@@ -129,16 +132,82 @@ func TestKeyExpiringUnderALiveTakeoverIsNotANewOperation(t *testing.T) {
 	g = newGate(t, 1, 2)
 	c := call{key: "k", body: `{}`}
 	aDone := h.async(c)
-	recv(t, g.entered, "attempt A in the handler")
+	testkit.Recv(t, g.entered, "attempt A in the handler")
 	h.clock.Advance(time.Hour - 30*time.Second) // A's lease passed; the TTL is near
 	bDone := h.async(c)
-	recv(t, g.entered, "retry B in the handler, having taken the key over")
+	testkit.Recv(t, g.entered, "retry B in the handler, having taken the key over")
 	h.clock.Advance(40 * time.Second) // past the TTL, within B's lease
 	wantProblem(t, h.do(c), problem.KeyInProgress)
 	h.wantRuns("/widgets/1", 2)
 	g.release(2)
-	wantAnswer(t, recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
 	g.release(1)
-	wantProblem(t, recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
 	h.wantRuns("/widgets/1", 2)
+}
+
+// claimable and claimableSQL are the one rule, "expired and nobody holds
+// it", in Go and in SQL: over every state, and an expiry and a lease each
+// before, at and after the moment, the sweep deletes exactly the keys
+// claimable calls free, and the claim statement takes exactly those.
+func TestClaimableAgreesWithTheSQL(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := h.now().UTC().Truncate(time.Microsecond)
+	moments := []time.Time{now.Add(-time.Minute), now, now.Add(time.Minute)}
+	var keys []models.IdempotencyKey
+	for _, state := range []struct{ state, owner string }{{models.KeyInProgress, "owner"}, {models.KeyInProgress, ""}, {models.KeyCompleted, "owner"}} {
+		for _, expires := range moments {
+			for _, locked := range moments {
+				keys = append(keys, models.IdempotencyKey{
+					Scope: "alice", Key: fmt.Sprintf("k%d", len(keys)), OperationID: "op", Method: "POST", Route: "/widgets/:id",
+					Fingerprint: "f", State: state.state, OwnerToken: state.owner, LockedUntil: locked,
+					CreatedAt: now.Add(-time.Hour), ExpiresAt: expires,
+				})
+			}
+		}
+	}
+	if err := h.db.Create(&keys).Error; err != nil {
+		t.Fatal(err)
+	}
+	var claimed []string
+	for _, k := range keys {
+		want := k
+		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", models.KeyInProgress
+		want.CreatedAt, want.LockedUntil, want.ExpiresAt = now, now.Add(time.Minute), now.Add(time.Hour)
+		took, err := h.mw.store.claim(ctx, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took != claimable(k, now) {
+			t.Errorf("claim of %+v = %v, claimable = %v", k, took, claimable(k, now))
+		}
+		if took {
+			claimed = append(claimed, k.Key)
+		}
+	}
+	if len(claimed) == 0 || len(claimed) == len(keys) {
+		t.Fatalf("the grid claimed %d of %d keys; want some of each", len(claimed), len(keys))
+	}
+	if err := h.db.Where("1 = 1").Delete(&models.IdempotencyKey{}).Error; err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		keys[i].ID = 0
+	}
+	if err := h.db.Create(&keys).Error; err != nil { // as they were before the claims
+		t.Fatal(err)
+	}
+	swept, err := h.mw.store.sweep(ctx, now, len(keys)+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(swept) != len(claimed) {
+		t.Fatalf("the sweep deleted %d keys, claimable frees %d", len(swept), len(claimed))
+	}
+	for _, k := range keys {
+		if _, found := h.key(k.Scope, k.Key); found == claimable(k, now) {
+			t.Errorf("after the sweep %+v is there = %v; claimable = %v", k, found, claimable(k, now))
+		}
+	}
 }

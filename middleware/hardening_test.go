@@ -13,6 +13,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -28,7 +30,7 @@ func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
 	g := newGate(t, 1)
 	h.hooks.before = g.block
 	running := h.async(call{key: "busy", body: `{}`})
-	recv(t, g.entered, "the original in the handler")
+	testkit.Recv(t, g.entered, "the original in the handler")
 	steps := []struct {
 		name string
 		call call
@@ -49,7 +51,7 @@ func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
 		}
 	}
 	g.release(1)
-	wantAnswer(t, recv(t, running, "the original's answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, running, "the original's answer"), http.StatusCreated, false)
 	h.wantRuns("/widgets/1", 1)
 }
 
@@ -101,10 +103,10 @@ func TestCloseDoesNotWaitForAStuckFlush(t *testing.T) {
 		Scope: func(c *gin.Context) string { return "alice" }})
 	k, _ := h.key("alice", "k")
 	mw.replays.add(k)
-	recv(t, entered, "the background flush to start")
+	testkit.Recv(t, entered, "the background flush to start")
 	closed := make(chan error, 1)
 	go func() { closed <- mw.Close(context.Background()) }()
-	if err := recv(t, closed, "Close"); err != nil {
+	if err := testkit.Recv(t, closed, "Close"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if k, _ := h.key("alice", "k"); k.Replays != 1 {
@@ -118,9 +120,9 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	for _, key := range []string{"a", "b", "c"} {
-		k := IdempotencyKey{
+		k := models.IdempotencyKey{
 			Scope: "alice", Key: key, OperationID: "op-" + key, Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
+			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
 			CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Second),
 		}
 		if err := h.db.Create(&k).Error; err != nil {
@@ -140,7 +142,7 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 		if batch < 0 {
 			want = 0
 		}
-		if n := recv(t, swept, "Sweep to return"); n != want {
+		if n := testkit.Recv(t, swept, "Sweep to return"); n != want {
 			t.Fatalf("Sweep(%d) = %d, want %d", batch, n, want)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/dunglas/httpsfv"
 )
 
-// MaxKeyLength bounds a decoded idempotency key.
-const MaxKeyLength = 255
+// maxKeyLength bounds a decoded idempotency key.
+const maxKeyLength = 255
 
 var (
 	errKeyMissing = errors.New("the Idempotency-Key header (or the idempotency_key form field) is missing")
@@ -21,10 +21,10 @@ var (
 	errKeyTwice   = errors.New("the Idempotency-Key header and the idempotency_key form field differ")
 )
 
-// ParseKeyHeader decodes the Idempotency-Key header values of a request. The
+// parseKeyHeader decodes the Idempotency-Key header values of a request. The
 // IETF draft makes the field an RFC 8941 sf-string ("abc"); bare values (abc)
 // are accepted too and name the same key.
-func ParseKeyHeader(values []string) (string, error) {
+func parseKeyHeader(values []string) (string, error) {
 	switch len(values) {
 	case 0:
 		return "", errKeyMissing
@@ -60,7 +60,7 @@ func checkKey(key string) (string, error) {
 	switch {
 	case key == "":
 		return "", errKeyEmpty
-	case len(key) > MaxKeyLength:
+	case len(key) > maxKeyLength:
 		return "", errKeyLong
 	}
 	for i := 0; i < len(key); i++ {

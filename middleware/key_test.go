@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseKeyHeader(t *testing.T) {
-	long := strings.Repeat("k", MaxKeyLength)
+	long := strings.Repeat("k", maxKeyLength)
 	tooLong := long + "k"
 	tests := []struct {
 		name    string
@@ -55,19 +55,19 @@ func TestParseKeyHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseKeyHeader(tt.values)
+			got, err := parseKeyHeader(tt.values)
 			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("ParseKeyHeader(%q) error = %v, want %v", tt.values, err, tt.wantErr)
+				t.Fatalf("parseKeyHeader(%q) error = %v, want %v", tt.values, err, tt.wantErr)
 			}
 			if got != tt.want {
-				t.Fatalf("ParseKeyHeader(%q) = %q, want %q", tt.values, got, tt.want)
+				t.Fatalf("parseKeyHeader(%q) = %q, want %q", tt.values, got, tt.want)
 			}
 		})
 	}
 }
 
 func TestCheckKey(t *testing.T) {
-	long := strings.Repeat("k", MaxKeyLength)
+	long := strings.Repeat("k", maxKeyLength)
 	tests := []struct {
 		name    string
 		key     string
@@ -109,41 +109,41 @@ func FuzzParseKeyHeader(f *testing.F) {
 	for _, seed := range []string{
 		`abc`, `"abc"`, ` "abc" `, `"a\"b"`, `"a\\b"`, `"a b"`, `""`, ``, `"k";p=1`, `"a", "b"`,
 		`a b`, `a,b`, `a"b`, `"abc"x`, `"abc`, `"a\x"`, "café", `"café"`, "a\x7f", `?1`, `:YWJj:`,
-		`8e03978e-40d5-43e8-bc93-6894a57f9324`, strings.Repeat("k", MaxKeyLength), strings.Repeat("k", MaxKeyLength+1),
+		`8e03978e-40d5-43e8-bc93-6894a57f9324`, strings.Repeat("k", maxKeyLength), strings.Repeat("k", maxKeyLength+1),
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		key, err := ParseKeyHeader([]string{value})
+		key, err := parseKeyHeader([]string{value})
 		// Surrounding spaces and tabs never matter.
-		if padded, paddedErr := ParseKeyHeader([]string{" \t" + value + "\t "}); padded != key || (paddedErr == nil) != (err == nil) {
-			t.Fatalf("ParseKeyHeader(%q) = %q, %v, but padded it gives %q, %v", value, key, err, padded, paddedErr)
+		if padded, paddedErr := parseKeyHeader([]string{" \t" + value + "\t "}); padded != key || (paddedErr == nil) != (err == nil) {
+			t.Fatalf("parseKeyHeader(%q) = %q, %v, but padded it gives %q, %v", value, key, err, padded, paddedErr)
 		}
 		if err != nil {
 			if key != "" {
-				t.Fatalf("ParseKeyHeader(%q) = %q with error %v; want no key with an error", value, key, err)
+				t.Fatalf("parseKeyHeader(%q) = %q with error %v; want no key with an error", value, key, err)
 			}
 			return
 		}
-		if len(key) < 1 || len(key) > MaxKeyLength {
-			t.Fatalf("ParseKeyHeader(%q) accepted a key of %d bytes", value, len(key))
+		if len(key) < 1 || len(key) > maxKeyLength {
+			t.Fatalf("parseKeyHeader(%q) accepted a key of %d bytes", value, len(key))
 		}
 		for i := 0; i < len(key); i++ {
 			if key[i] < ' ' || key[i] > '~' {
-				t.Fatalf("ParseKeyHeader(%q) accepted a key with byte %#x", value, key[i])
+				t.Fatalf("parseKeyHeader(%q) accepted a key with byte %#x", value, key[i])
 			}
 		}
 		// Every accepted key, bare or quoted, names the same key once written
 		// as an sf-string: "abc" and abc are one key.
 		quoted := sfString(key)
-		again, err := ParseKeyHeader([]string{quoted})
+		again, err := parseKeyHeader([]string{quoted})
 		if err != nil || again != key {
-			t.Fatalf("ParseKeyHeader(%q) = %q, but its sf-string %q parses to %q, %v", value, key, quoted, again, err)
+			t.Fatalf("parseKeyHeader(%q) = %q, but its sf-string %q parses to %q, %v", value, key, quoted, again, err)
 		}
 		// And so does its bare form, when it has one.
 		if !strings.ContainsAny(key, ` ",`) {
-			if bare, err := ParseKeyHeader([]string{key}); err != nil || bare != key {
-				t.Fatalf("ParseKeyHeader(%q) = %q, but its bare form parses to %q, %v", value, key, bare, err)
+			if bare, err := parseKeyHeader([]string{key}); err != nil || bare != key {
+				t.Fatalf("parseKeyHeader(%q) = %q, but its bare form parses to %q, %v", value, key, bare, err)
 			}
 		}
 	})

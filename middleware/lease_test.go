@@ -11,6 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -30,8 +32,8 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 	c := call{key: "slow", body: `{}`}
 
 	aDone := h.async(c)
-	recv(t, g.entered, "the slow original in the handler")
-	beat := recv(t, h.heartbeats.started, "the original's heartbeat")
+	testkit.Recv(t, g.entered, "the slow original in the handler")
+	beat := testkit.Recv(t, h.heartbeats.started, "the original's heartbeat")
 	if beat.every != lease/3 {
 		t.Fatalf("the heartbeat ticks every %v, want a third of the %v lease", beat.every, lease)
 	}
@@ -53,7 +55,7 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 	h.wantRuns("/widgets/1", 1)
 
 	g.release(1)
-	a := recv(t, aDone, "the original's answer")
+	a := testkit.Recv(t, aDone, "the original's answer")
 	wantAnswer(t, a, http.StatusCreated, false)
 	retry := h.do(c)
 	wantAnswer(t, retry, http.StatusCreated, true)
@@ -71,9 +73,9 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 func TestHeartbeatIsFencedByTheOwner(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
-	k := IdempotencyKey{
+	k := models.IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: StateInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: models.KeyInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
 		t.Fatal(err)
@@ -109,13 +111,13 @@ func TestLateFailureAfterTakeoverIsFenced(t *testing.T) {
 	c := call{key: "k", body: `{}`}
 
 	aDone := h.async(c)
-	recv(t, g.entered, "attempt A in the handler")
+	testkit.Recv(t, g.entered, "attempt A in the handler")
 	h.clock.Advance(2 * time.Minute) // past A's one-minute lease
 	b := h.do(c)
 	wantAnswer(t, b, http.StatusCreated, false)
 
 	g.release(1)
-	a := recv(t, aDone, "attempt A's answer")
+	a := testkit.Recv(t, aDone, "attempt A's answer")
 	wantProblem(t, a, problem.KeyLeaseLost)
 	if a.header.Get("Retry-After") != "1" {
 		t.Fatalf("lease-lost answer without Retry-After: %v", a.header)
@@ -166,14 +168,14 @@ func TestHeartbeatStopsWhenTheTransactionBegins(t *testing.T) {
 	c := call{key: "tx", body: `{}`}
 
 	done := h.async(c)
-	recv(t, beforeTx, "the handler before its transaction")
-	beat = recv(t, h.heartbeats.started, "the heartbeat")
+	testkit.Recv(t, beforeTx, "the handler before its transaction")
+	beat = testkit.Recv(t, h.heartbeats.started, "the heartbeat")
 	h.clock.Advance(beat.every)
 	if n := h.heartbeats.beat(t, beat); n != 1 {
 		t.Fatalf("the extension before the transaction changed %d key rows, want 1", n)
 	}
 	once1.Do(func() { close(letTx) })
-	got := recv(t, inTx, "the handler with its transaction open")
+	got := testkit.Recv(t, inTx, "the handler with its transaction open")
 	if !got.stopped || got.extends != 1 {
 		t.Fatalf("with the transaction begun: heartbeat stopped %v after %d extensions; want stopped after the 1 ticked", got.stopped, got.extends)
 	}
@@ -185,7 +187,7 @@ func TestHeartbeatStopsWhenTheTransactionBegins(t *testing.T) {
 	// The transaction outlives the lease, and still completes.
 	h.clock.Advance(2 * time.Minute)
 	once2.Do(func() { close(letEnd) })
-	wantAnswer(t, recv(t, done, "the answer"), http.StatusCreated, false)
+	wantAnswer(t, testkit.Recv(t, done, "the answer"), http.StatusCreated, false)
 	derived := h.wantRuns("/widgets/1", 1)
 	h.wantWidgets(derived[0] + "#1")
 	h.wantKeys("alice/tx=completed")
@@ -243,5 +245,5 @@ func (b *heartbeats) beat(t *testing.T, beat *heartbeat) int64 {
 	case <-time.After(5 * time.Second):
 		t.Fatal("timed out ticking the heartbeat")
 	}
-	return recv(t, b.extended, "the lease's extension")
+	return testkit.Recv(t, b.extended, "the lease's extension")
 }

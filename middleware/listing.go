@@ -1,8 +1,13 @@
 package middleware
 
+// Listing and sweeping: what a user's keys look like from outside, and the
+// deletion of expired ones.
+
 import (
 	"context"
 	"time"
+
+	"github.com/shop/shop/models"
 )
 
 // KeyPosition is where a page of a scope's keys ended: the creation time
@@ -15,18 +20,44 @@ type KeyPosition struct {
 // KeysPage lists up to limit of the scope's keys, newest first, from after
 // p (from the newest when p is nil), without their stored answers; more
 // says whether any follow.
-func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
-	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
-		keys := []IdempotencyKey{}
-		q := m.cfg.DB.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
-		if p != nil {
-			q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
-		}
-		err := q.Order("created_at DESC, id DESC").Limit(limit + 1).Find(&keys).Error
-		return keys, err
+func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []models.IdempotencyKey, more bool, err error) {
+	keys, err = m.replays.withPending(func() ([]models.IdempotencyKey, error) {
+		return m.store.page(ctx, scope, p, limit+1)
 	})
 	if len(keys) > limit {
 		return keys[:limit], true, err
 	}
 	return keys, false, err
+}
+
+// DefaultSweepBatch is how many keys one statement of Sweep deletes when
+// it is given no positive batch size.
+const DefaultSweepBatch = 500
+
+// Sweep deletes expired keys in batches until none is left, and reports how
+// many it deleted. Each batch is its own short statement, so claims are not
+// held up behind one long delete.
+func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch // a batch of 0 would never come back short
+	}
+	var total int64
+	for {
+		routes, err := m.store.sweep(ctx, m.now(), batch)
+		total += int64(len(routes))
+		for _, route := range routes {
+			m.cfg.Observe(route, OutcomeSwept)
+		}
+		if err != nil || len(routes) < batch {
+			return total, err
+		}
+	}
+}
+
+// Keys lists the most recent keys of a scope, newest first, with the
+// replays this instance counted and has not written yet.
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
+	return m.replays.withPending(func() ([]models.IdempotencyKey, error) {
+		return m.store.list(ctx, scope, limit)
+	})
 }

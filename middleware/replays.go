@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
-// DefaultFlushEvery is how often counted replays are written to the key rows
+// defaultFlushEvery is how often counted replays are written to the key rows
 // when Config.FlushEvery is zero.
-const DefaultFlushEvery = time.Second
+const defaultFlushEvery = time.Second
 
 // replayOf names one operation of a key row: the count belongs to the
 // operation, so that replays of an expired key's old operation are not added
@@ -53,7 +55,7 @@ func newReplayCounter(db *gorm.DB, every time.Duration) *replayCounter {
 	return r
 }
 
-func (r *replayCounter) add(k IdempotencyKey) {
+func (r *replayCounter) add(k models.IdempotencyKey) {
 	r.mu.Lock()
 	r.pending[replayOf{k.ID, k.OperationID}]++
 	r.mu.Unlock()
@@ -109,7 +111,7 @@ func (r *replayCounter) flush(ctx context.Context) error {
 
 // withPending adds the counts not yet written to keys just read; read runs
 // while no flush is under way.
-func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]IdempotencyKey, error) {
+func (r *replayCounter) withPending(read func() ([]models.IdempotencyKey, error)) ([]models.IdempotencyKey, error) {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()
 	keys, err := read()

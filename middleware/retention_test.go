@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
 // The sweeper deletes expired keys one short statement per batch, so claims
@@ -19,11 +22,11 @@ func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	const expired, batch = 120, 50
-	keys := make([]IdempotencyKey, expired)
+	keys := make([]models.IdempotencyKey, expired)
 	for i := range keys {
-		keys[i] = IdempotencyKey{
+		keys[i] = models.IdempotencyKey{
 			Scope: "alice", Key: fmt.Sprintf("old-%d", i), OperationID: fmt.Sprintf("op-%d", i), Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: StateCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
+			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
 			Status: http.StatusCreated, Headers: "{}", CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 		}
 	}
@@ -67,4 +70,53 @@ func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
 	}
 	h.wantKeys("alice/during-sweep=completed", "alice/fresh=completed", fmt.Sprintf("alice/old-%d=completed", expired-1))
 	h.wantRuns("/widgets/1", 3)
+}
+
+func TestSweep(t *testing.T) {
+	h := newHarness(t)
+	now := h.clock.Now()
+	rows := []struct {
+		scope, key, state, owner string
+		expires, lockedUntil     time.Duration // from now
+		deleted                  bool
+	}{
+		{"alice", "done-expired", models.KeyCompleted, "o", -time.Second, time.Hour, true},
+		{"alice", "done-at-expiry", models.KeyCompleted, "o", 0, -time.Hour, true},
+		{"bob", "done-expired", models.KeyCompleted, "o", -time.Hour, -2 * time.Hour, true},
+		{"alice", "done-fresh", models.KeyCompleted, "o", time.Second, -time.Hour, false},
+		{"alice", "stalled-expired", models.KeyInProgress, "o", -time.Minute, -time.Second, true},
+		{"alice", "lease-ends-now-expired", models.KeyInProgress, "o", -time.Minute, 0, true},
+		{"alice", "released-expired", models.KeyInProgress, "", -time.Second, -2 * time.Hour, true},
+		{"alice", "running-expired", models.KeyInProgress, "o", -time.Minute, time.Minute, false},
+		{"alice", "stalled-fresh", models.KeyInProgress, "o", time.Hour, -time.Minute, false},
+		{"alice", "released-fresh", models.KeyInProgress, "", time.Hour, -time.Minute, false},
+	}
+	var want []string
+	for _, r := range rows {
+		k := models.IdempotencyKey{
+			Scope: r.scope, Key: r.key, OperationID: "op-" + r.key, Method: "POST", Route: "/widgets/:id",
+			Fingerprint: "f", State: r.state, OwnerToken: r.owner, LockedUntil: now.Add(r.lockedUntil),
+			CreatedAt: now.Add(r.expires - time.Hour), ExpiresAt: now.Add(r.expires),
+		}
+		if err := h.db.Create(&k).Error; err != nil {
+			t.Fatal(err)
+		}
+		if !r.deleted {
+			state := r.state
+			if k.Released() {
+				state = "released"
+			}
+			want = append(want, r.scope+"/"+r.key+"="+state)
+		}
+	}
+	slices.Sort(want)
+
+	n, err := h.mw.Sweep(context.Background(), 2)
+	if err != nil || n != 6 {
+		t.Fatalf("Sweep = %d, %v; want 6 deleted", n, err)
+	}
+	h.wantKeys(want...)
+	if n, err := h.mw.Sweep(context.Background(), 2); err != nil || n != 0 {
+		t.Fatalf("second Sweep = %d, %v; want nothing left to delete", n, err)
+	}
 }

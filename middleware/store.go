@@ -2,47 +2,36 @@ package middleware
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
-// Key states.
-const (
-	StateInProgress = "in_progress"
-	StateCompleted  = "completed"
-)
+// list reads the most recent keys of a scope, newest first, without the
+// answers they keep.
+func (s store) list(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
+	keys := []models.IdempotencyKey{}
+	err := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+	return keys, err
+}
 
-// IdempotencyKey is what the server remembers of one operation: who owns it
-// while it runs (the lease), and the answer to replay once it is done.
-type IdempotencyKey struct {
-	ID    uint   `gorm:"primaryKey"`
-	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
-	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
-	// OperationID is new for each operation the key names, and kept when a
-	// retry takes over a stalled lease: the derived key comes from it, so a
-	// re-run is the same operation to the provider, and a key reused after
-	// it expired is a new one.
-	OperationID string `gorm:"size:36;not null"`
-	Method      string `gorm:"size:10;not null"`
-	Route       string `gorm:"size:255;not null"`
-	Fingerprint string `gorm:"size:64;not null"`
-	// Target is the part of the fingerprint a retry of a released key may
-	// not change: method, route and path parameters. The body and query may
-	// be corrected; the operation, and its derived key, stay about the same
-	// thing (the same order, say).
-	Target      string    `gorm:"size:64;not null;default:''"`
-	State       string    `gorm:"size:16;not null"`
-	OwnerToken  string    `gorm:"size:36;not null"`
-	LockedUntil time.Time `gorm:"not null"`
-	Status      int       `gorm:"not null;default:0"`
-	Headers     string    `gorm:"type:text"`
-	Body        []byte
-	Replays     int       `gorm:"not null;default:0"`
-	CreatedAt   time.Time `gorm:"not null"`
-	ExpiresAt   time.Time `gorm:"not null;index"`
+// page reads up to limit of a scope's keys, newest first, from after p
+// (from the newest when p is nil), without the answers they keep.
+func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]models.IdempotencyKey, error) {
+	keys := []models.IdempotencyKey{}
+	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
+	if p != nil {
+		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
+	}
+	err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+	return keys, err
 }
 
 // storedResponse is the answer kept for replay.
@@ -52,27 +41,29 @@ type storedResponse struct {
 	Body    []byte
 }
 
-// store holds the SQL of the key lifecycle. Every statement that changes
+// store holds the SQL of the key lifecycle, on the table of
+// models.IdempotencyKey: the middleware reads and writes it through here
+// only. Every statement that changes
 // ownership is a single atomic statement guarded by the (scope, key) unique
 // index or by the current owner token; nothing checks and then acts.
 type store struct {
 	db *gorm.DB
 }
 
-func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
-	var rows []IdempotencyKey
+func (s store) find(ctx context.Context, scope, key string) (models.IdempotencyKey, bool, error) {
+	var rows []models.IdempotencyKey
 	// Raw SQL: the same indexed read, without building the condition from a
 	// struct on every request.
 	err := s.db.WithContext(ctx).Raw(`SELECT * FROM idempotency_keys WHERE scope = ? AND "key" = ? LIMIT 1`, scope, key).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
-		return IdempotencyKey{}, false, err
+		return models.IdempotencyKey{}, false, err
 	}
 	return rows[0], true, nil
 }
 
 // claim inserts the key as in progress, or takes over an expired one as a new
 // operation. It reports whether this caller now owns the key.
-func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
+func (s store) claim(ctx context.Context, k models.IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
@@ -81,10 +72,9 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE idempotency_keys.expires_at <= excluded.created_at
-  AND (idempotency_keys.state = ? OR idempotency_keys.locked_until <= excluded.created_at)`,
-		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, StateInProgress, k.OwnerToken, k.LockedUntil,
-		k.CreatedAt, k.ExpiresAt, StateCompleted)
+WHERE `+claimableSQL("idempotency_keys", "excluded.created_at"),
+		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, models.KeyInProgress, k.OwnerToken, k.LockedUntil,
+		k.CreatedAt, k.ExpiresAt)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -92,12 +82,12 @@ WHERE idempotency_keys.expires_at <= excluded.created_at
 // released — from its previous owner to a retry. The operation id stays, so
 // the re-run is the same operation to everything downstream; the request
 // becomes the retry's, which may differ only after a release.
-func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
+func (s store) takeover(ctx context.Context, want models.IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?
 WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
 		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint,
-		want.Scope, want.Key, StateInProgress, previousOwner, now)
+		want.Scope, want.Key, models.KeyInProgress, previousOwner, now)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -106,7 +96,7 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 func (s store) extend(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		until, scope, key, owner, StateInProgress)
+		until, scope, key, owner, models.KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -120,7 +110,7 @@ func (s store) complete(db *gorm.DB, scope, key, owner string, resp storedRespon
 	}
 	res := db.Exec(`UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		StateCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, StateInProgress)
+		models.KeyCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, models.KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -134,8 +124,14 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, StateInProgress)
+		now, scope, key, owner, models.KeyInProgress)
 	return res.RowsAffected == 1, res.Error
+}
+
+// claimableSQL is claimable in SQL, for the key row named table at the
+// moment now (an SQL expression): expired, and completed or its lease over.
+func claimableSQL(table, now string) string {
+	return fmt.Sprintf("%[1]s.expires_at <= %[2]s AND (%[1]s.state = '%[3]s' OR %[1]s.locked_until <= %[2]s)", table, now, models.KeyCompleted)
 }
 
 // sweep deletes up to batch expired keys and returns the route of each.
@@ -144,25 +140,14 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
-WHERE id IN (SELECT id FROM idempotency_keys WHERE expires_at <= ? AND (state = ? OR locked_until <= ?) LIMIT ?)
-  AND expires_at <= ? AND (state = ? OR locked_until <= ?)
+WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL("idempotency_keys", "@now")+` LIMIT @batch)
+  AND `+claimableSQL("idempotency_keys", "@now")+`
 RETURNING route`,
-		now, StateCompleted, now, batch, now, StateCompleted, now).Scan(&routes).Error
+		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err
 }
 
-// Released: in progress, but nobody holds it — the last attempt ended
-// without an answer worth keeping, and the next request takes it over.
-func (r IdempotencyKey) Released() bool { return r.State == StateInProgress && r.OwnerToken == "" }
-
-// Lapsed: in progress, but its lease has passed, so nobody holds it — it was
-// released, or its attempt died or failed to release it. The next request
-// with the key takes it over, as it would a released one.
-func (r IdempotencyKey) Lapsed(now time.Time) bool {
-	return r.Released() || r.State == StateInProgress && !r.LockedUntil.After(now)
-}
-
-func (r IdempotencyKey) response() (storedResponse, error) {
+func responseOf(r models.IdempotencyKey) (storedResponse, error) {
 	resp := storedResponse{Status: r.Status, Body: r.Body}
 	err := json.Unmarshal([]byte(r.Headers), &resp.Headers)
 	return resp, err

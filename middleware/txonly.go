@@ -10,9 +10,10 @@ import (
 
 // TxOnly runs the handler the way it would run without idempotency: no key,
 // no claim, no stored answer, only the transaction Tx hands out, committed
-// when the answer is a success and then sent. It exists to measure what the
-// idempotency middleware costs on top of the same handler; no route of the
-// shop uses it.
+// when the answer is a success and then sent. It is the benchmark baseline:
+// it exists to measure what the idempotency middleware costs on top of the
+// same handler (BenchmarkWithoutMiddleware, and the load harness through
+// handlers.NewBaselineServer); no route the shop serves uses it.
 func TxOnly(db *gorm.DB) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := context.WithoutCancel(c.Request.Context())

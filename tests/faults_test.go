@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -20,7 +19,7 @@ import (
 // the retry takes the key over, re-runs with the same derived key, gets the
 // provider's first charge back, and pays the order: one charge, one payment.
 //
-// The crash is the AfterCharge fault blocking the first attempt's goroutine,
+// The crash is a provider that charges and then blocks the first attempt's goroutine,
 // so the database is left exactly as a dead process leaves it. The lease is
 // long (an hour, on the test clock) so that the frozen attempt's heartbeat
 // does not tick while the test runs, as a dead process's would not. Let go
@@ -28,16 +27,16 @@ import (
 func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 	crashed, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	faults := &handlers.Faults{AfterCharge: func(context.Context) {
+	freeze := func() {
 		first := false
 		once.Do(func() { first = true })
 		if first {
 			close(crashed)
 			<-resume
 		}
-	}}
+	}
 	const lease = time.Hour
-	e := newEnv(t, withLease(lease), withWait(50*time.Millisecond), withFaults(faults))
+	e := newEnv(t, withLease(lease), withWait(50*time.Millisecond), withAfterCharge(freeze))
 	// Registered after the server, so it runs before the server's cleanup
 	// waits for the frozen request.
 	var resumeOnce sync.Once
@@ -49,7 +48,7 @@ func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
 	frozen := e.async(pay)
-	recv(t, crashed, "the first attempt to crash after the charge")
+	testkit.Recv(t, crashed, "the first attempt to crash after the charge")
 	if got := e.sideEffects(); got.charges != 1 || got.payments != 0 || got.storedKeys != 1 {
 		t.Fatalf("after the crash: %+v; want the charge made and nothing recorded", got)
 	}
@@ -91,7 +90,7 @@ func TestCrashAfterChargeIsTakenOver(t *testing.T) {
 
 	// The frozen attempt comes back to life: fenced, it records nothing.
 	letGo()
-	late := recv(t, frozen, "the frozen attempt's answer")
+	late := testkit.Recv(t, frozen, "the frozen attempt's answer")
 	if late.err != nil {
 		t.Fatal(late.err)
 	}
@@ -144,7 +143,7 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 	path := "/api/v1/orders/" + orderID + "/payments"
 
 	slow := e.async(request{method: "POST", path: path, token: token, key: key("slow"), body: payBody(payments.MethodVisa)})
-	recv(t, provider.entered, "the slow payment at the provider")
+	testkit.Recv(t, provider.entered, "the slow payment at the provider")
 	firstLease := e.leases("slow", orderID)
 	e.clock.Advance(2 * lease) // the slow payment outlives its first lease
 	now := e.clock.Now()
@@ -166,7 +165,7 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 		http.StatusConflict, "/problems/payment-in-progress")
 
 	letGo()
-	first := recv(t, slow, "the slow payment's answer")
+	first := testkit.Recv(t, slow, "the slow payment's answer")
 	if first.err != nil || first.Status != http.StatusCreated {
 		t.Fatalf("slow payment: %v %d %s", first.err, first.Status, first.Body)
 	}
@@ -181,7 +180,7 @@ type leases struct{ key, hold time.Time }
 
 func (e *env) leases(idempotencyKey, orderID string) leases {
 	e.t.Helper()
-	var k middleware.IdempotencyKey
+	var k models.IdempotencyKey
 	if err := e.db.Where("\"key\" = ?", idempotencyKey).Take(&k).Error; err != nil {
 		e.t.Fatal(err)
 	}

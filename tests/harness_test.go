@@ -330,8 +330,27 @@ func withLease(d time.Duration) option {
 	return func(deps *handlers.Deps) { deps.Lease = d }
 }
 
-func withFaults(f *handlers.Faults) option {
-	return func(deps *handlers.Deps) { deps.Faults = f }
+// withAfterCharge runs hook once the provider has charged and before it
+// answers, the most expensive moment to crash: a hook that blocks
+// reproduces a process that froze or died there. The key stays in progress
+// under its lease, the charge exists, nothing is committed.
+func withAfterCharge(hook func()) option {
+	return withProvider(func(p payments.Provider) payments.Provider { return afterCharge{p, hook} })
+}
+
+// afterCharge is a provider that charges, then runs its hook before it
+// returns the answer.
+type afterCharge struct {
+	payments.Provider
+	hook func()
+}
+
+func (p afterCharge) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
+	charge, err := p.Provider.Charge(ctx, req)
+	if err == nil {
+		p.hook()
+	}
+	return charge, err
 }
 
 // answerOf is the result of a request sent on its own goroutine.
@@ -348,19 +367,6 @@ func (e *env) async(r request) <-chan answerOf {
 		done <- answerOf{resp, err}
 	}()
 	return done
-}
-
-// recv takes the next value of ch. The timeout only turns a hang into a
-// failure; no test waits on it to let something happen.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
 }
 
 // withRealClock runs leases, expiry and holds on the real clock, for tests

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -482,9 +483,9 @@ func TestClientDisconnectDoesNotCancelTheOperation(t *testing.T) {
 		}
 		errc <- err
 	}()
-	recv(t, provider.called, "the payment at the provider")
+	testkit.Recv(t, provider.called, "the payment at the provider")
 	cancel()
-	if err := recv(t, errc, "the client to hang up"); err == nil {
+	if err := testkit.Recv(t, errc, "the client to hang up"); err == nil {
 		t.Fatal("the client got an answer before it hung up")
 	}
 	// Only now, the client gone, does the provider answer.

@@ -25,8 +25,8 @@ import (
 // and the shop did not learn it — and then pays the order with other keys,
 // or lets the reconciler find it. Each asserts the provider's own ledger.
 
-// frozenCharge is the AfterCharge fault that freezes the first payment once
-// the provider has charged: the database is left as a process that died
+// frozenCharge freezes the first payment once the provider has charged and
+// before it answers (withAfterCharge): the database is left as a process that died
 // there leaves it. The lease is an hour so that the frozen attempt's
 // heartbeat does not tick while the test runs, as a dead process's would
 // not; the test's clock moves past it instead.
@@ -36,17 +36,17 @@ type frozenCharge struct {
 	resumeOnce      sync.Once
 }
 
-func newFrozenCharge(t *testing.T) (*frozenCharge, *handlers.Faults) {
+func newFrozenCharge(t *testing.T) (*frozenCharge, option) {
 	f := &frozenCharge{crashed: make(chan struct{}), resume: make(chan struct{})}
 	t.Cleanup(f.letGo)
-	return f, &handlers.Faults{AfterCharge: func(context.Context) {
+	return f, withAfterCharge(func() {
 		first := false
 		f.once.Do(func() { first = true })
 		if first {
 			close(f.crashed)
 			<-f.resume
 		}
-	}}
+	})
 }
 
 func (f *frozenCharge) letGo() { f.resumeOnce.Do(func() { close(f.resume) }) }
@@ -91,14 +91,14 @@ func (e *env) payRequest(token, orderID, k, method string) request {
 // its charge, instead of charging again. The first key's retry is answered
 // with the payment its own charge made.
 func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(50*time.Millisecond), freeze)
 	token := e.signUp("repro-a@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 2))
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 
 	dead := e.async(first)
-	recv(t, frozen.crashed, "the first payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the first payment to die after the charge")
 	if e.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
 		t.Fatal("after the crash: want the charge made, nothing recorded, the attempt in doubt")
 	}
@@ -133,7 +133,7 @@ func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
 
 	// The dead attempt comes back: fenced, it records nothing more.
 	frozen.letGo()
-	late := recv(t, dead, "the dead attempt's answer")
+	late := testkit.Recv(t, dead, "the dead attempt's answer")
 	if late.err != nil {
 		t.Fatal(late.err)
 	}
@@ -163,7 +163,7 @@ func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
 
 	first := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 	onA := a.async(first)
-	recv(t, provider.entered, "the first payment at the provider")
+	testkit.Recv(t, provider.entered, "the first payment at the provider")
 	a.cut()
 	e.clock.Advance(hourLease + time.Second)
 
@@ -175,7 +175,7 @@ func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
 
 	a.restore()
 	letGo()
-	fromA := recv(t, onA, "the first payment's answer")
+	fromA := testkit.Recv(t, onA, "the first payment's answer")
 	if fromA.err != nil {
 		t.Fatal(fromA.err)
 	}
@@ -227,12 +227,12 @@ func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
 // Twenty payments with twenty keys, at once, while an earlier attempt is
 // in doubt: one charge.
 func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withWait(0), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), withWait(0), freeze)
 	token := e.signUp("hammer@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[3], 3))
 	dead := e.async(e.payRequest(token, orderID, "k0", payments.MethodVisa))
-	recv(t, frozen.crashed, "the first payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the first payment to die after the charge")
 	e.clock.Advance(hourLease + time.Second)
 
 	var rs []request
@@ -252,7 +252,7 @@ func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
 		t.Fatalf("%d attempts, want only the first", n)
 	}
 	frozen.letGo()
-	recv(t, dead, "the dead attempt's answer")
+	testkit.Recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
 }
 
@@ -260,12 +260,12 @@ func TestManyKeysOnAnOrderInDoubtChargeOnce(t *testing.T) {
 // order paid, although nobody retries; two instances reconciling the same
 // attempt at once resolve it once.
 func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
-	frozen, faults := newFrozenCharge(t)
-	e := newEnv(t, withLease(hourLease), withFaults(faults))
+	frozen, freeze := newFrozenCharge(t)
+	e := newEnv(t, withLease(hourLease), freeze)
 	token := e.signUp("reconcile@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	dead := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
-	recv(t, frozen.crashed, "the payment to die after the charge")
+	testkit.Recv(t, frozen.crashed, "the payment to die after the charge")
 
 	// Within the hold the attempt's own operation may still finish: the
 	// reconciler leaves it alone.
@@ -314,7 +314,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 		t.Fatalf("%d servers counted the resolution, want 1", counted)
 	}
 	frozen.letGo()
-	recv(t, dead, "the dead attempt's answer")
+	testkit.Recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
 }
 
@@ -364,17 +364,17 @@ func TestALateRunCannotFailTheAttemptOfTheRunThatTookOver(t *testing.T) {
 	pay := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 
 	firstRun := e.async(pay)
-	recv(t, provider.first, "the first run at the provider")
+	testkit.Recv(t, provider.first, "the first run at the provider")
 	e.clock.Advance(hourLease + time.Second)
 	secondRun := e.async(pay)
-	recv(t, provider.second, "the second run at the provider")
+	testkit.Recv(t, provider.second, "the second run at the provider")
 	close(provider.releaseFirst) // the first run is refused, late
-	late := recv(t, firstRun, "the first run's answer")
+	late := testkit.Recv(t, firstRun, "the first run's answer")
 	if late.err != nil {
 		t.Fatal(late.err)
 	}
 	close(provider.releaseSecond)
-	took := recv(t, secondRun, "the second run's answer")
+	took := testkit.Recv(t, secondRun, "the second run's answer")
 	if took.err != nil || took.Status != http.StatusCreated {
 		t.Fatalf("the run that took over: %v %d %s", took.err, took.Status, took.Body)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -68,8 +68,8 @@ func (g *gated) releaseAll() {
 func onWaiting(t *testing.T, db *gorm.DB) <-chan struct{} {
 	waiting := make(chan struct{}, 1)
 	err := db.Callback().Query().After("gorm:query").Register("test:waiting", func(tx *gorm.DB) {
-		rows, ok := tx.Statement.Dest.(*[]middleware.IdempotencyKey)
-		if ok && len(*rows) == 1 && (*rows)[0].State == middleware.StateInProgress {
+		rows, ok := tx.Statement.Dest.(*[]models.IdempotencyKey)
+		if ok && len(*rows) == 1 && (*rows)[0].State == models.KeyInProgress {
 			select {
 			case waiting <- struct{}{}:
 			default:
@@ -125,14 +125,14 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 		pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
 		original := async(e, pay)
-		recv(t, g.entered, "the original at the provider")
+		testkit.Recv(t, g.entered, "the original at the provider")
 		duplicate := async(e, pay)
-		recv(t, waiting, "the duplicate to wait")
+		testkit.Recv(t, waiting, "the duplicate to wait")
 		g.release(0)
-		if r := recv(t, original, "the original"); r.Status != http.StatusCreated || r.replayed() {
+		if r := testkit.Recv(t, original, "the original"); r.Status != http.StatusCreated || r.replayed() {
 			t.Fatalf("original: %d %s", r.Status, r.Body)
 		}
-		if r := recv(t, duplicate, "the duplicate"); r.Status != http.StatusCreated || !r.replayed() {
+		if r := testkit.Recv(t, duplicate, "the duplicate"); r.Status != http.StatusCreated || !r.replayed() {
 			t.Fatalf("duplicate: %d replayed=%v %s", r.Status, r.replayed(), r.Body)
 		}
 		if c, calls := e.charges(), e.provider.Calls(); c != 1 || calls != 1 {
@@ -153,10 +153,10 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 		pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
 		original := async(e, pay)
-		recv(t, g.entered, "the original at the provider")
+		testkit.Recv(t, g.entered, "the original at the provider")
 		isProblem(t, e.do(pay), http.StatusConflict, "/problems/idempotency-key-in-progress")
 		g.release(0)
-		if r := recv(t, original, "the original"); r.Status != http.StatusCreated {
+		if r := testkit.Recv(t, original, "the original"); r.Status != http.StatusCreated {
 			t.Fatalf("original: %d %s", r.Status, r.Body)
 		}
 		if c, calls := e.charges(), e.provider.Calls(); c != 1 || calls != 1 {
@@ -177,15 +177,15 @@ func TestMetricsCountWaitsConflictsAndSweeps(t *testing.T) {
 		pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("pay"), body: payBody(payments.MethodVisa)}
 
 		stalled := async(e, pay)
-		recv(t, g.entered, "the original at the provider")
+		testkit.Recv(t, g.entered, "the original at the provider")
 		e.clock.Advance(e.deps.Lease)
 		retry := async(e, pay)
-		recv(t, g.entered, "the retry at the provider")
+		testkit.Recv(t, g.entered, "the retry at the provider")
 		// The stalled attempt finishes first: fenced, its writes roll back.
 		g.release(0)
-		isProblem(t, recv(t, stalled, "the stalled original"), http.StatusConflict, "/problems/idempotency-lease-lost")
+		isProblem(t, testkit.Recv(t, stalled, "the stalled original"), http.StatusConflict, "/problems/idempotency-lease-lost")
 		g.release(1)
-		if r := recv(t, retry, "the retry"); r.Status != http.StatusCreated {
+		if r := testkit.Recv(t, retry, "the retry"); r.Status != http.StatusCreated {
 			t.Fatalf("retry: %d %s", r.Status, r.Body)
 		}
 		if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 1 {

@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// The README's walk-through is run as written, so it cannot drift from the
-// server: its commands, in order, against a fresh server, each output
-// compared with the one shown under it, ignoring ids, dates, tokens and
-// cursors (and Date and Content-Length, which the README leaves out).
-func TestREADMEWalkThrough(t *testing.T) {
+// The API's walk-through (docs/api.md) is run as written, so it cannot drift
+// from the server: its commands, in order, against a fresh server, each
+// output compared with the one shown under it, ignoring ids, dates, tokens
+// and cursors (and Date and Content-Length, which the page leaves out).
+func TestAPIWalkThrough(t *testing.T) {
 	for _, tool := range []string{"sh", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
@@ -25,7 +25,7 @@ func TestREADMEWalkThrough(t *testing.T) {
 			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func TestREADMEWalkThrough(t *testing.T) {
 	for i, step := range steps {
 		got, rest, found := strings.Cut(out, "\n"+stepEnd(i)+"\n")
 		if !found {
-			t.Fatalf("step %d (README line %d) did not finish:\n%s\n%s", i+1, step.line, out, stderr.String())
+			t.Fatalf("step %d (docs/api.md line %d) did not finish:\n%s\n%s", i+1, step.line, out, stderr.String())
 		}
 		out = rest
 		if err := sameOutput(step.output, got); err != nil {
-			t.Errorf("README line %d:\n%s\n%v\n--- shown:\n%s\n--- got:\n%s", step.line, step.command, err, step.output, got)
+			t.Errorf("docs/api.md line %d:\n%s\n%v\n--- shown:\n%s\n--- got:\n%s", step.line, step.command, err, step.output, got)
 		}
 	}
 }
@@ -73,18 +73,18 @@ type step struct {
 	line            int
 }
 
-// walkThrough reads the "### Walk-through" section: each ```sh block must
+// walkThrough reads the "## Walk-through" section: each ```sh block must
 // be followed by the plain ``` block of its output, and every output block
 // must follow a command.
 func walkThrough(readme string) ([]step, error) {
-	_, section, found := strings.Cut(readme, "\n### Walk-through\n")
+	_, section, found := strings.Cut(readme, "\n## Walk-through\n")
 	if !found {
-		return nil, fmt.Errorf("README.md has no Walk-through section")
+		return nil, fmt.Errorf("docs/api.md has no Walk-through section")
 	}
 	if end := strings.Index(section, "\n#"); end >= 0 {
 		section = section[:end]
 	}
-	startLine := strings.Count(readme[:strings.Index(readme, "\n### Walk-through\n")], "\n") + 2
+	startLine := strings.Count(readme[:strings.Index(readme, "\n## Walk-through\n")], "\n") + 2
 	lines := strings.Split(section, "\n")
 	var steps []step
 	for i := 0; i < len(lines); i++ {
@@ -167,7 +167,7 @@ func answers(s string) []answer {
 	return out
 }
 
-// sameOutput compares what the README shows with what the command printed:
+// sameOutput compares what the page shows with what the command printed:
 // status lines and headers exactly (all of them but Date and
 // Content-Length), bodies and other output piece by piece, where "…" stands
 // for anything.
@@ -227,4 +227,44 @@ func shortened(shown, got string) error {
 		return fmt.Errorf("the output does not end with %q", last)
 	}
 	return nil
+}
+
+// The README's replay runs as written against a fresh server: the same
+// order sent twice with one key is one order, the second answer the first
+// one replayed.
+func TestREADMEReplay(t *testing.T) {
+	for _, tool := range []string{"sh", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed: failing, CI=true", tool)
+			}
+			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, found := strings.Cut(string(readme), "\n## See a retry happen once\n")
+	_, block, fenced := strings.Cut(section, "\n```sh\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	const base = "BASE=http://localhost:8080;"
+	if !found || !fenced || !closed || !strings.HasPrefix(block, base) {
+		t.Fatalf("README.md has no replay block beginning with %q under \"See a retry happen once\"", base)
+	}
+	e := newEnv(t)
+	cmd := exec.Command("sh", "-c", "BASE="+e.url+";"+strings.TrimPrefix(block, base))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the replay failed: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(stdout.String(), "\r", "")), "\n")
+	if len(lines) != 5 || lines[0] != "HTTP/1.1 201 Created" || lines[2] != lines[0] ||
+		!strings.HasPrefix(lines[1], "Location: /api/v1/orders/") || lines[4] != lines[1] || lines[3] != "Idempotent-Replayed: true" {
+		t.Fatalf("the replay printed:\n%s\nwant 201 and a Location twice, the second marked replayed", stdout.String())
+	}
+	if orders, keys := e.count("orders"), e.count("idempotency_keys", "state = ?", "completed"); orders != 1 || keys != 1 {
+		t.Fatalf("%d orders and %d completed keys, want 1 and 1", orders, keys)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
 
@@ -89,11 +90,11 @@ func TestDoubleClickedPayChargesOnce(t *testing.T) {
 	waiting := onWaiting(t, e.db)
 
 	first := s.postAsync(orderPath+"/payments", form)
-	recv(t, g.entered, "the first click at the provider")
+	testkit.Recv(t, g.entered, "the first click at the provider")
 	second := s.postAsync(orderPath+"/payments", form)
-	recv(t, waiting, "the second click to wait")
+	testkit.Recv(t, waiting, "the second click to wait")
 	g.release(0)
-	answers := []answerOf{recv(t, first, "the first click's answer"), recv(t, second, "the second click's answer")}
+	answers := []answerOf{testkit.Recv(t, first, "the first click's answer"), testkit.Recv(t, second, "the second click's answer")}
 	for i, r := range answers {
 		if r.err != nil || r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath || r.replayed() != (i == 1) {
 			t.Fatalf("click %d on Pay: %v %d %q replayed=%v %s", i+1, r.err, r.Status, r.Header.Get("Location"), r.replayed(), r.Body)
@@ -225,7 +226,7 @@ func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
 	form := s.payForm(orderPath, payments.MethodVisa)
 
 	first := s.postAsync(orderPath+"/payments", form)
-	recv(t, g.entered, "the first click at the provider")
+	testkit.Recv(t, g.entered, "the first click at the provider")
 	busy := s.post(orderPath+"/payments", form)
 	isPage(t, busy, http.StatusConflict)
 	hasNotice(t, busy, "alert", "still being processed")
@@ -236,7 +237,7 @@ func TestPayStillRunningAfterTheWaitShowsAPage(t *testing.T) {
 		t.Fatal("the in-progress page has no Retry-After")
 	}
 	g.release(0)
-	if r := recv(t, first, "the first click's answer"); r.err != nil || r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
+	if r := testkit.Recv(t, first, "the first click's answer"); r.err != nil || r.Status != http.StatusSeeOther || r.Header.Get("Location") != orderPath {
 		t.Fatalf("first click: %v %d %q %s", r.err, r.Status, r.Header.Get("Location"), r.Body)
 	}
 	if e.charges() != 1 || e.provider.Calls() != 1 {

@@ -87,12 +87,12 @@ type shop struct {
 	http   *http.Server
 }
 
-func start(deps handlers.Deps) (*shop, error) {
+func start(server *handlers.Server) (*shop, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &shop{url: "http://" + ln.Addr().String(), server: handlers.NewServer(deps)}
+	s := &shop{url: "http://" + ln.Addr().String(), server: server}
 	s.http = &http.Server{Handler: s.server, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(ln) }()
 	return s, nil
@@ -172,11 +172,10 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		DB: db, Provider: &payments.Simulated{DB: db}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
 	}
-	if b.once, err = start(deps); err != nil {
+	if b.once, err = start(handlers.NewServer(deps)); err != nil {
 		return nil, err
 	}
-	deps.WithoutIdempotency = true
-	if b.tx, err = start(deps); err != nil {
+	if b.tx, err = start(handlers.NewBaselineServer(deps)); err != nil {
 		return nil, err
 	}
 	stopped := false

@@ -16,64 +16,6 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// fail is the one way handlers report an error: a problem as it is, a domain
-// error mapped to its problem, anything else logged and answered with 500;
-// rendered as problem+json for the API and as a page for the browser.
-func (s *Server) fail(c *gin.Context, err error) {
-	var p *problem.Problem
-	var e *models.Error
-	var throttled *models.ThrottledError
-	switch {
-	case errors.As(err, &p):
-	case errors.As(err, &e):
-		p = problemOf(e)
-	case errors.As(err, &throttled):
-		p = problem.TooManyRequests.With(throttled.Message)
-		p.RetryAfter = throttled.RetryAfterSeconds()
-	case models.IsUnstorableText(err):
-		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
-	default:
-		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
-		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
-	}
-	s.render(c, p)
-}
-
-func problemOf(e *models.Error) *problem.Problem {
-	switch e {
-	case models.ErrOrderPaid:
-		return problem.OrderPaid.With(e.Message)
-	case models.ErrTokenExpired:
-		return problem.TokenExpired.With(e.Message)
-	case models.ErrTokenRevoked:
-		return problem.TokenRevoked.With(e.Message)
-	case models.ErrEmailTaken:
-		return problem.EmailTaken.With(e.Message)
-	case models.ErrBadCredentials:
-		return problem.BadCredentials.With(e.Message)
-	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
-		p := problem.PaymentInProgress.With(e.Message)
-		p.RetryAfter = 1
-		return p
-	}
-	switch e.Code {
-	case models.EINVALID:
-		p := problem.Validation.With(e.Message)
-		p.Errors = e.Fields
-		return p
-	case models.ENOTFOUND:
-		return problem.NotFound.With(e.Message)
-	case models.EUNAUTHORIZED:
-		return problem.Unauthorized.With(e.Message)
-	}
-	return problem.Conflict.With(e.Message)
-}
-
-func (s *Server) recovered(c *gin.Context, err any) {
-	s.deps.Logger.Error("panic", "err", err, "route", c.FullPath())
-	s.render(c, problem.Internal.With("The request could not be processed."))
-}
-
 // decodeJSON reads a JSON request body into dst: application/json only, at
 // most 1 MiB, one value, no unknown fields.
 func decodeJSON(c *gin.Context, dst any) error {

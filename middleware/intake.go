@@ -1,0 +1,114 @@
+package middleware
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// Intake: what a request brings to the state machine. The key, from the
+// header or a form's hidden field; the body, read once and bounded; the
+// fingerprint of what the request asks. A request that brings none of these
+// properly is refused here, before anything is claimed.
+
+// MaxBodyBytes bounds the body of an idempotent request.
+const MaxBodyBytes = 1 << 20
+
+func (m *Idempotency) handle(c *gin.Context) {
+	scope := m.cfg.Scope(c)
+	if scope == "" {
+		m.cfg.Render(c, problem.Unauthorized.With("Sign in first: idempotency keys belong to a user."))
+		return
+	}
+	headerKey, err := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
+	if err != nil && !errors.Is(err, errKeyMissing) {
+		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		return
+	}
+	// A form may carry its key in the body; anything else must have the
+	// header, and is refused before its body is read.
+	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
+	if headerKey == "" && !isForm {
+		m.cfg.Render(c, problem.KeyMissing.With(errKeyMissing.Error()))
+		return
+	}
+	body, err := readBody(c)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		m.cfg.Render(c, problem.TooLarge.With(err.Error()))
+		return
+	case err != nil:
+		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
+		return
+	}
+	key, err := resolveKey(headerKey, isForm, body)
+	switch {
+	case errors.Is(err, errKeyMissing):
+		m.cfg.Render(c, problem.KeyMissing.With(err.Error()))
+		return
+	case err != nil:
+		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		return
+	}
+	c.Set(keyContextKey, key)
+	req := request{
+		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
+		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
+	}
+	fingerprint, err := fingerprintOf(req)
+	if err != nil {
+		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
+		return
+	}
+	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)})
+}
+
+var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
+
+// readBody reads the whole body, at most MaxBodyBytes, and puts it back for
+// the handler.
+func readBody(c *gin.Context) ([]byte, error) {
+	if c.Request.ContentLength > MaxBodyBytes {
+		return nil, errBodyTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("the body could not be read: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, errBodyTooLarge
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// resolveKey takes the key from the header or, for a form post, from the
+// hidden form field; both present must agree.
+func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
+	if isForm {
+		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
+			if len(form[FormKeyField]) > 1 {
+				return "", errKeyList
+			}
+			fieldKey, err := checkKey(form.Get(FormKeyField))
+			if err != nil {
+				return "", err
+			}
+			if headerKey != "" && headerKey != fieldKey {
+				return "", errKeyTwice
+			}
+			return fieldKey, nil
+		}
+	}
+	if headerKey == "" {
+		return "", errKeyMissing
+	}
+	return headerKey, nil
+}

@@ -1,0 +1,167 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/shop/shop/problem"
+)
+
+func TestKeyChecksAndScope(t *testing.T) {
+	h := newHarness(t)
+	body := `{"name":"bolt"}`
+	steps := []struct {
+		name     string
+		call     call
+		status   int
+		problem  *problem.Type
+		replayed bool
+		runs     int // runs of /widgets/1 so far
+	}{
+		{"no user", call{user: "-", key: "k"}, 401, &problem.Unauthorized, false, 0},
+		{"no key", call{}, 400, &problem.KeyMissing, false, 0},
+		{"invalid key", call{key: `"k";p=1`}, 400, &problem.KeyInvalid, false, 0},
+		{"two keys in one header", call{key: `"k", "j"`}, 400, &problem.KeyInvalid, false, 0},
+		{"malformed JSON", call{key: "k", body: `{"name":`}, 400, &problem.MalformedRequest, false, 0},
+		{"duplicate JSON keys", call{key: "k", body: `{"name":"a","name":"b"}`}, 400, &problem.MalformedRequest, false, 0},
+		{"alice runs", call{key: "k", body: body}, 201, nil, false, 1},
+		{"alice replays", call{key: `"k"`, body: body}, 201, nil, true, 1},
+		{"bob's key of the same name is his own", call{user: "bob", key: "k", body: body}, 201, nil, false, 2},
+		{"another body", call{key: "k", body: `{"name":"nut"}`}, 422, &problem.KeyReused, false, 2},
+		{"another query", call{key: "k", body: body, path: "/widgets/1?x=1"}, 422, &problem.KeyReused, false, 2},
+		{"another path parameter", call{key: "k", body: body, path: "/widgets/2"}, 422, &problem.KeyReused, false, 2},
+	}
+	for _, s := range steps {
+		if s.call.body == "" {
+			s.call.body = body
+		}
+		a := h.do(s.call)
+		h.wantStep(s.name, a, s.status, s.problem, s.replayed, s.runs)
+	}
+	h.wantRuns("/widgets/2", 0)
+	h.wantKeys("alice/k=completed", "bob/k=completed")
+	derived := h.runs.of("/widgets/1")
+	h.wantWidgets(derived[0]+"#1", derived[1]+"#2")
+	alice, _ := h.key("alice", "k")
+	bob, _ := h.key("bob", "k")
+	if derived[0] == derived[1] || alice.OperationID == bob.OperationID || string(alice.Body) == string(bob.Body) {
+		t.Fatalf("alice's and bob's keys share an operation or an answer: %+v %+v", alice, bob)
+	}
+	listed, err := h.mw.Keys(context.Background(), "bob", 10)
+	if err != nil || len(listed) != 1 || listed[0].Key != "k" || listed[0].Body != nil {
+		t.Fatalf("Keys(bob) = %+v, %v; want bob's one key without its body", listed, err)
+	}
+}
+
+func TestFormKey(t *testing.T) {
+	h := newHarness(t)
+	const path = "/widgets/1?status=303"
+	long := strings.Repeat("f", maxKeyLength)
+	steps := []struct {
+		name     string
+		header   string
+		body     string
+		status   int
+		problem  *problem.Type
+		replayed bool
+		runs     int
+	}{
+		{"field only", "", "name=bolt&color=red&idempotency_key=form-1", 303, nil, false, 1},
+		{"resubmit, fields reordered", "", "idempotency_key=form-1&color=red&name=bolt", 303, nil, true, 1},
+		{"header and field agree", `"form-2"`, "name=bolt&idempotency_key=form-2", 303, nil, false, 2},
+		{"bare header and field agree", `form-2`, "idempotency_key=form-2&name=bolt", 303, nil, true, 2},
+		{"header and field differ", "form-3", "name=bolt&idempotency_key=form-4", 400, &problem.KeyInvalid, false, 2},
+		{"empty field", "", "name=bolt&idempotency_key=", 400, &problem.KeyInvalid, false, 2},
+		{"empty field and a header", "form-5", "name=bolt&idempotency_key=", 400, &problem.KeyInvalid, false, 2},
+		{"256-character field", "", "name=bolt&idempotency_key=" + long + "f", 400, &problem.KeyInvalid, false, 2},
+		{"non-ASCII field", "", "name=bolt&idempotency_key=%C3%A9", 400, &problem.KeyInvalid, false, 2},
+		{"no key", "", "name=bolt", 400, &problem.KeyMissing, false, 2},
+		{"255-character field", "", "name=bolt&idempotency_key=" + long, 303, nil, false, 3},
+		{"header only", "form-6", "name=bolt", 303, nil, false, 4},
+		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &problem.KeyInvalid, false, 4},
+	}
+	var first answer
+	for i, s := range steps {
+		a := h.do(call{key: s.header, path: path, contentType: "application/x-www-form-urlencoded", body: s.body})
+		h.wantStep(s.name, a, s.status, s.problem, s.replayed, s.runs)
+		switch i {
+		case 0:
+			first = a
+		case 1:
+			if a.header.Get("Location") != first.header.Get("Location") || a.body != first.body {
+				t.Fatalf("resubmit answered %v %q, want the original %v %q", a.header, a.body, first.header, first.body)
+			}
+		}
+	}
+	// The media type's case does not matter: a resubmission of form-1 with
+	// another spelling is still a form carrying its key in a field.
+	upper := h.do(call{path: path, contentType: "Application/X-WWW-Form-URLEncoded", body: "color=red&idempotency_key=form-1&name=bolt"})
+	if upper.status != 303 || !upper.replayed() {
+		t.Fatalf("form with an upper-case media type: %d replayed=%v %s", upper.status, upper.replayed(), upper.body)
+	}
+	h.wantKeys("alice/"+long+"=completed", "alice/form-1=completed", "alice/form-2=completed", "alice/form-6=completed")
+	d := h.runs.of("/widgets/1")
+	h.wantWidgets(d[0]+"#1", d[1]+"#2", d[2]+"#3", d[3]+"#4")
+}
+
+// zeros is an endless body of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	h := newHarness(t)
+	over := strings.Repeat("a", MaxBodyBytes+1)
+	overForm := "idempotency_key=form&x=" + strings.Repeat("a", MaxBodyBytes)
+	tests := []struct {
+		name    string
+		call    call
+		problem problem.Type
+	}{
+		{"Content-Length over", call{key: "length", contentType: "text/plain", body: over}, problem.TooLarge},
+		{"chunked over", call{key: "chunked", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, MaxBodyBytes+1)}, problem.TooLarge},
+		{"endless chunked", call{key: "endless", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, 4*MaxBodyBytes)}, problem.TooLarge},
+		{"form over", call{contentType: "application/x-www-form-urlencoded", body: overForm}, problem.TooLarge},
+		// Authentication, then the key, then the body size.
+		{"no user", call{user: "-", key: "anonymous", contentType: "text/plain", body: over}, problem.Unauthorized},
+		{"invalid key", call{key: `"bad`, contentType: "text/plain", body: over}, problem.KeyInvalid},
+		{"no key", call{contentType: "text/plain", body: over}, problem.KeyMissing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, h.do(tt.call), tt.problem)
+			h.wantKeys()
+		})
+	}
+	t.Run("Content-Length over, body never sent", func(t *testing.T) {
+		// Refused on the declared length alone: the server must answer
+		// without waiting for a body that does not come.
+		a := h.raw(fmt.Sprintf("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: declared\r\n"+
+			"Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n", MaxBodyBytes+1), false)
+		wantProblem(t, a, problem.TooLarge)
+		h.wantKeys()
+	})
+	h.wantRuns("/widgets/1", 0)
+
+	limit := h.do(call{key: "limit", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, MaxBodyBytes)})
+	wantAnswer(t, limit, http.StatusCreated, false)
+	h.wantKeys("alice/limit=completed")
+}
+
+// A body cut short is a malformed request, not a large one, and claims
+// nothing.
+func TestBodyCutShort(t *testing.T) {
+	h := newHarness(t)
+	a := h.raw("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: short\r\n"+
+		"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b", true)
+	wantProblem(t, a, problem.MalformedRequest)
+	h.wantKeys()
+	h.wantRuns("/widgets/1", 0)
+}

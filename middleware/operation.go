@@ -1,0 +1,90 @@
+package middleware
+
+// The handler's side of an operation: Tx, DerivedKey, Final and
+// OnLeaseExtended, which a handler behind the middleware calls while it owns
+// the key. Their contract (write through Tx; call out before it, with
+// DerivedKey; never commit) is the package documentation's, in
+// idempotency.go.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+)
+
+const operationKey = "idempotency.operation"
+
+// operation is the claimed key as the handler sees it.
+type operation struct {
+	scope, key, owner, id string
+	route                 string
+	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
+	tx                    *gorm.DB
+	final                 bool
+	// stopHeartbeat stops the lease's heartbeat; the transaction's first
+	// use calls it (see Tx), as does the end of the handler.
+	stopHeartbeat func()
+	mu            sync.Mutex
+	onExtend      []func(ctx context.Context, until time.Time) error
+}
+
+func current(c *gin.Context) *operation {
+	op, ok := c.Get(operationKey)
+	if !ok {
+		panic("middleware: the route is not behind the idempotency middleware")
+	}
+	return op.(*operation)
+}
+
+// Tx is the transaction of the current operation, begun on first use. The
+// handler's business writes go through it; the middleware commits it
+// together with the key's completion, or rolls it back.
+func Tx(c *gin.Context) *gorm.DB {
+	op := current(c)
+	if op.tx == nil {
+		op.stopHeartbeat()
+		op.tx = op.db.Begin()
+	}
+	return op.tx
+}
+
+// OnLeaseExtended has fn run each time the heartbeat extends the
+// operation's lease, with the lease's new end, until the handler's
+// transaction begins: for a hold of the handler's own that must last as
+// long as the operation does (a payment's hold on its order), so that it
+// does not run out under a slow but live attempt.
+func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Time) error) {
+	op := current(c)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.onExtend = append(op.onExtend, fn)
+}
+
+// DerivedKey is the key to pass downstream (the payment provider) and to
+// store on business rows: the same for every attempt of one operation, and
+// different for a new operation under an expired key.
+func DerivedKey(c *gin.Context) string {
+	op := current(c)
+	return deriveKey(op.scope, op.key, op.id)
+}
+
+// DerivedKeyOf is the key the operation a key row names passed downstream:
+// the business rows it wrote carry it.
+func DerivedKeyOf(k models.IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
+
+func deriveKey(scope, key, operationID string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))
+	return "idem_" + hex.EncodeToString(sum[:20])
+}
+
+// Final declares the handler's 4xx answer final: execution began and the
+// same request would always get it (a declined card, an order already
+// paid), so it is stored and replayed rather than released.
+func Final(c *gin.Context) { current(c).final = true }
