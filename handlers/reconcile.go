@@ -12,12 +12,10 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Resolution outcomes, as logs and metrics name them.
-const (
-	resolvedSucceeded = "succeeded"  // the provider had charged: the order is paid
-	resolvedDeclined  = "declined"   // the provider had declined: recorded
-	unresolved        = "unresolved" // the provider could not say: still in doubt
-)
+// unresolved is the outcome, as logs and metrics name it, of a resolution
+// the provider could not answer: the attempt is still in doubt. The others
+// are the payment's status, succeeded or declined.
+const unresolved = "unresolved"
 
 // resolve finds out what became of an attempt in doubt by sending its exact
 // request again under its own key: the provider answers a repeat with the
