@@ -106,7 +106,6 @@ func withHooks(hk hooks) option             { return func(h *harness) { h.hooks 
 func withWait(d time.Duration) option       { return func(h *harness) { h.wait = d } }
 func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend = f } }
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
-func withRealClock() option                 { return func(h *harness) { h.now = time.Now } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 func withRender(r func(*gin.Context, *problem.Problem)) option {
 	return func(h *harness) { h.render = r }

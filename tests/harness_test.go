@@ -368,9 +368,3 @@ func (e *env) async(r request) <-chan answerOf {
 	}()
 	return done
 }
-
-// withRealClock runs leases, expiry and holds on the real clock, for tests
-// of the heartbeat, which ticks on it.
-func withRealClock() option {
-	return func(deps *handlers.Deps) { deps.Now = time.Now }
-}

@@ -16,8 +16,8 @@ import (
 
 // operation is one client's order and its payment, each with its own key.
 type operation struct {
-	create, pay request
-	orderID     string
+	create  request
+	orderID string
 }
 
 func newOperations(e *env, token string, n int) []*operation {
