@@ -21,6 +21,8 @@ type config struct {
 	IdempotencyTTL   time.Duration
 	IdempotencyLease time.Duration
 	IdempotencyWait  time.Duration
+	// IdempotencyCacheBytes bounds the replay cache; 0 turns it off.
+	IdempotencyCacheBytes int64
 	TokenTTL         time.Duration
 	PaymentLatency   time.Duration
 	// PaymentProvider is "simulated" (the default) or "stripe".
@@ -129,6 +131,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		*n.dst = v
 	}
+	cacheBytes, err := strconv.ParseInt(withDefault(getenv("IDEMPOTENCY_CACHE_BYTES"), "67108864"), 10, 64)
+	if err != nil || cacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_CACHE_BYTES=%q: want a whole number of bytes, 0 for no cache, such as 67108864 (64 MiB)", getenv("IDEMPOTENCY_CACHE_BYTES")))
+	}
+	cfg.IdempotencyCacheBytes = cacheBytes
 	if cfg.LoginFailures > 0 && cfg.LoginFailureWindow <= 0 {
 		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", cfg.LoginFailureWindow))
 	}

@@ -81,6 +81,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		Provider:            provider,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
+		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
 		Logger:               logger,
@@ -176,4 +177,13 @@ func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {
 			}
 		}
 	}
+}
+
+// cacheBytes maps IDEMPOTENCY_CACHE_BYTES, where 0 turns the cache off, to
+// Deps.ReplayCacheBytes, where zero is the default and negative is off.
+func cacheBytes(setting int64) int64 {
+	if setting == 0 {
+		return -1
+	}
+	return setting
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // routes is the whole HTTP surface in one place; once makes a route
-// idempotent.
-func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
+// idempotent, onceAtomic one whose handler only writes to the database (its
+// claim commits with its writes: see the middleware's modes).
+func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered))
@@ -40,7 +41,7 @@ func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
 	web.POST("/login", s.throttleAddress, limitBody, s.login)
 	web.POST("/logout", s.logout)
 	shopper := web.Group("", s.requireSession)
-	shopper.POST("/orders", s.markRepeats(repeatedOrder), once, s.placeOrder)
+	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.placeOrder)
 	shopper.GET("/orders", s.ordersPage)
 	shopper.GET("/orders/:id", s.orderPage)
 	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
@@ -54,7 +55,7 @@ func (s *Server) routes(once gin.HandlerFunc) *gin.Engine {
 	authed := api.Group("", s.requireBearer)
 	authed.GET("/me", s.me)
 	authed.DELETE("/tokens/current", s.revokeToken)
-	authed.POST("/orders", once, s.createOrder)
+	authed.POST("/orders", onceAtomic, s.createOrder)
 	authed.GET("/orders", s.listOrders)
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)

@@ -26,6 +26,9 @@ type Deps struct {
 	Provider payments.Provider
 	// TTL, Lease and Wait configure the idempotency middleware.
 	TTL, Lease, Wait time.Duration
+	// ReplayCacheBytes bounds the middleware's cache of completed answers:
+	// middleware.DefaultCacheBytes when zero; no cache when negative.
+	ReplayCacheBytes int64
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
 	// TokenTTL is how long a bearer token works; 30 days when zero.
@@ -73,7 +76,7 @@ func Migrate(db *gorm.DB) error {
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
 	s := newServer(deps)
-	s.router = s.routes(s.idempotency.Require())
+	s.router = s.routes(s.idempotency.Require(), s.idempotency.RequireAtomic())
 	return s
 }
 
@@ -84,7 +87,7 @@ func NewServer(deps Deps) *Server {
 // main never calls it, and no configuration reaches it.
 func NewBaselineServer(deps Deps) *Server {
 	s := newServer(deps)
-	s.router = s.routes(middleware.TxOnly(deps.DB))
+	s.router = s.routes(middleware.TxOnly(deps.DB), middleware.TxOnly(deps.DB))
 	return s
 }
 
@@ -125,7 +128,7 @@ func newServer(deps Deps) *Server {
 		metrics:     newMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
-		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now,
+		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		Scope:   scope,
 		Render:  s.render,
 		Observe: s.metrics.idempotencyOutcome,

@@ -102,7 +102,7 @@ func TestCloseDoesNotWaitForAStuckFlush(t *testing.T) {
 	mw := New(Config{DB: h.db, TTL: time.Hour, Lease: time.Minute, Now: h.now, FlushEvery: time.Millisecond,
 		Scope: func(c *gin.Context) string { return "alice" }})
 	k, _ := h.key("alice", "k")
-	mw.replays.add(k)
+	mw.replays.add(replayOfKey(k))
 	testkit.Recv(t, entered, "the background flush to start")
 	closed := make(chan error, 1)
 	go func() { closed <- mw.Close(context.Background()) }()

@@ -29,6 +29,9 @@ import (
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
+	if url := os.Getenv(crashChildEnv); url != "" {
+		crashChild(url) // a process the test kills; it never returns
+	}
 	os.Exit(m.Run())
 }
 
@@ -98,6 +101,15 @@ type harness struct {
 	render func(*gin.Context, *problem.Problem)
 	// entered counts the business handler's starts, claimed or not.
 	entered atomic.Int64
+	// mode is the route's; two-phase unless withMode.
+	mode Mode
+	// through, when set, is what the middleware reaches db through.
+	through func(*gorm.DB) *gorm.DB
+	// outcomes records what the middleware observed, in order.
+	outcomes struct {
+		sync.Mutex
+		seen []Outcome
+	}
 }
 
 type option func(*harness)
@@ -107,6 +119,10 @@ func withWait(d time.Duration) option       { return func(h *harness) { h.wait =
 func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend = f } }
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
+func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
+func withThrough(f func(*gorm.DB) *gorm.DB) option {
+	return func(h *harness) { h.through = f }
+}
 func withRender(r func(*gin.Context, *problem.Problem)) option {
 	return func(h *harness) { h.render = r }
 }
@@ -145,11 +161,20 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mwDB := db
+	if h.through != nil {
+		mwDB = h.through(db)
+	}
 	h.mw = New(Config{
-		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
+		DB: mwDB, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Render: h.render,
 		Logger: slog.New(slog.DiscardHandler),
+		Observe: func(_ string, o Outcome) {
+			h.outcomes.Lock()
+			defer h.outcomes.Unlock()
+			h.outcomes.seen = append(h.outcomes.seen, o)
+		},
 	})
 	if h.heartbeats != nil {
 		h.mw.ticker = h.heartbeats.start
@@ -162,11 +187,22 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
 	r.Use(h.observe, h.authenticate)
-	r.POST("/widgets/:id", h.mw.Require(), h.handle)
+	require := h.mw.Require()
+	if h.mode == Atomic {
+		require = h.mw.RequireAtomic()
+	}
+	r.POST("/widgets/:id", require, h.handle)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	return h
+}
+
+// observed is what the middleware observed so far, in order.
+func (h *harness) observed() []Outcome {
+	h.outcomes.Lock()
+	defer h.outcomes.Unlock()
+	return slices.Clone(h.outcomes.seen)
 }
 
 // observe wraps the writer the middleware sends its answers to.

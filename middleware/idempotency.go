@@ -17,6 +17,24 @@
 // every repeat; anything else rolls the writes back and releases the key for
 // a retry. The file statemachine.go draws the states of a key. Sweep deletes
 // expired keys; Keys lists a user's. The examples show each part at work.
+//
+// A route is mounted in one of two modes:
+//
+//   - Require: two-phase, the default, safe for any handler. The claim
+//     commits on its own before the handler runs, and a heartbeat extends its
+//     lease while it runs, so a handler may call out (a payment provider)
+//     and a crash mid-call leaves a claim that a retry takes over.
+//   - RequireAtomic: the claim, the handler's writes and the completion are
+//     one transaction, begun before the handler runs: one commit instead of
+//     two. A duplicate in flight waits on the key's unique index
+//     (PostgreSQL) or the write lock (SQLite), at most Config.Wait, then
+//     replays; a crash or a rollback leaves no claim behind. The contract:
+//     an atomic handler must not call anything outside the database, since
+//     nothing would record that it did.
+//
+// Each instance caches the completed answers it produced or replayed
+// (Config.CacheBytes): a completed key never changes until it expires, so a
+// replay this instance has seen before touches no database.
 package middleware
 
 import (
@@ -66,6 +84,9 @@ type Config struct {
 	// Observe is told what the middleware did for a route (the Outcome
 	// constants), for metrics; optional.
 	Observe func(route string, outcome Outcome)
+	// CacheBytes bounds the answers this instance keeps in memory for
+	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
+	CacheBytes int64
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
 	FlushEvery time.Duration
@@ -94,6 +115,7 @@ const (
 type Idempotency struct {
 	cfg     Config
 	store   store
+	answers *answers // nil: no cache
 	replays *replayCounter
 	waits   waitlist
 	// poll is the first pause of a duplicate waiting for its original; it
@@ -131,16 +153,40 @@ func New(cfg Config) *Idempotency {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = defaultFlushEvery
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
+	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
 }
 
 // Close stops the background work of the middleware and flushes the replay
 // counts; call it once requests have stopped.
 func (m *Idempotency) Close(ctx context.Context) error { return m.replays.close(ctx) }
 
+// Mode is how a route's claim commits: see the package documentation.
+type Mode int
+
+const (
+	TwoPhase Mode = iota // the claim commits before the handler runs
+	Atomic               // the claim commits with the handler's writes
+)
+
+func (m Mode) String() string {
+	if m == Atomic {
+		return "atomic"
+	}
+	return "two-phase"
+}
+
 // Require is the handler to put in front of each route that must be
-// idempotent, after authentication.
-func (m *Idempotency) Require() gin.HandlerFunc { return m.handle }
+// idempotent, after authentication: two-phase, safe for any handler.
+func (m *Idempotency) Require() gin.HandlerFunc {
+	return func(c *gin.Context) { m.handle(c, TwoPhase) }
+}
+
+// RequireAtomic is Require for a handler whose effects are all writes to
+// the database through Tx: it calls nothing outside the database. Its
+// claim, writes and completion commit as one transaction.
+func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
+	return func(c *gin.Context) { m.handle(c, Atomic) }
+}
 
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())

@@ -21,7 +21,7 @@ import (
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
 
-func (m *Idempotency) handle(c *gin.Context) {
+func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	scope := m.cfg.Scope(c)
 	if scope == "" {
 		m.cfg.Render(c, problem.Unauthorized.With("Sign in first: idempotency keys belong to a user."))
@@ -67,7 +67,7 @@ func (m *Idempotency) handle(c *gin.Context) {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)})
+	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)}, mode)
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)

@@ -23,11 +23,12 @@ const operationKey = "idempotency.operation"
 
 // operation is the claimed key as the handler sees it.
 type operation struct {
-	scope, key, owner, id string
-	route                 string
-	db                    *gorm.DB // bound to a context a client disconnect cannot cancel
-	tx                    *gorm.DB
-	final                 bool
+	key models.IdempotencyKey // as claimed: its owner token, operation id, fingerprint and expiry
+	db  *gorm.DB              // bound to a context a client disconnect cannot cancel
+	tx  *gorm.DB
+	// atomic: the claim is in tx (Atomic mode), not committed on its own.
+	atomic bool
+	final  bool
 	// stopHeartbeat stops the lease's heartbeat; the transaction's first
 	// use calls it (see Tx), as does the end of the handler.
 	stopHeartbeat func()
@@ -72,8 +73,10 @@ func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Tim
 // different for a new operation under an expired key.
 func DerivedKey(c *gin.Context) string {
 	op := current(c)
-	return deriveKey(op.scope, op.key, op.id)
+	return deriveKey(op.key.Scope, op.key.Key, op.key.OperationID)
 }
+
+func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
 
 // DerivedKeyOf is the key the operation a key row names passed downstream:
 // the business rows it wrote carry it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -83,13 +84,19 @@ func (r *recorder) stored() storedResponse {
 }
 
 // send writes a response to the real writer.
-func send(w gin.ResponseWriter, header http.Header, status int, body []byte) {
+func send(w gin.ResponseWriter, header http.Header, mark string, status int, body []byte) {
 	dst := w.Header()
 	for name, values := range header {
-		dst[name] = values
+		dst[name] = slices.Clip(values) // an append by whoever comes next copies, never writes into a cached answer
+	}
+	if mark != "" {
+		dst[mark] = replayedValue // header is a cached answer's: never set on it
 	}
 	dst.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.WriteHeaderNow()
 	_, _ = w.Write(body)
 }
+
+// replayedValue is the value of ReplayedHeader; shared, never modified.
+var replayedValue = []string{"true"}

@@ -17,16 +17,19 @@ import (
 // when Config.FlushEvery is zero.
 const defaultFlushEvery = time.Second
 
-// replayOf names one operation of a key row: the count belongs to the
+// replayOf names one operation of a key: the count belongs to the
 // operation, so that replays of an expired key's old operation are not added
-// to a new operation that reclaimed the row.
+// to a new operation that reclaimed the row. It needs no row id, so an
+// answer this instance produced itself can be counted too.
 type replayOf struct {
-	id          uint
+	scope, key  string
 	operationID string
 }
 
-// replayCounter keeps the replay count off the request path: a replay is one
-// read and no write, and the counts reach the database in batches, on an
+func replayOfKey(k models.IdempotencyKey) replayOf { return replayOf{k.Scope, k.Key, k.OperationID} }
+
+// replayCounter keeps the replay count off the request path: a replay writes
+// nothing, and the counts reach the database in batches, on an
 // interval and on Close. A crash loses at most one interval of counts; the
 // answers themselves are never at risk.
 type replayCounter struct {
@@ -55,9 +58,9 @@ func newReplayCounter(db *gorm.DB, every time.Duration) *replayCounter {
 	return r
 }
 
-func (r *replayCounter) add(k models.IdempotencyKey) {
+func (r *replayCounter) add(k replayOf) {
 	r.mu.Lock()
-	r.pending[replayOf{k.ID, k.OperationID}]++
+	r.pending[k]++
 	r.mu.Unlock()
 }
 
@@ -88,12 +91,14 @@ func (r *replayCounter) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	// In id order, as every instance flushes: two flushes over the same rows
-	// then lock them in the same order and cannot deadlock.
-	keys := slices.SortedFunc(maps.Keys(batch), func(a, b replayOf) int { return cmp.Compare(a.id, b.id) })
+	// In key order, as every instance flushes: two flushes over the same
+	// rows then lock them in the same order and cannot deadlock.
+	keys := slices.SortedFunc(maps.Keys(batch), func(a, b replayOf) int {
+		return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.key, b.key))
+	})
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, k := range keys {
-			if err := tx.Exec(`UPDATE idempotency_keys SET replays = replays + ? WHERE id = ? AND operation_id = ?`, batch[k], k.id, k.operationID).Error; err != nil {
+			if err := tx.Exec(`UPDATE idempotency_keys SET replays = replays + ? WHERE scope = ? AND "key" = ? AND operation_id = ?`, batch[k], k.scope, k.key, k.operationID).Error; err != nil {
 				return err
 			}
 		}
@@ -121,7 +126,7 @@ func (r *replayCounter) withPending(read func() ([]models.IdempotencyKey, error)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, k := range keys {
-		keys[i].Replays += r.pending[replayOf{k.ID, k.OperationID}]
+		keys[i].Replays += r.pending[replayOfKey(k)]
 	}
 	return keys, nil
 }

@@ -26,10 +26,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -37,12 +39,23 @@ import (
 
 // execute finds out what the key says and acts on it: run the operation if
 // this request claims it, replay the answer if it is done, wait if it is
-// running, refuse if the key names another request.
-func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey) {
+// running, refuse if the key names another request. An answer this
+// instance has cached is replayed, or a mismatch refused, without asking
+// the database.
+func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
 	delay := m.poll
+	sk := scopedKey{want.Scope, want.Key}
 	for waited := false; ; waited = true {
+		if a, ok := m.answers.get(sk); ok {
+			if a.fingerprint != want.Fingerprint {
+				m.mismatch(c, want.Route, a.method, a.route)
+				return
+			}
+			m.replay(c, a, waited)
+			return
+		}
 		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
 		if err != nil && ctx.Err() != nil {
 			c.AbortWithStatus(statusClientClosed) // the client left before anything was claimed
@@ -62,48 +75,58 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey) {
 			// A released key takes a corrected body, but only for the same
 			// target: its operation, and the derived key, stay with it. A
 			// lapsed lease counts as released: its release may have failed.
-			m.cfg.Observe(want.Route, OutcomeMismatch)
-			m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", found.Method, found.Route)))
+			m.mismatch(c, want.Route, found.Method, found.Route)
 			return
 		}
+		var claim func(store, context.Context) (bool, error)
 		switch at {
 		case phaseAbsent, phaseExpired:
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 			want.State, want.CreatedAt = models.KeyInProgress, now
 			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
-			// Detached: a client gone mid-statement must not leave a claim
-			// committed behind an error, or an error for a claim it made.
-			claimed, err := m.store.claim(context.WithoutCancel(ctx), want)
-			if err != nil {
-				m.internal(c, "claim key", err)
-				return
-			}
-			if claimed {
-				m.cfg.Observe(want.Route, OutcomeClaimed)
-				m.run(c, want)
-				return
-			}
+			claim = func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, want) }
 		case phaseCompleted:
-			m.replay(c, found, waited)
+			a, err := answerOf(found)
+			if err != nil {
+				m.internal(c, "decode stored response", err)
+				return
+			}
+			m.answers.put(sk, a)
+			m.replay(c, a, waited)
 			return
 		case phaseReleased, phaseStalled:
 			want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
-			took, err := m.store.takeover(context.WithoutCancel(ctx), want, found.OwnerToken, now)
-			if err != nil {
-				m.internal(c, "take over key", err)
-				return
-			}
-			if took {
-				outcome := OutcomeTakenOver
-				if at == phaseReleased {
-					outcome = OutcomeRetried
-				}
-				m.cfg.Observe(want.Route, outcome)
-				m.run(c, want)
-				return
-			}
+			want.CreatedAt, want.ExpiresAt = found.CreatedAt, found.ExpiresAt
+			previous := found.OwnerToken
+			claim = func(s store, ctx context.Context) (bool, error) { return s.takeover(ctx, want, previous, now) }
 		case phaseHeld:
 			// Another attempt runs: wait for its answer below.
+		}
+		if claim != nil {
+			outcome := OutcomeClaimed
+			switch at {
+			case phaseReleased:
+				outcome = OutcomeRetried
+			case phaseStalled:
+				outcome = OutcomeTakenOver
+			}
+			var ran, blocked bool
+			if mode == Atomic {
+				ran, blocked = m.runAtomic(c, want, claim, outcome, waitUntil)
+			} else {
+				ran = m.runTwoPhase(c, want, claim, outcome)
+			}
+			if ran || c.IsAborted() {
+				return
+			}
+			if blocked {
+				// The claim waited for another transaction on the key (or,
+				// on SQLite, for the write lock): it has ended, so look again
+				// at once, unless the wait is over.
+				if time.Now().Before(waitUntil) {
+					continue
+				}
+			}
 		}
 		// Held, or another request won the race to claim or take over:
 		// look again after a pause, until the wait is over.
@@ -114,12 +137,157 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey) {
 			m.cfg.Render(c, p)
 			return
 		}
-		if !m.sleep(ctx, scopedKey{want.Scope, want.Key}, min(delay, time.Until(waitUntil))) {
+		if !m.sleep(ctx, sk, min(delay, time.Until(waitUntil))) {
 			c.AbortWithStatus(statusClientClosed) // the client left; nobody is waiting for an answer
 			return
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
+}
+
+// mismatch refuses a request whose key was first used for another.
+func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
+	m.cfg.Observe(route, OutcomeMismatch)
+	m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
+}
+
+// runTwoPhase commits the claim on its own, then runs the handler: false
+// when another request had claimed the key first. The claim runs detached:
+// a client gone mid-statement must not leave a claim committed behind an
+// error, or an error for a claim it made.
+func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, claim func(store, context.Context) (bool, error), outcome Outcome) bool {
+	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
+	if err != nil {
+		m.internal(c, "claim key", err)
+		return false
+	}
+	if !claimed {
+		return false
+	}
+	m.cfg.Observe(want.Route, outcome)
+	ctx, cancel, detached := m.attemptContext(c)
+	defer cancel()
+	op := m.newOperation(ctx, want)
+	op.stopHeartbeat = m.heartbeat(ctx, op)
+	m.run(c, ctx, detached, op)
+	return true
+}
+
+// runAtomic begins the operation's transaction, claims the key in it and
+// runs the handler in it: the claim, the business writes and the completion
+// commit together, or not at all. ran is false when another request holds
+// the key; blocked, when the claim waited for another transaction to end
+// (a duplicate's, whose outcome a new look will find). The claim waits at
+// most until waitUntil; then, or when the client leaves first, the request
+// is answered here.
+func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, claim func(store, context.Context) (bool, error), outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
+	ctx, cancel, detached := m.attemptContext(c)
+	defer cancel()
+	// The gate ends the transaction if beginning it or claiming in it
+	// waits past waitUntil, or the client leaves meanwhile; once the claim
+	// is made, closing the gate disarms it, and the transaction lives on
+	// ctx. Whichever comes first wins the swap.
+	gated, endGate := context.WithCancel(ctx)
+	defer endGate()
+	const (
+		armed = iota
+		closed
+		timedOut
+		left
+	)
+	var gate atomic.Int32
+	fire := func(why int32) func() {
+		return func() {
+			if gate.CompareAndSwap(armed, why) {
+				endGate()
+			}
+		}
+	}
+	timer := time.AfterFunc(time.Until(waitUntil), fire(timedOut))
+	defer timer.Stop()
+	stopLeft := context.AfterFunc(c.Request.Context(), fire(left))
+	defer stopLeft()
+
+	// Begun and claimed on its own goroutine, so that the gate answers in
+	// time even where the wait cannot be interrupted (SQLite's busy wait
+	// for the write lock): a transaction begun after the gate closed is
+	// rolled back by database/sql, as its context has ended.
+	type claimed struct {
+		tx  *gorm.DB
+		ok  bool
+		err error
+	}
+	result := make(chan claimed, 1)
+	start := time.Now()
+	go func() {
+		tx := m.cfg.DB.WithContext(gated).Begin()
+		ok, claimErr := false, tx.Error
+		if claimErr == nil {
+			ok, claimErr = claim(m.store.on(tx), gated)
+		}
+		if claimErr != nil {
+			tx.Rollback()
+			tx = nil
+		}
+		result <- claimed{tx, ok, claimErr}
+	}()
+	var r claimed
+	got := false
+	select {
+	case r = <-result:
+		got = true
+	case <-gated.Done():
+	}
+	blocked = time.Since(start) > m.poll
+	if !got || !gate.CompareAndSwap(armed, closed) {
+		gate.CompareAndSwap(armed, timedOut) // the attempt's own deadline came first
+		switch {
+		case got && r.tx != nil:
+			r.tx.Rollback()
+		case !got:
+			go func() {
+				if r := <-result; r.tx != nil {
+					r.tx.Rollback()
+				}
+			}()
+		}
+		if gate.Load() == left {
+			c.AbortWithStatus(statusClientClosed)
+		}
+		return false, true // timed out: the caller looks once more, then answers 409
+	}
+	tx := r.tx
+	switch {
+	case r.err != nil:
+		m.internal(c, "claim key", r.err)
+		return false, false
+	case !r.ok:
+		tx.Rollback()
+		return false, blocked
+	}
+	m.cfg.Observe(want.Route, outcome)
+	op := m.newOperation(ctx, want)
+	op.db, op.tx, op.atomic = tx, tx, true
+	op.stopHeartbeat = func() {} // nothing is committed to extend: a crash leaves no claim
+	m.run(c, ctx, detached, op)
+	return true, false
+}
+
+// attemptContext is the context of one attempt. From the claim on, the
+// operation runs to its recorded end even if the client disconnects: a
+// charge must not be left half-recorded. The handler, its transaction and
+// the recording of its outcome share Timeout (the transaction is begun on
+// ctx, and database/sql rolls it back when ctx ends): an attempt that
+// outlives it is not recorded late but rolled back and released, which runs
+// on detached, without a limit.
+func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cancel context.CancelFunc, detached context.Context) {
+	detached = context.WithoutCancel(c.Request.Context())
+	ctx, cancel = context.WithTimeout(detached, m.cfg.Timeout)
+	return ctx, cancel, detached
+}
+
+func (m *Idempotency) newOperation(ctx context.Context, k models.IdempotencyKey) *operation {
+	return &operation{key: k, db: m.cfg.DB.WithContext(ctx)}
 }
 
 // sleep waits for d, or less when the attempt holding k in this instance
@@ -180,27 +348,17 @@ func claimable(k models.IdempotencyKey, now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == models.KeyCompleted || !k.LockedUntil.After(now))
 }
 
-// run executes the handler as the owner of the key, then records the outcome.
-func (m *Idempotency) run(c *gin.Context, k models.IdempotencyKey) {
-	// From here the operation runs to its recorded end even if the client
-	// disconnects: a charge must not be left half-recorded. The handler, its
-	// transaction and the recording of its outcome share Timeout (the
-	// transaction is begun on ctx, and database/sql rolls it back when ctx
-	// ends): an attempt that outlives it is not recorded late but rolled back
-	// and released, which runs on detached, without a limit.
-	detached := context.WithoutCancel(c.Request.Context())
-	ctx, cancel := context.WithTimeout(detached, m.cfg.Timeout)
-	defer cancel()
+// run executes the handler as the owner of the key, then records the
+// outcome.
+func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *operation) {
 	c.Request = c.Request.WithContext(ctx)
-	op := &operation{scope: k.Scope, key: k.Key, owner: k.OwnerToken, id: k.OperationID, route: k.Route, db: m.cfg.DB.WithContext(ctx)}
 	c.Set(operationKey, op)
 	// Once the outcome is recorded or released, duplicates waiting here look
 	// again at once.
-	defer m.waits.wake(scopedKey{k.Scope, k.Key})
+	defer m.waits.wake(op.scoped())
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
-	op.stopHeartbeat = m.heartbeat(ctx, op)
 	defer func() {
 		op.stopHeartbeat()
 		c.Writer = real
@@ -238,16 +396,16 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 			case <-ctx.Done():
 				// Past Timeout: a handler still running is presumed hung;
 				// the lease runs out and a retry may take over.
-				m.cfg.Logger.Warn("idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.route)
+				m.cfg.Logger.Warn("idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.key.Route)
 				return
 			case <-ticks:
 			}
-			held, err := m.store.extend(ctx, op.scope, op.key, op.owner, m.now().Add(m.cfg.Lease))
+			held, err := m.store.extend(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now().Add(m.cfg.Lease))
 			switch {
 			case err != nil:
-				m.cfg.Logger.Error("extend idempotency lease", "err", err, "route", op.route)
+				m.cfg.Logger.Error("extend idempotency lease", "err", err, "route", op.key.Route)
 			case !held:
-				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.route)
+				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.key.Route)
 				return
 			default:
 				op.mu.Lock()
@@ -255,7 +413,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 				op.mu.Unlock()
 				for _, fn := range onExtend {
 					if err := fn(ctx, m.now().Add(m.cfg.Lease)); err != nil {
-						m.cfg.Logger.Error("extend a hold with the idempotency lease", "err", err, "route", op.route)
+						m.cfg.Logger.Error("extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
 					}
 				}
 			}
@@ -275,7 +433,8 @@ func newTicker(every time.Duration) (<-chan time.Time, func()) {
 // record commits the outcome and only then sends it. Outcomes where
 // execution began (2xx, 3xx, and 4xx the handler declared final) are kept
 // for replay, in the handler's transaction; anything else is rolled back and
-// the key released, so that a corrected or later retry runs again.
+// the key released, so that a corrected or later retry runs again. A kept
+// answer is cached for this instance's replays once it is committed.
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
@@ -285,16 +444,17 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 			m.leaseLost(c, op)
 			return
 		}
-		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
+		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
 		return
 	}
 	db := op.tx
 	if db == nil {
 		db = op.db
 	}
-	completed, err := m.store.complete(db, op.scope, op.key, op.owner, resp)
+	completed, err := m.store.complete(db, op.key.Scope, op.key.Key, op.key.OwnerToken, resp)
 	if err == nil && completed && op.tx != nil {
 		err = op.tx.Commit().Error
+		op.tx = nil
 	}
 	switch {
 	case err != nil:
@@ -306,8 +466,13 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		op.rollback()
 		m.leaseLost(c, op)
 	default:
-		m.cfg.Observe(op.route, OutcomeStored)
-		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
+		m.cfg.Observe(op.key.Route, OutcomeStored)
+		k := op.key
+		m.answers.put(op.scoped(), &cached{
+			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, expiresAt: k.ExpiresAt,
+			status: resp.Status, headers: resp.Headers, body: resp.Body,
+		})
+		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
 	}
 }
 
@@ -315,14 +480,20 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 // leaves the key to its lease: a key whose lease lapsed is free (Lapsed).
 const releaseTries = 3
 
-// release rolls the attempt back and releases the key: the released state. It reports false
-// when the key was no longer this attempt's to release.
+// release rolls the attempt back and releases the key: the released state.
+// It reports false when the key was no longer this attempt's to release.
+// An atomic operation's claim is in its transaction, so the rollback alone
+// releases the key: it is as if it had never been claimed.
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
+	if op.atomic {
+		m.cfg.Observe(op.key.Route, OutcomeReleased)
+		return true
+	}
 	var held bool
 	var err error
 	for try := 1; try <= releaseTries; try++ {
-		if held, err = m.store.release(ctx, op.scope, op.key, op.owner, m.now()); err == nil {
+		if held, err = m.store.release(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now()); err == nil {
 			break
 		}
 		m.cfg.Logger.Error("release idempotency key", "err", err, "try", try)
@@ -334,7 +505,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 		held = true // unknown: the handler's answer is the best there is
 	}
 	if held {
-		m.cfg.Observe(op.route, OutcomeReleased)
+		m.cfg.Observe(op.key.Route, OutcomeReleased)
 	}
 	return held
 }
@@ -342,7 +513,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 // leaseLost answers an attempt that was taken over: its client should ask
 // again and get the answer of the attempt that owns the key.
 func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
-	m.cfg.Observe(op.route, OutcomeLeaseLost)
+	m.cfg.Observe(op.key.Route, OutcomeLeaseLost)
 	p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
 	p.RetryAfter = 1
 	m.cfg.Render(c, p)
@@ -356,22 +527,16 @@ func (op *operation) rollback() {
 }
 
 // replay sends the stored answer verbatim, marked as replayed.
-func (m *Idempotency) replay(c *gin.Context, k models.IdempotencyKey, waited bool) {
-	resp, err := responseOf(k)
-	if err != nil {
-		m.internal(c, "decode stored response", err)
-		return
-	}
+func (m *Idempotency) replay(c *gin.Context, a *cached, waited bool) {
 	// Counted in memory before the answer goes out, so that what a client
 	// has seen is already in the count Keys reports; the row is updated
-	// later, in a batch, so a replay stays one read and no write.
-	m.replays.add(k)
+	// later, in a batch, so a replay writes nothing.
+	m.replays.add(a.replayOf)
 	outcome := OutcomeReplayed
 	if waited {
 		outcome = OutcomeWaitedReplayed
 	}
 	m.cfg.Observe(c.FullPath(), outcome)
-	resp.Headers.Set(ReplayedHeader, "true")
-	send(c.Writer, resp.Headers, resp.Status, resp.Body)
+	send(c.Writer, a.headers, ReplayedHeader, a.status, a.body)
 	c.Abort()
 }

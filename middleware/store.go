@@ -50,6 +50,9 @@ type store struct {
 	db *gorm.DB
 }
 
+// on is the store on a transaction: its statements run in tx.
+func (s store) on(tx *gorm.DB) store { return store{db: tx} }
+
 func (s store) find(ctx context.Context, scope, key string) (models.IdempotencyKey, bool, error) {
 	var rows []models.IdempotencyKey
 	// Raw SQL: the same indexed read, without building the condition from a
@@ -147,8 +150,12 @@ RETURNING route`,
 	return routes, err
 }
 
-func responseOf(r models.IdempotencyKey) (storedResponse, error) {
-	resp := storedResponse{Status: r.Status, Body: r.Body}
-	err := json.Unmarshal([]byte(r.Headers), &resp.Headers)
-	return resp, err
+// answerOf is a completed key's answer, as replays and the cache use it.
+func answerOf(r models.IdempotencyKey) (*cached, error) {
+	a := &cached{
+		replayOf: replayOfKey(r), method: r.Method, route: r.Route, fingerprint: r.Fingerprint, expiresAt: r.ExpiresAt,
+		status: r.Status, body: r.Body,
+	}
+	err := json.Unmarshal([]byte(r.Headers), &a.headers)
+	return a, err
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
 )
 
 // TxOnly runs the handler the way it would run without idempotency: no key,
@@ -18,7 +20,7 @@ func TxOnly(db *gorm.DB) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := context.WithoutCancel(c.Request.Context())
 		c.Request = c.Request.WithContext(ctx)
-		op := &operation{id: uuid.NewString(), route: c.FullPath(), db: db.WithContext(ctx), stopHeartbeat: func() {}}
+		op := &operation{key: models.IdempotencyKey{OperationID: uuid.NewString(), Route: c.FullPath()}, db: db.WithContext(ctx), stopHeartbeat: func() {}}
 		c.Set(operationKey, op)
 		real := c.Writer
 		rec := newRecorder(real)
@@ -40,6 +42,6 @@ func TxOnly(db *gorm.DB) gin.HandlerFunc {
 				return
 			}
 		}
-		send(c.Writer, rec.header, rec.status, rec.body.Bytes())
+		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
 	}
 }

@@ -1,0 +1,108 @@
+package middleware
+
+// The replay cache: completed answers kept in this instance's memory, so
+// that a replay this instance has served or produced before touches no
+// database.
+//
+// It is safe because a completed key is immutable until it expires: nothing
+// changes its answer, its fingerprint or its operation while it lives (a
+// replay only adds to its count, which is kept apart, and only an expired
+// key is swept or claimed again). So an entry is used only while its key
+// has not expired by the middleware's clock, and every instance may cache
+// it without telling the others. An entry read before its key expired in
+// one instance, and a new operation claimed under the same key in another
+// after it expired, never meet: the entry ends at the same expiry the claim
+// waits for (clocks of instances are assumed to agree to well within a
+// second, as leases already assume).
+//
+// The cache is otter's (github.com/maypok86/otter/v2): it bounds its
+// content by a weigher, here the bytes an entry holds, and expires each
+// entry at its own time; golang-lru's expirable LRU bounds only the number
+// of entries and gives all of them one lifetime. Otter evicts by W-TinyLFU:
+// the least recently used entries go first, unless they are used often.
+
+import (
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// DefaultCacheBytes is the replay cache's bound when Config.CacheBytes is 0.
+const DefaultCacheBytes = 64 << 20
+
+// entryOverhead approximates what an entry costs beyond the bytes it holds:
+// the struct, the map's nodes and the cache's own bookkeeping.
+const entryOverhead = 256
+
+// cached is a completed key as a replay needs it: what to compare a request
+// with, and what to send.
+type cached struct {
+	replayOf      // whose replay count a replay adds to
+	method, route string
+	fingerprint   string
+	expiresAt     time.Time
+	status        int
+	headers       http.Header // never modified once cached: send copies it
+	body          []byte
+	size          uint32
+}
+
+// answers is the replay cache; nil when Config.CacheBytes is negative.
+type answers struct {
+	c   *otter.Cache[scopedKey, *cached]
+	now func() time.Time
+}
+
+func newAnswers(maxBytes int64, now func() time.Time) *answers {
+	if maxBytes < 0 {
+		return nil
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultCacheBytes
+	}
+	a := &answers{now: now}
+	a.c = otter.Must(&otter.Options[scopedKey, *cached]{
+		MaximumWeight: uint64(maxBytes),
+		Weigher:       func(_ scopedKey, v *cached) uint32 { return v.size },
+		// The entry leaves memory when its key expires by the middleware's
+		// clock; get checks that clock too, so a test's clock is obeyed.
+		ExpiryCalculator: otter.ExpiryCreatingFunc(func(e otter.Entry[scopedKey, *cached]) time.Duration {
+			return e.Value.expiresAt.Sub(a.now())
+		}),
+	})
+	return a
+}
+
+// get returns the cached answer of a key that has not expired.
+func (a *answers) get(k scopedKey) (*cached, bool) {
+	if a == nil {
+		return nil, false
+	}
+	v, ok := a.c.GetIfPresent(k)
+	if !ok {
+		return nil, false
+	}
+	if !v.expiresAt.After(a.now()) {
+		a.c.Invalidate(k)
+		return nil, false
+	}
+	return v, true
+}
+
+// put caches the answer of a completed key.
+func (a *answers) put(k scopedKey, v *cached) {
+	if a == nil || !v.expiresAt.After(a.now()) {
+		return
+	}
+	size := entryOverhead + len(k.scope) + len(k.key) + len(v.operationID) + len(v.method) + len(v.route) + len(v.fingerprint) + len(v.body)
+	for name, values := range v.headers {
+		size += len(name)
+		for _, value := range values {
+			size += len(value)
+		}
+	}
+	v.size = uint32(min(size, math.MaxUint32))
+	a.c.Set(k, v)
+}
