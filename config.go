@@ -24,7 +24,12 @@ type config struct {
 	// IdempotencyCacheBytes bounds the replay cache; 0 turns it off.
 	IdempotencyCacheBytes int64
 	TokenTTL         time.Duration
-	PaymentLatency   time.Duration
+	// TokenCacheTTL is how long an instance trusts a bearer-token lookup
+	// (so how long a token revoked elsewhere may still work on it), at most
+	// maxTokenCacheTTL. TOKEN_CACHE_TTL=0 turns the cache off: negative
+	// here, as handlers.Deps has it.
+	TokenCacheTTL  time.Duration
+	PaymentLatency time.Duration
 	// PaymentProvider is "simulated" (the default) or "stripe".
 	PaymentProvider string
 	// StripeSecretKey, StripeAPIBase and StripeWebhookSecret configure the
@@ -84,6 +89,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"IDEMPOTENCY_LEASE", "30s", &cfg.IdempotencyLease},
 		{"IDEMPOTENCY_WAIT", "5s", &cfg.IdempotencyWait},
 		{"TOKEN_TTL", "720h", &cfg.TokenTTL},
+		{"TOKEN_CACHE_TTL", "5s", &cfg.TokenCacheTTL},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 		{"PAYMENT_RECONCILE_EVERY", "10s", &cfg.ReconcileEvery},
 		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
@@ -141,6 +147,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if len(errs) == durationErrs && cfg.TokenTTL == 0 {
 		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
+	}
+	switch {
+	case cfg.TokenCacheTTL > maxTokenCacheTTL:
+		errs = append(errs, fmt.Errorf("TOKEN_CACHE_TTL (%s) must be at most %s, or 0 for no cache: a revoked token keeps working that long on the other instances", cfg.TokenCacheTTL, maxTokenCacheTTL))
+	case cfg.TokenCacheTTL == 0:
+		cfg.TokenCacheTTL = -1
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
@@ -233,6 +245,10 @@ const writeMargin = 30 * time.Second
 // minTTLLeases is the shortest IDEMPOTENCY_TTL accepted, in leases: the
 // attempt timeout (4 leases) plus a margin of one.
 const minTTLLeases = 5
+
+// maxTokenCacheTTL is the longest TOKEN_CACHE_TTL accepted, so that the
+// time a revocation takes to reach every instance stays short.
+const maxTokenCacheTTL = time.Minute
 
 // minSecret is the shortest SESSION_SECRET accepted: 32 characters.
 const minSecret = 32

@@ -86,6 +86,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		SecureCookies:        cfg.Production,
 		Logger:               logger,
 		TokenTTL:             cfg.TokenTTL,
+		TokenCacheTTL:        cfg.TokenCacheTTL,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})

@@ -86,6 +86,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_WAIT": "-1s"}, "IDEMPOTENCY_WAIT"},
 		{map[string]string{"TOKEN_TTL": "a month"}, "TOKEN_TTL"},
 		{map[string]string{"TOKEN_TTL": "0s"}, "TOKEN_TTL must be positive"},
+		{map[string]string{"TOKEN_CACHE_TTL": "-5s"}, "TOKEN_CACHE_TTL"},
+		{map[string]string{"TOKEN_CACHE_TTL": "2m"}, "TOKEN_CACHE_TTL (2m0s) must be at most 1m0s"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "IDEMPOTENCY_TTL (1h0m0s) must be at least 5 × IDEMPOTENCY_LEASE (10h0m0s)"},
 		// The review's settings: an answer stored already expired.
@@ -125,8 +127,14 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := loadConfig(func(k string) string { return map[string]string{"IDEMPOTENCY_TTL": "5s", "IDEMPOTENCY_LEASE": "1s"}[k] }); err != nil {
 		t.Fatalf("a TTL of exactly 5 leases: %v", err)
 	}
-	if cfg, _ := loadConfig(func(string) string { return "" }); cfg.TokenTTL != 30*24*time.Hour {
-		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days", cfg.TokenTTL)
+	if cfg, _ := loadConfig(func(string) string { return "" }); cfg.TokenTTL != 30*24*time.Hour || cfg.TokenCacheTTL != 5*time.Second {
+		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days; TOKEN_CACHE_TTL to %s, want 5s", cfg.TokenTTL, cfg.TokenCacheTTL)
+	}
+	for value, want := range map[string]time.Duration{"0": -1, "0s": -1, "1m": time.Minute, "250ms": 250 * time.Millisecond} {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{"TOKEN_CACHE_TTL": value}[k] })
+		if err != nil || cfg.TokenCacheTTL != want {
+			t.Fatalf("TOKEN_CACHE_TTL=%s: %s, %v; want %s (negative: no cache, as handlers.Deps has it)", value, cfg.TokenCacheTTL, err, want)
+		}
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
 	if err != nil || cfg.Port != 8080 || cfg.IdempotencyTTL != 24*time.Hour || cfg.IdempotencyLease != 30*time.Second ||

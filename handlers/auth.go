@@ -49,10 +49,11 @@ func (s *Server) me(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"id": u.ID, "email": u.Email, "token_expires_at": t.ExpiresAt.UTC()})
 }
 
-// revokeToken ends the bearer token the request was sent with.
+// revokeToken ends the bearer token the request was sent with: at once on
+// this instance, within Deps.TokenCacheTTL on the others.
 func (s *Server) revokeToken(c *gin.Context) {
 	token, _ := c.Get(tokenKey)
-	if err := s.accounts.RevokeToken(c.Request.Context(), token.(models.APIToken).ID, s.deps.Now().UTC()); err != nil {
+	if err := s.accounts.RevokeToken(c.Request.Context(), token.(models.APIToken), s.deps.Now().UTC()); err != nil {
 		s.fail(c, err)
 		return
 	}

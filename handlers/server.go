@@ -33,6 +33,12 @@ type Deps struct {
 	Now func() time.Time
 	// TokenTTL is how long a bearer token works; 30 days when zero.
 	TokenTTL time.Duration
+	// TokenCacheTTL is how long a successful bearer-token lookup is trusted
+	// without reading the database again, on the clock Now: so how long a
+	// token revoked on another instance may still work here (the revoking
+	// instance refuses it at once). models.DefaultTokenCacheTTL (5 seconds)
+	// when zero; negative: no cache, every request reads the token.
+	TokenCacheTTL time.Duration
 	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
 	// SessionSecret signs the browser's session cookies: at least 32 bytes,
@@ -105,6 +111,9 @@ func newServer(deps Deps) *Server {
 	if deps.TokenTTL == 0 {
 		deps.TokenTTL = 30 * 24 * time.Hour
 	}
+	if deps.TokenCacheTTL == 0 {
+		deps.TokenCacheTTL = models.DefaultTokenCacheTTL
+	}
 	if deps.BcryptCost == 0 {
 		deps.BcryptCost = bcrypt.DefaultCost
 	}
@@ -117,6 +126,9 @@ func newServer(deps Deps) *Server {
 	}
 	if deps.LoginFailures > 0 {
 		accounts.Throttle = &models.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
+	}
+	if deps.TokenCacheTTL > 0 {
+		accounts.Tokens = models.NewTokenCache(deps.TokenCacheTTL)
 	}
 	s := &Server{
 		deps:        deps,

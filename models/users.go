@@ -24,6 +24,9 @@ type Accounts struct {
 	// Throttle, when set, refuses log-ins to an account that failed too
 	// often lately.
 	Throttle *LoginThrottle
+	// Tokens, when set, keeps successful bearer-token lookups for a short
+	// time; nil: every lookup reads the database.
+	Tokens *TokenCache
 	// dummyHash is what a log-in with an unknown email is compared with:
 	// one fixed hash at BcryptCost, made at start-up, so that every
 	// log-in, whatever its password's length, costs one bcrypt comparison.
@@ -123,21 +126,37 @@ func (a Accounts) IssueToken(ctx context.Context, user User, expires time.Time) 
 }
 
 // TokenUser finds a bearer token and its user, if the token works at now:
-// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not.
+// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not. With
+// Tokens, a lookup made less than its TTL ago is not read again.
 func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (APIToken, User, error) {
+	hash := hashToken(token)
+	if l, ok := a.Tokens.lookUp(hash, now); ok {
+		if err := l.token.refusal(now); err != nil {
+			return APIToken{}, User{}, err
+		}
+		return l.token, l.user, nil
+	}
+	t, user, err := a.readToken(ctx, hash, now)
+	if err == nil {
+		// Read at now, a moment before the database answered: the lookup
+		// goes stale early rather than late.
+		a.Tokens.keep(hash, tokenLookup{token: t, user: user, read: now})
+	}
+	return t, user, err
+}
+
+// readToken is TokenUser from the database.
+func (a Accounts) readToken(ctx context.Context, hash string, now time.Time) (APIToken, User, error) {
 	var t APIToken
-	err := a.DB.WithContext(ctx).Where("token_hash = ?", hashToken(token)).Take(&t).Error
+	err := a.DB.WithContext(ctx).Where("token_hash = ?", hash).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return APIToken{}, User{}, ErrBadToken
 	}
 	if err != nil {
 		return APIToken{}, User{}, err
 	}
-	switch {
-	case t.RevokedAt != nil:
-		return APIToken{}, User{}, ErrTokenRevoked
-	case t.ExpiresAt == nil || !now.Before(*t.ExpiresAt):
-		return APIToken{}, User{}, ErrTokenExpired
+	if err := t.refusal(now); err != nil {
+		return APIToken{}, User{}, err
 	}
 	user, err := a.UserByID(ctx, t.UserID)
 	if errors.Is(err, ErrNotFound) {
@@ -146,10 +165,26 @@ func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (A
 	return t, user, err
 }
 
-// RevokeToken ends the token with the given id at now; a token already
-// revoked keeps its first revocation time.
-func (a Accounts) RevokeToken(ctx context.Context, id uint, now time.Time) error {
-	return a.DB.WithContext(ctx).Model(&APIToken{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", now).Error
+// refusal is why the token does not work at now, or nil when it does.
+func (t APIToken) refusal(now time.Time) error {
+	switch {
+	case t.RevokedAt != nil:
+		return ErrTokenRevoked
+	case t.ExpiresAt == nil || !now.Before(*t.ExpiresAt):
+		return ErrTokenExpired
+	}
+	return nil
+}
+
+// RevokeToken ends the token at now; a token already revoked keeps its
+// first revocation time. With Tokens, this instance refuses the token from
+// now on; other instances do once their cached lookup of it goes stale.
+func (a Accounts) RevokeToken(ctx context.Context, t APIToken, now time.Time) error {
+	err := a.DB.WithContext(ctx).Model(&APIToken{}).Where("id = ? AND revoked_at IS NULL", t.ID).Update("revoked_at", now).Error
+	if err == nil {
+		a.Tokens.revoked(t, now)
+	}
+	return err
 }
 
 func hashToken(token string) string {
