@@ -10,20 +10,28 @@ import (
 	"github.com/shop/shop/internal/testkit"
 )
 
-// The harness, tiny: every phase runs, and the exactly-once audit it reads
-// back from the database holds (run fails when it does not).
+// The harness, tiny: every phase does some work, in two interleaved rounds,
+// and the exactly-once audit it reads back from the database holds.
 func TestLoadSmoke(t *testing.T) {
-	var out bytes.Buffer
-	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 12, Workers: 2, StormK: 3}
-	if err := run(context.Background(), cfg, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 12, Workers: 2, StormK: 3, Rounds: 2}
+	rep, err := measure(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{phaseFresh, phasePlain, phaseBareSQL, phaseReplay, phaseStorm, phasePay, "replays counted on the keys"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, name := range reported {
+		if rep.phases[name].ops == 0 {
+			t.Errorf("phase %q did nothing:\n%s", name, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "FAIL") {
-		t.Errorf("audit:\n%s", out.String())
+	if problems := rep.audit.problems(); len(problems) > 0 {
+		t.Errorf("audit: %v\n%s", problems, out.String())
+	}
+	md := rep.markdown("SQLite")
+	for _, r := range ratios {
+		if !strings.Contains(md, "| "+r.what+" |") {
+			t.Errorf("the Markdown lacks the ratio %q:\n%s", r.what, md)
+		}
 	}
 }

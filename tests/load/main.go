@@ -1,13 +1,18 @@
 // Command load measures what the idempotency middleware costs. It starts
-// the shop twice on 127.0.0.1 over one database — with the middleware, and
-// with the same handlers in a plain transaction — and drives both over real
-// HTTP from many goroutines: fresh orders, pure replays, storms (one
-// operation sent k times at once) and paid orders. It also runs the bare SQL
-// of the fresh path (claim insert, business insert, completion update)
-// straight on the same pool, as the database's limit for the work. It
-// prints throughput, latency percentiles, the ratios, and an exactly-once
-// audit read back from the database. Each phase stops issuing work after
-// -phase or -ops, whichever comes first, and lets what is in flight finish.
+// the shop on 127.0.0.1 over one database: with the middleware, with the
+// same handlers in a plain transaction, with a canned answer behind the same
+// authentication (the ceiling of the stack), and a second instance with the
+// middleware that has seen no key (the cold instance). It drives them over
+// real HTTP from many goroutines: fresh orders with and without the
+// middleware, replays on the instance that made the keys and, each key once,
+// on the cold one, payments with and without the middleware, and storms (one
+// operation sent k times at once). It also runs the bare SQL of the fresh
+// path (the key read, then one transaction with the claim, the order, its
+// lines and the completion) straight on the same pool, as the database's
+// limit for the work. It prints throughput, latency percentiles, the ratios,
+// and an exactly-once audit read back from the database. Each phase stops
+// issuing work after its time or -ops, whichever comes first, and lets what
+// is in flight finish.
 //
 //	go run ./tests/load                                  # SQLite in a temporary directory
 //	go run ./tests/load -db 'postgres://…/loaddb?sslmode=disable'
@@ -33,7 +38,7 @@ func main() {
 	flag.IntVar(&cfg.Ops, "ops", cfg.Ops, "the most operations a phase issues")
 	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients")
 	flag.IntVar(&cfg.StormK, "k", cfg.StormK, "copies of each operation a storm sends at once")
-	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "slices in which the compared phases run interleaved")
+	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds in which the compared phases run interleaved, each a slice of -phase and -ops")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the first slice of fresh orders with the middleware")
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
 	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section")

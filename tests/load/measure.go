@@ -14,7 +14,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,8 +34,8 @@ type config struct {
 	Ops         int
 	Workers     int
 	StormK      int
-	// Rounds: the compared phases (fresh with and without the middleware,
-	// bare SQL) run interleaved in this many slices, so that a machine
+	// Rounds: the compared phases (every phase but the warm-up and the
+	// storms) run interleaved in this many slices, so that a machine
 	// getting busier or the tables growing does not favour one of them.
 	Rounds          int
 	CPUProfile      string // of the first slice of fresh orders with the middleware
@@ -71,7 +70,12 @@ func (p phase) merge(q phase) phase {
 	return p
 }
 
-func (p phase) throughput() float64 { return float64(p.ops) / p.elapsed.Seconds() }
+func (p phase) throughput() float64 {
+	if p.elapsed <= 0 {
+		return 0
+	}
+	return float64(p.ops) / p.elapsed.Seconds()
+}
 
 func (p phase) percentile(q float64) time.Duration {
 	if len(p.latencies) == 0 {
@@ -85,6 +89,7 @@ type shop struct {
 	url    string
 	server *handlers.Server
 	http   *http.Server
+	pool   *sql.DB // its own connection pool, closed with it; nil when shared
 }
 
 func start(server *handlers.Server) (*shop, error) {
@@ -99,46 +104,93 @@ func start(server *handlers.Server) (*shop, error) {
 }
 
 func (s *shop) stop(ctx context.Context) error {
-	return errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
+	err := errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
+	if s.pool != nil {
+		err = errors.Join(err, s.pool.Close())
+	}
+	return err
 }
 
-// bench is one run: the database, both servers, and the users of each
-// phase (keys and orders of different phases never share a user, so the
-// audit can count each phase's rows).
+// bench is one run: the database, the servers, the users of each phase
+// (keys and orders of different phases never share a user, so the audit
+// can count each phase's rows), and what the phases hand on to later ones.
 type bench struct {
-	cfg       config
-	db        *gorm.DB
-	sqlDB     *sql.DB
-	postgres  bool
-	once, tx  *shop
-	client    *http.Client
-	products  []string
-	users     map[string][]user // by phase
-	orderBody string
-	run       string
-	began     time.Time
+	cfg      config
+	db       *gorm.DB
+	sqlDB    *sql.DB
+	postgres bool
+	bare     bareSQL
+	deps     handlers.Deps
+	// once has the middleware and tx the same handlers in a plain
+	// transaction; ceiling is once's build with a canned answer added;
+	// cold is a second instance with the middleware, on a pool of its own,
+	// which only ever replays keys once made did, each once.
+	once, tx, ceiling, cold *shop
+	client                  *http.Client
+	products                []models.Product
+	users                   map[string][]user // by phase
+	orderBody               string
+	run                     string
+	began                   time.Time
+
+	mu sync.Mutex
+	// made are the keys once answered, with the answer; made[:coldNext]
+	// have been replayed on the cold instance.
+	made     []made
+	coldNext int
+	// unpaid are orders to pay, per worker: those once made (warm-up and
+	// fresh), those tx made (without middleware), and the storms'.
+	unpaid map[string][][]order
+	// first is the first order's answer: the size of the ceiling's, and
+	// the answer the bare SQL stores.
+	first answer
 }
 
 type user struct{ id, token string }
+
+// made is a key with the answer to replay, and its owner's token.
+type made struct {
+	token, key string
+	body       []byte
+}
+
+// order is an order to pay, and its owner's token.
+type order struct{ token, id string }
 
 type report struct {
 	database string
 	workers  int
 	stormK   int
+	rounds   int
 	phases   map[string]phase
 	audit    audit
 }
 
-// The phases, in the order they run.
+// The phases, in the order they are reported.
 const (
-	phaseWarmup  = "warm-up (with middleware)"
-	phaseFresh   = "fresh order, with middleware"
-	phasePlain   = "fresh order, without middleware"
-	phaseBareSQL = "bare SQL of the fresh path"
-	phaseReplay  = "replay"
-	phaseStorm   = "storm"
-	phasePay     = "payment storm (provider latency 0)"
+	phaseWarmup   = "warm-up (with middleware)"
+	phaseFresh    = "fresh order, with middleware"
+	phasePlain    = "fresh order, without middleware"
+	phaseBareSQL  = "bare SQL of the fresh path"
+	phaseCeiling  = "ceiling (canned answer, same server and auth)"
+	phaseHit      = "replay (hit)"
+	phaseCold     = "replay (cold instance)"
+	phasePay      = "payment, with middleware"
+	phasePayPlain = "payment, without middleware"
+	phaseStorm    = "storm"
+	phasePayStorm = "payment storm"
 )
+
+var reported = []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseHit, phaseCold, phasePay, phasePayPlain, phaseStorm, phasePayStorm}
+
+// The pools of unpaid orders.
+const (
+	unpaidOnce  = "once"  // made with the middleware, by the warm-up and the fresh phase
+	unpaidTx    = "tx"    // made without it
+	unpaidStorm = "storm" // made by the storm
+)
+
+const paymentRequest = `{"payment_method":"pm_card_visa"}`
 
 func measure(ctx context.Context, cfg config) (*report, error) {
 	db, err := models.Open(cfg.DatabaseURL)
@@ -162,141 +214,282 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
 		}},
+		unpaid: map[string][][]order{},
 	}
+	b.bare = newBareSQL(b.postgres)
 	defer b.client.CloseIdleConnections()
-	if err := db.Model(&models.Product{}).Order("sku").Limit(2).Pluck("id", &b.products).Error; err != nil || len(b.products) < 2 {
+	for _, pool := range []string{unpaidOnce, unpaidTx, unpaidStorm} {
+		b.unpaid[pool] = make([][]order, cfg.Workers)
+	}
+	if err := db.Order("sku").Limit(2).Find(&b.products).Error; err != nil || len(b.products) < 2 {
 		return nil, fmt.Errorf("catalog: %v", err)
 	}
-	b.orderBody = fmt.Sprintf(`{"items":[{"product_id":%q,"quantity":2},{"product_id":%q,"quantity":1}]}`, b.products[0], b.products[1])
-	deps := handlers.Deps{
+	b.orderBody = fmt.Sprintf(`{"items":[{"product_id":%q,"quantity":2},{"product_id":%q,"quantity":1}]}`, b.products[0].ID, b.products[1].ID)
+	// The provider answers at once: the payment phases measure the shop.
+	b.deps = handlers.Deps{
 		DB: db, Provider: &payments.Simulated{DB: db}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
 	}
-	if b.once, err = start(handlers.NewServer(deps)); err != nil {
+	var servers []*shop
+	defer func() { _ = b.stop(servers) }()
+	if b.once, err = start(handlers.NewServer(b.deps)); err != nil {
 		return nil, err
 	}
-	if b.tx, err = start(handlers.NewBaselineServer(deps)); err != nil {
+	servers = append(servers, b.once)
+	if b.tx, err = start(handlers.NewBaselineServer(b.deps)); err != nil {
 		return nil, err
 	}
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		return errors.Join(b.once.stop(sctx), b.tx.stop(sctx))
-	}
-	defer stop()
-	for _, name := range []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseStorm, phasePay} {
+	servers = append(servers, b.tx)
+	for _, name := range []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseStorm} {
 		if err := b.signUp(ctx, name); err != nil {
 			return nil, err
 		}
 	}
 
-	rep := &report{database: "SQLite", workers: cfg.Workers, stormK: cfg.StormK, phases: map[string]phase{}}
+	rep := &report{database: "SQLite", workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
 	if b.postgres {
 		rep.database = "PostgreSQL"
 	}
-	type freshKey struct{ token, key string }
-	var freshKeys []freshKey              // for the replays
-	paid := make([][]string, cfg.Workers) // orders to pay, per worker
-	var keysMu sync.Mutex
-	fresh := func(name string) func(w, i int) (int, error) {
-		return func(w, i int) (int, error) {
-			k := uuid.NewString()
-			resp, err := b.post(ctx, b.once.url+"/api/v1/orders", b.users[name][w].token, k, b.orderBody)
-			if err == nil && resp.status != http.StatusCreated {
-				err = fmt.Errorf("order: %d %s", resp.status, resp.body)
-			}
-			if err == nil && name == phaseFresh {
-				keysMu.Lock()
-				freshKeys = append(freshKeys, freshKey{b.users[name][w].token, k})
-				keysMu.Unlock()
-			}
-			return 1, err
-		}
+	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
+	if b.first.status == 0 {
+		return nil, fmt.Errorf("the warm-up made no order: %v", rep.phases[phaseWarmup].failures)
 	}
+	// The ceiling answers what the first order was answered, byte for byte.
+	if b.ceiling, err = start(handlers.NewCeilingServer(b.deps, b.first.status, b.first.header, b.first.body)); err != nil {
+		return nil, err
+	}
+	servers = append(servers, b.ceiling)
+	if b.cold, err = b.startCold(); err != nil {
+		return nil, err
+	}
+	servers = append(servers, b.cold)
+
 	steps := []struct {
 		name string
-		work func(w, i int) (int, error)
+		work func(ctx context.Context, w, i int) (int, error)
 	}{
-		{phaseWarmup, fresh(phaseWarmup)},
-		{phaseFresh, fresh(phaseFresh)},
-		{phasePlain, func(w, i int) (int, error) {
-			resp, err := b.post(ctx, b.tx.url+"/api/v1/orders", b.users[phasePlain][w].token, "", b.orderBody)
-			if err == nil && resp.status != http.StatusCreated {
-				err = fmt.Errorf("order without middleware: %d %s", resp.status, resp.body)
-			}
-			return 1, err
+		{phaseFresh, b.fresh(phaseFresh)},
+		{phasePlain, b.plain},
+		{phaseBareSQL, func(ctx context.Context, w, i int) (int, error) {
+			return 1, b.bareFresh(ctx, b.users[phaseBareSQL][w].id)
 		}},
-		{phaseBareSQL, func(w, i int) (int, error) { return 1, b.bareFresh(ctx, b.users[phaseBareSQL][w].id) }},
-		{phaseReplay, func(w, i int) (int, error) {
-			if len(freshKeys) == 0 {
-				return 1, errors.New("no fresh key to replay")
-			}
-			k := freshKeys[i%len(freshKeys)]
-			resp, err := b.post(ctx, b.once.url+"/api/v1/orders", k.token, k.key, b.orderBody)
-			if err == nil && (resp.status != http.StatusCreated || !resp.replayed) {
-				err = fmt.Errorf("replay: %d replayed=%v %s", resp.status, resp.replayed, resp.body)
-			}
-			return 1, err
-		}},
-		{phaseStorm, func(w, i int) (int, error) {
-			var order string
-			err := b.storm(ctx, b.once.url+"/api/v1/orders", b.users[phaseStorm][w].token, b.orderBody, &order)
-			if err == nil {
-				keysMu.Lock()
-				paid[w] = append(paid[w], order)
-				keysMu.Unlock()
-			}
-			return cfg.StormK, err
-		}},
-		{phasePay, func(w, i int) (int, error) {
-			keysMu.Lock()
-			orders := paid[w]
-			if len(orders) > 0 {
-				paid[w] = orders[1:]
-			}
-			keysMu.Unlock()
-			if len(orders) == 0 {
-				return 0, errNothingLeft
-			}
-			var payment string
-			return cfg.StormK, b.storm(ctx, b.once.url+"/api/v1/orders/"+orders[0]+"/payments", b.users[phaseStorm][w].token, `{"payment_method":"pm_card_visa"}`, &payment)
-		}},
+		{phaseCeiling, b.toCeiling},
+		{phaseHit, b.replayHit},
+		{phaseCold, b.replayCold},
+		{phasePay, b.pay(unpaidOnce)},
+		{phasePayPlain, b.pay(unpaidTx)},
 	}
-	rounds := max(1, cfg.Rounds)
-	rep.phases[phaseWarmup] = b.phase(steps[0].name, steps[0].work, cfg.Phase, cfg.Ops)
+	rounds := rep.rounds
+	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
 	for r := range rounds {
-		for _, s := range steps[1:4] {
+		for _, s := range steps {
+			maxOps := sliceOps
+			if s.name == phaseCold {
+				// Each key is replayed once there: what is left is shared
+				// out between the rounds to come.
+				b.mu.Lock()
+				maxOps = min(maxOps, (len(b.made)-b.coldNext)/(rounds-r))
+				b.mu.Unlock()
+			}
+			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
 			if r == 0 && s.name == phaseFresh && cfg.CPUProfile != "" {
-				f, err := os.Create(cfg.CPUProfile)
-				if err != nil {
-					return nil, err
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return nil, err
-				}
-				rep.phases[s.name] = rep.phases[s.name].merge(b.phase(s.name, s.work, cfg.Phase/time.Duration(rounds), cfg.Ops/rounds))
-				pprof.StopCPUProfile()
-				if err := f.Close(); err != nil {
+				if err := profiled(cfg.CPUProfile, run); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			rep.phases[s.name] = rep.phases[s.name].merge(b.phase(s.name, s.work, cfg.Phase/time.Duration(rounds), cfg.Ops/rounds))
+			run()
 		}
 	}
-	for _, s := range steps[4:] {
-		rep.phases[s.name] = b.phase(s.name, s.work, cfg.Phase, cfg.Ops)
-	}
-	if err := stop(); err != nil {
+	rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
+	rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
+	stopped := servers
+	servers = nil
+	if err := b.stop(stopped); err != nil {
 		return nil, err
 	}
 	rep.audit, err = b.audit(ctx, rep)
 	return rep, err
+}
+
+// profiled runs work under the CPU profiler, writing the profile to path.
+func profiled(path string, work func()) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	work()
+	pprof.StopCPUProfile()
+	return f.Close()
+}
+
+// startCold starts the second instance with the middleware: over the same
+// database, on a connection pool of its own, as another process would be.
+func (b *bench) startCold() (*shop, error) {
+	db, err := models.Open(b.cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	deps := b.deps
+	deps.DB, deps.Provider = db, &payments.Simulated{DB: db}
+	s, err := start(handlers.NewServer(deps))
+	if err != nil {
+		return nil, errors.Join(err, pool.Close())
+	}
+	s.pool = pool
+	return s, nil
+}
+
+// stop stops the servers, which flushes the replay counts they keep.
+func (b *bench) stop(servers []*shop) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, s.stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// fresh places an order with a new key on the instance with the middleware,
+// and keeps the key for the replays and the order for the payments.
+func (b *bench) fresh(name string) func(ctx context.Context, w, i int) (int, error) {
+	return func(ctx context.Context, w, i int) (int, error) {
+		u, k := b.users[name][w], uuid.NewString()
+		a, err := b.post(ctx, b.once.url+"/api/v1/orders", u.token, k, b.orderBody)
+		if err == nil && a.status != http.StatusCreated {
+			err = fmt.Errorf("order: %d %s", a.status, a.body)
+		}
+		if err != nil {
+			return 1, err
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.first.status == 0 {
+			b.first = a
+		}
+		b.made = append(b.made, made{u.token, k, a.body})
+		b.unpaid[unpaidOnce][w] = append(b.unpaid[unpaidOnce][w], order{u.token, a.id()})
+		return 1, nil
+	}
+}
+
+// plain places an order on the instance without the middleware.
+func (b *bench) plain(ctx context.Context, w, i int) (int, error) {
+	u := b.users[phasePlain][w]
+	a, err := b.post(ctx, b.tx.url+"/api/v1/orders", u.token, "", b.orderBody)
+	if err == nil && a.status != http.StatusCreated {
+		err = fmt.Errorf("order without middleware: %d %s", a.status, a.body)
+	}
+	if err != nil {
+		return 1, err
+	}
+	b.mu.Lock()
+	b.unpaid[unpaidTx][w] = append(b.unpaid[unpaidTx][w], order{u.token, a.id()})
+	b.mu.Unlock()
+	return 1, nil
+}
+
+// toCeiling sends what a replay sends, to the canned answer.
+func (b *bench) toCeiling(ctx context.Context, w, i int) (int, error) {
+	a, err := b.post(ctx, b.ceiling.url+handlers.CeilingPath, b.users[phaseCeiling][w].token, uuid.NewString(), b.orderBody)
+	if err == nil && (a.status != b.first.status || len(a.body) != len(b.first.body)) {
+		err = fmt.Errorf("ceiling: %d, %d bytes; want %d, %d bytes", a.status, len(a.body), b.first.status, len(b.first.body))
+	}
+	return 1, err
+}
+
+// replayHit replays, on the instance that made them, the keys it made, over
+// and over.
+func (b *bench) replayHit(ctx context.Context, w, i int) (int, error) {
+	b.mu.Lock()
+	k := b.made[i%len(b.made)]
+	b.mu.Unlock()
+	return 1, b.replay(ctx, b.once, k)
+}
+
+// replayCold replays each key once on the cold instance; the phase ends
+// when every key has been.
+func (b *bench) replayCold(ctx context.Context, w, i int) (int, error) {
+	b.mu.Lock()
+	if b.coldNext == len(b.made) {
+		b.mu.Unlock()
+		return 0, errNothingLeft
+	}
+	k := b.made[b.coldNext]
+	b.coldNext++
+	b.mu.Unlock()
+	return 1, b.replay(ctx, b.cold, k)
+}
+
+// replay checks that the answer is the original one, marked as replayed.
+func (b *bench) replay(ctx context.Context, s *shop, k made) error {
+	a, err := b.post(ctx, s.url+"/api/v1/orders", k.token, k.key, b.orderBody)
+	if err == nil && (a.status != http.StatusCreated || !a.replayed || !bytes.Equal(a.body, k.body)) {
+		err = fmt.Errorf("replay: %d replayed=%v %s", a.status, a.replayed, a.body)
+	}
+	return err
+}
+
+// pay pays the next unpaid order of the pool, once: with a key on the
+// instance with the middleware, without one on the instance without.
+func (b *bench) pay(pool string) func(ctx context.Context, w, i int) (int, error) {
+	s, key := b.once, uuid.NewString
+	if pool == unpaidTx {
+		s, key = b.tx, func() string { return "" }
+	}
+	return func(ctx context.Context, w, i int) (int, error) {
+		o, ok := b.nextUnpaid(pool, w)
+		if !ok {
+			return 0, errNothingLeft
+		}
+		a, err := b.post(ctx, s.url+"/api/v1/orders/"+o.id+"/payments", o.token, key(), paymentRequest)
+		if err == nil && a.status != http.StatusCreated {
+			err = fmt.Errorf("payment: %d %s", a.status, a.body)
+		}
+		return 1, err
+	}
+}
+
+func (b *bench) nextUnpaid(pool string, w int) (order, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	orders := b.unpaid[pool][w]
+	if len(orders) == 0 {
+		return order{}, false
+	}
+	b.unpaid[pool][w] = orders[1:]
+	return orders[0], true
+}
+
+// stormOrder sends one order k times at once and keeps it for the payment
+// storm.
+func (b *bench) stormOrder(ctx context.Context, w, i int) (int, error) {
+	u := b.users[phaseStorm][w]
+	id, err := b.storm(ctx, b.once.url+"/api/v1/orders", u.token, b.orderBody)
+	if err == nil {
+		b.mu.Lock()
+		b.unpaid[unpaidStorm][w] = append(b.unpaid[unpaidStorm][w], order{u.token, id})
+		b.mu.Unlock()
+	}
+	return b.cfg.StormK, err
+}
+
+// stormPayment pays one order the storm made, k times at once.
+func (b *bench) stormPayment(ctx context.Context, w, i int) (int, error) {
+	o, ok := b.nextUnpaid(unpaidStorm, w)
+	if !ok {
+		return 0, errNothingLeft
+	}
+	_, err := b.storm(ctx, b.once.url+"/api/v1/orders/"+o.id+"/payments", o.token, paymentRequest)
+	return b.cfg.StormK, err
 }
 
 // errNothingLeft ends a worker's phase early: it has no more work.
@@ -304,7 +497,7 @@ var errNothingLeft = errors.New("nothing left")
 
 // phase runs work from every worker until the phase's time or operations
 // are used up, then waits for what is in flight.
-func (b *bench) phase(name string, work func(w, i int) (int, error), d time.Duration, maxOps int) phase {
+func (b *bench) phase(ctx context.Context, name string, work func(ctx context.Context, w, i int) (int, error), d time.Duration, maxOps int) phase {
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
@@ -323,7 +516,7 @@ func (b *bench) phase(name string, work func(w, i int) (int, error), d time.Dura
 					return
 				}
 				t0 := time.Now()
-				requests, err := work(w, i)
+				requests, err := work(ctx, w, i)
 				took := time.Since(t0)
 				if errors.Is(err, errNothingLeft) {
 					return
@@ -351,7 +544,14 @@ func (b *bench) phase(name string, work func(w, i int) (int, error), d time.Dura
 type answer struct {
 	status   int
 	replayed bool
+	header   http.Header // the headers a replay repeats
 	body     []byte
+}
+
+// id is the id of what the answer created, from its Location.
+func (a answer) id() string {
+	loc := a.header.Get("Location")
+	return loc[strings.LastIndexByte(loc, '/')+1:]
 }
 
 func (b *bench) post(ctx context.Context, url, token, key, body string) (answer, error) {
@@ -370,13 +570,14 @@ func (b *bench) post(ctx context.Context, url, token, key, body string) (answer,
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", data}, err
+	header := http.Header{"Content-Type": resp.Header.Values("Content-Type"), "Location": resp.Header.Values("Location")}
+	return answer{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", header, data}, err
 }
 
 // storm sends one operation k times at once, behind a barrier, and checks
 // that exactly one answer is original, every other one a replay of it. It
-// reports the id of what was created.
-func (b *bench) storm(ctx context.Context, url, token, body string, id *string) error {
+// returns the id of what was created.
+func (b *bench) storm(ctx context.Context, url, token, body string) (string, error) {
 	k := uuid.NewString()
 	answers := make([]answer, b.cfg.StormK)
 	errs := make([]error, b.cfg.StormK)
@@ -393,26 +594,25 @@ func (b *bench) storm(ctx context.Context, url, token, body string, id *string) 
 	close(gate)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return "", err
 	}
 	originals := 0
 	for _, a := range answers {
 		if a.status != http.StatusCreated || !bytes.Equal(a.body, answers[0].body) {
-			return fmt.Errorf("storm: %d %s, first %d %s", a.status, a.body, answers[0].status, answers[0].body)
+			return "", fmt.Errorf("storm: %d %s, first %d %s", a.status, a.body, answers[0].status, answers[0].body)
 		}
 		if !a.replayed {
 			originals++
 		}
 	}
 	if originals != 1 {
-		return fmt.Errorf("storm: %d original answers, want 1", originals)
+		return "", fmt.Errorf("storm: %d original answers, want 1", originals)
 	}
 	var created struct{ ID string }
 	if err := json.Unmarshal(answers[0].body, &created); err != nil || created.ID == "" {
-		return fmt.Errorf("storm: no id in %s", answers[0].body)
+		return "", fmt.Errorf("storm: no id in %s", answers[0].body)
 	}
-	*id = created.ID
-	return nil
+	return created.ID, nil
 }
 
 func (b *bench) signUp(ctx context.Context, name string) error {
@@ -431,70 +631,4 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 		b.users[name] = append(b.users[name], user{u.ID, token})
 	}
 	return nil
-}
-
-// bareFresh is the SQL the fresh path issues for an order, and nothing else:
-// the claim (one statement), then one transaction with the business insert
-// (the order and its lines) and the completion update.
-func (b *bench) bareFresh(ctx context.Context, userID string) error {
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	key, owner, orderID := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	ref := "bare_" + strings.ReplaceAll(key, "-", "")
-	if _, err := b.sqlDB.ExecContext(ctx, b.rebind(`INSERT INTO idempotency_keys
-  (scope, "key", operation_id, method, route, fingerprint, state, owner_token, locked_until, status, replays, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
-ON CONFLICT (scope, "key") DO UPDATE SET
-  operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
-  fingerprint = excluded.fingerprint, state = excluded.state, owner_token = excluded.owner_token,
-  locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
-  created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE idempotency_keys.expires_at <= excluded.created_at
-  AND (idempotency_keys.state = ? OR idempotency_keys.locked_until <= excluded.created_at)`),
-		userID, key, uuid.NewString(), "POST", "/api/v1/orders", strings.Repeat("f", 64), "in_progress", owner,
-		now.Add(30*time.Second), now, now.Add(24*time.Hour), "completed"); err != nil {
-		return fmt.Errorf("claim: %w", err)
-	}
-	tx, err := b.sqlDB.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, b.rebind(`INSERT INTO orders (id, user_id, status, currency, total_cents, idempotency_ref, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		orderID, userID, "pending", "USD", 5000, ref, now); err != nil {
-		return fmt.Errorf("order: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, b.rebind(`INSERT INTO order_items (order_id, product_id, sku, name, unit_price_cents, quantity) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)`),
-		orderID, b.products[0], "SKU-A", "Product A", 1900, 2, orderID, b.products[1], "SKU-B", "Product B", 1200, 1); err != nil {
-		return fmt.Errorf("order items: %w", err)
-	}
-	body := bytes.Repeat([]byte("x"), 420) // about the size of an order's JSON
-	res, err := tx.ExecContext(ctx, b.rebind(`UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
-WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`),
-		"completed", 201, `{"Content-Type":["application/json; charset=utf-8"],"Location":["/api/v1/orders/`+orderID+`"]}`, body,
-		userID, key, owner, "in_progress")
-	if err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return errors.New("complete: the key was not in progress")
-	}
-	return tx.Commit()
-}
-
-// rebind turns ? placeholders into PostgreSQL's $n.
-func (b *bench) rebind(query string) string {
-	if !b.postgres {
-		return query
-	}
-	var sb strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			sb.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		sb.WriteRune(r)
-	}
-	return sb.String()
 }

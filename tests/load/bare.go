@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The statements of a fresh order with the middleware in atomic mode, as
+// the app issues them (the middleware's store, and GORM's inserts of an
+// order with its lines), run straight on the app's database/sql pool: the
+// key read (a miss), then one transaction with the claim, the order, its
+// lines and the completion. Not run: authentication, the product read,
+// HTTP and the JSON. What the database can do of this work is the limit
+// the app is measured against.
+const (
+	bareFind  = `SELECT * FROM idempotency_keys WHERE scope = ? AND "key" = ? LIMIT 1`
+	bareClaim = `INSERT INTO idempotency_keys
+  (scope, "key", operation_id, method, route, fingerprint, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+ON CONFLICT (scope, "key") DO UPDATE SET
+  operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
+  fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
+  locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
+  created_at = excluded.created_at, expires_at = excluded.expires_at
+WHERE idempotency_keys.expires_at <= excluded.created_at AND (idempotency_keys.state = 'completed' OR idempotency_keys.locked_until <= excluded.created_at)`
+	bareOrder = `INSERT INTO "orders" ("id","user_id","status","currency","total_cents","idempotency_ref","payment_lock","payment_locked_until","created_at")
+VALUES (?,?,?,?,?,?,?,?,?)`
+	bareLines = `INSERT INTO "order_items" ("order_id","product_id","sku","name","unit_price_cents","quantity")
+VALUES (?,?,?,?,?,?),(?,?,?,?,?,?) ON CONFLICT ("id") DO UPDATE SET "order_id"="excluded"."order_id" RETURNING "id"`
+	bareComplete = `UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
+WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`
+)
+
+// bareFresh places one order of the user's in bare SQL. Its key row holds
+// what the app's would: the first order's answer, with this order's id.
+func (b *bench) bareFresh(ctx context.Context, userID string) error {
+	key, orderID := uuid.NewString(), uuid.NewString()
+	found, err := b.exists(ctx, b.bare.find, userID, key)
+	if err != nil || found {
+		return fmt.Errorf("find key: found %v, %v", found, err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	owner, hash := uuid.NewString(), strings.Repeat("f", 64)
+	tx, err := b.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	n, err := rowsAffected(tx.ExecContext(ctx, b.bare.claim,
+		userID, key, uuid.NewString(), "POST", "/api/v1/orders", hash, hash, "in_progress", owner, now.Add(30*time.Second),
+		now, now.Add(24*time.Hour)))
+	if err != nil || n != 1 {
+		return fmt.Errorf("claim: %d rows, %v", n, err)
+	}
+	p, q := b.products[0], b.products[1]
+	ref := "idem_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "01234567" // a derived key's length
+	if _, err := tx.ExecContext(ctx, b.bare.order,
+		orderID, userID, "pending", p.Currency, 2*p.PriceCents+q.PriceCents, ref, nil, nil, now); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	lines, err := tx.QueryContext(ctx, b.bare.lines,
+		orderID, p.ID, p.SKU, p.Name, p.PriceCents, 2, orderID, q.ID, q.SKU, q.Name, q.PriceCents, 1)
+	if err != nil {
+		return fmt.Errorf("order lines: %w", err)
+	}
+	n = 0
+	for lines.Next() {
+		n++
+	}
+	if err := errors.Join(lines.Err(), lines.Close()); err != nil || n != 2 {
+		return fmt.Errorf("order lines: %d, %v", n, err)
+	}
+	firstID := b.first.id()
+	headers, err := json.Marshal(b.first.header)
+	if err != nil {
+		return err
+	}
+	n, err = rowsAffected(tx.ExecContext(ctx, b.bare.complete,
+		"completed", b.first.status, strings.ReplaceAll(string(headers), firstID, orderID),
+		[]byte(strings.ReplaceAll(string(b.first.body), firstID, orderID)),
+		userID, key, owner, "in_progress"))
+	if err != nil || n != 1 {
+		return fmt.Errorf("complete: %d rows, %v", n, err)
+	}
+	return tx.Commit()
+}
+
+// exists runs a query and reports whether it found a row.
+func (b *bench) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	rows, err := b.sqlDB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	found := rows.Next()
+	return found, errors.Join(rows.Err(), rows.Close())
+}
+
+func rowsAffected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// bareSQL is the statements, in the database's placeholders.
+type bareSQL struct{ find, claim, order, lines, complete string }
+
+func newBareSQL(postgres bool) bareSQL {
+	r := func(query string) string { return rebind(postgres, query) }
+	return bareSQL{r(bareFind), r(bareClaim), r(bareOrder), r(bareLines), r(bareComplete)}
+}
+
+// rebind turns ? placeholders into PostgreSQL's $n.
+func rebind(postgres bool, query string) string {
+	if !postgres {
+		return query
+	}
+	var sb strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			sb.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
