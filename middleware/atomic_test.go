@@ -110,7 +110,7 @@ func TestAtomicDuplicateMidTransactionWaitsAndReplays(t *testing.T) {
 	h.wantWidgets(original.derived() + "#1")
 }
 
-// Atomic: the wait is bounded by Config.Wait. A duplicate whose original
+// Atomic: the wait is bounded by Config.Wait (at least minClaimWait). A duplicate whose original
 // holds its transaction longer gets 409 with Retry-After and writes
 // nothing; once the original commits, the retry replays it.
 func TestAtomicWaitIsBounded(t *testing.T) {

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,12 +29,14 @@ type benchSetup struct {
 	db       *gorm.DB
 	mw       *Idempotency
 	once, tx http.Handler
+	atomic   http.Handler // the handler behind RequireAtomic
+	canned   http.Handler // a stored answer's bytes, with no middleware: the floor of a replay
 	// A request sent with X-Hold signals entered from inside the handler,
 	// then waits for release.
 	entered, release chan struct{}
 }
 
-func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
+func newBenchSetup(b *testing.B, wait time.Duration, opts ...func(*Config)) *benchSetup {
 	b.Helper()
 	db := testkit.NewDB(b)
 	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
@@ -43,11 +46,15 @@ func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mw := New(Config{
+	cfg := Config{
 		DB: db, TTL: time.Hour, Lease: time.Minute, Wait: wait,
 		Scope:  func(c *gin.Context) string { return "alice" },
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	mw := New(cfg)
 	b.Cleanup(func() { _ = mw.Close(context.Background()) })
 	s := &benchSetup{db: db, mw: mw, entered: make(chan struct{}), release: make(chan struct{})}
 	handler := func(c *gin.Context) {
@@ -62,14 +69,23 @@ func newBenchSetup(b *testing.B, wait time.Duration) *benchSetup {
 		c.Header("Location", "/widgets/1")
 		c.JSON(http.StatusCreated, gin.H{"id": 1, "name": "bolt", "size": 1})
 	}
-	once, tx := gin.New(), gin.New()
+	once, atomic, tx, canned := gin.New(), gin.New(), gin.New(), gin.New()
 	once.POST("/widgets/:id", mw.Require(), handler)
+	atomic.POST("/widgets/:id", mw.RequireAtomic(), handler)
 	tx.POST("/widgets/:id", TxOnly(db), handler)
-	s.once, s.tx = once, tx
+	canned.POST("/widgets/:id", func(c *gin.Context) {
+		_, _ = io.Copy(io.Discard, c.Request.Body)
+		c.Header("Location", "/widgets/1")
+		c.Data(http.StatusCreated, "application/json; charset=utf-8", cannedAnswer)
+	})
+	s.once, s.atomic, s.tx, s.canned = once, atomic, tx, canned
 	return s
 }
 
 const benchBody = `{"name":"bolt","size":1}`
+
+// cannedAnswer is the handler's answer, as a replay sends it.
+var cannedAnswer = []byte(`{"id":1,"name":"bolt","size":1}`)
 
 func benchServe(b *testing.B, h http.Handler, ctx context.Context, key, body string, want int, header ...string) {
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/widgets/1", strings.NewReader(body))
@@ -98,6 +114,17 @@ func BenchmarkFresh(b *testing.B) {
 	}
 }
 
+// BenchmarkFreshAtomic: a new key each time, in atomic mode — find, then
+// one transaction with the claim, the write and the completion.
+func BenchmarkFreshAtomic(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		benchServe(b, s.atomic, context.Background(), "fresh-"+strconv.Itoa(i), benchBody, http.StatusCreated)
+	}
+}
+
 // BenchmarkWithoutMiddleware: the same handler and write, in a plain
 // transaction: what BenchmarkFresh costs without idempotency.
 func BenchmarkWithoutMiddleware(b *testing.B) {
@@ -109,7 +136,8 @@ func BenchmarkWithoutMiddleware(b *testing.B) {
 	}
 }
 
-// BenchmarkReplay: a completed key — one indexed read, the stored answer.
+// BenchmarkReplay: a completed key this instance has seen — the stored
+// answer, from memory.
 func BenchmarkReplay(b *testing.B) {
 	s := newBenchSetup(b, time.Second)
 	benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
@@ -117,6 +145,31 @@ func BenchmarkReplay(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	}
+}
+
+// BenchmarkReplayUncached: a completed key with the cache off — one
+// indexed read, the stored answer: what a replay costs an instance that has
+// not seen the key.
+func BenchmarkReplayUncached(b *testing.B) {
+	s := newBenchSetup(b, time.Second, func(c *Config) { c.CacheBytes = -1 })
+	benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchServe(b, s.once, context.Background(), "k", benchBody, http.StatusCreated)
+	}
+}
+
+// BenchmarkCannedAnswer: the same request and answer with no middleware and
+// no database — what the benchmark's own request, recorder and Gin cost,
+// to subtract from BenchmarkReplay.
+func BenchmarkCannedAnswer(b *testing.B) {
+	s := newBenchSetup(b, time.Second)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		benchServe(b, s.canned, context.Background(), "k", benchBody, http.StatusCreated)
 	}
 }
 

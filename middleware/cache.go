@@ -22,6 +22,7 @@ package middleware
 // the least recently used entries go first, unless they are used often.
 
 import (
+	"crypto/sha256"
 	"math"
 	"net/http"
 	"time"
@@ -42,6 +43,7 @@ type cached struct {
 	replayOf      // whose replay count a replay adds to
 	method, route string
 	fingerprint   string
+	raw           [sha256.Size]byte // rawDigest of a request known to have this fingerprint
 	expiresAt     time.Time
 	status        int
 	headers       http.Header // never modified once cached: send copies it

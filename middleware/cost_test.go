@@ -229,6 +229,12 @@ func TestCachedReplayIssuesNoStatement(t *testing.T) {
 				}
 				d.pool.wantCost(t, fmt.Sprintf("cached replay %d", i), "[]", 0, "[]")
 			}
+			// The same JSON written another way is the same request: its
+			// fingerprint, not its bytes, decides, still from memory.
+			if w := serve(t, h, "k", "{ \"n\" : 1.0 }"); w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" {
+				t.Fatalf("reformatted: %d %v %s", w.Code, w.Header(), w.Body)
+			}
+			d.pool.wantCost(t, "cached replay of the same JSON written another way", "[]", 0, "[]")
 			if w := serve(t, h, "k", `{"n":2}`); w.Code != http.StatusUnprocessableEntity {
 				t.Fatalf("mismatch: %d %s", w.Code, w.Body)
 			}
@@ -250,14 +256,14 @@ func TestCachedReplayIssuesNoStatement(t *testing.T) {
 				}
 				return k.Replays, keys[0].Replays
 			}
-			if row, listed := replaysOf(); row != 0 || listed != 3 {
-				t.Fatalf("before the flush: row counts %d replays, Keys %d; want 0 and 3", row, listed)
+			if row, listed := replaysOf(); row != 0 || listed != 4 {
+				t.Fatalf("before the flush: row counts %d replays, Keys %d; want 0 and 4", row, listed)
 			}
 			if err := mw.replays.flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if row, listed := replaysOf(); row != 3 || listed != 3 {
-				t.Fatalf("after the flush: row counts %d replays, Keys %d; want 3 and 3", row, listed)
+			if row, listed := replaysOf(); row != 4 || listed != 4 {
+				t.Fatalf("after the flush: row counts %d replays, Keys %d; want 4 and 4", row, listed)
 			}
 		})
 	}

@@ -40,6 +40,31 @@ type request struct {
 	Body        []byte
 }
 
+// rawDigest hashes what fingerprintOf hashes, as the request brought it:
+// the body byte for byte, the query as sent. Equal digests mean equal
+// inputs, and so equal fingerprints; a cached answer whose request had this
+// digest is replayed without canonicalising the body again. Unequal
+// digests say nothing (the same JSON may be written two ways): the
+// fingerprint decides then.
+func rawDigest(method, route string, params gin.Params, rawQuery, contentType string, body []byte) [sha256.Size]byte {
+	var buf [256]byte
+	head := field(buf[:0], method)
+	head = field(head, route)
+	for _, p := range params {
+		head = field(head, p.Key)
+		head = field(head, p.Value)
+	}
+	head = field(head, rawQuery)
+	head = field(head, contentType)
+	head = binary.AppendUvarint(head, uint64(len(body)))
+	h := sha256.New()
+	h.Write(head)
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
 // fingerprintOf hashes everything that makes two requests the same operation.
 // Bodies are canonicalised first: JSON by RFC 8785, so key order and
 // whitespace do not count; forms as sorted fields without the key field;

@@ -58,6 +58,13 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		return
 	}
 	c.Set(keyContextKey, key)
+	// A byte-identical repeat of a request whose answer this instance
+	// holds is replayed here, before the body is canonicalised.
+	raw := rawDigest(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
+	if a, ok := m.answers.get(scopedKey{scope, key}); ok && a.raw == raw {
+		m.replay(c, a, false)
+		return
+	}
 	req := request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
@@ -67,7 +74,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)}, mode)
+	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)}, mode, raw)
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)

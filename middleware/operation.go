@@ -24,6 +24,7 @@ const operationKey = "idempotency.operation"
 // operation is the claimed key as the handler sees it.
 type operation struct {
 	key models.IdempotencyKey // as claimed: its owner token, operation id, fingerprint and expiry
+	raw [sha256.Size]byte     // the request's rawDigest
 	db  *gorm.DB              // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
 	// atomic: the claim is in tx (Atomic mode), not committed on its own.

@@ -23,6 +23,7 @@ package middleware
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"sync"
@@ -42,7 +43,7 @@ import (
 // running, refuse if the key names another request. An answer this
 // instance has cached is replayed, or a mismatch refused, without asking
 // the database.
-func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode) {
+func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode, raw [sha256.Size]byte) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
 	delay := m.poll
@@ -91,6 +92,7 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 				m.internal(c, "decode stored response", err)
 				return
 			}
+			a.raw = raw
 			m.answers.put(sk, a)
 			m.replay(c, a, waited)
 			return
@@ -112,9 +114,9 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 			}
 			var ran, blocked bool
 			if mode == Atomic {
-				ran, blocked = m.runAtomic(c, want, claim, outcome, waitUntil)
+				ran, blocked = m.runAtomic(c, want, raw, claim, outcome, waitUntil)
 			} else {
-				ran = m.runTwoPhase(c, want, claim, outcome)
+				ran = m.runTwoPhase(c, want, raw, claim, outcome)
 			}
 			if ran || c.IsAborted() {
 				return
@@ -155,7 +157,7 @@ func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute st
 // when another request had claimed the key first. The claim runs detached:
 // a client gone mid-statement must not leave a claim committed behind an
 // error, or an error for a claim it made.
-func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, claim func(store, context.Context) (bool, error), outcome Outcome) bool {
+func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim func(store, context.Context) (bool, error), outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
 		m.internal(c, "claim key", err)
@@ -167,7 +169,7 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, cl
 	m.cfg.Observe(want.Route, outcome)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
-	op := m.newOperation(ctx, want)
+	op := m.newOperation(ctx, want, raw)
 	op.stopHeartbeat = m.heartbeat(ctx, op)
 	m.run(c, ctx, detached, op)
 	return true
@@ -180,7 +182,7 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, cl
 // (a duplicate's, whose outcome a new look will find). The claim waits at
 // most until waitUntil; then, or when the client leaves first, the request
 // is answered here.
-func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, claim func(store, context.Context) (bool, error), outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
+func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim func(store, context.Context) (bool, error), outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
 	// The gate ends the transaction if beginning it or claiming in it
@@ -203,7 +205,7 @@ func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, clai
 			}
 		}
 	}
-	timer := time.AfterFunc(time.Until(waitUntil), fire(timedOut))
+	timer := time.AfterFunc(max(time.Until(waitUntil), minClaimWait), fire(timedOut))
 	defer timer.Stop()
 	stopLeft := context.AfterFunc(c.Request.Context(), fire(left))
 	defer stopLeft()
@@ -266,12 +268,19 @@ func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, clai
 		return false, blocked
 	}
 	m.cfg.Observe(want.Route, outcome)
-	op := m.newOperation(ctx, want)
+	op := m.newOperation(ctx, want, raw)
 	op.db, op.tx, op.atomic = tx, tx, true
 	op.stopHeartbeat = func() {} // nothing is committed to extend: a crash leaves no claim
 	m.run(c, ctx, detached, op)
 	return true, false
 }
+
+// minClaimWait is the least time an atomic claim is given to begin its
+// transaction and claim, waits included, whatever Config.Wait says: the
+// wait cannot tell a duplicate's transaction from any other that holds the
+// database (SQLite's write lock), and a request nobody else holds up must
+// not be answered 409.
+const minClaimWait = time.Second
 
 // attemptContext is the context of one attempt. From the claim on, the
 // operation runs to its recorded end even if the client disconnects: a
@@ -286,8 +295,8 @@ func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cance
 	return ctx, cancel, detached
 }
 
-func (m *Idempotency) newOperation(ctx context.Context, k models.IdempotencyKey) *operation {
-	return &operation{key: k, db: m.cfg.DB.WithContext(ctx)}
+func (m *Idempotency) newOperation(ctx context.Context, k models.IdempotencyKey, raw [sha256.Size]byte) *operation {
+	return &operation{key: k, raw: raw, db: m.cfg.DB.WithContext(ctx)}
 }
 
 // sleep waits for d, or less when the attempt holding k in this instance
@@ -469,7 +478,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		m.cfg.Observe(op.key.Route, OutcomeStored)
 		k := op.key
 		m.answers.put(op.scoped(), &cached{
-			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, expiresAt: k.ExpiresAt,
+			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: op.raw, expiresAt: k.ExpiresAt,
 			status: resp.Status, headers: resp.Headers, body: resp.Body,
 		})
 		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
