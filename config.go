@@ -23,7 +23,7 @@ type config struct {
 	IdempotencyWait  time.Duration
 	// IdempotencyCacheBytes bounds the replay cache; 0 turns it off.
 	IdempotencyCacheBytes int64
-	TokenTTL         time.Duration
+	TokenTTL              time.Duration
 	// TokenCacheTTL is how long an instance trusts a bearer-token lookup
 	// (so how long a token revoked elsewhere may still work on it), at most
 	// maxTokenCacheTTL. TOKEN_CACHE_TTL=0 turns the cache off: negative

@@ -27,8 +27,8 @@
 //   - RequireAtomic: the claim, the handler's writes and the completion are
 //     one transaction, begun before the handler runs: one commit instead of
 //     two. A duplicate in flight waits on the key's unique index
-//     (PostgreSQL) or the write lock (SQLite), at most Config.Wait, then
-//     replays; a crash or a rollback leaves no claim behind. The contract:
+//     (PostgreSQL) or the write lock (SQLite), at most Config.Wait (at
+//     least a second), then replays; a crash or a rollback leaves no claim behind. The contract:
 //     an atomic handler must not call anything outside the database, since
 //     nothing would record that it did.
 //
