@@ -87,6 +87,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"TOKEN_TTL": "a month"}, "TOKEN_TTL"},
 		{map[string]string{"TOKEN_TTL": "0s"}, "TOKEN_TTL must be positive"},
 		{map[string]string{"TOKEN_CACHE_TTL": "-5s"}, "TOKEN_CACHE_TTL"},
+		{map[string]string{"IDEMPOTENCY_CACHE_BYTES": "-1"}, "IDEMPOTENCY_CACHE_BYTES"},
+		{map[string]string{"IDEMPOTENCY_CACHE_BYTES": "64MiB"}, "IDEMPOTENCY_CACHE_BYTES"},
 		{map[string]string{"TOKEN_CACHE_TTL": "2m"}, "TOKEN_CACHE_TTL (2m0s) must be at most 1m0s"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "0s"}, "IDEMPOTENCY_LEASE"},
 		{map[string]string{"IDEMPOTENCY_LEASE": "2h", "IDEMPOTENCY_TTL": "1h"}, "IDEMPOTENCY_TTL (1h0m0s) must be at least 5 × IDEMPOTENCY_LEASE (10h0m0s)"},
@@ -134,6 +136,16 @@ func TestConfigErrors(t *testing.T) {
 		cfg, err := loadConfig(func(k string) string { return map[string]string{"TOKEN_CACHE_TTL": value}[k] })
 		if err != nil || cfg.TokenCacheTTL != want {
 			t.Fatalf("TOKEN_CACHE_TTL=%s: %s, %v; want %s (negative: no cache, as handlers.Deps has it)", value, cfg.TokenCacheTTL, err, want)
+		}
+	}
+	for value, want := range map[string]int64{"": 64 << 20, "1048576": 1 << 20, "0": 0} {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{"IDEMPOTENCY_CACHE_BYTES": value}[k] })
+		wantDeps := want
+		if want == 0 {
+			wantDeps = -1 // handlers.Deps: negative is no cache
+		}
+		if err != nil || cfg.IdempotencyCacheBytes != want || cacheBytes(cfg.IdempotencyCacheBytes) != wantDeps {
+			t.Fatalf("IDEMPOTENCY_CACHE_BYTES=%q: %d (Deps %d), %v; want %d, and no cache (negative) for 0", value, cfg.IdempotencyCacheBytes, cacheBytes(cfg.IdempotencyCacheBytes), err, want)
 		}
 	}
 	cfg, err := loadConfig(func(string) string { return "" })
