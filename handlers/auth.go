@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -53,7 +54,9 @@ func (s *Server) me(c *gin.Context) {
 // this instance, within Deps.TokenCacheTTL on the others.
 func (s *Server) revokeToken(c *gin.Context) {
 	token, _ := c.Get(tokenKey)
-	if err := s.accounts.RevokeToken(c.Request.Context(), token.(models.APIToken), s.deps.Now().UTC()); err != nil {
+	// Detached: a client gone after the revocation committed must not keep
+	// its token alive in this instance's cache.
+	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token.(models.APIToken), s.deps.Now().UTC()); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -53,7 +53,9 @@ const qtyPrefix = "qty-"
 // form back (422) with the same key: not stored, so the corrected form
 // succeeds with it.
 func (s *Server) placeOrder(c *gin.Context) {
-	products, err := s.shop.Products(c.Request.Context())
+	// Through the operation's transaction, as everything an atomic handler
+	// reads: it already holds a connection, and must not wait for another.
+	products, err := models.Shop{DB: middleware.Tx(c)}.Products(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
 		return

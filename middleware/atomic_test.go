@@ -41,16 +41,15 @@ func (p beginProbe) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, 
 	return p.DB.BeginTx(ctx, opts)
 }
 
-func withBeginProbe(probe chan struct{}) option {
-	return withThrough(func(db *gorm.DB) *gorm.DB {
-		sqlDB, err := db.DB()
-		if err != nil {
-			panic(err)
-		}
-		through := db.Session(&gorm.Session{NewDB: true})
-		through.Statement.ConnPool = beginProbe{DB: sqlDB, probe: probe}
-		return through
-	})
+// probedThrough is db through a beginProbe.
+func probedThrough(db *gorm.DB, probe chan struct{}) *gorm.DB {
+	sqlDB, err := db.DB()
+	if err != nil {
+		panic(err)
+	}
+	through := db.Session(&gorm.Session{NewDB: true})
+	through.Statement.ConnPool = beginProbe{DB: sqlDB, probe: probe}
+	return through
 }
 
 // untilBlocked returns once a request has begun its transaction (probe)
@@ -79,19 +78,37 @@ func untilBlocked(t *testing.T, db *gorm.DB, probe chan struct{}) {
 	}
 }
 
-// Atomic: a duplicate that arrives while the original's transaction — with
-// its claim and its write — is open waits for that transaction, then
-// replays its answer. The handler runs once.
+// Atomic: a duplicate that arrives at another instance while the
+// original's transaction — with its claim and its write — is open waits for
+// that transaction in the database, then replays its answer. (A duplicate
+// at the same instance waits in memory, holding no connection:
+// TestAtomicWaitIsBounded.) The handler runs once.
 func TestAtomicDuplicateMidTransactionWaitsAndReplays(t *testing.T) {
 	begun := make(chan struct{}, 1)
 	g := newGate(t, 1)
-	h := newHarness(t, withMode(Atomic), withBeginProbe(begun), withHooks(hooks{after: g.block}))
+	h := newHarness(t, withMode(Atomic), withHooks(hooks{after: g.block}))
+	other := New(Config{
+		DB: probedThrough(h.db, begun), TTL: time.Hour, Lease: h.lease, Wait: h.wait, Now: h.now,
+		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
+		Logger: slog.New(slog.DiscardHandler),
+		Observe: func(_ string, o Outcome) {
+			h.outcomes.Lock()
+			defer h.outcomes.Unlock()
+			h.outcomes.seen = append(h.outcomes.seen, o)
+		},
+	})
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	r := gin.New()
+	r.Use(h.authenticate)
+	r.POST("/widgets/:id", other.RequireAtomic(), h.handle)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
 	c := call{key: "k", body: `{"n":1}`}
 
 	first := h.async(c)
 	testkit.Recv(t, g.entered, "the original mid-transaction")
 	waiter := c
-	waiter.probe = true
+	waiter.probe, waiter.base = true, srv.URL
 	second := h.async(waiter)
 	untilBlocked(t, h.db, begun)
 	g.release(1)

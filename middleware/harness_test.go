@@ -103,8 +103,6 @@ type harness struct {
 	entered atomic.Int64
 	// mode is the route's; two-phase unless withMode.
 	mode Mode
-	// through, when set, is what the middleware reaches db through.
-	through func(*gorm.DB) *gorm.DB
 	// outcomes records what the middleware observed, in order.
 	outcomes struct {
 		sync.Mutex
@@ -120,9 +118,6 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
-func withThrough(f func(*gorm.DB) *gorm.DB) option {
-	return func(h *harness) { h.through = f }
-}
 func withRender(r func(*gin.Context, *problem.Problem)) option {
 	return func(h *harness) { h.render = r }
 }
@@ -161,12 +156,8 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mwDB := db
-	if h.through != nil {
-		mwDB = h.through(db)
-	}
 	h.mw = New(Config{
-		DB: mwDB, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
+		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Render: h.render,
 		Logger: slog.New(slog.DiscardHandler),
@@ -288,6 +279,7 @@ type call struct {
 	bodyReader  io.Reader // sent instead of body, without a length (chunked)
 	probe       bool
 	ctx         context.Context
+	base        string // another server's URL; the harness's when empty
 }
 
 // answer is a response, read whole.
@@ -340,7 +332,11 @@ func (h *harness) do(c call) answer {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+path, body)
+	base := h.url
+	if c.base != "" {
+		base = c.base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, body)
 	if err != nil {
 		h.t.Errorf("new request: %v", err)
 		return answer{}

@@ -117,7 +117,11 @@ type Idempotency struct {
 	store   store
 	answers *answers // nil: no cache
 	replays *replayCounter
-	waits   waitlist
+	// local holds the keys an atomic request of this instance is claiming
+	// or running: a duplicate here waits on waits instead of holding a
+	// connection and a transaction while it waits on the database.
+	local inflight
+	waits waitlist
 	// poll is the first pause of a duplicate waiting for its original; it
 	// doubles up to 100 ms.
 	poll time.Duration

@@ -22,6 +22,7 @@ package middleware
 // the next request claims it as a new operation, with a new operation id.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -85,7 +86,8 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 			want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 			want.State, want.CreatedAt = models.KeyInProgress, now
 			want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
-			claim = func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, want) }
+			w := want // the loop may rewrite want while an abandoned claim still runs
+			claim = func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, w) }
 		case phaseCompleted:
 			a, err := answerOf(found)
 			if err != nil {
@@ -99,8 +101,8 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 		case phaseReleased, phaseStalled:
 			want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
 			want.CreatedAt, want.ExpiresAt = found.CreatedAt, found.ExpiresAt
-			previous := found.OwnerToken
-			claim = func(s store, ctx context.Context) (bool, error) { return s.takeover(ctx, want, previous, now) }
+			w, previous := want, found.OwnerToken
+			claim = func(s store, ctx context.Context) (bool, error) { return s.takeover(ctx, w, previous, now) }
 		case phaseHeld:
 			// Another attempt runs: wait for its answer below.
 		}
@@ -113,9 +115,16 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 				outcome = OutcomeTakenOver
 			}
 			var ran, blocked bool
-			if mode == Atomic {
-				ran, blocked = m.runAtomic(c, want, raw, claim, outcome, waitUntil)
-			} else {
+			switch {
+			case mode == Atomic && !m.local.enter(sk):
+				// This instance is claiming or running the key already:
+				// wait for it below, woken when it ends.
+			case mode == Atomic:
+				ran, blocked = func() (bool, bool) {
+					defer func() { m.local.leave(sk); m.waits.wake(sk) }() // a panic too
+					return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
+				}()
+			default:
 				ran = m.runTwoPhase(c, want, raw, claim, outcome)
 			}
 			if ran || c.IsAborted() {
@@ -479,7 +488,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		k := op.key
 		m.answers.put(op.scoped(), &cached{
 			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: op.raw, expiresAt: k.ExpiresAt,
-			status: resp.Status, headers: resp.Headers, body: resp.Body,
+			status: resp.Status, headers: resp.Headers, body: bytes.Clone(resp.Body), // no spare capacity kept
 		})
 		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
 	}

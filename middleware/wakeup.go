@@ -51,3 +51,29 @@ func (w *waitlist) wake(k scopedKey) {
 		delete(w.m, k)
 	}
 }
+
+// inflight is a set of keys, safe for concurrent use.
+type inflight struct {
+	mu   sync.Mutex
+	keys map[scopedKey]struct{}
+}
+
+// enter adds k; false when it was there already.
+func (f *inflight) enter(k scopedKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.keys[k]; ok {
+		return false
+	}
+	if f.keys == nil {
+		f.keys = map[scopedKey]struct{}{}
+	}
+	f.keys[k] = struct{}{}
+	return true
+}
+
+func (f *inflight) leave(k scopedKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.keys, k)
+}
