@@ -150,7 +150,7 @@ func reconcile(ctx context.Context, srv *handlers.Server, every time.Duration, l
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		if n, err := srv.Reconcile(ctx); err != nil && ctx.Err() == nil {
+		if n, err := srv.Payments().Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("reconcile payment attempts", "err", err)
 		} else if n > 0 {
 			logger.Info("reconciled payment attempts in doubt", "resolved", n)

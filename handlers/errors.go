@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -47,6 +48,10 @@ func problemOf(e *models.Error) *problem.Problem {
 		return problem.EmailTaken.With(e.Message)
 	case models.ErrBadCredentials:
 		return problem.BadCredentials.With(e.Message)
+	case billing.ErrUnconfirmed, billing.ErrEarlierUnconfirmed:
+		return problem.PaymentUnconfirmed.With(e.Message)
+	case billing.ErrProviderUnavailable:
+		return problem.ProviderUnavailable.With(e.Message)
 	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
 		p := problem.PaymentInProgress.With(e.Message)
 		p.RetryAfter = 1

@@ -19,8 +19,6 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
-	provider    *prometheus.CounterVec
-	resolutions *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -37,15 +35,8 @@ func newMetrics() *metrics {
 			Name: "shop_idempotency_outcomes_total",
 			Help: "What the idempotency middleware did, by route: claimed, replayed, waited_replayed, mismatch, in_progress_conflict, taken_over, released, stored, lease_lost, swept.",
 		}, []string{"route", "outcome"}),
-		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, unavailable, error.",
-		}, []string{"result"}),
-		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payment_resolutions_total",
-			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused).",
-		}, []string{"by", "outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.idempotency, m.provider, m.resolutions,
+	m.registry.MustRegister(m.requests, m.latency, m.idempotency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -91,7 +91,7 @@ var pageFuncs = template.FuncMap{
 	"shortID":    shortID,
 	"when":       when,
 	"methodName": methodName,
-	"statusName": statusName,
+	"statusName": statusName, "paymentStatusName": paymentStatusName,
 }
 
 func shortID(id string) string { return id[:min(8, len(id))] + "…" }
@@ -115,19 +115,26 @@ func money(cents int64, currency string) string {
 	return amount + " " + currency
 }
 
-// statusName is an order's or a payment's status in a shopper's words.
+// statusName is an order's status in a shopper's words.
 func statusName(status string) string {
 	switch status {
 	case models.OrderPending:
 		return "Awaiting payment"
 	case models.OrderPaid:
 		return "Paid"
+	}
+	return status
+}
+
+// paymentStatusName is a payment's status in a shopper's words.
+func paymentStatusName(status models.PaymentStatus) string {
+	switch status {
 	case models.PaymentSucceeded:
 		return "Charged"
 	case models.PaymentDeclined:
 		return "Declined"
 	}
-	return status
+	return string(status)
 }
 
 // paymentMethod is a choice of the pay form.

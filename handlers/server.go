@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -22,7 +23,11 @@ import (
 
 // Deps is what the server is built from.
 type Deps struct {
-	DB       *gorm.DB
+	DB *gorm.DB
+	// Payments is the payments service, which owns the money workflow.
+	// When nil, the server builds one from Provider, with its own lease,
+	// clock and logger.
+	Payments *billing.Service
 	Provider payments.Provider
 	// TTL, Lease and Wait configure the idempotency middleware.
 	TTL, Lease, Wait time.Duration
@@ -66,6 +71,7 @@ type Server struct {
 	accounts    models.Accounts
 	shop        models.Shop
 	idempotency *middleware.Idempotency
+	payments    *billing.Service
 	pages       map[string]*template.Template
 	sessions    *securecookie.SecureCookie
 	crossOrigin *http.CrossOriginProtection
@@ -146,11 +152,23 @@ func newServer(deps Deps) *Server {
 		Observe: s.metrics.idempotencyOutcome,
 		Logger:  deps.Logger,
 	})
+	s.payments = deps.Payments
+	if s.payments == nil {
+		s.payments = billing.New(billing.Config{
+			DB: deps.DB, Provider: deps.Provider, Lease: deps.Lease, AttemptTimeout: s.idempotency.AttemptTimeout(),
+			Now: deps.Now, Logger: deps.Logger,
+		})
+	}
+	s.metrics.registry.MustRegister(s.payments.Collectors()...)
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
 	}
 	return s
 }
+
+// Payments is the payments service the server calls: the one main runs
+// the reconciler with, or, when Deps gave none, the one the server built.
+func (s *Server) Payments() *billing.Service { return s.payments }
 
 // scope is who owns an idempotency key: the signed-in user, or Stripe for
 // its verified webhook deliveries. User ids are UUIDs, never "stripe".

@@ -234,7 +234,7 @@ func (s *Server) payOrder(c *gin.Context) {
 		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 		return
 	}
-	_, err := s.pay(c, c.Param("id"), method)
+	_, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
 	if err != nil && !errors.Is(err, models.ErrOrderPaid) {
 		s.fail(c, err)
 		return

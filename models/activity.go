@@ -3,7 +3,7 @@ package models
 import "context"
 
 // Traces are the rows a user's operations left behind, found by the derived
-// keys those operations carried: the orders they placed (by IdempotencyRef)
+// keys those operations carried: the orders they placed (by DerivedKey)
 // and the payments they recorded (by ProviderKey).
 type Traces struct {
 	Orders   map[string]Order
@@ -18,11 +18,11 @@ func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Trace
 	}
 	db := s.DB.WithContext(ctx)
 	var orders []Order
-	if err := db.Where("user_id = ? AND idempotency_ref IN ?", userID, refs).Find(&orders).Error; err != nil {
+	if err := db.Where("user_id = ? AND derived_key IN ?", userID, refs).Find(&orders).Error; err != nil {
 		return t, err
 	}
 	for _, o := range orders {
-		t.Orders[o.IdempotencyRef] = o
+		t.Orders[o.DerivedKey] = o
 	}
 	var payments []Payment
 	err := db.Select("payments.*").Joins("JOIN orders ON orders.id = payments.order_id").

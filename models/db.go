@@ -111,6 +111,9 @@ func Migrate(db *gorm.DB, more ...any) error {
 				return err
 			}
 		}
+		if err := renameColumns(tx); err != nil {
+			return err
+		}
 		return tx.AutoMigrate(tables...)
 	})
 	if err != nil {

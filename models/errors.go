@@ -15,6 +15,7 @@ const (
 	ENOTFOUND     Code = "not_found"    // missing, or not the caller's: 404
 	ECONFLICT     Code = "conflict"     // the state forbids it: 409
 	EUNAUTHORIZED Code = "unauthorized" // who is asking is unknown: 401
+	EUNAVAILABLE  Code = "unavailable"  // a service the request needs did not do its part: 502
 )
 
 // Error is a failure the client can act on. Anything else is internal.

@@ -13,21 +13,28 @@ const (
 	OrderPaid    = "paid"
 )
 
+// PaymentStatus is what the provider answered a charge: the status of a
+// payment row, and of the provider adapters' answers, one type for both.
+type PaymentStatus string
+
 // Payment states, as the provider answered.
 const (
-	PaymentSucceeded = "succeeded"
-	PaymentDeclined  = "declined"
+	PaymentSucceeded PaymentStatus = "succeeded"
+	PaymentDeclined  PaymentStatus = "declined"
 )
+
+// AttemptState is where a payment attempt stands with the provider.
+type AttemptState string
 
 // Payment attempt states. An attempt is in doubt from the moment it is
 // written, before the provider is called, until the provider's answer is
 // known: succeeded or declined (a payment row records it), or failed when
 // the provider said that nothing was charged.
 const (
-	AttemptInDoubt   = "in_doubt"
-	AttemptSucceeded = "succeeded"
-	AttemptDeclined  = "declined"
-	AttemptFailed    = "failed"
+	AttemptInDoubt   AttemptState = "in_doubt"
+	AttemptSucceeded AttemptState = "succeeded"
+	AttemptDeclined  AttemptState = "declined"
+	AttemptFailed    AttemptState = "failed"
 )
 
 // User is a customer. Email is stored lower-cased; only a bcrypt hash of the
@@ -61,28 +68,29 @@ type Product struct {
 	Currency   string `gorm:"size:3;not null"`
 }
 
-// Order is one checkout. IdempotencyRef is the key derived from the request's
-// idempotency key: unique, so a re-run of the same operation can never create a
-// second order even if every other guard failed.
+// Order is one checkout. DerivedKey is the key the idempotency middleware
+// derived from the request's key (middleware.DerivedKey): unique, so a re-run
+// of the same operation can never create a second order even if every other
+// guard failed.
 type Order struct {
-	ID             string      `gorm:"primaryKey;size:36"`
-	UserID         string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
-	Status         string      `gorm:"size:16;not null"`
-	Currency       string      `gorm:"size:3;not null"`
-	TotalCents     int64       `gorm:"not null"`
-	IdempotencyRef string      `gorm:"size:80;not null;uniqueIndex"`
-	Items          []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
-	Payments       []Payment   `gorm:"constraint:OnDelete:CASCADE"`
+	ID         string      `gorm:"primaryKey;size:36"`
+	UserID     string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
+	Status     string      `gorm:"size:16;not null"`
+	Currency   string      `gorm:"size:3;not null"`
+	TotalCents int64       `gorm:"not null"`
+	DerivedKey string      `gorm:"size:80;not null;uniqueIndex"`
+	Items      []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
+	Payments   []Payment   `gorm:"constraint:OnDelete:CASCADE"`
 	// Attempts are the provider calls made for the order, in doubt or
 	// resolved: the shop's own record that money may be moving.
 	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
-	// PaymentLock names who holds the order until PaymentLockedUntil: one
-	// run of a payment operation (its derived key and a token of the run),
-	// the reconciler, or a webhook delivery. Two of them must not both reach
-	// the provider for one order, nor record its answer.
-	PaymentLock        *string `gorm:"size:100"`
-	PaymentLockedUntil *time.Time
-	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+	// HeldBy names who holds the order until HeldUntil (see NewHolder):
+	// one run of a payment operation, the reconciler, or a webhook
+	// delivery. Two of them must not both reach the provider for one
+	// order, nor record its answer.
+	HeldBy    *string `gorm:"size:100"`
+	HeldUntil *time.Time
+	CreatedAt time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
 
 // PaymentInDoubt reports an attempt of the order still waiting for the
@@ -112,16 +120,16 @@ type OrderItem struct {
 // ProviderKey is the idempotency key the provider was called with: unique,
 // so a re-run records the provider's deduplicated answer at most once.
 type Payment struct {
-	ID               string    `gorm:"primaryKey;size:36"`
-	OrderID          string    `gorm:"size:36;not null;index"`
-	Status           string    `gorm:"size:16;not null"`
-	AmountCents      int64     `gorm:"not null"`
-	Currency         string    `gorm:"size:3;not null"`
-	PaymentMethod    string    `gorm:"size:64;not null"`
-	DeclineReason    string    `gorm:"size:200"`
-	ProviderChargeID string    `gorm:"size:64;not null"`
-	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
-	CreatedAt        time.Time `gorm:"not null"`
+	ID               string        `gorm:"primaryKey;size:36"`
+	OrderID          string        `gorm:"size:36;not null;index"`
+	Status           PaymentStatus `gorm:"size:16;not null"`
+	AmountCents      int64         `gorm:"not null"`
+	Currency         string        `gorm:"size:3;not null"`
+	PaymentMethod    string        `gorm:"size:64;not null"`
+	DeclineReason    string        `gorm:"size:200"`
+	ProviderChargeID string        `gorm:"size:64;not null"`
+	ProviderKey      string        `gorm:"size:90;not null;uniqueIndex"`
+	CreatedAt        time.Time     `gorm:"not null"`
 }
 
 // PaymentAttempt is one charge request sent, or about to be sent, to the
@@ -133,19 +141,19 @@ type Payment struct {
 type PaymentAttempt struct {
 	ID      string `gorm:"primaryKey;size:36"`
 	OrderID string `gorm:"size:36;not null;index"`
-	// Operation is the derived key of the payment operation that made the
+	// DerivedKey is the derived key of the payment operation that made the
 	// attempt. ProviderKey is the key the provider was called with: the
 	// operation's, or, for an operation whose earlier attempt the provider
 	// refused, the operation's with a number, so that a request with other
 	// parameters never reuses a key the provider has seen.
-	Operation        string    `gorm:"size:80;not null;index"`
-	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
-	AmountCents      int64     `gorm:"not null"`
-	Currency         string    `gorm:"size:3;not null"`
-	PaymentMethod    string    `gorm:"size:64;not null"`
-	State            string    `gorm:"size:16;not null;index"`
-	ProviderChargeID string    `gorm:"size:64"`
-	DeclineReason    string    `gorm:"size:200"`
-	CreatedAt        time.Time `gorm:"not null"`
-	UpdatedAt        time.Time `gorm:"not null"`
+	DerivedKey       string       `gorm:"size:80;not null;index"`
+	ProviderKey      string       `gorm:"size:90;not null;uniqueIndex"`
+	AmountCents      int64        `gorm:"not null"`
+	Currency         string       `gorm:"size:3;not null"`
+	PaymentMethod    string       `gorm:"size:64;not null"`
+	State            AttemptState `gorm:"size:16;not null;index"`
+	ProviderChargeID string       `gorm:"size:64"`
+	DeclineReason    string       `gorm:"size:200"`
+	CreatedAt        time.Time    `gorm:"not null"`
+	UpdatedAt        time.Time    `gorm:"not null"`
 }

@@ -35,8 +35,8 @@ func (s Shop) Products(ctx context.Context) ([]Product, error) {
 }
 
 // CreateOrder validates the items against the catalog and writes the order
-// through tx. ref is the operation's derived idempotency key.
-func (s Shop) CreateOrder(tx *gorm.DB, userID, ref string, items []ItemInput) (Order, error) {
+// through tx, under the operation's derived key.
+func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (Order, error) {
 	if len(items) == 0 {
 		return Order{}, Invalid(FieldError{"items", "must list at least one product"})
 	}
@@ -65,7 +65,7 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, ref string, items []ItemInput) (O
 	for _, p := range products {
 		byID[p.ID] = p
 	}
-	order := Order{ID: uuid.NewString(), UserID: userID, Status: OrderPending, IdempotencyRef: ref}
+	order := Order{ID: uuid.NewString(), UserID: userID, Status: OrderPending, DerivedKey: derivedKey}
 	for i, item := range items {
 		p, ok := byID[item.ProductID]
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,15 +20,16 @@ import (
 //   - An attempt in doubt is resolved (Settle) before any other attempt of
 //     the order may be written, by whoever holds the order: the next payment
 //     operation, the reconciler or a webhook (HoldForResolution). Only the
-//     provider's outcome under the attempt's key resolves it: a refusal of a
-//     later request under that key ("rate limited", "unauthorized") says
-//     nothing about the first, so only the run that sent the first request
-//     may record that nothing was charged (FailAttempt).
+//     provider's word on the attempt's own key resolves it: an outcome, or a
+//     definitive refusal, which proves nothing was or will be charged under
+//     that key (FailAttempt). A passing refusal of a later request under the
+//     key ("rate limited", "unauthorized") says nothing about the first.
 //   - A succeeded attempt marks the order paid in the transaction that
 //     settles it, and a paid order takes no new attempt.
 //
-// A hold is taken by one run of an operation (holder), not by the operation:
-// a run that outlived its lease cannot write over the run that took over.
+// A hold is taken by one run of an operation (holder, see NewHolder), not by
+// the operation: a run that outlived its lease cannot write over the run
+// that took over.
 
 // PaymentStart is what BeginPayment found and did.
 type PaymentStart struct {
@@ -41,11 +43,11 @@ type PaymentStart struct {
 }
 
 // BeginPayment takes the hold on the user's order for holder, a run of the
-// payment operation ref, until the given time, and records ref's attempt to
+// payment operation derivedKey, until the given time, and records its attempt to
 // charge method for the order's total — both in one transaction. If an
 // earlier attempt of the order is still in doubt, it records nothing new
 // and hands that attempt back to be resolved, the hold taken.
-func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, holder, method string, now, until time.Time) (PaymentStart, error) {
+func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (PaymentStart, error) {
 	var start PaymentStart
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		order, err := ownOrder(tx, userID, orderID)
@@ -72,28 +74,28 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, ref, holder, me
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
 		}
-		start.Attempt, err = recordAttempt(tx, order, ref, method)
+		start.Attempt, err = recordAttempt(tx, order, derivedKey, method)
 		return err
 	})
 	return start, err
 }
 
-// recordAttempt writes ref's attempt in doubt. The provider is called under
-// ref itself the first time; after attempts the provider refused (failed:
-// nothing charged), under ref and a number, because a provider that saved
+// recordAttempt writes the operation's attempt in doubt. The provider is
+// called under the derived key itself the first time; after attempts the
+// provider refused (failed: nothing charged), under the key and a number, because a provider that saved
 // its refusal under a key answers every later request with that key — with
 // other parameters, an idempotency error — and would never charge it.
-func recordAttempt(tx *gorm.DB, order Order, ref, method string) (PaymentAttempt, error) {
+func recordAttempt(tx *gorm.DB, order Order, derivedKey, method string) (PaymentAttempt, error) {
 	var tried int64
-	if err := tx.Model(&PaymentAttempt{}).Where("operation = ?", ref).Count(&tried).Error; err != nil {
+	if err := tx.Model(&PaymentAttempt{}).Where("derived_key = ?", derivedKey).Count(&tried).Error; err != nil {
 		return PaymentAttempt{}, err
 	}
-	providerKey := ref
+	providerKey := derivedKey
 	if tried > 0 {
-		providerKey = fmt.Sprintf("%s-%d", ref, tried+1)
+		providerKey = fmt.Sprintf("%s-%d", derivedKey, tried+1)
 	}
 	attempt := PaymentAttempt{
-		ID: uuid.NewString(), OrderID: order.ID, Operation: ref, ProviderKey: providerKey, AmountCents: order.TotalCents,
+		ID: uuid.NewString(), OrderID: order.ID, DerivedKey: derivedKey, ProviderKey: providerKey, AmountCents: order.TotalCents,
 		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt,
 	}
 	err := tx.Create(&attempt).Error
@@ -109,8 +111,8 @@ func recordAttempt(tx *gorm.DB, order Order, ref, method string) (PaymentAttempt
 func takeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, error) {
 	res := q.Model(&Order{}).
 		Where("id = ?", orderID).
-		Where("payment_lock IS NULL OR payment_lock = ? OR payment_locked_until <= ?", holder, now).
-		Updates(map[string]any{"payment_lock": holder, "payment_locked_until": until})
+		Where("held_by IS NULL OR held_by = ? OR held_until <= ?", holder, now).
+		Updates(map[string]any{"held_by": holder, "held_until": until})
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -134,27 +136,37 @@ func busy(tx *gorm.DB, orderID string) error {
 	return ErrPaymentInProgress
 }
 
-// ExtendPaymentHold moves the end of holder's hold on the order, if holder
-// still holds it: a payment operation that is slow but alive keeps the order.
-func (s Shop) ExtendPaymentHold(ctx context.Context, orderID, holder string, until time.Time) error {
+// released is the update that lets go of an order's hold.
+var released = map[string]any{"held_by": nil, "held_until": nil}
+
+// ExtendHold moves the end of holder's hold on the order, if holder still
+// holds it: a payment operation that is slow but alive keeps the order.
+func (s Shop) ExtendHold(ctx context.Context, orderID, holder string, until time.Time) error {
 	return s.DB.WithContext(ctx).Model(&Order{}).
-		Where("id = ? AND payment_lock = ?", orderID, holder).
-		Update("payment_locked_until", until).Error
+		Where("id = ? AND held_by = ?", orderID, holder).
+		Update("held_until", until).Error
 }
 
-// ReleasePayment lets go of holder's hold on the order, if it still has it.
-func (s Shop) ReleasePayment(ctx context.Context, orderID, holder string) error {
+// ReleaseHold lets go of holder's hold on the order, if it still has it.
+func (s Shop) ReleaseHold(ctx context.Context, orderID, holder string) error {
 	return s.DB.WithContext(ctx).Model(&Order{}).
-		Where("id = ? AND payment_lock = ?", orderID, holder).
-		Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
+		Where("id = ? AND held_by = ?", orderID, holder).
+		Updates(released).Error
 }
 
-// PaymentOf is the payment recorded for the operation ref — by the
+// NewHolder names one run that holds an order: who it is (a payment
+// operation's derived key, "reconciler", or a webhook event's id) and a
+// random token of the run, so that two runs of one operation differ.
+func NewHolder(who string) string {
+	return who + "/" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+}
+
+// PaymentOf is the payment recorded for the operation derivedKey — by the
 // provider's answer to one of its attempts — if there is one.
-func (s Shop) PaymentOf(ctx context.Context, ref string) (Payment, bool, error) {
+func (s Shop) PaymentOf(ctx context.Context, derivedKey string) (Payment, bool, error) {
 	var payment Payment
 	err := s.DB.WithContext(ctx).
-		Where("provider_key IN (?)", s.DB.Model(&PaymentAttempt{}).Select("provider_key").Where("operation = ?", ref)).
+		Where("provider_key IN (?)", s.DB.Model(&PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)).
 		Take(&payment).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Payment{}, false, nil
@@ -164,12 +176,13 @@ func (s Shop) PaymentOf(ctx context.Context, ref string) (Payment, bool, error) 
 
 // Outcome is the provider's definite answer to an attempt.
 type Outcome struct {
-	Status        string // PaymentSucceeded or PaymentDeclined
+	Status        PaymentStatus
 	ChargeID      string
 	DeclineReason string
 }
 
-// Settle records the provider's answer to an attempt in doubt through tx:
+// Settle records the provider's answer to an attempt in doubt through tx,
+// which the caller commits:
 // the attempt resolved, a payment row, the order paid if the charge
 // succeeded, and the hold released. holder must still hold the order,
 // and the attempt must still be in doubt: otherwise another operation took
@@ -192,11 +205,11 @@ func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holde
 	// HoldForResolution lock in, so that two transactions never wait on
 	// each other. Only the hold's holder settles, so the attempt is still
 	// in doubt when its row is locked; its condition is the last guard.
-	update := map[string]any{"payment_lock": nil, "payment_locked_until": nil}
+	update := map[string]any{"held_by": nil, "held_until": nil}
 	if state == AttemptSucceeded {
 		update["status"] = OrderPaid
 	}
-	res := tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).Updates(update)
+	res := tx.Model(&Order{}).Where("id = ? AND held_by = ?", attempt.OrderID, holder).Updates(update)
 	if res.Error != nil {
 		return Payment{}, res.Error
 	}
@@ -226,11 +239,12 @@ func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holde
 }
 
 // RecordLateCharge records, through tx, a charge the provider reports for
-// an attempt the shop had recorded as refused (failed): the provider's word
-// wins, so that every charge taken is recorded. It takes the order's hold
-// for holder (ErrPaymentInProgress when a live operation has it), marks the
-// attempt succeeded, writes its payment and marks the order paid — the
-// order may then show two succeeded payments, one of them to refund.
+// an attempt the shop had recorded as refused (failed) or declined: the
+// provider's word wins, so that every charge taken is recorded. It takes the
+// order's hold for holder (ErrPaymentInProgress when a live operation has
+// it), marks the attempt succeeded, records its payment as succeeded and
+// marks the order paid — the order may then show two succeeded payments, one
+// of them to refund.
 func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string, now time.Time) (Payment, error) {
 	held, err := takeHold(tx, attempt.OrderID, holder, now, now)
 	if err != nil {
@@ -239,56 +253,54 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	if !held {
 		return Payment{}, ErrPaymentInProgress
 	}
-	res := tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptFailed).
-		Updates(map[string]any{"state": AttemptSucceeded, "provider_charge_id": outcome.ChargeID})
+	res := tx.Model(&PaymentAttempt{}).Where("id = ? AND state IN ?", attempt.ID, []AttemptState{AttemptFailed, AttemptDeclined}).
+		Updates(map[string]any{"state": AttemptSucceeded, "provider_charge_id": outcome.ChargeID, "decline_reason": ""})
 	if res.Error != nil {
 		return Payment{}, res.Error
 	}
 	if res.RowsAffected != 1 {
 		return Payment{}, ErrPaymentInProgress
 	}
-	if err := tx.Model(&Order{}).Where("id = ?", attempt.OrderID).
-		Updates(map[string]any{"status": OrderPaid, "payment_lock": nil, "payment_locked_until": nil}).Error; err != nil {
+	update := map[string]any{"status": OrderPaid, "held_by": nil, "held_until": nil}
+	if err := tx.Model(&Order{}).Where("id = ?", attempt.OrderID).Updates(update).Error; err != nil {
 		return Payment{}, err
 	}
-	payment := Payment{
+	// A declined attempt has its payment row already: it becomes the charge,
+	// under the same id, so that the declined answer's Location shows it.
+	var payment Payment
+	err = tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
+	if err == nil {
+		payment.Status, payment.ProviderChargeID, payment.DeclineReason = PaymentSucceeded, outcome.ChargeID, ""
+		return payment, tx.Save(&payment).Error
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return Payment{}, err
+	}
+	payment = Payment{
 		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: PaymentSucceeded, AmountCents: attempt.AmountCents,
 		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderChargeID: outcome.ChargeID, ProviderKey: attempt.ProviderKey,
 	}
 	return payment, tx.Create(&payment).Error
 }
 
-// SettleNow is Settle in a transaction of its own.
-func (s Shop) SettleNow(ctx context.Context, attempt PaymentAttempt, outcome Outcome, holder string) (Payment, error) {
-	var payment Payment
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		payment, err = s.Settle(tx, attempt, outcome, holder)
-		return err
-	})
-	return payment, err
-}
-
-// FailAttempt records that the provider charged nothing for an attempt in
-// doubt, and releases holder's hold, in one transaction, if holder still
-// holds the order and the attempt is still in doubt. Only the run that sent
-// the attempt's first request, and was refused, may call it.
-func (s Shop) FailAttempt(ctx context.Context, attempt PaymentAttempt, holder string) error {
-	return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
-			Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != 1 {
-			return ErrPaymentInProgress
-		}
-		res = tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Update("state", AttemptFailed)
-		if res.Error == nil && res.RowsAffected != 1 {
-			return ErrPaymentInProgress
-		}
+// FailAttempt records through tx that the provider charged nothing for an
+// attempt in doubt, and never will under its key, and releases holder's
+// hold, if holder still holds the order and the attempt is still in doubt.
+// Only a run that got the provider's own word for it may call it: the first
+// request's refusal, or a definitive refusal of the attempt's request.
+func (s Shop) FailAttempt(tx *gorm.DB, attempt PaymentAttempt, holder string) error {
+	res := tx.Model(&Order{}).Where("id = ? AND held_by = ?", attempt.OrderID, holder).Updates(released)
+	if res.Error != nil {
 		return res.Error
-	})
+	}
+	if res.RowsAffected != 1 {
+		return ErrPaymentInProgress
+	}
+	res = tx.Model(&PaymentAttempt{}).Where("id = ? AND state = ?", attempt.ID, AttemptInDoubt).Update("state", AttemptFailed)
+	if res.Error == nil && res.RowsAffected != 1 {
+		return ErrPaymentInProgress
+	}
+	return res.Error
 }
 
 // StaleAttempts lists attempts in doubt whose order no live operation
@@ -300,10 +312,25 @@ func (s Shop) StaleAttempts(ctx context.Context, now time.Time, limit int) ([]Pa
 	err := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).
 		Joins("JOIN orders ON orders.id = payment_attempts.order_id").
 		Where("payment_attempts.state = ?", AttemptInDoubt).
-		Where("orders.payment_lock IS NULL OR orders.payment_locked_until <= ?", now).
+		Where("orders.held_by IS NULL OR orders.held_until <= ?", now).
 		Order("payment_attempts.updated_at, payment_attempts.id").Limit(limit).
 		Find(&attempts).Error
 	return attempts, err
+}
+
+// AttemptsInDoubt counts the payment attempts in doubt, and tells when the
+// oldest of them was made (zero when there is none).
+func (s Shop) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
+	var row struct {
+		N      int64
+		Oldest *time.Time
+	}
+	err := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).Select("COUNT(*) AS n, MIN(created_at) AS oldest").
+		Where("state = ?", AttemptInDoubt).Scan(&row).Error
+	if err != nil || row.Oldest == nil {
+		return row.N, time.Time{}, err
+	}
+	return row.N, *row.Oldest, nil
 }
 
 // HoldForResolution takes the hold of the attempt's order for holder, if
@@ -330,8 +357,7 @@ func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, n
 		}
 		if attempt.State != AttemptInDoubt {
 			held = false
-			return tx.Model(&Order{}).Where("id = ? AND payment_lock = ?", attempt.OrderID, holder).
-				Updates(map[string]any{"payment_lock": nil, "payment_locked_until": nil}).Error
+			return tx.Model(&Order{}).Where("id = ? AND held_by = ?", attempt.OrderID, holder).Updates(released).Error
 		}
 		return tx.Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("updated_at", now).Error
 	})

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/shop/shop/models"
 )
 
 // Test payment methods: Stripe's test PaymentMethod ids, which the
@@ -23,11 +25,18 @@ const (
 // Methods lists the payment methods the shop accepts.
 var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable}
 
-// ErrUnavailable is a refusal of this request before it charged anything
-// (unavailable, rate limited, unauthorized): the same call may succeed
-// later. For the first request under a key, nothing was charged under it;
-// for a repeat, it says nothing about the earlier requests.
+// ErrUnavailable is a passing refusal of this request before it charged
+// anything (unavailable, rate limited, unauthorized): the same call may
+// succeed later. For the first request under a key, nothing was charged
+// under it; for a repeat, it says nothing about the earlier requests.
 var ErrUnavailable = errors.New("payment provider unavailable")
+
+// ErrRefused is a definitive refusal: the provider refused the request
+// itself before executing it, and refuses every request with the same key
+// and parameters the same way, so nothing was charged under the key and
+// nothing ever will be — whichever request under it got the answer. An
+// attempt refused so is settled as failed by whoever sent its request.
+var ErrRefused = errors.New("payment provider refused the request")
 
 // ChargeRequest asks for one charge. IdempotencyKey makes the call safe to
 // repeat: the provider answers a repeat with the charge it already made.
@@ -42,21 +51,21 @@ type ChargeRequest struct {
 // Charge is the provider's answer: succeeded, or declined with a reason.
 type Charge struct {
 	ID            string
-	Status        string // "succeeded" or "declined"
+	Status        models.PaymentStatus
 	DeclineReason string
 }
 
-// Provider charges payment methods.
+// Provider charges payment methods, and looks up what it did under a key.
+//
+// Charge sends a request; repeated under its key, it gets the first
+// request's answer, or charges once if the first never arrived — until the
+// provider forgets the key (KeyLifetime), after which a repeat may be taken
+// as new. Find looks up, without charging, the charge made under the
+// request's key: found is false when the provider shows nothing — proof
+// that nothing was charged only once any request under the key has long
+// ended (a provider's search may lag).
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
-}
-
-// Finder is a provider whose idempotency keys expire: past KeyLifetime a
-// repeated request may be taken as new and charge again, so what it did
-// under a key is looked up instead. found is false when it shows nothing
-// (yet: a provider's search may lag) — never proof that nothing was charged.
-type Finder interface {
-	Provider
 	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
 	KeyLifetime() time.Duration
 }

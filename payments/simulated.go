@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,20 +12,22 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/shop/shop/models"
 )
 
 // SimulatedCharge is the simulated provider's own record of a charge, keyed
 // by the idempotency key it was asked with. It lives in its own table, written
 // outside the shop's transactions, the way a real provider's ledger would.
 type SimulatedCharge struct {
-	ID             string    `gorm:"primaryKey;size:40"`
-	IdempotencyKey string    `gorm:"size:255;not null;uniqueIndex"`
-	AmountCents    int64     `gorm:"not null"`
-	Currency       string    `gorm:"size:3;not null"`
-	PaymentMethod  string    `gorm:"size:64;not null"`
-	Status         string    `gorm:"size:16;not null"`
-	DeclineReason  string    `gorm:"size:200"`
-	CreatedAt      time.Time `gorm:"not null"`
+	ID             string               `gorm:"primaryKey;size:40"`
+	IdempotencyKey string               `gorm:"size:255;not null;uniqueIndex"`
+	AmountCents    int64                `gorm:"not null"`
+	Currency       string               `gorm:"size:3;not null"`
+	PaymentMethod  string               `gorm:"size:64;not null"`
+	Status         models.PaymentStatus `gorm:"size:16;not null"`
+	DeclineReason  string               `gorm:"size:200"`
+	CreatedAt      time.Time            `gorm:"not null"`
 }
 
 // Simulated is the built-in provider. It deduplicates durably by idempotency
@@ -61,7 +64,9 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 		return Charge{}, err
 	}
 	if req.PaymentMethod == MethodUnavailable {
-		return Charge{}, ErrUnavailable
+		// Refused before anything is recorded, every time: nothing is
+		// charged under the key, now or later.
+		return Charge{}, fmt.Errorf("%w: the payment method %s is not accepted", ErrRefused, req.PaymentMethod)
 	}
 	charge := SimulatedCharge{
 		ID:             "ch_" + strings.ReplaceAll(uuid.NewString(), "-", ""),
@@ -69,13 +74,13 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 		AmountCents:    req.AmountCents,
 		Currency:       req.Currency,
 		PaymentMethod:  req.PaymentMethod,
-		Status:         "succeeded",
+		Status:         models.PaymentSucceeded,
 	}
 	switch req.PaymentMethod {
 	case MethodDeclined, MethodChargeDeclined:
-		charge.Status, charge.DeclineReason = "declined", "Your card was declined."
+		charge.Status, charge.DeclineReason = models.PaymentDeclined, "Your card was declined."
 	case MethodInsufficientFunds:
-		charge.Status, charge.DeclineReason = "declined", "Your card has insufficient funds."
+		charge.Status, charge.DeclineReason = models.PaymentDeclined, "Your card has insufficient funds."
 	}
 	db := s.DB.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
@@ -91,5 +96,25 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 	if err := wait(ctx, s.Latency-s.Latency/2); err != nil {
 		return Charge{}, err // charged, and the reply lost
 	}
-	return Charge{ID: stored.ID, Status: stored.Status, DeclineReason: stored.DeclineReason}, nil
+	return stored.answer(), nil
 }
+
+func (c SimulatedCharge) answer() Charge {
+	return Charge{ID: c.ID, Status: c.Status, DeclineReason: c.DeclineReason}
+}
+
+// Find implements Provider: the simulation's ledger is its record.
+func (s *Simulated) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
+	var stored SimulatedCharge
+	err := s.DB.WithContext(ctx).Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Charge{}, false, nil
+	}
+	if err != nil {
+		return Charge{}, false, fmt.Errorf("read charge: %w", err)
+	}
+	return stored.answer(), true, nil
+}
+
+// KeyLifetime implements Provider: the simulation never forgets a key.
+func (s *Simulated) KeyLifetime() time.Duration { return math.MaxInt64 }

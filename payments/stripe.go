@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+
+	"github.com/shop/shop/models"
 )
 
 // ErrInDoubt wraps a provider answer that does not say whether money was
@@ -63,7 +65,7 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
 	params.AddMetadata("order_id", req.OrderID)
-	params.AddMetadata("idempotency_key", req.IdempotencyKey)
+	params.AddMetadata(stripeKeyMetadata, req.IdempotencyKey)
 	intent, err := s.client.V1PaymentIntents.Create(ctx, params)
 	var stripeErr *stripe.Error
 	switch {
@@ -77,16 +79,23 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 	return chargeOfIntent(intent)
 }
 
-// KeyLifetime implements Finder: Stripe may prune an idempotency key once
+// stripeKeyMetadata is the metadata entry every PaymentIntent carries its
+// idempotency key in: what Find searches, and what an event is matched by.
+const stripeKeyMetadata = "idempotency_key"
+
+// stripeDeclined is the reason of a decline Stripe gives no message for.
+const stripeDeclined = "The payment was not completed."
+
+// KeyLifetime implements Provider: Stripe may prune an idempotency key once
 // it is 24 hours old, and then takes a request with it as new. An hour of
 // margin.
 func (s *Stripe) KeyLifetime() time.Duration { return 23 * time.Hour }
 
-// Find implements Finder: the PaymentIntent created under the key, by the
+// Find implements Provider: the PaymentIntent created under the key, by the
 // metadata every charge carries.
 func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
 	params := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{
-		Query: fmt.Sprintf("metadata['idempotency_key']:'%s'", req.IdempotencyKey),
+		Query: fmt.Sprintf("metadata['%s']:'%s'", stripeKeyMetadata, req.IdempotencyKey),
 	}}
 	for intent, err := range s.client.V1PaymentIntents.Search(ctx, params) {
 		if err != nil {
@@ -102,14 +111,10 @@ func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, err
 func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 	switch intent.Status {
 	case stripe.PaymentIntentStatusSucceeded:
-		return Charge{ID: intent.ID, Status: "succeeded"}, nil
+		return Charge{ID: intent.ID, Status: models.PaymentSucceeded}, nil
 	case stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
 		// Confirmation failed: the payment method was refused.
-		reason := "The payment was not completed."
-		if intent.LastPaymentError != nil && intent.LastPaymentError.Msg != "" {
-			reason = intent.LastPaymentError.Msg
-		}
-		return Charge{ID: intent.ID, Status: "declined", DeclineReason: reason}, nil
+		return Charge{ID: intent.ID, Status: models.PaymentDeclined, DeclineReason: declineReason(intent)}, nil
 	}
 	// processing, requires_action, requires_capture…: not final yet; the
 	// webhook or a later resolution learns the outcome.
@@ -118,10 +123,14 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 
 // chargeOfError maps Stripe's errors (https://docs.stripe.com/error-handling):
 //   - a card error is a decline: final, stored as 402;
-//   - an invalid request, failed authentication or a rate limit means this
-//     request was refused before anything was charged: ErrUnavailable. Stripe
-//     checks these before its idempotency layer, so for a repeat of an
-//     earlier request they say nothing about that request;
+//   - an invalid request (400, 404) failed Stripe's validation, so Stripe
+//     saved nothing under the key ("results are only saved if an API
+//     endpoint started executing"), and the same request fails the same
+//     way every time: a definitive refusal, ErrRefused;
+//   - failed authentication or a rate limit (401, 403, 429) refused this
+//     request before anything was charged: ErrUnavailable. Stripe checks
+//     these before its idempotency layer, so for a repeat of an earlier
+//     request they say nothing about that request;
 //   - an idempotency error (this key with other parameters, or a request
 //     with this key still running: 409) and any 5xx ("treat the result of
 //     a 500 request as indeterminate") leave the attempt in doubt: never a
@@ -129,7 +138,7 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 func chargeOfError(e *stripe.Error) (Charge, error) {
 	switch {
 	case e.Type == stripe.ErrorTypeCard:
-		c := Charge{Status: "declined", DeclineReason: e.Msg}
+		c := Charge{Status: models.PaymentDeclined, DeclineReason: e.Msg}
 		if e.PaymentIntent != nil {
 			c.ID = e.PaymentIntent.ID
 		}
@@ -139,8 +148,18 @@ func chargeOfError(e *stripe.Error) (Charge, error) {
 		return c, nil
 	case e.Type == stripe.ErrorTypeIdempotency, e.HTTPStatusCode == http.StatusConflict, e.HTTPStatusCode >= 500:
 		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
+	case e.Type == stripe.ErrorTypeInvalidRequest && (e.HTTPStatusCode == http.StatusBadRequest || e.HTTPStatusCode == http.StatusNotFound):
+		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrRefused, e.HTTPStatusCode, e.Type, e.Msg)
 	case e.HTTPStatusCode >= 400:
 		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrUnavailable, e.HTTPStatusCode, e.Type, e.Msg)
 	}
 	return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
+}
+
+// declineReason is what a refused PaymentIntent says of its refusal.
+func declineReason(intent *stripe.PaymentIntent) string {
+	if intent.LastPaymentError != nil && intent.LastPaymentError.Msg != "" {
+		return intent.LastPaymentError.Msg
+	}
+	return stripeDeclined
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/shop/shop/models"
 )
 
 // Stripe's error mapping, against Stripe's documented error bodies
@@ -20,13 +22,15 @@ func TestStripeErrorMapping(t *testing.T) {
 		cut    bool // the connection is closed after the request arrived
 		want   error
 		// for a decline
-		declined, reason, intent string
+		declined       models.PaymentStatus
+		reason, intent string
 	}{
 		{name: "card declined", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","decline_code":"generic_decline","message":"Your card was declined.","payment_intent":{"id":"pi_declined","object":"payment_intent","status":"requires_payment_method"}}}`,
 			declined: "declined", reason: "Your card was declined.", intent: "pi_declined"},
 		{name: "insufficient funds", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","decline_code":"insufficient_funds","message":"Your card has insufficient funds."}}`,
 			declined: "declined", reason: "Your card has insufficient funds."},
-		{name: "invalid request", status: 400, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"payment_method","message":"No such PaymentMethod: 'pm_card_unavailable'"}}`, want: ErrUnavailable},
+		{name: "invalid request", status: 400, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"payment_method","message":"No such PaymentMethod: 'pm_card_unavailable'"}}`, want: ErrRefused},
+		{name: "missing resource", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such customer: 'cus_x'"}}`, want: ErrRefused},
 		{name: "authentication", status: 401, body: `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_***"}}`, want: ErrUnavailable},
 		{name: "rate limit", status: 429, body: `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests hit the API too quickly."}}`, want: ErrUnavailable},
 		{name: "api error", status: 500, body: `{"error":{"type":"api_error","message":"An unknown error occurred"}}`, want: ErrInDoubt},
@@ -60,8 +64,11 @@ func TestStripeErrorMapping(t *testing.T) {
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("got %+v, %v; want an error that is %v", charge, err, tc.want)
 				}
-				if errors.Is(err, ErrUnavailable) && errors.Is(err, ErrInDoubt) {
+				if (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused)) && errors.Is(err, ErrInDoubt) {
 					t.Fatalf("%v is both nothing-charged and in doubt", err)
+				}
+				if errors.Is(err, ErrUnavailable) && errors.Is(err, ErrRefused) {
+					t.Fatalf("%v is both a passing and a definitive refusal", err)
 				}
 				return
 			}

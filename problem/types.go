@@ -47,7 +47,9 @@ var (
 	PaymentUnconfirmed = Type{"payment-unconfirmed", http.StatusBadGateway, "Payment not confirmed yet",
 		"The payment provider did not say whether a payment of this order went through (its answer was lost, or it could not answer the shop's question about an earlier payment). The payment is being confirmed: no other payment of the order can be charged until the provider has said, and nothing more was charged by this request. The key was released: retry with the same key to learn the outcome; the order's `attempts` show `in_doubt` meanwhile."}
 	WebhookSignature = Type{"webhook-signature-invalid", http.StatusBadRequest, "Webhook signature invalid",
-		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, is older than the tolerance (5 minutes), or the event's API version is not the one this server reads. Nothing was done."}
+		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, or is older than the tolerance (5 minutes). Nothing was done."}
+	WebhookAPIVersion = Type{"webhook-api-version", http.StatusBadRequest, "Webhook event of another API version",
+		"The delivery is correctly signed, but its event is rendered in a Stripe API version this server does not read, so its objects could be read wrong. Nothing was done. Set the webhook endpoint's API version to the one the server's stripe-go pins; Stripe then delivers the event again in that version."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
@@ -65,7 +67,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -185,8 +185,8 @@ func (e *env) leases(idempotencyKey, orderID string) leases {
 		e.t.Fatal(err)
 	}
 	var o models.Order
-	if err := e.db.Take(&o, "id = ?", orderID).Error; err != nil || o.PaymentLockedUntil == nil {
-		e.t.Fatalf("order %s: %v, hold %v", orderID, err, o.PaymentLockedUntil)
+	if err := e.db.Take(&o, "id = ?", orderID).Error; err != nil || o.HeldUntil == nil {
+		e.t.Fatalf("order %s: %v, hold %v", orderID, err, o.HeldUntil)
 	}
-	return leases{k.LockedUntil, *o.PaymentLockedUntil}
+	return leases{k.LockedUntil, *o.HeldUntil}
 }

@@ -304,12 +304,12 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 		t.Fatalf("begin: %+v %v", start, err)
 	}
 	other := "idem_other_operation"
-	if err := e.db.Model(&models.Order{}).Where("id = ?", orderID).Update("payment_lock", other).Error; err != nil {
+	if err := e.db.Model(&models.Order{}).Where("id = ?", orderID).Update("held_by", other).Error; err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []string{models.PaymentSucceeded, models.PaymentDeclined} {
+	for _, status := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentDeclined} {
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + status}, "idem_this/run")
+			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + string(status)}, "idem_this/run")
 			return err
 		})
 		if !errors.Is(err, models.ErrPaymentInProgress) {
@@ -320,8 +320,8 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	if err := e.db.Where("id = ?", orderID).Take(&after).Error; err != nil {
 		t.Fatal(err)
 	}
-	if n := e.count("payments"); n != 0 || after.Status != models.OrderPending || after.PaymentLock == nil || *after.PaymentLock != other {
-		t.Fatalf("%d payments, order %s held by %v; want none recorded and the other operation's hold kept", n, after.Status, after.PaymentLock)
+	if n := e.count("payments"); n != 0 || after.Status != models.OrderPending || after.HeldBy == nil || *after.HeldBy != other {
+		t.Fatalf("%d payments, order %s held by %v; want none recorded and the other operation's hold kept", n, after.Status, after.HeldBy)
 	}
 	if e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
 		t.Fatal("the attempt is no longer in doubt")

@@ -269,7 +269,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 
 	// Within the hold the attempt's own operation may still finish: the
 	// reconciler leaves it alone.
-	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("reconcile within the hold: %d resolved, %v; want 0", n, err)
 	}
 	e.clock.Advance(hourLease + time.Second)
@@ -283,7 +283,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			resolved[i], errs[i] = s.Reconcile(context.Background())
+			resolved[i], errs[i] = s.Payments().Reconcile(context.Background())
 		}()
 	}
 	close(start)
@@ -298,7 +298,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	if n := e.count("payments"); n != 1 {
 		t.Fatalf("%d payment rows, want 1", n)
 	}
-	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a second pass resolved %d, %v; want nothing left", n, err)
 	}
 	// Each resolution is counted by outcome, once in all.
@@ -333,7 +333,7 @@ func TestARefusedResolutionNeverSettlesAnAttempt(t *testing.T) {
 	refusing.n = 4 // the provider now refuses every request, for a while
 	refusing.mu.Unlock()
 	for range 2 {
-		if n, err := e.server.Reconcile(context.Background()); err != nil || n != 0 {
+		if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 			t.Fatalf("reconcile while refused: %d resolved, %v; want 0", n, err)
 		}
 		e.clock.Advance(time.Hour)
@@ -500,7 +500,7 @@ func TestShopperSeesAPaymentBeingConfirmed(t *testing.T) {
 	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
 		t.Fatalf("%d charges, %d payments; want the first charge only, not yet recorded", c, pays)
 	}
-	if n, err := e.server.Reconcile(context.Background()); err != nil || n != 1 {
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
 		t.Fatalf("reconcile: %d, %v", n, err)
 	}
 	isPage(t, s.get(orderPath), http.StatusOK, "Paid.")

@@ -419,7 +419,7 @@ func TestStripeAttemptOlderThanItsKeyIsLookedUpNotSentAgain(t *testing.T) {
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	e.clock.Advance(25 * time.Hour)
 	fake.forget()
-	if n, err := e.server.Reconcile(t.Context()); err != nil || n != 1 {
+	if n, err := e.server.Payments().Reconcile(t.Context()); err != nil || n != 1 {
 		t.Fatalf("reconcile a day later: %d resolved, %v; want 1", n, err)
 	}
 	if fake.charges() != 1 || e.count("payments", "status = ? AND provider_charge_id = ?", "succeeded", "pi_fake1") != 1 ||

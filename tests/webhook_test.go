@@ -46,7 +46,7 @@ func inDoubt(t *testing.T) (*env, string, models.PaymentAttempt) {
 
 // lostPayment pays an order through the provider lost, and returns the
 // order and its attempt, which must be in the given state.
-func lostPayment(t *testing.T, lost *failing, state string) (*env, string, models.PaymentAttempt) {
+func lostPayment(t *testing.T, lost *failing, state models.AttemptState) (*env, string, models.PaymentAttempt) {
 	t.Helper()
 	e := newEnv(t, withWebhookSecret(), withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	token := e.signUp("webhook@example.com")

@@ -1,0 +1,70 @@
+package billing
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// ApplyEvent applies a provider's event about a charge through tx, the
+// transaction of the event's delivery, which the idempotency middleware
+// deduplicates: a second path to the truth of an attempt in doubt, beside
+// the reconciler. It reports whether the event changed anything. An event
+// about an attempt already resolved changes nothing, so a late or
+// out-of-order delivery (failed after succeeded) never un-pays an order —
+// except a charge reported for an attempt recorded as refused or declined,
+// which is recorded all the same (a late charge). An event about an attempt
+// a live operation holds gets models.ErrPaymentInProgress, writes nothing,
+// and is applied when the provider delivers it again.
+func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
+	attempt, found, err := s.shop.AttemptByKey(ctx, event.ProviderKey)
+	if err != nil || !found {
+		return false, err // not one of ours
+	}
+	holder := models.NewHolder(byWebhook + ":" + event.ID)
+	now := s.now()
+	if event.Charge.Status == models.PaymentSucceeded && (attempt.State == models.AttemptFailed || attempt.State == models.AttemptDeclined) {
+		return true, s.recordLateCharge(tx(), event, attempt, holder)
+	}
+	if attempt.State != models.AttemptInDoubt {
+		return false, nil // its outcome is already recorded
+	}
+	attempt, held, err := s.shop.HoldForResolution(ctx, attempt.ID, holder, now, now.Add(s.cfg.Lease))
+	switch {
+	case err != nil:
+		return false, err
+	case !held && attempt.State == models.AttemptInDoubt:
+		// A live operation holds the order and will record the outcome;
+		// if it does not, the provider delivers the event again.
+		return false, models.ErrPaymentInProgress
+	case !held:
+		return false, nil
+	}
+	// On failure the hold is not let go from another connection while tx
+	// is open (on SQLite it would wait for tx's write lock): it lapses
+	// after one lease.
+	payment, err := s.shop.Settle(tx(), attempt, outcomeOf(event.Charge), holder)
+	if err != nil {
+		return false, err
+	}
+	s.metrics.resolutions.WithLabelValues(byWebhook, string(payment.Status)).Inc()
+	s.cfg.Logger.Info("payment attempt in doubt resolved by a provider event", "attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "outcome", payment.Status)
+	return true, nil
+}
+
+// recordLateCharge records a charge the provider reports for an attempt the
+// shop had recorded as refused or declined. It should never happen; if it
+// does, the charge is recorded all the same, and logged and counted for a
+// person to refund if the order was paid twice.
+func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, holder string) error {
+	if _, err := s.shop.RecordLateCharge(tx, attempt, outcomeOf(event.Charge), holder, s.now()); err != nil {
+		return err
+	}
+	s.metrics.resolutions.WithLabelValues(byWebhook, "late_charge").Inc()
+	s.cfg.Logger.Error("the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — refund it if the order was paid twice",
+		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", event.Charge.ID)
+	return nil
+}

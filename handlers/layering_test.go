@@ -1,0 +1,92 @@
+package handlers
+
+import (
+	"go/ast"
+	"go/types"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// moneyFunctions are the functions of models that write or read a payment
+// attempt or an order's hold: the payments service's alone.
+var moneyFunctions = map[string]bool{
+	"BeginPayment": true, "Settle": true, "FailAttempt": true, "RecordLateCharge": true,
+	"HoldForResolution": true, "StaleAttempts": true, "ExtendHold": true, "ReleaseHold": true,
+	"AttemptByKey": true, "PaymentOf": true, "AttemptsInDoubt": true, "NewHolder": true,
+}
+
+// TestHandlersLeaveTheMoneyToTheService holds the layering rule: handlers
+// decode, call the payments service (billing) and render. They never call a
+// payment provider, nor the attempt and hold functions of models. It reads
+// the package's production code as the compiler types it.
+func TestHandlersLeaveTheMoneyToTheService(t *testing.T) {
+	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax}
+	pkgs, err := packages.Load(cfg, "github.com/shop/shop/handlers")
+	if err != nil || len(pkgs) != 1 || len(pkgs[0].Errors) > 0 {
+		t.Fatalf("load handlers: %v %v", err, pkgs)
+	}
+	pkg := pkgs[0]
+	calls := 0
+	for _, file := range pkg.Syntax {
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			fn, ok := pkg.TypesInfo.Uses[sel.Sel].(*types.Func)
+			if !ok || fn.Pkg() == nil {
+				return true
+			}
+			calls++
+			if why := forbidden(fn); why != "" {
+				t.Errorf("%s: handlers call %s.%s, %s", pkg.Fset.Position(call.Pos()), fn.Pkg().Name(), fn.Name(), why)
+			}
+			return true
+		})
+	}
+	if calls < 100 {
+		t.Fatalf("only %d calls seen: the check is not reading the handlers", calls)
+	}
+}
+
+// forbidden says why handlers may not call fn, or "" when they may.
+func forbidden(fn *types.Func) string {
+	recv := fn.Type().(*types.Signature).Recv()
+	switch path := fn.Pkg().Path(); {
+	case path == "github.com/shop/shop/payments" && recv != nil:
+		return "a payment provider: only the payments service calls it"
+	case path == "github.com/shop/shop/models" && moneyFunctions[fn.Name()]:
+		return "an attempt or hold function: only the payments service calls it"
+	}
+	return ""
+}
+
+// TestLayeringCheckCatchesAProviderCall shows the check is not blind: a
+// call of each kind it forbids is reported.
+func TestLayeringCheckCatchesAProviderCall(t *testing.T) {
+	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes}
+	pkgs, err := packages.Load(cfg, "github.com/shop/shop/payments", "github.com/shop/shop/models")
+	if err != nil || len(pkgs) != 2 {
+		t.Fatalf("load: %v", err)
+	}
+	for _, c := range []struct{ pkg, typ, method string }{
+		{"payments", "Simulated", "Charge"}, {"payments", "Stripe", "Find"},
+		{"models", "Shop", "BeginPayment"}, {"models", "Shop", "ReleaseHold"},
+	} {
+		for _, p := range pkgs {
+			if p.Name != c.pkg {
+				continue
+			}
+			obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(p.Types.Scope().Lookup(c.typ).Type()), true, p.Types, c.method)
+			fn, ok := obj.(*types.Func)
+			if !ok || forbidden(fn) == "" {
+				t.Errorf("a call of %s.%s.%s would not be reported", c.pkg, c.typ, c.method)
+			}
+		}
+	}
+}
