@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
 
@@ -68,6 +69,30 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = defaultDatabase
 	}
+	errs := cfg.loadServer(getenv)
+	timing := cfg.loadDurations(getenv)
+	timing = append(timing, cfg.loadLimits(getenv)...)
+	errs = append(errs, timing...)
+	if len(timing) == 0 && cfg.TokenTTL == 0 {
+		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
+	}
+	switch {
+	case cfg.TokenCacheTTL > maxTokenCacheTTL:
+		errs = append(errs, fmt.Errorf("TOKEN_CACHE_TTL (%s) must be at most %s, or 0 for no cache: a revoked token keeps working that long on the other instances", cfg.TokenCacheTTL, maxTokenCacheTTL))
+	case cfg.TokenCacheTTL == 0:
+		cfg.TokenCacheTTL = -1
+	}
+	errs = append(errs, cfg.loadLogging(getenv)...)
+	errs = append(errs, cfg.loadDeployment(getenv)...)
+	errs = append(errs, cfg.loadStripe(getenv)...)
+	if len(errs) > 0 {
+		return cfg, settingErrors(errs)
+	}
+	return cfg, nil
+}
+
+// loadServer checks the database URL and reads where to listen.
+func (cfg *config) loadServer(getenv func(string) string) []error {
 	var errs []error
 	if err := models.CheckURL(cfg.DatabaseURL); err != nil {
 		errs = append(errs, err)
@@ -81,6 +106,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.Host != "" && net.ParseIP(cfg.Host) == nil && cfg.Host != "localhost" {
 		errs = append(errs, fmt.Errorf("HOST=%q: want an IP address to listen on, such as 127.0.0.1, or empty for every interface", cfg.Host))
 	}
+	return errs
+}
+
+// loadDurations reads every duration setting and, once all of them parse,
+// checks how they bound one another.
+func (cfg *config) loadDurations(getenv func(string) string) []error {
 	durations := []struct {
 		name, fallback string
 		dst            *time.Duration
@@ -97,7 +128,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"HTTP_WRITE_TIMEOUT", "0s", &cfg.WriteTimeout},
 		{"LOGIN_FAILURE_WINDOW", "15m", &cfg.LoginFailureWindow},
 	}
-	durationErrs := len(errs)
+	var errs []error
 	for _, d := range durations {
 		v, err := time.ParseDuration(withDefault(getenv(d.name), d.fallback))
 		if err != nil || v < 0 {
@@ -106,24 +137,32 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		*d.dst = v
 	}
-	// An attempt may run for its timeout (4 × the lease) and hold its key
-	// for one more lease after it; a key that expired meanwhile would store
-	// an answer already forgotten, and a retry would run the operation again.
-	switch {
-	case len(errs) > durationErrs:
+	if len(errs) > 0 {
+		return errs
+	}
+	// An attempt may run for its timeout and hold its key for one more
+	// lease after it; a key that expired meanwhile would store an answer
+	// already forgotten, and a retry would run the operation again.
+	switch minTTL := cfg.attemptTimeout() + cfg.IdempotencyLease; {
 	case cfg.IdempotencyLease <= 0:
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive", cfg.IdempotencyLease))
-	case cfg.IdempotencyTTL < minTTLLeases*cfg.IdempotencyLease:
-		errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for 4 leases, and its key must outlive it by one more",
-			cfg.IdempotencyTTL, minTTLLeases, minTTLLeases*cfg.IdempotencyLease))
+		return []error{fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive", cfg.IdempotencyLease)}
+	case cfg.IdempotencyTTL < minTTL:
+		return []error{fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for %d leases, and its key must outlive it by one more",
+			cfg.IdempotencyTTL, minTTL/cfg.IdempotencyLease, minTTL, cfg.attemptTimeout()/cfg.IdempotencyLease)}
 	case cfg.ReadTimeout <= 0 || cfg.IdleTimeout <= 0:
-		errs = append(errs, fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout))
+		return []error{fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout)}
 	case cfg.WriteTimeout == 0:
 		cfg.WriteTimeout = cfg.slowestRequest() + writeMargin
 	case cfg.WriteTimeout < cfg.slowestRequest():
-		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (%s), or empty: a slow payment would lose its answer",
-			cfg.WriteTimeout, cfg.slowestRequest()))
+		return []error{fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least 4 × IDEMPOTENCY_LEASE + IDEMPOTENCY_WAIT (%s), or empty: a slow payment would lose its answer",
+			cfg.WriteTimeout, cfg.slowestRequest())}
 	}
+	return nil
+}
+
+// loadLimits reads the rate limits and the replay cache's size.
+func (cfg *config) loadLimits(getenv func(string) string) []error {
+	var errs []error
 	for _, n := range []struct {
 		name, fallback string
 		dst            *int
@@ -145,15 +184,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.LoginFailures > 0 && cfg.LoginFailureWindow <= 0 {
 		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", cfg.LoginFailureWindow))
 	}
-	if len(errs) == durationErrs && cfg.TokenTTL == 0 {
-		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
-	}
-	switch {
-	case cfg.TokenCacheTTL > maxTokenCacheTTL:
-		errs = append(errs, fmt.Errorf("TOKEN_CACHE_TTL (%s) must be at most %s, or 0 for no cache: a revoked token keeps working that long on the other instances", cfg.TokenCacheTTL, maxTokenCacheTTL))
-	case cfg.TokenCacheTTL == 0:
-		cfg.TokenCacheTTL = -1
-	}
+	return errs
+}
+
+// loadLogging reads the log level and format.
+func (cfg *config) loadLogging(getenv func(string) string) []error {
+	var errs []error
 	if err := cfg.LogLevel.UnmarshalText([]byte(withDefault(getenv("LOG_LEVEL"), "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: want debug, info, warn or error", getenv("LOG_LEVEL")))
 	}
@@ -164,6 +200,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("LOG_FORMAT=%q: want text or json", format))
 	}
+	return errs
+}
+
+// loadDeployment reads whether this is production, and the session secret
+// production requires.
+func (cfg *config) loadDeployment(getenv func(string) string) []error {
+	var errs []error
 	switch env := withDefault(getenv("SHOP_ENV"), "development"); env {
 	case "development":
 	case "production":
@@ -179,11 +222,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	case secret != "":
 		cfg.SessionSecret = []byte(secret)
 	}
-	errs = append(errs, cfg.loadStripe(getenv)...)
-	if len(errs) > 0 {
-		return cfg, settingErrors(errs)
-	}
-	return cfg, nil
+	return errs
 }
 
 // loadStripe reads the payment provider's settings. Stripe keys come from
@@ -233,18 +272,20 @@ func (e settingErrors) Unwrap() []error { return e }
 
 // slowestRequest is how long a request may legitimately take: a duplicate
 // waits for its original up to IDEMPOTENCY_WAIT, and an attempt runs for
-// at most its timeout, 4 × IDEMPOTENCY_LEASE.
+// at most its timeout.
 func (cfg config) slowestRequest() time.Duration {
-	return 4*cfg.IdempotencyLease + cfg.IdempotencyWait
+	return cfg.attemptTimeout() + cfg.IdempotencyWait
+}
+
+// attemptTimeout is how long one attempt may run, as the middleware
+// configured by these settings has it: 4 × IDEMPOTENCY_LEASE.
+func (cfg config) attemptTimeout() time.Duration {
+	return middleware.Config{Lease: cfg.IdempotencyLease}.AttemptTimeout()
 }
 
 // writeMargin is what the default HTTP_WRITE_TIMEOUT adds to the slowest
 // request, for recording its outcome and sending the answer.
 const writeMargin = 30 * time.Second
-
-// minTTLLeases is the shortest IDEMPOTENCY_TTL accepted, in leases: the
-// attempt timeout (4 leases) plus a margin of one.
-const minTTLLeases = 5
 
 // maxTokenCacheTTL is the longest TOKEN_CACHE_TTL accepted, so that the
 // time a revocation takes to reach every instance stays short.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/joho/godotenv"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
@@ -50,52 +51,13 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
-	if cfg.LogJSON {
-		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
-	}
-	logger := slog.New(logs)
-
-	db, err := models.Open(cfg.DatabaseURL)
+	logger := newLogger(cfg, stdout)
+	db, closeDB, err := openDatabase(cfg)
 	if err != nil {
 		return err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	defer sqlDB.Close()
-	if err := handlers.Migrate(db); err != nil {
-		return err
-	}
-	if err := models.Seed(db); err != nil {
-		return err
-	}
-
-	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency}
-	if cfg.PaymentProvider == "stripe" {
-		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
-	}
-	srv := handlers.NewServer(handlers.Deps{
-		DB:                  db,
-		Provider:            provider,
-		StripeWebhookSecret: cfg.StripeWebhookSecret,
-		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
-		SessionSecret:        cfg.SessionSecret,
-		SecureCookies:        cfg.Production,
-		Logger:               logger,
-		TokenTTL:             cfg.TokenTTL,
-		TokenCacheTTL:        cfg.TokenCacheTTL,
-		CredentialsPerMinute: cfg.CredentialsPerMinute,
-		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
-	})
-	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
-		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
-	}
-	if cfg.SessionSecret == nil {
-		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
-	}
+	defer closeDB()
+	srv := newServer(cfg, db, logger)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -124,6 +86,72 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	case <-ctx.Done():
 	}
 	stop() // a second signal ends the process at once
+	return shutdown(httpServer, srv, logger)
+}
+
+func newLogger(cfg config, stdout io.Writer) *slog.Logger {
+	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	if cfg.LogJSON {
+		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
+	}
+	return slog.New(logs)
+}
+
+// openDatabase opens the database, migrates and seeds it; the returned
+// function closes it.
+func openDatabase(cfg config) (*gorm.DB, func(), error) {
+	db, err := models.Open(cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := handlers.Migrate(db); err != nil {
+		sqlDB.Close()
+		return nil, nil, err
+	}
+	if err := models.Seed(db); err != nil {
+		sqlDB.Close()
+		return nil, nil, err
+	}
+	return db, func() { sqlDB.Close() }, nil
+}
+
+// newServer builds the payment provider and the HTTP handlers, and warns
+// of the settings left to their development defaults.
+func newServer(cfg config, db *gorm.DB, logger *slog.Logger) *handlers.Server {
+	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency}
+	if cfg.PaymentProvider == "stripe" {
+		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
+	}
+	srv := handlers.NewServer(handlers.Deps{
+		DB:                  db,
+		Provider:            provider,
+		StripeWebhookSecret: cfg.StripeWebhookSecret,
+		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
+		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
+		SessionSecret:        cfg.SessionSecret,
+		SecureCookies:        cfg.Production,
+		Logger:               logger,
+		TokenTTL:             cfg.TokenTTL,
+		TokenCacheTTL:        cfg.TokenCacheTTL,
+		CredentialsPerMinute: cfg.CredentialsPerMinute,
+		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
+	})
+	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
+		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
+	}
+	if cfg.SessionSecret == nil {
+		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
+	}
+	return srv
+}
+
+// shutdown lets the requests in flight finish, up to shutdownTimeout, then
+// flushes what the server keeps in memory.
+func shutdown(httpServer *http.Server, srv *handlers.Server, logger *slog.Logger) error {
 	logger.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

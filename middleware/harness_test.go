@@ -184,9 +184,26 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	}
 	r.POST("/widgets/:id", require, h.handle)
 	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { closeServer(t, srv) })
 	h.url = srv.URL
 	return h
+}
+
+// serverCloseWait bounds how long a test's cleanup waits for its server's
+// requests to end. The bound only turns a hang into a failure.
+const serverCloseWait = 20 * time.Second
+
+// closeServer closes srv, which waits for the requests it is still
+// serving. A handler the test left blocked fails the test after
+// serverCloseWait instead of hanging the package until its timeout.
+func closeServer(t *testing.T, srv *httptest.Server) {
+	closed := make(chan struct{})
+	go func() { defer close(closed); srv.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(serverCloseWait):
+		t.Errorf("the test server still had a request running %s after the test: a handler the test blocked was never let go", serverCloseWait)
+	}
 }
 
 // observed is what the middleware observed so far, in order.
@@ -458,24 +475,22 @@ func wantProblem(t *testing.T, a answer, typ problem.Type) {
 }
 
 // gate blocks the handler's runs it was made for until each is released,
-// and reports each run on entered when it got there. Cleanup releases them
-// all, so a failed test does not leave the server waiting.
+// and reports each run on entered when it got there. The end of the test
+// opens it too, before any cleanup runs, so that a test that fails while a
+// run waits here does not leave the server's cleanup waiting for ever,
+// whether the gate was made before the harness or after it.
 type gate struct {
 	entered chan int
 	open    map[int]chan struct{}
 	once    map[int]*sync.Once
+	ended   <-chan struct{} // the test's end
 }
 
 func newGate(t *testing.T, runs ...int) *gate {
-	g := &gate{entered: make(chan int, len(runs)), open: map[int]chan struct{}{}, once: map[int]*sync.Once{}}
+	g := &gate{entered: make(chan int, len(runs)), open: map[int]chan struct{}{}, once: map[int]*sync.Once{}, ended: t.Context().Done()}
 	for _, run := range runs {
 		g.open[run], g.once[run] = make(chan struct{}), &sync.Once{}
 	}
-	t.Cleanup(func() {
-		for _, run := range runs {
-			g.release(run)
-		}
-	})
 	return g
 }
 
@@ -484,7 +499,10 @@ func (g *gate) release(run int) { g.once[run].Do(func() { close(g.open[run]) }) 
 func (g *gate) block(_ *gin.Context, run int) {
 	if open, ok := g.open[run]; ok {
 		g.entered <- run
-		<-open
+		select {
+		case <-open:
+		case <-g.ended:
+		}
 	}
 }
 

@@ -1,22 +1,51 @@
 // Package middleware holds the idempotency middleware: one Gin handler that
 // makes a retried, double-clicked or redelivered write happen once and
 // answers every repeat with the original response. It knows nothing about
-// orders or payments; handlers write through the transaction it hands them.
+// orders or payments; handlers write through the transaction it hands them,
+// and keep the rules below for anything they commit themselves.
 //
 // Mount it with New and Require, after authentication (Config.Scope names
 // who owns the keys), in front of each route that must happen once. A
 // request brings its key in the Idempotency-Key header, or a form in its
 // FormKeyField field. The handler behind it keeps three rules:
 //
-//   - write through Tx, and only through it;
+//   - write through Tx what must be kept only with the answer: Tx commits
+//     with the stored answer, fenced by the key's owner token, or not at
+//     all;
 //   - call out (a payment provider) only before the first Tx, passing
-//     DerivedKey;
-//   - never commit: answer, and declare a 4xx that must be replayed Final.
+//     DerivedKey, so that every run of the operation sends the same
+//     request under the same key;
+//   - never commit Tx: answer, and declare a 4xx that must be replayed Final.
 //
 // A 2xx or 3xx, and a final 4xx, is stored with the writes and replayed to
 // every repeat; anything else rolls the writes back and releases the key for
-// a retry. The file statemachine.go draws the states of a key. Sweep deletes
-// expired keys; Keys lists a user's. The examples show each part at work.
+// a retry. The file dispatch.go draws the states of a key in both modes.
+// Sweep deletes expired keys; Keys lists a user's. The examples show each
+// part at work.
+//
+// A two-phase handler may also commit writes of its own, outside Tx, in
+// its own transactions; paying an order does, to record its provider
+// attempt before it calls out. Such writes are not the middleware's to
+// undo or fence: a rollback of Tx leaves them, and an operation may run
+// more than once (a retry after a release, a takeover after a crash or a
+// lapsed lease, a run that lost its lease still running). So the handler
+// makes each of them safe on its own:
+//
+//   - idempotent: keyed by DerivedKey, so that a later run of the
+//     operation finds what an earlier run committed and carries on from it
+//     instead of doing it again;
+//   - committed before the call out whenever a crash must not forget it: a
+//     payments service records its provider attempt, keyed by DerivedKey,
+//     in its own committed transaction before it calls the provider, so
+//     that a re-run, or a reconciler, finds the attempt and asks the
+//     provider what became of it rather than charging anew;
+//   - fenced by a hold of its own (on the order, say), taken in its own
+//     write, extended with the lease through OnLeaseExtended and checked by
+//     every later write, since the owner token fences Tx only: a run that
+//     lost the key must not write over the run that took it over;
+//   - what it still writes through Tx (settling the attempt) is checked
+//     against that hold too, and it lets the hold go, in its own write,
+//     when it answers without keeping Tx's writes.
 //
 // A route is mounted in one of two modes:
 //
@@ -135,9 +164,7 @@ func New(cfg Config) *Idempotency {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 4 * cfg.Lease
-	}
+	cfg.Timeout = cfg.AttemptTimeout()
 	render := cfg.Render
 	if render == nil {
 		render = problem.Write
@@ -159,6 +186,24 @@ func New(cfg Config) *Idempotency {
 	}
 	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
 }
+
+// attemptLeases is an attempt's timeout when Config.Timeout is zero, in
+// leases.
+const attemptLeases = 4
+
+// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease
+// when Timeout is zero. Anything that waits for an attempt to end, or
+// decides that it has (a reconciler, an HTTP write timeout, a key's TTL),
+// reads it here.
+func (cfg Config) AttemptTimeout() time.Duration {
+	if cfg.Timeout > 0 {
+		return cfg.Timeout
+	}
+	return attemptLeases * cfg.Lease
+}
+
+// AttemptTimeout is how long one attempt may run: Config.AttemptTimeout.
+func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }
 
 // Close stops the background work of the middleware and flushes the replay
 // counts; call it once requests have stopped.

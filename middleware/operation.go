@@ -3,8 +3,8 @@ package middleware
 // The handler's side of an operation: Tx, DerivedKey, Final and
 // OnLeaseExtended, which a handler behind the middleware calls while it owns
 // the key. Their contract (write through Tx; call out before it, with
-// DerivedKey; never commit) is the package documentation's, in
-// idempotency.go.
+// DerivedKey; never commit Tx; make what it commits itself idempotent and
+// fenced on its own) is the package documentation's, in idempotency.go.
 
 import (
 	"context"

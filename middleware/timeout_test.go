@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -48,4 +49,37 @@ func TestHungHandlerLetsItsLeasePassAfterTheTimeout(t *testing.T) {
 	g.release(1)
 	wantProblem(t, testkit.Recv(t, first, "the hung attempt's answer"), problem.KeyLeaseLost)
 	h.wantKeys("alice/hung=completed")
+}
+
+// The attempt timeout is written once, here: Config.Timeout, or 4 leases
+// when it is zero; the middleware runs its attempts under the same value it
+// reports to others (the configuration, the reconciler).
+func TestAttemptTimeoutIsTimeoutOrFourLeases(t *testing.T) {
+	tests := []struct {
+		name           string
+		lease, timeout time.Duration
+		want           time.Duration
+	}{
+		{"zero: four leases", 30 * time.Second, 0, 2 * time.Minute},
+		{"negative: four leases", time.Second, -time.Second, 4 * time.Second},
+		{"set: itself", 30 * time.Second, 5 * time.Second, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Lease: tt.lease, Timeout: tt.timeout}
+			if got := cfg.AttemptTimeout(); got != tt.want {
+				t.Fatalf("Config.AttemptTimeout() = %s, want %s", got, tt.want)
+			}
+			cfg.CacheBytes = -1 // no cache: nothing is replayed here
+			m := New(cfg)
+			t.Cleanup(func() {
+				if err := m.Close(context.Background()); err != nil {
+					t.Errorf("close middleware: %v", err)
+				}
+			})
+			if got := m.AttemptTimeout(); got != tt.want {
+				t.Fatalf("Idempotency.AttemptTimeout() = %s, want %s", got, tt.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,247 @@
+package middleware
+
+// The state machine of one key. A key row is in one of these states, and
+// only the single atomic statements of the store (claim, takeover, extend,
+// complete, release, sweep) move it. execute, below, reads the state and
+// dispatches: replay, refuse, wait, or claim and run in the route's mode.
+//
+// Two-phase (Require): the claim commits on its own, before the handler
+// runs, so other requests see the key in progress:
+//
+//	absent ──claim──▶ in progress ──complete──▶ completed ──replay──▶ (same answer)
+//	                    │      ▲
+//	            release │      │ takeover: a retry; a stalled lease, taken over
+//	                    ▼      │
+//	                  released ┘
+//
+//	expired (TTL passed, nobody holds it) ──claim──▶ in progress, a new operation
+//
+// Atomic (RequireAtomic): the claim, the handler's writes and the
+// completion are one transaction, so no other request ever sees the key in
+// progress; a duplicate waits for that transaction on the key's unique index
+// (PostgreSQL) or the write lock (SQLite), then looks again:
+//
+//	absent ──claim · writes · complete: one commit──▶ completed ──replay──▶ (same answer)
+//	   ▲                 │
+//	   └──── rollback ───┘ an answer not kept, a panic, a crash: never claimed
+//
+//	expired ──the same, in one transaction──▶ completed, a new operation
+//	released, stalled (left by a two-phase attempt) ──takeover, in the transaction──▶ completed
+//
+// In progress: an attempt holds the key under its lease (owner token,
+// locked_until), which its heartbeat extends. Released: in progress with no
+// owner; the last attempt ended without an answer worth keeping, and the next
+// request with the key retries it at once, as the same operation. Stalled:
+// in progress, but the lease passed without an extension (the attempt died);
+// the next request takes it over, as the same operation. Completed: the
+// answer is stored and replayed. Expired: past its TTL and held by nobody;
+// the next request claims it as a new operation, with a new operation id.
+//
+// The phases live in their own files: twophase.go and atomic.go run a
+// claimed key, heartbeat.go extends its lease, outcome.go records or
+// releases what the handler answered, and replay.go sends a stored answer.
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// claimFunc makes the request the owner of its key, on the store given: a
+// claim of an absent or expired key, or the takeover of a released or
+// stalled one. False when another request got there first.
+type claimFunc func(store, context.Context) (bool, error)
+
+// execute finds out what the key says and acts on it: run the operation if
+// this request claims it, replay the answer if it is done, wait if it is
+// running, refuse if the key names another request. An answer this
+// instance has cached is replayed, or a mismatch refused, without asking
+// the database.
+func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode, raw [sha256.Size]byte) {
+	ctx := c.Request.Context()
+	waitUntil := time.Now().Add(m.cfg.Wait)
+	delay := m.poll
+	sk := scopedKey{want.Scope, want.Key}
+	for waited := false; ; waited = true {
+		if a, ok := m.answers.get(sk); ok {
+			m.replayCached(c, want, a, waited)
+			return
+		}
+		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
+		if err != nil && ctx.Err() != nil {
+			c.AbortWithStatus(statusClientClosed) // the client left before anything was claimed
+			return
+		}
+		if err != nil {
+			m.internal(c, "find key", err)
+			return
+		}
+		now := m.now()
+		at := phaseAbsent
+		if ok {
+			at = phaseOf(found, now)
+		}
+		if at != phaseAbsent && at != phaseExpired &&
+			found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target) {
+			// A released key takes a corrected body, but only for the same
+			// target: its operation, and the derived key, stay with it. A
+			// lapsed lease counts as released: its release may have failed.
+			m.mismatch(c, want.Route, found.Method, found.Route)
+			return
+		}
+		if at == phaseCompleted {
+			m.replayStored(c, sk, found, raw, waited)
+			return
+		}
+		var claim claimFunc
+		if want, claim = m.claimFor(at, want, found, now); claim != nil {
+			ran, blocked := m.runClaim(c, want, raw, claim, at, mode, waitUntil)
+			if ran || c.IsAborted() {
+				return
+			}
+			if blocked && time.Now().Before(waitUntil) {
+				// The claim waited for another transaction on the key (or,
+				// on SQLite, for the write lock): it has ended, so look again
+				// at once.
+				continue
+			}
+		}
+		// Held, or another request won the race to claim or take over:
+		// look again after a pause, until the wait is over.
+		if !time.Now().Before(waitUntil) {
+			m.stillRunning(c, want.Route)
+			return
+		}
+		if !m.sleep(ctx, sk, min(delay, time.Until(waitUntil))) {
+			c.AbortWithStatus(statusClientClosed) // the client left; nobody is waiting for an answer
+			return
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// claimFor is the key this request would own at phase at, and the
+// statement that makes it the owner; nil when the key is held by another
+// attempt, whose answer is waited for instead. A claim names a new
+// operation; a takeover keeps the key's operation, and so its derived key.
+func (m *Idempotency) claimFor(at phase, want, found models.IdempotencyKey, now time.Time) (models.IdempotencyKey, claimFunc) {
+	switch at {
+	case phaseAbsent, phaseExpired:
+		want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
+		want.State, want.CreatedAt = models.KeyInProgress, now
+		want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
+		w := want // the caller's loop may rewrite want while an abandoned claim still runs
+		return want, func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, w) }
+	case phaseReleased, phaseStalled:
+		want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
+		want.CreatedAt, want.ExpiresAt = found.CreatedAt, found.ExpiresAt
+		w, previous := want, found.OwnerToken
+		return want, func(s store, ctx context.Context) (bool, error) { return s.takeover(ctx, w, previous, now) }
+	}
+	return want, nil // held: another attempt runs
+}
+
+// runClaim claims the key in the route's mode and, if the claim holds, runs
+// the operation: ran reports that it did (and answered), blocked that the
+// claim waited for another transaction to end (see runAtomic).
+func (m *Idempotency) runClaim(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
+	outcome := OutcomeClaimed
+	switch at {
+	case phaseReleased:
+		outcome = OutcomeRetried
+	case phaseStalled:
+		outcome = OutcomeTakenOver
+	}
+	sk := scopedKey{want.Scope, want.Key}
+	switch {
+	case mode == Atomic && !m.local.enter(sk):
+		// This instance is claiming or running the key already: wait for
+		// it, woken when it ends.
+		return false, false
+	case mode == Atomic:
+		defer func() { m.local.leave(sk); m.waits.wake(sk) }() // a panic too
+		return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
+	default:
+		return m.runTwoPhase(c, want, raw, claim, outcome), false
+	}
+}
+
+// mismatch refuses a request whose key was first used for another.
+func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
+	m.cfg.Observe(route, OutcomeMismatch)
+	m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
+}
+
+// stillRunning answers a duplicate whose original did not finish within
+// the wait: 409, to be retried with the same key.
+func (m *Idempotency) stillRunning(c *gin.Context, route string) {
+	m.cfg.Observe(route, OutcomeInProgress)
+	p := problem.KeyInProgress.With("The original request is still running; retry with the same key to get its answer.")
+	p.RetryAfter = 1
+	m.cfg.Render(c, p)
+}
+
+// sleep waits for d, or less when the attempt holding k in this instance
+// ends first; false when the client left.
+func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) bool {
+	ws := m.waits.join(k)
+	defer m.waits.leave(k, ws)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ws.woken:
+	case <-timer.C:
+	}
+	return true
+}
+
+// now is the clock at the precision both databases store.
+func (m *Idempotency) now() time.Time { return m.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// phase is where a key stands at a moment, as execute acts on it.
+type phase int
+
+const (
+	phaseAbsent    phase = iota // no row: claim it
+	phaseExpired                // past its TTL and held by nobody: claim it as a new operation
+	phaseHeld                   // in progress under a live lease: wait for its answer
+	phaseCompleted              // its answer is stored: replay it
+	phaseReleased               // in progress, no owner, lease over: retry it as the same operation
+	phaseStalled                // in progress, its owner's lease passed: take it over as the same operation
+)
+
+// phaseOf classifies a key found at now. The cases are tried in order, each
+// narrowing the last: an expired key is a new operation whatever it was,
+// and a lease still running holds a key whoever owns it (a release written
+// by an instance whose clock runs ahead is waited out, as the takeover
+// statement would refuse it).
+func phaseOf(k models.IdempotencyKey, now time.Time) phase {
+	switch {
+	case claimable(k, now):
+		return phaseExpired
+	case k.State == models.KeyCompleted:
+		return phaseCompleted
+	case k.LockedUntil.After(now):
+		return phaseHeld
+	case k.Released():
+		return phaseReleased
+	default:
+		return phaseStalled
+	}
+}
+
+// claimable: the key expired and nobody holds it, so it may name a new
+// operation. claimableSQL says the same for the claim and sweep statements;
+// TestClaimableAgreesWithTheSQL holds the two together.
+func claimable(k models.IdempotencyKey, now time.Time) bool {
+	return !k.ExpiresAt.After(now) && (k.State == models.KeyCompleted || !k.LockedUntil.After(now))
+}

@@ -1,0 +1,50 @@
+package middleware
+
+// Replay: a completed key's answer, sent again verbatim to every repeat,
+// from this instance's cache when it has it, else from the key's row.
+
+import (
+	"crypto/sha256"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/models"
+)
+
+// replayCached answers from an answer this instance has cached: replayed
+// when it is the same request, refused when the key named another.
+func (m *Idempotency) replayCached(c *gin.Context, want models.IdempotencyKey, a *cached, waited bool) {
+	if a.fingerprint != want.Fingerprint {
+		m.mismatch(c, want.Route, a.method, a.route)
+		return
+	}
+	m.replay(c, a, waited)
+}
+
+// replayStored answers from the completed key found, and caches its answer
+// under sk for the next repeat.
+func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found models.IdempotencyKey, raw [sha256.Size]byte, waited bool) {
+	a, err := answerOf(found)
+	if err != nil {
+		m.internal(c, "decode stored response", err)
+		return
+	}
+	a.raw = raw
+	m.answers.put(sk, a)
+	m.replay(c, a, waited)
+}
+
+// replay sends the stored answer verbatim, marked as replayed.
+func (m *Idempotency) replay(c *gin.Context, a *cached, waited bool) {
+	// Counted in memory before the answer goes out, so that what a client
+	// has seen is already in the count Keys reports; the row is updated
+	// later, in a batch, so a replay writes nothing.
+	m.replays.add(a.replayOf)
+	outcome := OutcomeReplayed
+	if waited {
+		outcome = OutcomeWaitedReplayed
+	}
+	m.cfg.Observe(c.FullPath(), outcome)
+	send(c.Writer, a.headers, ReplayedHeader, a.status, a.body)
+	c.Abort()
+}
