@@ -39,6 +39,10 @@ type config struct {
 	// ReconcileEvery is how often payment attempts left in doubt are
 	// resolved with the provider; 0 turns the reconciler off.
 	ReconcileEvery time.Duration
+	// RollForward is the roll-forward window: how long after it was made an
+	// attempt in doubt may still be sent again, and so charged; older ones
+	// are only looked up (billing.Config.RollForward).
+	RollForward time.Duration
 	// ReadTimeout bounds reading a whole request, body included, so that a
 	// client sending its body a byte at a time cannot hold a connection
 	// (or a shutdown); IdleTimeout bounds a keep-alive connection between
@@ -123,6 +127,7 @@ func (cfg *config) loadDurations(getenv func(string) string) []error {
 		{"TOKEN_CACHE_TTL", "5s", &cfg.TokenCacheTTL},
 		{"PAYMENT_LATENCY", "50ms", &cfg.PaymentLatency},
 		{"PAYMENT_RECONCILE_EVERY", "10s", &cfg.ReconcileEvery},
+		{"PAYMENT_ROLL_FORWARD", "15m", &cfg.RollForward},
 		{"HTTP_READ_TIMEOUT", "30s", &cfg.ReadTimeout},
 		{"HTTP_IDLE_TIMEOUT", "60s", &cfg.IdleTimeout},
 		{"HTTP_WRITE_TIMEOUT", "0s", &cfg.WriteTimeout},
@@ -149,6 +154,9 @@ func (cfg *config) loadDurations(getenv func(string) string) []error {
 	case cfg.IdempotencyTTL < minTTL:
 		return []error{fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for %d leases, and its key must outlive it by one more",
 			cfg.IdempotencyTTL, minTTL/cfg.IdempotencyLease, minTTL, cfg.attemptTimeout()/cfg.IdempotencyLease)}
+	case cfg.RollForward < max(minRollForward, minTTL):
+		return []error{fmt.Errorf("PAYMENT_ROLL_FORWARD (%s) must be at least %s: past it an attempt is only looked up, so no request under its key may still be running, and the provider's search must have caught up",
+			cfg.RollForward, max(minRollForward, minTTL))}
 	case cfg.ReadTimeout <= 0 || cfg.IdleTimeout <= 0:
 		return []error{fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout)}
 	case cfg.WriteTimeout == 0:
@@ -290,6 +298,10 @@ const writeMargin = 30 * time.Second
 // maxTokenCacheTTL is the longest TOKEN_CACHE_TTL accepted, so that the
 // time a revocation takes to reach every instance stays short.
 const maxTokenCacheTTL = time.Minute
+
+// minRollForward is the shortest PAYMENT_ROLL_FORWARD accepted: a
+// provider's search (Stripe's) may take about a minute to show a charge.
+const minRollForward = time.Minute
 
 // minSecret is the shortest SESSION_SECRET accepted: 32 characters.
 const minSecret = 32

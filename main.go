@@ -20,6 +20,7 @@ import (
 	"github.com/joho/godotenv"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -76,7 +77,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// The sweeper and the reconciler stop before the database closes.
 	sweeping, reconciling := make(chan struct{}), make(chan struct{})
 	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
-	go func() { defer close(reconciling); reconcile(ctx, srv, cfg.ReconcileEvery, logger) }()
+	go func() { defer close(reconciling); reconcile(ctx, srv.Payments(), cfg.ReconcileEvery, logger) }()
 	defer func() { stop(); <-sweeping; <-reconciling }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
@@ -126,9 +127,13 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger) *handlers.Server {
 	if cfg.PaymentProvider == "stripe" {
 		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
 	}
+	service := billing.New(billing.Config{
+		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
+		RollForward: cfg.RollForward, Logger: logger,
+	})
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,
-		Provider:            provider,
+		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
@@ -171,14 +176,14 @@ func shutdown(httpServer *http.Server, srv *handlers.Server, logger *slog.Logger
 // reconcile resolves payment attempts left in doubt, at start-up and then
 // every interval, so that a charge the provider took is recorded even if
 // nobody retries; every == 0 turns it off.
-func reconcile(ctx context.Context, srv *handlers.Server, every time.Duration, logger *slog.Logger) {
+func reconcile(ctx context.Context, service *billing.Service, every time.Duration, logger *slog.Logger) {
 	if every <= 0 {
 		return
 	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		if n, err := srv.Payments().Reconcile(ctx); err != nil && ctx.Err() == nil {
+		if n, err := service.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("reconcile payment attempts", "err", err)
 		} else if n > 0 {
 			logger.Info("reconciled payment attempts in doubt", "resolved", n)

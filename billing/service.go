@@ -55,7 +55,9 @@ type Config struct {
 	// RollForward is the roll-forward window: an attempt in doubt is sent
 	// again — which may make its charge — only while it is younger than
 	// this. An older one is looked up at the provider, and settled as
-	// failed if the provider has no record of it. DefaultRollForward when zero.
+	// failed if the provider has no record of it. DefaultRollForward when
+	// zero; never shorter than an attempt may live (AttemptTimeout + Lease),
+	// so that no request under a key looked up is still running.
 	RollForward time.Duration
 	// Now is the clock of holds and attempt ages; time.Now when nil.
 	Now    func() time.Time
@@ -74,6 +76,7 @@ func New(cfg Config) *Service {
 	if cfg.RollForward == 0 {
 		cfg.RollForward = DefaultRollForward
 	}
+	cfg.RollForward = max(cfg.RollForward, cfg.AttemptTimeout+cfg.Lease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

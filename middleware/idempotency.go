@@ -241,6 +241,3 @@ func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())
 	m.cfg.Render(c, problem.Internal.With("The request could not be processed; retry with the same key."))
 }
-
-// AttemptTimeout bounds one attempt of an operation (Config.Timeout).
-func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }

@@ -11,26 +11,56 @@ import (
 // TestMigrateRenamesAnEarlierSchema: a database made by the version before
 // the hold and the derived key were renamed keeps its orders, attempts and
 // holds under the new names, on SQLite and PostgreSQL.
+// The order and attempt tables as the version before the renames declared
+// them, for GORM to make as it did then.
+type earlierOrder struct {
+	ID                 string  `gorm:"primaryKey;size:36"`
+	UserID             string  `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
+	Status             string  `gorm:"size:16;not null"`
+	Currency           string  `gorm:"size:3;not null"`
+	TotalCents         int64   `gorm:"not null"`
+	IdempotencyRef     string  `gorm:"size:80;not null;uniqueIndex"`
+	PaymentLock        *string `gorm:"size:100"`
+	PaymentLockedUntil *time.Time
+	CreatedAt          time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+}
+
+func (earlierOrder) TableName() string { return "orders" }
+
+type earlierAttempt struct {
+	ID               string    `gorm:"primaryKey;size:36"`
+	OrderID          string    `gorm:"size:36;not null;index"`
+	Operation        string    `gorm:"size:80;not null;index"`
+	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
+	AmountCents      int64     `gorm:"not null"`
+	Currency         string    `gorm:"size:3;not null"`
+	PaymentMethod    string    `gorm:"size:64;not null"`
+	State            string    `gorm:"size:16;not null;index"`
+	ProviderChargeID string    `gorm:"size:64"`
+	DeclineReason    string    `gorm:"size:200"`
+	CreatedAt        time.Time `gorm:"not null"`
+	UpdatedAt        time.Time `gorm:"not null"`
+}
+
+func (earlierAttempt) TableName() string { return "payment_attempts" }
+
+// TestMigrateRenamesAnEarlierSchema: a database made by the version before
+// the hold and the derived key were renamed keeps its orders, attempts and
+// holds under the new names, on SQLite and PostgreSQL.
 func TestMigrateRenamesAnEarlierSchema(t *testing.T) {
 	db := testkit.NewDB(t)
-	for _, stmt := range []string{
-		`CREATE TABLE orders (id varchar(36) PRIMARY KEY, user_id varchar(36) NOT NULL, status varchar(16) NOT NULL,
-			currency varchar(3) NOT NULL, total_cents bigint NOT NULL, idempotency_ref varchar(80) NOT NULL,
-			payment_lock varchar(100), payment_locked_until timestamp, created_at timestamp NOT NULL)`,
-		`CREATE UNIQUE INDEX idx_orders_idempotency_ref ON orders (idempotency_ref)`,
-		`CREATE TABLE payment_attempts (id varchar(36) PRIMARY KEY, order_id varchar(36) NOT NULL, operation varchar(80) NOT NULL,
-			provider_key varchar(90) NOT NULL, amount_cents bigint NOT NULL, currency varchar(3) NOT NULL,
-			payment_method varchar(64) NOT NULL, state varchar(16) NOT NULL, provider_charge_id varchar(64),
-			decline_reason varchar(200), created_at timestamp NOT NULL, updated_at timestamp NOT NULL)`,
-		`CREATE INDEX idx_payment_attempts_operation ON payment_attempts (operation)`,
-		`INSERT INTO orders VALUES ('6a0b6a4e-0d3c-4a53-9c62-1f9c1c8b7a01', 'u1', 'pending', 'USD', 1900, 'idem_old',
-			'idem_old/run', '2026-11-30 10:00:00', '2026-11-30 09:00:00')`,
-		`INSERT INTO payment_attempts VALUES ('a1', '6a0b6a4e-0d3c-4a53-9c62-1f9c1c8b7a01', 'idem_old', 'idem_old', 1900, 'USD',
-			'pm_card_visa', 'in_doubt', '', '', '2026-11-30 09:30:00', '2026-11-30 09:30:00')`,
-	} {
-		if err := db.Exec(stmt).Error; err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
+	if err := db.AutoMigrate(&earlierOrder{}, &earlierAttempt{}); err != nil {
+		t.Fatal(err)
+	}
+	holder, until := "idem_old/run", time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	created := until.Add(-time.Hour)
+	if err := db.Create(&earlierOrder{ID: "6a0b6a4e-0d3c-4a53-9c62-1f9c1c8b7a01", UserID: "u1", Status: "pending", Currency: "USD",
+		TotalCents: 1900, IdempotencyRef: "idem_old", PaymentLock: &holder, PaymentLockedUntil: &until, CreatedAt: created}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Create(&earlierAttempt{ID: "a1", OrderID: "6a0b6a4e-0d3c-4a53-9c62-1f9c1c8b7a01", Operation: "idem_old", ProviderKey: "idem_old",
+		AmountCents: 1900, Currency: "USD", PaymentMethod: "pm_card_visa", State: "in_doubt", CreatedAt: created, UpdatedAt: created}).Error; err != nil {
+		t.Fatal(err)
 	}
 	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
@@ -39,7 +69,7 @@ func TestMigrateRenamesAnEarlierSchema(t *testing.T) {
 	if err := db.Take(&order, "derived_key = ?", "idem_old").Error; err != nil {
 		t.Fatalf("the order under its new column: %v", err)
 	}
-	if order.HeldBy == nil || *order.HeldBy != "idem_old/run" || order.HeldUntil == nil || !order.HeldUntil.Equal(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) {
+	if order.HeldBy == nil || *order.HeldBy != holder || order.HeldUntil == nil || !order.HeldUntil.Equal(until) {
 		t.Fatalf("hold %v until %v; want idem_old/run until 10:00", order.HeldBy, order.HeldUntil)
 	}
 	var attempt models.PaymentAttempt

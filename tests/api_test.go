@@ -267,7 +267,7 @@ func TestMetricsCountIdempotencyOutcomes(t *testing.T) {
 		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders"} 1`,
 		`shop_idempotency_outcomes_total{outcome="released",route="/api/v1/orders/:id/payments"} 1`,
 		`shop_payment_provider_calls_total{result="declined"} 1`,
-		`shop_payment_provider_calls_total{result="unavailable"} 1`,
+		`shop_payment_provider_calls_total{result="refused"} 1`,
 		`shop_payment_provider_calls_total{result="succeeded"} 1`,
 		`shop_http_requests_total{method="POST",route="/api/v1/orders",status="422"} 2`,
 	} {

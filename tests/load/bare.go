@@ -31,7 +31,7 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE idempotency_keys.expires_at <= excluded.created_at AND (idempotency_keys.state = 'completed' OR idempotency_keys.locked_until <= excluded.created_at)`
-	bareOrder = `INSERT INTO "orders" ("id","user_id","status","currency","total_cents","idempotency_ref","payment_lock","payment_locked_until","created_at")
+	bareOrder = `INSERT INTO "orders" ("id","user_id","status","currency","total_cents","derived_key","held_by","held_until","created_at")
 VALUES (?,?,?,?,?,?,?,?,?)`
 	bareLines = `INSERT INTO "order_items" ("order_id","product_id","sku","name","unit_price_cents","quantity")
 VALUES (?,?,?,?,?,?),(?,?,?,?,?,?) ON CONFLICT ("id") DO UPDATE SET "order_id"="excluded"."order_id" RETURNING "id"`
