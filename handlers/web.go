@@ -180,6 +180,8 @@ func orderOutcome(order models.Order, repeated string) *notice {
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.PaymentInDoubt():
 		return &notice{Kind: noticeInfo, Title: "Your last payment is being confirmed.", Text: "We are checking with the card provider whether it went through. You will not be charged twice; this page shows the result once it is known.", Also: twice}
+	case lastAttemptFailed(order):
+		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.PaymentDeclined:
 		return &notice{Kind: noticeError, Title: "Your card was declined.", Text: declineReason(last.DeclineReason) + "Nothing was charged: choose another card and pay again.", Also: twice}
 	case twice != "":
@@ -193,6 +195,18 @@ func orderOutcome(order models.Order, repeated string) *notice {
 var repeatedText = map[string]string{
 	repeatedOrder:   "You sent the order form more than once; one order was placed.",
 	repeatedPayment: "You sent the payment form more than once; it was processed once.",
+}
+
+// lastAttemptFailed: the order's latest attempt reached no charge — the
+// provider refused it, or, past the roll-forward window, had no record of it.
+func lastAttemptFailed(order models.Order) bool {
+	var last *models.PaymentAttempt
+	for i, a := range order.Attempts {
+		if last == nil || !a.CreatedAt.Before(last.CreatedAt) {
+			last = &order.Attempts[i]
+		}
+	}
+	return last != nil && last.State == models.AttemptFailed
 }
 
 func lastPayment(order models.Order) *models.Payment {

@@ -321,16 +321,16 @@ func (s Shop) StaleAttempts(ctx context.Context, now time.Time, limit int) ([]Pa
 // AttemptsInDoubt counts the payment attempts in doubt, and tells when the
 // oldest of them was made (zero when there is none).
 func (s Shop) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
-	var row struct {
-		N      int64
-		Oldest *time.Time
+	db := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).Where("state = ?", AttemptInDoubt)
+	var n int64
+	if err := db.Count(&n).Error; err != nil || n == 0 {
+		return n, time.Time{}, err
 	}
-	err := s.DB.WithContext(ctx).Model(&PaymentAttempt{}).Select("COUNT(*) AS n, MIN(created_at) AS oldest").
-		Where("state = ?", AttemptInDoubt).Scan(&row).Error
-	if err != nil || row.Oldest == nil {
-		return row.N, time.Time{}, err
-	}
-	return row.N, *row.Oldest, nil
+	// The oldest row rather than MIN(created_at): SQLite's aggregate loses
+	// the column's time type.
+	var oldest PaymentAttempt
+	err := s.DB.WithContext(ctx).Select("created_at").Where("state = ?", AttemptInDoubt).Order("created_at").Take(&oldest).Error
+	return n, oldest.CreatedAt, err
 }
 
 // HoldForResolution takes the hold of the attempt's order for holder, if

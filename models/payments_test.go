@@ -1,0 +1,60 @@
+package models_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+)
+
+// TestStaleAttemptsLeaveHeldOrdersOut: the reconciler takes on only the
+// attempts in doubt whose order nobody holds, or whose hold has lapsed;
+// never one a live operation holds, nor one already resolved.
+func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
+	db := testkit.NewDB(t)
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	live, lapsed := now.Add(time.Minute), now.Add(-time.Second)
+	holder := "idem_live/run"
+	orders := []struct {
+		id      string
+		heldBy  *string
+		until   *time.Time
+		state   models.AttemptState
+		wantOut bool
+	}{
+		{"00000000-0000-4000-8000-000000000001", nil, nil, models.AttemptInDoubt, false},
+		{"00000000-0000-4000-8000-000000000002", &holder, &live, models.AttemptInDoubt, true},
+		{"00000000-0000-4000-8000-000000000003", &holder, &lapsed, models.AttemptInDoubt, false},
+		{"00000000-0000-4000-8000-000000000004", nil, nil, models.AttemptSucceeded, true},
+	}
+	for i, o := range orders {
+		order := models.Order{ID: o.id, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100,
+			DerivedKey: "idem_" + o.id, HeldBy: o.heldBy, HeldUntil: o.until}
+		if err := db.Create(&order).Error; err != nil {
+			t.Fatal(err)
+		}
+		attempt := models.PaymentAttempt{ID: o.id, OrderID: o.id, DerivedKey: order.DerivedKey, ProviderKey: order.DerivedKey,
+			AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa", State: o.state, CreatedAt: now.Add(time.Duration(i) * time.Second)}
+		if err := db.Create(&attempt).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale, err := models.Shop{DB: db}.StaleAttempts(context.Background(), now, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, a := range stale {
+		got[a.OrderID] = true
+	}
+	for _, o := range orders {
+		if got[o.id] == o.wantOut {
+			t.Errorf("order %s (held by %v until %v, attempt %s): listed %v, want %v", o.id, o.heldBy, o.until, o.state, got[o.id], !o.wantOut)
+		}
+	}
+}
