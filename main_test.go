@@ -97,6 +97,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"IDEMPOTENCY_TTL": "2m29s"}, "IDEMPOTENCY_TTL (2m29s) must be at least 5 × IDEMPOTENCY_LEASE (2m30s)"},
 		{map[string]string{"PAYMENT_LATENCY": "fast"}, "PAYMENT_LATENCY"},
 		{map[string]string{"PAYMENT_RECONCILE_EVERY": "-10s"}, "PAYMENT_RECONCILE_EVERY"},
+		{map[string]string{"PAYMENT_ROLL_FORWARD": "30s"}, "PAYMENT_ROLL_FORWARD (30s) must be at least"},
 		{map[string]string{"PAYMENT_PROVIDER": "paypal"}, "PAYMENT_PROVIDER"},
 		{map[string]string{"PAYMENT_PROVIDER": "stripe"}, "STRIPE_SECRET_KEY is required"},
 		{map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_live_abc"}, "live key"},
