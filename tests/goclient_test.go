@@ -21,10 +21,16 @@ func TestGeneratedGoClientWalkThrough(t *testing.T) {
 	walkThroughWithGoClient(t, e, e.url, client, "go-client@example.com")
 }
 
+// walkedThrough is what the walk-through leaves: its account's token, an
+// order it paid and one whose card was declined.
+type walkedThrough struct {
+	token, paid, declined string
+}
+
 // walkThroughWithGoClient runs the walk-through through doer against
 // baseURL, the server of e or a proxy in front of it, and checks what it
 // wrote: two orders, one charge, one declined payment.
-func walkThroughWithGoClient(t *testing.T, e *env, baseURL string, doer shopclient.HttpRequestDoer, email string) {
+func walkThroughWithGoClient(t *testing.T, e *env, baseURL string, doer shopclient.HttpRequestDoer, email string) walkedThrough {
 	t.Helper()
 	ctx := context.Background()
 	anon, err := shopclient.NewClientWithResponses(baseURL, shopclient.WithHTTPClient(doer))
@@ -118,6 +124,7 @@ func walkThroughWithGoClient(t *testing.T, e *env, baseURL string, doer shopclie
 	if orders != 2 || payments != 2 || charged != 1 {
 		t.Fatalf("wrote %d orders, %d payments, %d charges; want 2, 2 (one declined) and 1", orders, payments, charged)
 	}
+	return walkedThrough{token: token.JSON201.Token, paid: first.JSON201.Id.String(), declined: second.JSON201.Id.String()}
 }
 
 func placeWithGoClient(t *testing.T, c *shopclient.ClientWithResponses, key string, body shopclient.OrderInput) *shopclient.CreateOrderResponse {
