@@ -575,6 +575,21 @@ func (e ThrottledStatus) Valid() bool {
 	}
 }
 
+// Defines values for ThrottledType.
+const (
+	ThrottledTypeProblemstooManyRequests ThrottledType = "/problems/too-many-requests"
+)
+
+// Valid indicates whether the value is a known member of the ThrottledType enum.
+func (e ThrottledType) Valid() bool {
+	switch e {
+	case ThrottledTypeProblemstooManyRequests:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TooLargeStatus.
 const (
 	TooLargeStatusN413 TooLargeStatus = 413
@@ -1811,6 +1826,21 @@ func (e CreateToken429ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool
 	}
 }
 
+// Defines values for CreateToken429ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateToken429ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyRequests CreateToken429ApplicationProblemPlusJSONResponseBodyType = "/problems/too-many-requests"
+)
+
+// Valid indicates whether the value is a known member of the CreateToken429ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateToken429ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateToken429ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyRequests:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateToken500ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateToken500ApplicationProblemPlusJSONResponseBodyStatusN500 CreateToken500ApplicationProblemPlusJSONResponseBodyStatus = 500
@@ -2036,6 +2066,21 @@ const (
 func (e CreateUser429ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case CreateUser429ApplicationProblemPlusJSONResponseBodyStatusN429:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateUser429ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateUser429ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyRequests CreateUser429ApplicationProblemPlusJSONResponseBodyType = "/problems/too-many-requests"
+)
+
+// Valid indicates whether the value is a known member of the CreateUser429ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateUser429ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateUser429ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyRequests:
 		return true
 	default:
 		return false
@@ -2751,13 +2796,14 @@ type Throttled struct {
 	Payment *Payment        `json:"payment,omitempty"`
 	Status  ThrottledStatus `json:"status"`
 	Title   string          `json:"title"`
-
-	// Type A page of this server, `/problems/<slug>`, documenting the problem.
-	Type string `json:"type"`
+	Type    ThrottledType   `json:"type"`
 }
 
 // ThrottledStatus defines model for Throttled.Status.
 type ThrottledStatus int
+
+// ThrottledType defines model for Throttled.Type.
+type ThrottledType string
 
 // TooLarge defines model for TooLarge.
 type TooLarge struct {
@@ -3068,6 +3114,9 @@ type CreateToken415ApplicationProblemPlusJSONResponseBodyType string
 // CreateToken429ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
 type CreateToken429ApplicationProblemPlusJSONResponseBodyStatus int
 
+// CreateToken429ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateToken.
+type CreateToken429ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateToken500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
 type CreateToken500ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -3112,6 +3161,9 @@ type CreateUser415ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateUser429ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
 type CreateUser429ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateUser429ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
+type CreateUser429ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateUser500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
 type CreateUser500ApplicationProblemPlusJSONResponseBodyStatus int

@@ -776,7 +776,7 @@ export interface components {
                 };
             };
         };
-        /** @description Too many attempts with these credentials or from this client; wait `Retry-After` seconds. Nothing was done. */
+        /** @description Too many attempts with these credentials or from this client (`too-many-requests`); wait `Retry-After` seconds. Nothing was done. */
         Throttled: {
             headers: {
                 "Cache-Control": components["headers"]["NoStore"];
@@ -785,6 +785,8 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type: "/problems/too-many-requests";
                     /** @constant */
                     status: 429;
                 };
