@@ -32,6 +32,9 @@ var contract = sync.OnceValues(func() (*contractDoc, error) {
 	// kin-openapi checks date-time by itself; uuid and email need saying.
 	openapi3.DefineStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562))
 	openapi3.DefineStringFormatValidator("email", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForEmail))
+	// Pages and the YAML document are text, declared as strings.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.PlainBodyDecoder)
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openapi.YAML)
 	if err != nil {
@@ -156,10 +159,16 @@ func checkAnswer(route *routers.Route, input *openapi3filter.RequestValidationIn
 
 // outsideAnswer checks the answer to an API request that matches no
 // operation of the document (sent on purpose): it must be a 404 or 405
-// problem.
+// problem, as the document's description says, and a 405's Allow must name
+// exactly the methods the document has for the path.
 func outsideAnswer(c *contractDoc, resp *http.Response, body []byte) error {
 	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
 		return fmt.Errorf("contract: %s %s matches no operation, yet answered %d", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusMethodNotAllowed {
+		if got, want := resp.Header.Get("Allow"), documentedMethods(c, resp.Request); got != want {
+			return fmt.Errorf("contract: %s %s answered 405 with Allow %q; the document has %q", resp.Request.Method, resp.Request.URL.Path, got, want)
+		}
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
 		return fmt.Errorf("contract: %s %s answered %d as %q, not a problem", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, ct)
@@ -172,6 +181,20 @@ func outsideAnswer(c *contractDoc, resp *http.Response, body []byte) error {
 		return fmt.Errorf("contract: %s %s answered a problem outside openapi.yaml: %v", resp.Request.Method, resp.Request.URL.Path, err)
 	}
 	return nil
+}
+
+// documentedMethods lists the methods the document has for the request's
+// path, as an Allow header lists them.
+func documentedMethods(c *contractDoc, req *http.Request) string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := req.Clone(req.Context())
+		probe.Method = m
+		if _, _, err := c.router.FindRoute(probe); err == nil {
+			methods = append(methods, m)
+		}
+	}
+	return strings.Join(methods, ", ")
 }
 
 // The document is valid OpenAPI 3.1 (kin-openapi's validation; .ci/run also
@@ -222,6 +245,8 @@ func TestContractRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"missing documented header", post("/api/v1/tokens", `{"email":"a@example.com","password":"long enough"}`), 201, jsonHeader(), `{"token":"shp_` + strings.Repeat("a", 43) + `","token_type":"Bearer"}`, "Cache-Control"},
 		{"request breaks the document", post("/api/v1/users", `{"email":"a@example.com"}`), 201, jsonHeader(), `{"id":"f3a9d313-06ed-40e2-a528-58578348a7d5","email":"a@example.com"}`, "password"},
 		{"unknown API path", get("/api/v1/nothing"), 404, jsonHeader(), `{}`, "not in openapi.yaml"},
+		{"405 allowing what the document does not", offContractRequest("PUT", "/api/v1/orders"), 405, withHeader(problemHeader(), "Allow", "GET, POST, PUT"), methodNotAllowed, "Allow"},
+		{"405 allowing what the document has", offContractRequest("PUT", "/api/v1/orders"), 405, withHeader(problemHeader(), "Allow", "GET, POST"), methodNotAllowed, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,6 +277,17 @@ func post(path, body string) *http.Request {
 	r, _ := http.NewRequest("POST", "http://127.0.0.1"+path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	return r
+}
+
+func offContractRequest(method, path string) *http.Request {
+	r, _ := http.NewRequestWithContext(offContract(context.Background()), method, "http://127.0.0.1"+path, nil)
+	return r
+}
+
+const methodNotAllowed = `{"type":"/problems/method-not-allowed","title":"Method not allowed","status":405}`
+
+func problemHeader() http.Header {
+	return http.Header{"Content-Type": {"application/problem+json"}}
 }
 
 func jsonHeader() http.Header {
