@@ -53,8 +53,9 @@ type Deps struct {
 	// when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
 	// CredentialsPerMinute bounds sign-ups and log-ins per client address
-	// (a bucket refilled over a minute); LoginFailures bounds failed
-	// log-ins per account within LoginFailureWindow. Zero: no limit.
+	// and minute, on all instances together; LoginFailures bounds failed
+	// log-ins per account and address within LoginFailureWindow (see
+	// models.LoginThrottle). Zero: no limit.
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
@@ -71,12 +72,12 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
-	addresses   *addressLimits // nil: not throttled
+	addresses   *models.AddressLimit // nil: not throttled
 }
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
+	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{}, &models.AddressMinute{})
 }
 
 // NewServer builds the server and its routes.
@@ -147,7 +148,7 @@ func newServer(deps Deps) *Server {
 		Logger:  deps.Logger,
 	})
 	if deps.CredentialsPerMinute > 0 {
-		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
+		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
 	return s
 }
