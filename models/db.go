@@ -111,7 +111,10 @@ func Migrate(db *gorm.DB, more ...any) error {
 				return err
 			}
 		}
-		return tx.AutoMigrate(tables...)
+		if err := tx.AutoMigrate(tables...); err != nil {
+			return err
+		}
+		return migrateOrderNumbers(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

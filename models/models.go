@@ -65,7 +65,10 @@ type Product struct {
 // idempotency key: unique, so a re-run of the same operation can never create a
 // second order even if every other guard failed.
 type Order struct {
-	ID             string      `gorm:"primaryKey;size:36"`
+	ID string `gorm:"primaryKey;size:36"`
+	// Number is the shopper's name for the order ("Order #1042"):
+	// sequential and unique in the shop, from FirstOrderNumber.
+	Number         int64       `gorm:"uniqueIndex"`
 	UserID         string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
 	Status         string      `gorm:"size:16;not null"`
 	Currency       string      `gorm:"size:3;not null"`
