@@ -41,7 +41,7 @@ func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cu
 	if s, ok := c.GetQuery("limit"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxPageSize {
-			return 0, nil, problem.InvalidParameter.With(fmt.Sprintf("limit must be a whole number from 1 to %d.", maxPageSize))
+			return 0, nil, problem.InvalidParameter.With(fmt.Sprintf("The limit must be a whole number from 1 to %d.", maxPageSize))
 		}
 		limit = n
 	}
@@ -51,7 +51,7 @@ func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cu
 	}
 	after, ok = parseCursor(s, valid)
 	if !ok {
-		return 0, nil, problem.InvalidParameter.With("after must be a next_cursor this listing returned.")
+		return 0, nil, problem.InvalidParameter.With("The after parameter must be a next_cursor this listing returned.")
 	}
 	return limit, after, nil
 }
