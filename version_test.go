@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // version says what the build information says: the module's version,
@@ -24,8 +26,9 @@ func TestVersionIsTheBuildInformation(t *testing.T) {
 	}
 }
 
-// `shop -version`, built from a clone of this repository as docs/operations.md
-// says, prints the clone's revision and serves nothing.
+// `shop -version`, built from a clone of this repository's last commit as
+// docs/operations.md says, prints the clone's revision and serves nothing.
+// (A clone, because Go stamps no revision in a git worktree.)
 func TestVersionFlagPrintsTheRevision(t *testing.T) {
 	dir := t.TempDir()
 	clone := exec.Command("git", "clone", "--quiet", "--no-local", ".", dir)
@@ -42,9 +45,11 @@ func TestVersionFlagPrintsTheRevision(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out, err := exec.Command(filepath.Join(dir, "shop"), "-version").Output()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a shop without -version would serve
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "shop"), "-version").Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("shop -version: %v %s", err, out)
 	}
 	if !strings.Contains(string(out), "revision "+strings.TrimSpace(string(head))) {
 		t.Fatalf("shop -version printed %q, want the revision %s", out, head)

@@ -176,7 +176,7 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	last := lastPayment(order)
 	switch {
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
-		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "This order was paid in another tab or window before this one sent its payment, so nothing was charged to the card you chose here."}
+		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here."}
 	case order.Status == models.OrderPaid:
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.PaymentInDoubt():

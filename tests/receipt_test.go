@@ -77,7 +77,7 @@ func TestSecondTabIsToldTheOrderWasAlreadyPaid(t *testing.T) {
 	}
 	page := s.get(orderPath)
 	hasNotice(t, page, "status", "Already paid.")
-	isPage(t, page, http.StatusOK, "paid in another tab or window", "nothing was charged to the card you chose here")
+	isPage(t, page, http.StatusOK, "An earlier payment of this order went through (from another tab or window", "nothing was charged to the card you chose here")
 	hasNotice(t, s.get(orderPath), "status", "Paid.") // said once
 	if n, charges := e.count("payments"), e.charges(); n != 1 || charges != 1 {
 		t.Fatalf("%d payments and %d charges, want 1 and 1", n, charges)

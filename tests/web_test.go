@@ -266,7 +266,7 @@ func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
 			t.Fatalf("pay: %d %s", r.Status, r.Body)
 		}
 	}
-	hasNotice(t, s.get(orderPath), "status", "Paid.")
+	hasNotice(t, s.get(orderPath), "status", "Already paid.") // what the second tab sees
 	if e.charges() != 1 || e.count("payments") != 2 {
 		t.Fatalf("%d charges and %d payments, want 1 charge (and the declined attempt)", e.charges(), e.count("payments"))
 	}
