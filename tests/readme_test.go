@@ -274,3 +274,30 @@ func TestREADMEReplay(t *testing.T) {
 		t.Fatalf("%d orders and %d completed keys, want 1 and 1", orders, keys)
 	}
 }
+
+// The README's block and the API's walk-through sign up different users,
+// so that a newcomer who runs one and then the other against the same
+// server does not see the second fail with 409.
+func TestREADMEAndWalkThroughSignUpDifferentUsers(t *testing.T) {
+	emails := regexp.MustCompile(`"email":"([^"]+)"`)
+	signedUp := func(path string) map[string]bool {
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]bool{}
+		for _, m := range emails.FindAllStringSubmatch(string(doc), -1) {
+			found[m[1]] = true
+		}
+		if len(found) == 0 {
+			t.Fatalf("%s signs up nobody", path)
+		}
+		return found
+	}
+	walkThrough := signedUp("../docs/api.md")
+	for email := range signedUp("../README.md") {
+		if walkThrough[email] {
+			t.Fatalf("README.md and docs/api.md both sign up %s", email)
+		}
+	}
+}
