@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestStripeMockRecipePays(t *testing.T) {
 		t.Fatalf("the recipe does not run stripe-mock at %s and then the shop:\n%s", mockAddr, recipe)
 	}
 	dbURL := testkit.URL(t)
-	cmd := exec.Command("sh", "-c", strings.ReplaceAll(recipe, mockAddr, freeAddr(t)))
+	mock := freeAddr(t)
+	cmd := exec.Command("sh", "-c", strings.ReplaceAll(recipe, mockAddr, mock))
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", "PORT=0", "DATABASE_URL="+dbURL)
 	ownGroup(cmd)
@@ -48,11 +50,15 @@ func TestStripeMockRecipePays(t *testing.T) {
 	}
 	t.Cleanup(func() { killGroup(cmd); cmd.Wait() })
 	base := make(chan string, 1)
-	var printed strings.Builder
+	var printedMu sync.Mutex
+	var printedText strings.Builder
+	printed := func() string { printedMu.Lock(); defer printedMu.Unlock(); return printedText.String() }
 	go func() {
 		scanner := bufio.NewScanner(out)
 		for scanner.Scan() {
-			printed.WriteString(scanner.Text() + "\n")
+			printedMu.Lock()
+			printedText.WriteString(scanner.Text() + "\n")
+			printedMu.Unlock()
 			if m := servingLine.FindStringSubmatch(scanner.Text()); m != nil {
 				base <- "http://127.0.0.1:" + m[1]
 			}
@@ -65,17 +71,27 @@ func TestStripeMockRecipePays(t *testing.T) {
 	select {
 	case u, ok := <-base:
 		if !ok {
-			t.Fatalf("the recipe ended before the shop served:\n%s", printed.String())
+			t.Fatalf("the recipe ended before the shop served:\n%s", printed())
 		}
 		url = u
 	case <-ctx.Done():
 		t.Fatal("the shop did not start serving within 5 minutes")
 	}
+	// stripe-mock, started first, may still be loading Stripe's
+	// specification when a built shop is already serving: a shopper pays
+	// once both are up, and so does the test.
+	for !listening(mock) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("stripe-mock is not listening at %s:\n%s", mock, printed())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	e := &env{t: t, url: url, db: testkit.Open(t, dbURL), dbURL: dbURL}
 	token := e.signUp("recipe@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	if r := e.do(e.payRequest(token, orderID, "pay", payments.MethodVisa)); r.Status != http.StatusCreated {
-		t.Fatalf("pm_card_visa through the recipe's stripe-mock: %d %s", r.Status, r.Body)
+		t.Fatalf("pm_card_visa through the recipe's stripe-mock: %d %s\n%s", r.Status, r.Body, printed())
 	}
 	if e.count("orders", "id = ? AND status = ?", orderID, "paid") != 1 || e.count("payments", "status = ?", "succeeded") != 1 {
 		t.Fatal("the order is not paid, once")
@@ -97,6 +113,14 @@ func operationsBlock(t *testing.T, title string) string {
 		t.Fatalf("docs/operations.md has no sh block after %q", title)
 	}
 	return block
+}
+
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		conn.Close()
+	}
+	return err == nil
 }
 
 // freeAddr is an address of 127.0.0.1 that nothing listened on a moment ago.
