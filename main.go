@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,7 +43,11 @@ const sweepEvery = time.Minute
 // their keys, once a shutdown begins.
 const shutdownTimeout = 20 * time.Second
 
-func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if slices.Contains(args, "-version") {
+		fmt.Fprintln(stdout, version(debug.ReadBuildInfo()))
+		return nil
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A .env file, if present, fills in what the environment leaves unset.

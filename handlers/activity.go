@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,47 +56,50 @@ func (s *Server) accountPage(c *gin.Context) {
 func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
+	done := "done"
 	if strings.HasSuffix(k.Route, "/payments") {
-		a.What = "Tried to pay an order"
+		a.What = "Tried to pay for an order"
 		if p, ok := traces.Payments[ref]; ok {
 			a.Href = orderPage(p.OrderID)
-			a.What = "Paid order " + shortID(p.OrderID)
+			a.What = fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID])
 			if p.Status == models.PaymentDeclined {
-				a.What = "Card declined for order " + shortID(p.OrderID)
+				a.What = fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID])
+				done = "the card was declined, so nothing was charged"
 			}
 		}
 	} else {
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
 			a.Href = orderPage(o.ID)
-			a.What = "Placed order " + shortID(o.ID)
+			a.What = fmt.Sprintf("Placed order #%d", o.Number)
 		}
 	}
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
 	}
-	a.Result = resultOf(k)
+	a.Result = resultOf(k, done)
 	return a
 }
 
-// resultOf is how an operation ended, and how often its form was sent.
-func resultOf(k models.IdempotencyKey) string {
+// resultOf is how an operation ended — done says how, when it was done —
+// and how often its form was sent.
+func resultOf(k models.IdempotencyKey, done string) string {
 	var result string
 	switch {
 	case k.Released():
-		return "not done; nothing was kept, so it can be sent again"
+		return "it did not go through and nothing was saved, so you can send it again"
 	case k.State != models.KeyCompleted:
 		return "still being worked on"
 	case k.Status == http.StatusConflict:
-		result = "the order was already paid, nothing was charged"
+		result = "the order had already been paid, so nothing was charged"
 	default:
-		result = "done"
+		result = done
 	}
 	switch k.Replays {
 	case 0:
 		return result
 	case 1:
-		return result + ", sent twice, answered once"
+		return result + " (you sent it twice; it happened once)"
 	}
-	return result + ", sent " + strconv.Itoa(k.Replays+1) + " times, answered once"
+	return result + " (you sent it " + strconv.Itoa(k.Replays+1) + " times; it happened once)"
 }

@@ -35,7 +35,7 @@ func decodeJSON(c *gin.Context, dst any) error {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooLarge):
-		return problem.TooLarge.With(err.Error())
+		return problem.TooLarge.With(fmt.Sprintf("The body is larger than %d bytes.", tooLarge.Limit))
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return problem.MalformedRequest.With("The body must be a JSON object, not " + typeErr.Value + ".")
 	case errors.As(err, &typeErr):

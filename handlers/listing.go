@@ -41,7 +41,7 @@ func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cu
 	if s, ok := c.GetQuery("limit"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxPageSize {
-			return 0, nil, problem.InvalidParameter.With(fmt.Sprintf("limit must be a whole number from 1 to %d.", maxPageSize))
+			return 0, nil, problem.InvalidParameter.With(fmt.Sprintf("The limit must be a whole number from 1 to %d.", maxPageSize))
 		}
 		limit = n
 	}
@@ -49,17 +49,28 @@ func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cu
 	if !ok {
 		return limit, nil, nil
 	}
-	bad := problem.InvalidParameter.With("after must be a next_cursor this listing returned.")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	after, ok = parseCursor(s, valid)
+	if !ok {
+		return 0, nil, problem.InvalidParameter.With("The after parameter must be a next_cursor this listing returned.")
+	}
+	return limit, after, nil
+}
+
+// parseCursor reads a cursor the listing made: base64 of "nanos.id", where
+// nanos is a positive Unix time in nanoseconds and valid says whether the id
+// is one of the listing's. Anything else — including a number out of range
+// for the database — is not a cursor.
+func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
-		return 0, nil, bad
+		return nil, false
 	}
 	nanos, id, found := strings.Cut(string(raw), ".")
 	n, err := strconv.ParseInt(nanos, 10, 64)
-	if !found || err != nil || !valid(id) {
-		return 0, nil, bad
+	if !found || err != nil || n <= 0 || strconv.FormatInt(n, 10) != nanos || !valid(id) {
+		return nil, false
 	}
-	return limit, &cursor{time.Unix(0, n).UTC(), id}, nil
+	return &cursor{time.Unix(0, n).UTC(), id}, true
 }
 
 // nextURL is the address of the page after next.
@@ -83,9 +94,15 @@ func writePage(c *gin.Context, name string, items any, next *cursor, limit int) 
 	c.JSON(http.StatusOK, gin.H{name: items, "next_cursor": nextCursor})
 }
 
-func isUUID(id string) bool { _, err := uuid.Parse(id); return err == nil }
+// isUUID: an order's id, in the one form the listing writes.
+func isUUID(id string) bool { u, err := uuid.Parse(id); return err == nil && u.String() == id }
 
-func isKeyID(id string) bool { _, err := strconv.ParseUint(id, 10, 0); return err == nil }
+// isKeyID: a key's row id, which the database keeps as a signed 64-bit
+// integer, written as the listing writes it.
+func isKeyID(id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	return err == nil && n > 0 && strconv.FormatInt(n, 10) == id
+}
 
 // listOrders lists the user's orders, newest first, a page at a time.
 func (s *Server) listOrders(c *gin.Context) {
@@ -131,7 +148,7 @@ func (s *Server) listKeys(c *gin.Context) {
 	}
 	var from *middleware.KeyPosition
 	if after != nil {
-		id, _ := strconv.ParseUint(after.id, 10, 0)
+		id, _ := strconv.ParseInt(after.id, 10, 64)
 		from = &middleware.KeyPosition{CreatedAt: after.at, ID: uint(id)}
 	}
 	keys, more, err := s.idempotency.KeysPage(c.Request.Context(), currentUser(c).ID, from, limit)

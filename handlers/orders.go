@@ -59,6 +59,7 @@ type attemptJSON struct {
 
 type orderJSON struct {
 	ID         string        `json:"id"`
+	Number     int64         `json:"number"`
 	Status     string        `json:"status"`
 	Currency   string        `json:"currency"`
 	TotalCents int64         `json:"total_cents"`
@@ -77,7 +78,7 @@ func paymentView(p models.Payment) paymentJSON {
 
 func orderView(o models.Order) orderJSON {
 	v := orderJSON{
-		ID: o.ID, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,
+		ID: o.ID, Number: o.Number, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,
 		Items: make([]itemJSON, 0, len(o.Items)), Payments: make([]paymentJSON, 0, len(o.Payments)),
 		Attempts:  make([]attemptJSON, 0, len(o.Attempts)),
 		CreatedAt: o.CreatedAt.UTC(),

@@ -86,21 +86,29 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 var pageFuncs = template.FuncMap{
-	"money":      money,
-	"lineTotal":  func(unit int64, quantity int) int64 { return unit * int64(quantity) },
-	"shortID":    shortID,
-	"when":       when,
-	"methodName": methodName,
-	"statusName": statusName, "paymentStatusName": paymentStatusName,
+	"money":           money,
+	"lineTotal":       func(unit int64, quantity int) int64 { return unit * int64(quantity) },
+	"when":            when,
+	"day":             day,
+	"methodName":      methodName,
+	"cardName":        cardName,
+	"paymentSentence": paymentSentence,
+	"statusName":      statusName,
+	"paid":            paid,
 }
-
-func shortID(id string) string { return id[:min(8, len(id))] + "…" }
 
 // when is a time as the page prints it before the script, when there is
 // one, rewrites it in the shopper's own time zone from its datetime.
 func when(t time.Time) template.HTML {
 	t = t.UTC()
 	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `">` + t.Format("2 Jan 2006 15:04 UTC") + `</time>`)
+}
+
+// day is a date alone, for lists that must fit a phone; the script rewrites
+// it in the shopper's time zone too.
+func day(t time.Time) template.HTML {
+	t = t.UTC()
+	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `" data-day>` + t.Format("2 Jan 2006") + `</time>`)
 }
 
 func money(cents int64, currency string) string {
@@ -126,17 +134,6 @@ func statusName(status string) string {
 	return status
 }
 
-// paymentStatusName is a payment's status in a shopper's words.
-func paymentStatusName(status models.PaymentStatus) string {
-	switch status {
-	case models.PaymentSucceeded:
-		return "Charged"
-	case models.PaymentDeclined:
-		return "Declined"
-	}
-	return string(status)
-}
-
 // paymentMethod is a choice of the pay form.
 type paymentMethod struct{ Value, Label string }
 
@@ -155,6 +152,40 @@ var methodLabels = map[string]string{
 // provider accepts, and the simulation's outage. The API accepts the older
 // pm_card_declined too.
 var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable}
+
+// cardNames are the test cards as a payment's history names them: the card,
+// without what choosing it does.
+var cardNames = map[string]string{
+	payments.MethodVisa:              "Test Visa card",
+	payments.MethodMastercard:        "Test Mastercard",
+	payments.MethodChargeDeclined:    "Test declined card",
+	payments.MethodInsufficientFunds: "Test card without funds",
+	payments.MethodDeclined:          "Test declined card",
+	payments.MethodUnavailable:       "Test card of a provider that is down",
+}
+
+func cardName(value string) string {
+	if name, ok := cardNames[value]; ok {
+		return name
+	}
+	return methodName(value)
+}
+
+// paymentSentence is one payment of the order's history, in a shopper's
+// words: what happened to how much, on which card, and the bank's reason
+// for a decline.
+func paymentSentence(p models.Payment) string {
+	amount, card := money(p.AmountCents, p.Currency), cardName(p.PaymentMethod)
+	if p.Status != models.PaymentSucceeded {
+		return amount + " declined on the " + card + ". " + strings.TrimSpace(declineReason(p.DeclineReason)+" Nothing was charged.")
+	}
+	return amount + " charged to the " + card + "."
+}
+
+// paid says whether the order was charged: it has a receipt.
+func paid(o models.Order) bool {
+	return slices.ContainsFunc(o.Payments, func(p models.Payment) bool { return p.Status == models.PaymentSucceeded })
+}
 
 func methodName(value string) string {
 	if label, ok := methodLabels[value]; ok {

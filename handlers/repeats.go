@@ -45,6 +45,19 @@ func (w *repeatMarker) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// alreadyPaid names, in the same cookie, a payment form that found its
+// order already paid by another (another tab or window): the card it chose
+// was not charged. Only the first answer sets it; a replay of that form is
+// a repeat like any other.
+const alreadyPaid = "already-paid"
+
+func (s *Server) markAlreadyPaid(c *gin.Context) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: repeatCookie, Value: alreadyPaid, Path: orderPage(c.Param("id")), MaxAge: 60,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
+	})
+}
+
 // takeRepeat reads the order page's repeat cookie, if any, and deletes it:
 // the page says it once.
 func (s *Server) takeRepeat(c *gin.Context) string {

@@ -17,7 +17,7 @@ import (
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered))
+	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 
@@ -27,7 +27,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
 	r.GET("/openapi.json", s.openapiJSON)
 	r.GET("/openapi.yaml", s.openapiYAML)
-	r.GET("/docs/api", s.apiReference)
+	r.GET("/docs/api", securityHeaders(referencePolicy), s.apiReference)
 
 	// The browser: session cookie, forms, cross-origin posts refused.
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
@@ -44,6 +44,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.placeOrder)
 	shopper.GET("/orders", s.ordersPage)
 	shopper.GET("/orders/:id", s.orderPage)
+	shopper.GET("/orders/:id/receipt", s.receiptPage)
 	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
 	shopper.GET("/account", s.accountPage)
 

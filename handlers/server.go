@@ -58,8 +58,9 @@ type Deps struct {
 	// when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
 	// CredentialsPerMinute bounds sign-ups and log-ins per client address
-	// (a bucket refilled over a minute); LoginFailures bounds failed
-	// log-ins per account within LoginFailureWindow. Zero: no limit.
+	// and minute, on all instances together; LoginFailures bounds failed
+	// log-ins per account and address within LoginFailureWindow (see
+	// models.LoginThrottle). Zero: no limit.
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
@@ -77,12 +78,12 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
-	addresses   *addressLimits // nil: not throttled
+	addresses   *models.AddressLimit // nil: not throttled
 }
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{})
+	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{}, &models.AddressMinute{})
 }
 
 // NewServer builds the server and its routes.
@@ -161,7 +162,7 @@ func newServer(deps Deps) *Server {
 	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
 	if deps.CredentialsPerMinute > 0 {
-		s.addresses = newAddressLimits(deps.CredentialsPerMinute)
+		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
 	return s
 }

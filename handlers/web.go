@@ -42,7 +42,7 @@ func (s *Server) home(c *gin.Context) {
 	}
 	lines := make([]catalogLine, len(products))
 	for i, p := range products {
-		lines[i] = catalogLine{Product: p, Quantity: "0"}
+		lines[i] = catalogLine{Product: p} // empty, not "0": typing 2 must not give 20
 	}
 	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: models.MaxQuantity})
 }
@@ -69,8 +69,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 		line := catalogLine{Product: p, Quantity: typed}
 		quantity, err := strconv.Atoi(typed)
 		switch {
-		case typed == "":
-			line.Quantity = "0"
+		case typed == "": // none of this product
 		case err != nil:
 			line.Error = "Enter a whole number."
 		case quantity < 0 || quantity > models.MaxQuantity:
@@ -176,6 +175,8 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	twice := repeatedText[repeated]
 	last := lastPayment(order)
 	switch {
+	case order.Status == models.OrderPaid && repeated == alreadyPaid:
+		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here."}
 	case order.Status == models.OrderPaid:
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.PaymentInDoubt():
@@ -249,7 +250,9 @@ func (s *Server) payOrder(c *gin.Context) {
 		return
 	}
 	_, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
-	if err != nil && !errors.Is(err, models.ErrOrderPaid) {
+	if errors.Is(err, models.ErrOrderPaid) {
+		s.markAlreadyPaid(c)
+	} else if err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -287,7 +290,7 @@ func (s *Server) signup(c *gin.Context) {
 	email, password := c.PostForm("email"), c.PostForm("password")
 	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
 	if errors.Is(err, models.ErrEmailTaken) {
-		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password); loginErr == nil {
+		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.RemoteIP()); loginErr == nil {
 			user, err = existing, nil
 		}
 	}
@@ -322,7 +325,7 @@ func (s *Server) loginPage(c *gin.Context) {
 
 func (s *Server) login(c *gin.Context) {
 	email := c.PostForm("email")
-	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"))
+	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
 	if errors.Is(err, models.ErrBadCredentials) {
 		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
 		view.Notice = errorNotice("Wrong email or password.")

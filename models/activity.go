@@ -8,11 +8,14 @@ import "context"
 type Traces struct {
 	Orders   map[string]Order
 	Payments map[string]Payment
+	// Numbers are the order numbers of the orders above and of the
+	// payments' orders, by order id.
+	Numbers map[string]int64
 }
 
 // TracesOf finds the user's orders and payments written under refs.
 func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Traces, error) {
-	t := Traces{Orders: map[string]Order{}, Payments: map[string]Payment{}}
+	t := Traces{Orders: map[string]Order{}, Payments: map[string]Payment{}, Numbers: map[string]int64{}}
 	if len(refs) == 0 {
 		return t, nil
 	}
@@ -23,6 +26,7 @@ func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Trace
 	}
 	for _, o := range orders {
 		t.Orders[o.DerivedKey] = o
+		t.Numbers[o.ID] = o.Number
 	}
 	var payments []Payment
 	err := db.Select("payments.*").Joins("JOIN orders ON orders.id = payments.order_id").
@@ -30,8 +34,20 @@ func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Trace
 	if err != nil {
 		return t, err
 	}
+	paidOrders := make([]string, 0, len(payments))
 	for _, p := range payments {
 		t.Payments[p.ProviderKey] = p
+		paidOrders = append(paidOrders, p.OrderID)
+	}
+	if len(paidOrders) == 0 {
+		return t, nil
+	}
+	var numbered []Order
+	if err := db.Select("id", "number").Where("id IN ?", paidOrders).Find(&numbered).Error; err != nil {
+		return t, err
+	}
+	for _, o := range numbered {
+		t.Numbers[o.ID] = o.Number
 	}
 	return t, nil
 }

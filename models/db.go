@@ -114,7 +114,10 @@ func Migrate(db *gorm.DB, more ...any) error {
 		if err := renameColumns(tx); err != nil {
 			return err
 		}
-		return tx.AutoMigrate(tables...)
+		if err := tx.AutoMigrate(tables...); err != nil {
+			return err
+		}
+		return migrateOrderNumbers(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

@@ -83,6 +83,11 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	if fields != nil {
 		return Order{}, Invalid(fields...)
 	}
+	number, err := nextOrderNumber(tx)
+	if err != nil {
+		return Order{}, err
+	}
+	order.Number = number
 	if err := tx.Create(&order).Error; err != nil {
 		return Order{}, err
 	}

@@ -75,21 +75,22 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (User, err
 	return user, err
 }
 
-// LogIn checks an email and password. With a Throttle, an account that
-// failed too often lately gets a *ThrottledError, before any bcrypt work.
-func (a Accounts) LogIn(ctx context.Context, email, password string) (User, error) {
+// LogIn checks an email and password sent from a client address. With a
+// Throttle, an account that failed too often lately from that address gets
+// a *ThrottledError, before any bcrypt work.
+func (a Accounts) LogIn(ctx context.Context, email, password, address string) (User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
-	if err := a.checkFailures(ctx, email); err != nil {
+	if err := a.checkFailures(ctx, email, address); err != nil {
 		return User{}, err
 	}
 	user, err := a.logIn(ctx, email, password)
 	switch {
 	case errors.Is(err, ErrBadCredentials):
-		if err := a.recordFailure(ctx, email); err != nil {
+		if err := a.recordFailure(ctx, email, address); err != nil {
 			return User{}, err
 		}
 	case err == nil:
-		err = a.forgetFailures(ctx, email)
+		err = a.forgetFailures(ctx, email, address)
 	}
 	return user, err
 }

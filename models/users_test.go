@@ -40,7 +40,7 @@ func TestLogInWithAnUnknownEmailComparesWithTheDummyHash(t *testing.T) {
 	for _, password := range []string{"short", "correct horse", strings.Repeat("p", 72), strings.Repeat("p", 73), strings.Repeat("p", 1000)} {
 		for _, email := range []string{"nobody@example.com", "ann@example.com"} {
 			compared = nil
-			_, err := a.LogIn(context.Background(), email, password)
+			_, err := a.LogIn(context.Background(), email, password, "127.0.0.1")
 			if (password == "correct horse" && email == "ann@example.com") != (err == nil) || err != nil && !errors.Is(err, ErrBadCredentials) {
 				t.Fatalf("LogIn(%s, %d bytes) = %v", email, len(password), err)
 			}

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 )
@@ -26,14 +29,30 @@ type Type struct {
 // URI is where the type is documented; relative, resolved against the request.
 func (t Type) URI() string { return "/problems/" + t.Slug }
 
-// With makes a problem of this type with the given detail. A 502 or 503 is
-// transient: it says when to retry.
+// With makes a problem of this type with the given detail, written as a
+// sentence whatever its source (Go's errors begin in lower case). A 502 or
+// 503 is transient: it says when to retry.
 func (t Type) With(detail string) *Problem {
-	p := &Problem{Type: t.URI(), Title: t.Title, Status: t.Status, Detail: detail}
+	p := &Problem{Type: t.URI(), Title: t.Title, Status: t.Status, Detail: sentence(detail)}
 	if t.Status == http.StatusBadGateway || t.Status == http.StatusServiceUnavailable {
 		p.RetryAfter = 1
 	}
 	return p
+}
+
+// sentence begins detail with a capital and ends it with a full stop; ""
+// stays "".
+func sentence(detail string) string {
+	detail = strings.TrimSpace(detail)
+	if detail == "" {
+		return ""
+	}
+	first, size := utf8.DecodeRuneInString(detail)
+	detail = string(unicode.ToUpper(first)) + detail[size:]
+	if !strings.HasSuffix(detail, ".") && !strings.HasSuffix(detail, "?") && !strings.HasSuffix(detail, "!") {
+		detail += "."
+	}
+	return detail
 }
 
 // Problem is an RFC 9457 problem document, with the extension members this

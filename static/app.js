@@ -24,9 +24,10 @@ window.addEventListener("pageshow", function () {
 // Times in the shopper's own time zone; the page prints them in UTC.
 document.addEventListener("DOMContentLoaded", function () {
   var format = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  var dayFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
   document.querySelectorAll("time[datetime]").forEach(function (time) {
     var date = new Date(time.dateTime);
-    if (!isNaN(date)) time.textContent = format.format(date);
+    if (!isNaN(date)) time.textContent = (time.hasAttribute("data-day") ? dayFormat : format).format(date);
   });
 });
 

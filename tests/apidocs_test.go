@@ -44,6 +44,7 @@ func TestAPIReferenceRendersInABrowser(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(e.url+"/docs/api")))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector(".api-content") !== null && document.body.innerText.includes("Revoke the token in use")`))
 	must(t, err)
+	cspViolations(t, ctx, "/docs/api")
 	text, err := chromedp.Run(ctx, chromedp.Text("body"))
 	must(t, err)
 	for _, want := range []string{"Shop API", "Place an order", "Pay an order", "Idempotency-Key", "List my orders, newest first, a page at a time", "Get one payment of one of my orders"} {

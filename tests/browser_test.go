@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/emulation"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -62,7 +63,28 @@ func newBrowser(t *testing.T) context.Context {
 	t.Cleanup(cancelAlloc)
 	ctx, cancelTab := chromedp.NewContext(ctx)
 	t.Cleanup(cancelTab)
+	must(t, chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tab *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tab, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: cspWatcher})
+		return err
+	})))
 	return ctx
+}
+
+// cspWatcher runs first in every page the tab opens, and keeps what the
+// Content-Security-Policy refused there, which cspViolations reads.
+const cspWatcher = `window.cspViolations = [];
+document.addEventListener("securitypolicyviolation", e =>
+  window.cspViolations.push(e.violatedDirective + " refused " + (e.blockedURI || "an inline script or style")));`
+
+// cspViolations fails the test if the page's policy refused anything: the
+// pages must work under it, not around it.
+func cspViolations(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	refused, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.cspViolations || []`))
+	must(t, err)
+	if len(refused) > 0 {
+		t.Errorf("%s: the Content-Security-Policy refused %q", page, refused)
+	}
 }
 
 // postCounter counts the POSTs the server receives per path, and holds the

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -65,8 +67,10 @@ func offContract(ctx context.Context) context.Context {
 }
 
 // commonHeaders may come with any answer without being documented: they are
-// HTTP's own, not the API's.
-var commonHeaders = []string{"Content-Type", "Content-Length", "Date", "Connection", "Transfer-Encoding"}
+// HTTP's own, not the API's, and the security headers every answer carries
+// (handlers/headers.go; docs/api.md).
+var commonHeaders = []string{"Content-Type", "Content-Length", "Date", "Connection", "Transfer-Encoding",
+	"Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy"}
 
 // contractTransport checks each request and answer that passes through it.
 type contractTransport struct{ next http.RoundTripper }
@@ -138,6 +142,23 @@ func (t contractTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
+// detailIsASentence: a problem's detail, when it has one, begins with a
+// capital and ends with a full stop, whichever layer wrote it.
+func detailIsASentence(resp *http.Response, body []byte) error {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		return nil
+	}
+	var p struct{ Detail string }
+	if err := json.Unmarshal(body, &p); err != nil || p.Detail == "" {
+		return err
+	}
+	first, _ := utf8.DecodeRuneInString(p.Detail)
+	if !unicode.IsUpper(first) || !strings.HasSuffix(p.Detail, ".") {
+		return fmt.Errorf("detail %q is not a sentence", p.Detail)
+	}
+	return nil
+}
+
 // checkAnswer validates status, headers and body, and refuses headers the
 // document does not list for the status.
 func checkAnswer(route *routers.Route, input *openapi3filter.RequestValidationInput, resp *http.Response, body []byte, options *openapi3filter.Options) error {
@@ -146,6 +167,9 @@ func checkAnswer(route *routers.Route, input *openapi3filter.RequestValidationIn
 		Body: io.NopCloser(bytes.NewReader(body)), Options: options,
 	})
 	if err != nil {
+		return err
+	}
+	if err := detailIsASentence(resp, body); err != nil {
 		return err
 	}
 	documented := route.Operation.Responses.Status(resp.StatusCode).Value.Headers

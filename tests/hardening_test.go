@@ -222,31 +222,34 @@ func TestCredentialsAreThrottledPerAddress(t *testing.T) {
 	}
 }
 
-// Failed log-ins are counted per account in the database, so two instances
-// share the count: past the limit, even the right password gets 429 with
-// Retry-After, on either instance, until the window passes. An unknown
-// email is throttled alike, so a 429 does not tell which accounts exist.
-func TestFailedLogInsAreThrottledPerAccountAcrossInstances(t *testing.T) {
-	const failures, window = 3, 15 * time.Minute
+// Failed log-ins are counted per account and address in the database, so
+// two instances share the count: from the guessing address, past half the
+// limit each try waits longer, and at the limit even the right password
+// gets 429 with Retry-After, on either instance, until the window passes.
+// An unknown email is throttled alike, so a 429 does not tell which
+// accounts exist.
+func TestFailedLogInsAreThrottledPerAccountAndAddressAcrossInstances(t *testing.T) {
+	const failures, window = 4, 15 * time.Minute
 	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
 	other := httptest.NewServer(newServer(t, e.deps))
 	t.Cleanup(other.Close)
 	e.signUp("ann@example.com")
-	logIn := func(base, email, password string) response {
-		t.Helper()
-		req := request{method: "POST", path: "/api/v1/tokens", body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)}
-		saved := e.url
-		e.url = base
-		defer func() { e.url = saved }()
-		return e.do(req)
-	}
 	for _, email := range []string{"ann@example.com", "nobody@example.com"} {
 		for i := range failures {
 			base := []string{e.url, other.URL}[i%2]
-			isProblem(t, logIn(base, email, "wrong password"), http.StatusUnauthorized, "/problems/bad-credentials")
+			if i > failures/2 { // slowed down: refused at once, let in after the wait
+				r := logInAt(t, base, "", email, "wrong password")
+				isProblem(t, r, http.StatusTooManyRequests, "/problems/too-many-requests")
+				secs, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+				if want := 1 << (i - failures/2 - 1); secs != want || !strings.Contains(problemDetail(t, r), fmt.Sprintf("try again in %d second", want)) {
+					t.Fatalf("failure %d: Retry-After %q, %q; want %d seconds, said alike", i+1, r.Header.Get("Retry-After"), problemDetail(t, r), want)
+				}
+				e.clock.Advance(time.Duration(secs) * time.Second)
+			}
+			isProblem(t, logInAt(t, base, "", email, "wrong password"), http.StatusUnauthorized, "/problems/bad-credentials")
 		}
 		for _, base := range []string{e.url, other.URL} {
-			r := logIn(base, email, "correct horse")
+			r := logInAt(t, base, "", email, "correct horse")
 			isProblem(t, r, http.StatusTooManyRequests, "/problems/too-many-requests")
 			if secs, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || secs < 1 || secs > int(window.Seconds()) {
 				t.Fatalf("Retry-After %q, want 1–%d seconds", r.Header.Get("Retry-After"), int(window.Seconds()))
@@ -255,12 +258,94 @@ func TestFailedLogInsAreThrottledPerAccountAcrossInstances(t *testing.T) {
 	}
 	tokens := e.count("api_tokens")
 	e.clock.Advance(window)
-	if r := logIn(other.URL, "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
+	if r := logInAt(t, other.URL, "", "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
 		t.Fatalf("after the window: %d %s", r.Status, r.Body)
 	}
 	if e.count("api_tokens") != tokens+1 {
 		t.Fatal("the log-in after the window issued no token")
 	}
+}
+
+// Someone who knows the owner's email guesses passwords from one address,
+// on two instances, until refused. The owner, from another address, signs
+// in at once on either instance, in the API and the browser, during the
+// attack; the attacker stays refused, even with the right password.
+func TestOwnerSignsInDuringAnAttack(t *testing.T) {
+	const failures, window = 4, 15 * time.Minute
+	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	other := httptest.NewServer(newServer(t, e.deps))
+	t.Cleanup(other.Close)
+	e.signUp("owner@example.com")
+	const attacker, owner = "127.0.0.3", "127.0.0.2"
+	refused := 0
+	for i := range 3 * failures {
+		r := logInAt(t, []string{e.url, other.URL}[i%2], attacker, "owner@example.com", fmt.Sprint("a guess ", i))
+		if r.Status == http.StatusTooManyRequests {
+			refused++
+			secs, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+			e.clock.Advance(time.Duration(min(secs, 60)) * time.Second)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the attacker was never refused")
+	}
+	tokens := e.count("api_tokens")
+	for _, base := range []string{e.url, other.URL} {
+		if r := logInAt(t, base, owner, "owner@example.com", "correct horse"); r.Status != http.StatusCreated {
+			t.Fatalf("the owner, from another address, during the attack: %d %s", r.Status, r.Body)
+		}
+		isProblem(t, logInAt(t, base, attacker, "owner@example.com", "correct horse"), http.StatusTooManyRequests, "/problems/too-many-requests")
+	}
+	if got := e.count("api_tokens"); got != tokens+2 {
+		t.Fatalf("%d tokens issued to the owner, want 2", got-tokens)
+	}
+	page := e.shopper().post("/login", url.Values{"email": {"owner@example.com"}, "password": {"correct horse"}})
+	if page.Status != http.StatusSeeOther {
+		t.Fatalf("the owner's browser, from 127.0.0.1: %d, want signed in", page.Status)
+	}
+}
+
+// The per-address limit is one count in the database: two instances let
+// an address make CredentialsPerMinute requests in all, not each, and
+// another address is not affected.
+func TestAddressLimitIsSharedByInstances(t *testing.T) {
+	const perMinute = 4
+	e := newEnv(t, func(d *handlers.Deps) { d.CredentialsPerMinute = perMinute })
+	other := httptest.NewServer(newServer(t, e.deps))
+	t.Cleanup(other.Close)
+	e.signUp("ann@example.com") // one request of the minute, and its token another
+	allowed := 2
+	for i := 0; i < 2*perMinute; i++ {
+		if logInAt(t, []string{e.url, other.URL}[i%2], "", "ann@example.com", "correct horse").Status == http.StatusCreated {
+			allowed++
+		}
+	}
+	if allowed != perMinute {
+		t.Fatalf("%d credential requests allowed on two instances, want %d in all", allowed, perMinute)
+	}
+	if r := logInAt(t, other.URL, "127.0.0.2", "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
+		t.Fatalf("another address: %d", r.Status)
+	}
+	e.clock.Advance(time.Minute)
+	if r := logInAt(t, other.URL, "", "ann@example.com", "correct horse"); r.Status != http.StatusCreated {
+		t.Fatalf("the next minute: %d", r.Status)
+	}
+}
+
+// logInAt asks base for a token, from the loopback address from.
+func logInAt(t *testing.T, base, from, email, password string) response {
+	t.Helper()
+	r, err := sendTo(base, request{method: "POST", path: "/api/v1/tokens", from: from, body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// problemDetail is a problem document's detail.
+func problemDetail(t *testing.T, r response) string {
+	detail, _ := r.json(t)["detail"].(string)
+	return detail
 }
 
 // payments.provider_key is unique on both databases: the index exists, and

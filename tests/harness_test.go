@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -162,9 +163,20 @@ type request struct {
 	// offContract: the request breaks openapi.yaml on purpose, so only its
 	// answer is checked against it.
 	offContract bool
+	// from is the loopback address the request comes from (127.0.0.2…),
+	// for a client elsewhere; 127.0.0.1 when empty.
+	from string
 }
 
 func key(k string) *string { return &k }
+
+// clientFrom is client, its connections made from the address from.
+func clientFrom(from string) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c := *client
+	c.Transport = contractTransport{next: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	return &c
+}
 
 // client checks every request and answer against the API's document.
 var client = &http.Client{
@@ -198,7 +210,11 @@ func (e *env) send(r request) (response, error) {
 	if r.key != nil {
 		req.Header["Idempotency-Key"] = []string{*r.key}
 	}
-	resp, err := client.Do(req)
+	c := client
+	if r.from != "" {
+		c = clientFrom(r.from)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return response{}, err
 	}

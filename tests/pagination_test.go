@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -142,14 +143,22 @@ func TestIdempotencyKeysArePaginated(t *testing.T) {
 }
 
 // A limit out of range and a cursor the listing did not make are 400
-// problems, on both listings.
+// problems, on both listings: cursors that do not parse, and cursors that
+// parse but are out of range — a key id of 2^63 or more (once a 500 from the
+// database), a time before 1970 or past int64, an id in another form.
 func TestBadPageParametersAreRefused(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("ann@example.com")
 	e.createOrder(token, "a", orderBody(e.products()[0], 1))
+	var outOfRange []string
+	for _, raw := range []string{"1.18446744073709551615", "1.9223372036854775808", "1.0", "1.-3", "1.+3", "1.007",
+		"99999999999999999999.1", "-5.1", "0.1", "+1.1", "1.00000000-0000-4000-8000-00000000000A",
+		"1.urn:uuid:00000000-0000-4000-8000-000000000000", "1.{00000000-0000-4000-8000-000000000000}"} {
+		outOfRange = append(outOfRange, "after="+base64.RawURLEncoding.EncodeToString([]byte(raw)))
+	}
 	for _, list := range []string{"/api/v1/orders", "/api/v1/idempotency-keys"} {
-		for _, query := range []string{"limit=0", "limit=101", "limit=-1", "limit=ten", "limit=", "limit=1.5",
-			"after=", "after=%21%21", "after=bm90LWEtY3Vyc29y", "after=MTIzLm5vdC1hbi1pZA", "after=eC4xMjM"} {
+		for _, query := range append([]string{"limit=0", "limit=101", "limit=-1", "limit=ten", "limit=", "limit=1.5",
+			"after=", "after=%21%21", "after=bm90LWEtY3Vyc29y", "after=MTIzLm5vdC1hbi1pZA", "after=eC4xMjM"}, outOfRange...) {
 			r := e.do(request{method: "GET", path: list + "?" + query, token: token, offContract: true})
 			isProblem(t, r, http.StatusBadRequest, problem.InvalidParameter.URI())
 		}

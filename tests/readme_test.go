@@ -15,7 +15,8 @@ import (
 // The API's walk-through (docs/api.md) is run as written, so it cannot drift
 // from the server: its commands, in order, against a fresh server, each
 // output compared with the one shown under it, ignoring ids, dates, tokens
-// and cursors (and Date and Content-Length, which the page leaves out).
+// and cursors (and Date, Content-Length and the security headers, which the
+// page leaves out).
 func TestAPIWalkThrough(t *testing.T) {
 	for _, tool := range []string{"sh", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -140,6 +141,11 @@ func normalise(s string) string {
 	return strings.TrimSpace(s)
 }
 
+// unshownHeaders are left out of the walk-through's answers: they vary, or,
+// for the security headers, come with every answer (docs/api.md says so).
+var unshownHeaders = []string{"date", "content-length",
+	"content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy"}
+
 // answer is one HTTP answer as `curl -si` prints it.
 type answer struct {
 	status string
@@ -158,7 +164,7 @@ func answers(s string) []answer {
 				continue
 			}
 			name, value, _ := strings.Cut(l, ":")
-			if name = strings.ToLower(strings.TrimSpace(name)); name != "date" && name != "content-length" {
+			if name = strings.ToLower(strings.TrimSpace(name)); !slices.Contains(unshownHeaders, name) {
 				a.header[name] = normalise(value)
 			}
 		}
@@ -266,5 +272,32 @@ func TestREADMEReplay(t *testing.T) {
 	}
 	if orders, keys := e.count("orders"), e.count("idempotency_keys", "state = ?", "completed"); orders != 1 || keys != 1 {
 		t.Fatalf("%d orders and %d completed keys, want 1 and 1", orders, keys)
+	}
+}
+
+// The README's block and the API's walk-through sign up different users,
+// so that a newcomer who runs one and then the other against the same
+// server does not see the second fail with 409.
+func TestREADMEAndWalkThroughSignUpDifferentUsers(t *testing.T) {
+	emails := regexp.MustCompile(`"email":"([^"]+)"`)
+	signedUp := func(path string) map[string]bool {
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]bool{}
+		for _, m := range emails.FindAllStringSubmatch(string(doc), -1) {
+			found[m[1]] = true
+		}
+		if len(found) == 0 {
+			t.Fatalf("%s signs up nobody", path)
+		}
+		return found
+	}
+	walkThrough := signedUp("../docs/api.md")
+	for email := range signedUp("../README.md") {
+		if walkThrough[email] {
+			t.Fatalf("README.md and docs/api.md both sign up %s", email)
+		}
 	}
 }

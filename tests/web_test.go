@@ -23,7 +23,7 @@ func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
 
 	orderPath := s.placeOrder(s.checkout(ids[0], 2, ids[1], 1))
 	page := s.get(orderPath)
-	isPage(t, page, http.StatusOK, "Awaiting payment", "Payment attempts", `name="payment_method"`)
+	isPage(t, page, http.StatusOK, "Order #1001", "Awaiting payment", "<h2>Payments</h2>", `name="payment_method"`)
 	if strings.Contains(string(page.Body), "checked") {
 		t.Fatal("the pay form comes with a card already chosen")
 	}
@@ -34,8 +34,11 @@ func TestBrowserCheckoutPlacesAndPaysAnOrder(t *testing.T) {
 		t.Fatalf("pay: %d %q %s", r.Status, r.Header.Get("Location"), r.Body)
 	}
 	page = s.get(orderPath)
-	isPage(t, page, http.StatusOK, "Charged")
+	isPage(t, page, http.StatusOK, "charged to the Test Visa card.", `<a href="`+orderPath+`/receipt">Receipt for order #1001</a>`)
 	hasNotice(t, page, "status", "Paid.")
+	if strings.Contains(string(page.Body), "(is charged)") {
+		t.Fatal("the payment history repeats the pay form's label")
+	}
 	if strings.Contains(string(page.Body), `name="payment_method"`) {
 		t.Fatal("a paid order still shows the pay form")
 	}
@@ -263,7 +266,7 @@ func TestDeclinedAndAlreadyPaidShowOnTheOrderPage(t *testing.T) {
 			t.Fatalf("pay: %d %s", r.Status, r.Body)
 		}
 	}
-	hasNotice(t, s.get(orderPath), "status", "Paid.")
+	hasNotice(t, s.get(orderPath), "status", "Already paid.") // what the second tab sees
 	if e.charges() != 1 || e.count("payments") != 2 {
 		t.Fatalf("%d charges and %d payments, want 1 charge (and the declined attempt)", e.charges(), e.count("payments"))
 	}
@@ -440,17 +443,16 @@ func TestAccountActivityIsToldInShoppersWords(t *testing.T) {
 	other := s.payForm(orderPath, payments.MethodUnavailable)
 	s.post(orderPath+"/payments", other)
 	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa))
-	short := strings.TrimPrefix(orderPath, "/orders/")[:8] + "…"
 
 	page := s.get("/account")
 	isPage(t, page, http.StatusOK, "ann@example.com",
-		`<a href="`+orderPath+`">Placed order `+short+`</a> — done, sent twice, answered once.`,
-		`<a href="`+orderPath+`">Card declined for order `+short+`</a> — done.`,
-		`Tried to pay an order — not done; nothing was kept, so it can be sent again.`,
-		`<a href="`+orderPath+`">Paid order `+short+`</a> — done.`)
-	for _, developerWord := range []string{"POST", "/orders/:id", "303", "completed", form.Get("idempotency_key")[:8], other.Get("idempotency_key")[:8]} {
+		`<a href="`+orderPath+`">Placed order #1001</a> — done (you sent it twice; it happened once).`,
+		`<a href="`+orderPath+`">Tried to pay order #1001</a> — the card was declined, so nothing was charged.`,
+		`Tried to pay for an order — it did not go through and nothing was saved, so you can send it again.`,
+		`<a href="`+orderPath+`">Paid order #1001</a> — done.`)
+	for _, developerWord := range []string{"POST", "/orders/:id", "303", "completed", "not done", "kept", form.Get("idempotency_key")[:8], other.Get("idempotency_key")[:8]} {
 		if strings.Contains(string(page.Body), developerWord) {
-			t.Fatalf("the activity page says %q", developerWord)
+			t.Fatalf("the activity page says %q:\n%s", developerWord, page.Body)
 		}
 	}
 	// The developer's view stays in the API.

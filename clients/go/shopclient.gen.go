@@ -2418,6 +2418,9 @@ type Order struct {
 	Id       openapi_types.UUID `json:"id"`
 	Items    []OrderItem        `json:"items"`
 
+	// Number The order's number for people ("Order
+	Number int64 `json:"number"`
+
 	// Payments Every attempt the provider answered, declined ones included, oldest first.
 	Payments   []Payment   `json:"payments"`
 	Status     OrderStatus `json:"status"`

@@ -420,6 +420,11 @@ export interface components {
         Order: {
             /** Format: uuid */
             id: string;
+            /**
+             * Format: int64
+             * @description The order's number for people ("Order
+             */
+            number: number;
             /** @enum {string} */
             status: "pending" | "paid";
             currency: components["schemas"]["Currency"];
