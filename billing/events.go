@@ -68,3 +68,38 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", event.Charge.ID)
 	return nil
 }
+
+// ApplyRefundEvent applies a provider's event about a refund through tx,
+// the delivery's transaction: a refund in doubt is settled with the event's
+// answer, under the order's hold (models.ErrPaymentInProgress while a live
+// operation holds it); a pending one moves to its final state. Anything
+// else changes nothing.
+func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
+	refund, found, err := s.shop.RefundByKey(ctx, event.ProviderKey)
+	if err != nil || !found {
+		return false, err
+	}
+	outcome := refundOutcomeOf(event.Refund)
+	switch {
+	case refund.State == models.RefundPending && outcome.State != models.RefundPending:
+		return s.shop.UpdateRefundState(tx(), refund, outcome)
+	case refund.State != models.RefundInDoubt:
+		return false, nil
+	}
+	holder := models.NewHolder(byWebhook + ":" + event.ID)
+	now := s.now()
+	refund, held, err := s.shop.HoldRefundForResolution(ctx, refund.ID, holder, now, now.Add(s.cfg.Lease))
+	switch {
+	case err != nil:
+		return false, err
+	case !held && refund.State == models.RefundInDoubt:
+		return false, models.ErrPaymentInProgress
+	case !held:
+		return false, nil
+	}
+	if _, err := s.shop.SettleRefund(tx(), refund, outcome, holder); err != nil {
+		return false, err
+	}
+	s.metrics.resolutions.WithLabelValues(byWebhook, "refund_"+string(outcome.State)).Inc()
+	return true, nil
+}

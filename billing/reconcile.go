@@ -10,7 +10,7 @@ import (
 // reconcileBatch is how many attempts in doubt one reconcile pass takes on.
 const reconcileBatch = 100
 
-// Reconcile resolves the payment attempts in doubt that no live operation
+// Reconcile resolves the payment attempts and refunds in doubt that no live operation
 // holds, so that a charge the provider took is recorded, and its order
 // paid, even if nobody retries — and an attempt the provider refused, or
 // never received, is settled, so that its order can be paid. Any number of
@@ -39,6 +39,33 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 			resolved++
 		} else {
 			s.releaseHold(ctx, attempt.OrderID, holder)
+		}
+	}
+	refunds, err := s.reconcileRefunds(ctx)
+	return resolved + refunds, errors.Join(append(errs, err)...)
+}
+
+// reconcileRefunds resolves the refunds in doubt that no live operation
+// holds, as Reconcile does the payment attempts.
+func (s *Service) reconcileRefunds(ctx context.Context) (int, error) {
+	refunds, err := s.shop.StaleRefunds(ctx, s.now(), reconcileBatch)
+	if err != nil {
+		return 0, err
+	}
+	resolved := 0
+	var errs []error
+	for _, r := range refunds {
+		holder := models.NewHolder(byReconciler)
+		now := s.now()
+		refund, held, err := s.shop.HoldRefundForResolution(ctx, r.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
+		if err != nil || !held {
+			errs = append(errs, err)
+			continue
+		}
+		if s.resolveRefund(ctx, byReconciler, refund, holder).State != models.RefundInDoubt {
+			resolved++
+		} else {
+			s.releaseHold(ctx, refund.OrderID, holder)
 		}
 	}
 	return resolved, errors.Join(errs...)

@@ -15,6 +15,7 @@ const (
 	byPayment    = "payment"
 	byReconciler = "reconciler"
 	byWebhook    = "webhook"
+	byRefund     = "refund"
 )
 
 // resolution is what became of an attempt in doubt: its state now

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -40,6 +41,9 @@ func decodeJSON(c *gin.Context, dst any) error {
 		return problem.MalformedRequest.With("The body must be a JSON object, not " + typeErr.Value + ".")
 	case errors.As(err, &typeErr):
 		return models.Invalid(models.FieldError{Field: typeErr.Field, Message: "must be " + jsonKind(typeErr.Type.Kind())})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return models.Invalid(models.FieldError{Field: field, Message: "is not a field of this request"})
 	case errors.Is(err, io.EOF):
 		return problem.MalformedRequest.With("The body is empty.")
 	}

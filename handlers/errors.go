@@ -50,6 +50,14 @@ func problemOf(e *models.Error) *problem.Problem {
 		return problem.BadCredentials.With(e.Message)
 	case billing.ErrUnconfirmed, billing.ErrEarlierUnconfirmed:
 		return problem.PaymentUnconfirmed.With(e.Message)
+	case billing.ErrRefundUnconfirmed, billing.ErrEarlierRefundUnconfirmed:
+		return problem.RefundUnconfirmed.With(e.Message)
+	case models.ErrOrderCancelled:
+		return problem.OrderCancelled.With(e.Message)
+	case models.ErrOrderNotPaid:
+		return problem.OrderNotPaid.With(e.Message)
+	case models.ErrRefundExceeds:
+		return problem.RefundExceeds.With(e.Message)
 	case billing.ErrProviderUnavailable:
 		return problem.ProviderUnavailable.With(e.Message)
 	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:

@@ -66,7 +66,10 @@ type orderJSON struct {
 	Items      []itemJSON    `json:"items"`
 	Payments   []paymentJSON `json:"payments"`
 	Attempts   []attemptJSON `json:"attempts"`
-	CreatedAt  time.Time     `json:"created_at"`
+	// RefundedCents is what succeeded and pending refunds give back.
+	RefundedCents int64        `json:"refunded_cents"`
+	Refunds       []refundJSON `json:"refunds"`
+	CreatedAt     time.Time    `json:"created_at"`
 }
 
 func paymentView(p models.Payment) paymentJSON {
@@ -80,8 +83,12 @@ func orderView(o models.Order) orderJSON {
 	v := orderJSON{
 		ID: o.ID, Number: o.Number, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,
 		Items: make([]itemJSON, 0, len(o.Items)), Payments: make([]paymentJSON, 0, len(o.Payments)),
-		Attempts:  make([]attemptJSON, 0, len(o.Attempts)),
+		Attempts:      make([]attemptJSON, 0, len(o.Attempts)),
+		RefundedCents: o.RefundedCents, Refunds: make([]refundJSON, 0, len(o.Refunds)),
 		CreatedAt: o.CreatedAt.UTC(),
+	}
+	for _, r := range o.Refunds {
+		v.Refunds = append(v.Refunds, refundView(r))
 	}
 	for _, it := range o.Items {
 		v.Items = append(v.Items, itemJSON{ProductID: it.ProductID, SKU: it.SKU, Name: it.Name, UnitPriceCents: it.UnitPriceCents, Quantity: it.Quantity})
@@ -153,7 +160,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in.PaymentMethod)
-	if errors.Is(err, models.ErrOrderPaid) {
+	if errors.Is(err, models.ErrOrderPaid) || errors.Is(err, models.ErrOrderCancelled) {
 		middleware.Final(c)
 	}
 	if err != nil {

@@ -61,6 +61,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
+	authed.POST("/orders/:id/refunds", once, s.createRefund)
+	authed.GET("/orders/:id/refunds/:refund_id", s.getRefund)
+	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
 
 	// Stripe's webhook deliveries: verified, then once per event id.

@@ -83,7 +83,7 @@ type Server struct {
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &models.LoginFailure{}, &models.AddressMinute{})
+	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
 }
 
 // NewServer builds the server and its routes.

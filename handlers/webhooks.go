@@ -60,17 +60,20 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 }
 
 // stripeEvent applies one verified event, once, through the payments
-// service; an event about anything but a charge is received and ignored.
+// service; an event about anything but a charge or a refund is received
+// and ignored.
 func (s *Server) stripeEvent(c *gin.Context) {
-	event, ok := payments.StripeChargeEvent(c.MustGet(stripeEventKey).(stripe.Event))
-	applied := false
-	if ok {
-		var err error
-		applied, err = s.payments.ApplyEvent(c.Request.Context(), func() *gorm.DB { return middleware.Tx(c) }, event)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
+	event := c.MustGet(stripeEventKey).(stripe.Event)
+	tx := func() *gorm.DB { return middleware.Tx(c) }
+	applied, err := false, error(nil)
+	if charge, ok := payments.StripeChargeEvent(event); ok {
+		applied, err = s.payments.ApplyEvent(c.Request.Context(), tx, charge)
+	} else if refund, ok := payments.StripeRefundEvent(event); ok {
+		applied, err = s.payments.ApplyRefundEvent(c.Request.Context(), tx, refund)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
 	c.JSON(http.StatusOK, gin.H{"received": true, "applied": applied})
 }

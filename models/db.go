@@ -104,7 +104,7 @@ func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
 // lock on PostgreSQL, the write lock on SQLite — so that instances starting
 // together on an empty database migrate one after the other.
 func Migrate(db *gorm.DB, more ...any) error {
-	tables := append([]any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}, &PaymentAttempt{}}, more...)
+	tables := append([]any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}, &PaymentAttempt{}, &Refund{}}, more...)
 	err := db.Transaction(func(tx *gorm.DB) error {
 		if IsPostgres(tx) {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrationLock).Error; err != nil {

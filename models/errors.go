@@ -72,3 +72,13 @@ func IsUnstorableText(err error) bool {
 // request, and the order cannot be charged again until that payment is
 // confirmed, by the next payment of the order or the reconciler.
 var ErrPaymentInDoubt = &Error{Code: ECONFLICT, Message: "The last payment of this order is being confirmed with the payment provider; nothing more was charged. Try again in a moment."}
+
+var (
+	// ErrOrderCancelled: the order was cancelled; it cannot be paid. Final.
+	ErrOrderCancelled = &Error{Code: ECONFLICT, Message: "This order was cancelled, so it cannot be paid; nothing was charged."}
+	// ErrOrderNotPaid: a refund of an order that was never charged. Final.
+	ErrOrderNotPaid = &Error{Code: ECONFLICT, Message: "This order is not paid, so there is nothing to refund."}
+	// ErrRefundExceeds: a refund of more than is still refundable,
+	// refunds already made or in progress counted. Final.
+	ErrRefundExceeds = &Error{Code: ECONFLICT, Message: "The amount is more than what can still be refunded on this order."}
+)

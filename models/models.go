@@ -5,13 +5,23 @@
 // exactly-once take the transaction and the derived key they are given.
 package models
 
-import "time"
-
-// Order states.
-const (
-	OrderPending = "pending"
-	OrderPaid    = "paid"
+import (
+	"slices"
+	"time"
 )
+
+// Order states. An order is pending until it is paid or cancelled; once
+// paid, refunds make it partially_refunded, then refunded.
+const (
+	OrderPending           = "pending"
+	OrderPaid              = "paid"
+	OrderPartiallyRefunded = "partially_refunded"
+	OrderRefunded          = "refunded"
+	OrderCancelled         = "cancelled"
+)
+
+// chargedStates are the states of an order that was charged.
+var chargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
 
 // PaymentStatus is what the provider answered a charge: the status of a
 // payment row, and of the provider adapters' answers, one type for both.
@@ -87,6 +97,10 @@ type Order struct {
 	// Attempts are the provider calls made for the order, in doubt or
 	// resolved: the shop's own record that money may be moving.
 	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
+	// Refunds are the refunds asked of the provider, in doubt or answered.
+	Refunds []Refund `gorm:"constraint:OnDelete:CASCADE"`
+	// RefundedCents is what succeeded and pending refunds give back.
+	RefundedCents int64 `gorm:"not null;default:0"`
 	// HeldBy names who holds the order until HeldUntil (see NewHolder):
 	// one run of a payment operation, the reconciler, or a webhook
 	// delivery. Two of them must not both reach the provider for one
@@ -95,6 +109,9 @@ type Order struct {
 	HeldUntil *time.Time
 	CreatedAt time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
+
+// Charged reports whether the order was paid, whatever was refunded since.
+func (o Order) Charged() bool { return slices.Contains(chargedStates, o.Status) }
 
 // PaymentInDoubt reports an attempt of the order still waiting for the
 // provider's outcome: the order cannot be charged again until it is known.

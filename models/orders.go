@@ -118,5 +118,8 @@ func (s Shop) withLines(db *gorm.DB) *gorm.DB {
 	return db.
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
 		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
-		Preload("Attempts", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") })
+		Preload("Attempts", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Preload("Refunds", func(db *gorm.DB) *gorm.DB {
+			return db.Where("state IN ?", []RefundState{RefundSucceeded, RefundPending}).Order("created_at, id")
+		})
 }

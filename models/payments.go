@@ -54,8 +54,11 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, hol
 		if err != nil {
 			return err
 		}
-		if order.Status == OrderPaid {
+		switch {
+		case order.Charged():
 			return ErrOrderPaid
+		case order.Status == OrderCancelled:
+			return ErrOrderCancelled
 		}
 		held, err := takeHold(tx.Where("status = ?", OrderPending), order.ID, holder, now, until)
 		if err != nil {
@@ -123,8 +126,11 @@ func busy(tx *gorm.DB, orderID string) error {
 	if err := tx.Select("status").Where("id = ?", orderID).Take(&order).Error; err != nil {
 		return err
 	}
-	if order.Status == OrderPaid {
+	switch {
+	case order.Charged():
 		return ErrOrderPaid
+	case order.Status == OrderCancelled:
+		return ErrOrderCancelled
 	}
 	var doubts int64
 	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", orderID, AttemptInDoubt).Count(&doubts).Error; err != nil {

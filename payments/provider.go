@@ -20,10 +20,11 @@ const (
 	MethodInsufficientFunds = "pm_card_chargeDeclinedInsufficientFunds" // declined: insufficient funds
 	MethodDeclined          = "pm_card_declined"                        // declined by the issuer (the simulation's older id)
 	MethodUnavailable       = "pm_card_unavailable"                     // the provider fails transiently; Stripe knows no such method, and refuses it: nothing charged either way
+	MethodRefundFail        = "pm_card_refundFail"                      // succeeds; its refunds fail, as if the card account were closed (Stripe's id)
 )
 
 // Methods lists the payment methods the shop accepts.
-var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable}
+var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail}
 
 // ErrUnavailable is a passing refusal of this request before it charged
 // anything (unavailable, rate limited, unauthorized): the same call may
@@ -64,8 +65,29 @@ type Charge struct {
 // request's key: found is false when the provider shows nothing — proof
 // that nothing was charged only once any request under the key has long
 // ended (a provider's search may lag).
+//
+// Refund and FindRefund do the same for refunds of a charge.
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
+	Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error)
+	FindRefund(ctx context.Context, req RefundRequest) (refund RefundAnswer, found bool, err error)
 	KeyLifetime() time.Duration
+}
+
+// RefundRequest asks for one refund of a charge, under IdempotencyKey.
+type RefundRequest struct {
+	IdempotencyKey string
+	ChargeID       string
+	OrderID        string
+	AmountCents    int64
+	Currency       string
+}
+
+// RefundAnswer is the provider's answer: succeeded, pending (on its way
+// to the card), or failed with a reason (nothing given back).
+type RefundAnswer struct {
+	ID            string
+	State         models.RefundState
+	FailureReason string
 }

@@ -50,6 +50,16 @@ var (
 		"The `Stripe-Signature` header is missing, does not verify the payload with the endpoint's signing secret, or is older than the tolerance (5 minutes). Nothing was done."}
 	WebhookAPIVersion = Type{"webhook-api-version", http.StatusBadRequest, "Webhook event of another API version",
 		"The delivery is correctly signed, but its event is rendered in a Stripe API version this server does not read, so its objects could be read wrong. Nothing was done. Set the webhook endpoint's API version to the one the server's stripe-go pins; Stripe then delivers the event again in that version."}
+	OrderCancelled = Type{"order-cancelled", http.StatusConflict, "Order cancelled",
+		"The order was cancelled, so it cannot be paid; nothing was charged. This answer is final and is replayed for the same idempotency key."}
+	OrderNotPaid = Type{"order-not-paid", http.StatusConflict, "Order not paid",
+		"Only a paid order can be refunded, and this one was never charged. Nothing was done."}
+	RefundExceeds = Type{"refund-exceeds-refundable", http.StatusConflict, "More than is left to refund",
+		"The amount asked is more than what can still be refunded on this order: the charge less the refunds already made or in progress. Nothing was done; the order's `refunded_cents` says how much was given back."}
+	RefundFailed = Type{"refund-failed", http.StatusConflict, "Refund failed",
+		"The payment provider could not send the refund to the card (for example, the card's account is closed). Nothing was given back, and the amount can still be refunded. This answer is final and is replayed for the same idempotency key."}
+	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
+		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
@@ -67,7 +77,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	WebhookAPIVersion, Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, OrderCancelled, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -28,7 +28,7 @@ func TestAccounts(t *testing.T) {
 		{"bad email", `{"email":"not-an-email","password":"long enough"}`, 422, "/problems/validation"},
 		{"short password", `{"email":"short@example.com","password":"1234567"}`, 422, "/problems/validation"},
 		{"password over bcrypt's 72 bytes", `{"email":"long@example.com","password":"` + strings.Repeat("p", 73) + `"}`, 422, "/problems/validation"},
-		{"unknown field", `{"email":"x@example.com","password":"long enough","admin":true}`, 400, "/problems/malformed-request"},
+		{"unknown field", `{"email":"x@example.com","password":"long enough","admin":true}`, 422, "/problems/validation"},
 		{"not JSON", `{"email":`, 400, "/problems/malformed-request"},
 	}
 	for _, tc := range cases {

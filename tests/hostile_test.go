@@ -71,7 +71,7 @@ func TestHostileRequestsAreRefused(t *testing.T) {
 		{"invalid JSON", order(`{"items":[`), 400, "malformed-request"},
 		{"duplicate JSON keys", order(`{"items":[],"items":[{"product_id":"` + p[0] + `","quantity":1}]}`), 400, "malformed-request"},
 		{"two JSON values", order(good + good), 400, "malformed-request"},
-		{"unknown field", order(`{"items":[{"product_id":"` + p[0] + `","quantity":1}],"total_cents":1}`), 400, "malformed-request"},
+		{"unknown field", order(`{"items":[{"product_id":"` + p[0] + `","quantity":1}],"total_cents":1}`), 422, "validation"},
 		{"JSON array", order(`[]`), 400, "malformed-request"},
 		{"nested 100000 deep", order(deep), 400, "malformed-request"},
 		{"invalid UTF-8", order("{\"items\":[{\"product_id\":\"\xff\xfe\",\"quantity\":1}]}"), 400, "malformed-request"},

@@ -213,7 +213,7 @@ func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
 		t.Fatalf("after an unanswered resolution: %d charges, %d payments, %d in doubt; want 1, 0, 1", c, pays, doubts)
 	}
 	order := e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token}).json(t)
-	if attempts := order["attempts"].([]any); len(attempts) != 1 || attempts[0].(map[string]any)["state"] != models.AttemptInDoubt {
+	if attempts := order["attempts"].([]any); len(attempts) != 1 || attempts[0].(map[string]any)["state"] != string(models.AttemptInDoubt) {
 		t.Fatalf("the order's attempts: %v; want one in_doubt", order["attempts"])
 	}
 
@@ -336,7 +336,9 @@ func TestARefusedResolutionNeverSettlesAnAttempt(t *testing.T) {
 		if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 			t.Fatalf("reconcile while refused: %d resolved, %v; want 0", n, err)
 		}
-		e.clock.Advance(time.Hour)
+		// Past the attempt's hold, within the roll-forward window: the
+		// attempt is sent again, and refused.
+		e.clock.Advance(5 * time.Minute)
 	}
 	second := e.payRequest(token, orderID, "k2", payments.MethodVisa)
 	for range 2 {

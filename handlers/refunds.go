@@ -1,0 +1,122 @@
+package handlers
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// refundJSON is one refund the provider answered: succeeded, or pending on
+// its way back to the card.
+type refundJSON struct {
+	ID          string             `json:"id"`
+	OrderID     string             `json:"order_id"`
+	PaymentID   string             `json:"payment_id"`
+	Status      models.RefundState `json:"status"`
+	AmountCents int64              `json:"amount_cents"`
+	Currency    string             `json:"currency"`
+	Reason      string             `json:"reason"`
+	CreatedAt   time.Time          `json:"created_at"`
+}
+
+func refundView(r models.Refund) refundJSON {
+	return refundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
+		Currency: r.Currency, Reason: r.Reason, CreatedAt: r.CreatedAt.UTC()}
+}
+
+func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + "/refunds/" + r.ID }
+
+// maxReason is the longest reason a refund takes, in characters.
+const maxReason = 200
+
+// refundInput decodes a refund's body: an optional positive amount and an
+// optional reason.
+func refundInput(c *gin.Context) (models.RefundInput, error) {
+	var in struct {
+		AmountCents *int64 `json:"amount_cents"`
+		Reason      string `json:"reason"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return models.RefundInput{}, err
+	}
+	var fields []models.FieldError
+	if in.AmountCents != nil && *in.AmountCents <= 0 {
+		fields = append(fields, models.FieldError{Field: "amount_cents", Message: "must be a positive number of cents"})
+	}
+	if utf8.RuneCountInString(in.Reason) > maxReason {
+		fields = append(fields, models.FieldError{Field: "reason", Message: "must be at most 200 characters"})
+	}
+	if fields != nil {
+		return models.RefundInput{}, models.Invalid(fields...)
+	}
+	return models.RefundInput{AmountCents: in.AmountCents, Reason: in.Reason}, nil
+}
+
+// createRefund gives money back on a paid order, through the payments service.
+func (s *Server) createRefund(c *gin.Context) {
+	in, err := refundInput(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if refund.State == models.RefundFailed {
+		middleware.Final(c)
+		s.fail(c, problem.RefundFailed.With(refund.FailureReason))
+		return
+	}
+	c.Header("Location", refundLocation(refund))
+	c.JSON(http.StatusCreated, refundView(refund))
+}
+
+// getRefund answers one refund of one of the user's orders.
+func (s *Server) getRefund(c *gin.Context) {
+	refund, err := s.shop.OrderRefund(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("refund_id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, refundView(refund))
+}
+
+// cancelOrder cancels a pending order: an empty body or {}.
+func (s *Server) cancelOrder(c *gin.Context) {
+	if err := emptyObject(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	order, err := s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
+	if errors.Is(err, models.ErrOrderPaid) {
+		middleware.Final(c)
+		err = problem.OrderPaid.With("This order is paid, so it cannot be cancelled: refund it instead.")
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, orderView(order))
+}
+
+// emptyObject accepts an empty body, or a JSON object with no field.
+func emptyObject(c *gin.Context) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	var none struct{}
+	return decodeJSON(c, &none)
+}

@@ -1,0 +1,96 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/shop/shop/models"
+)
+
+// Refund implements Provider through Stripe's Refunds API: a refund of the
+// PaymentIntent the charge was, with the derived key as Stripe's
+// Idempotency-Key and in the metadata, as for charges.
+func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
+	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(req.ChargeID), Amount: stripe.Int64(req.AmountCents)}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	params.AddMetadata("order_id", req.OrderID)
+	params.AddMetadata(stripeKeyMetadata, req.IdempotencyKey)
+	refund, err := s.client.V1Refunds.Create(ctx, params)
+	var stripeErr *stripe.Error
+	switch {
+	case errors.As(err, &stripeErr):
+		_, err := chargeOfError(stripeErr)
+		if err == nil { // a card error: the refund was refused, nothing given back
+			return RefundAnswer{State: models.RefundFailed, FailureReason: stripeErr.Msg}, nil
+		}
+		return RefundAnswer{}, err
+	case err != nil:
+		return RefundAnswer{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
+	}
+	return refundAnswerOf(refund), nil
+}
+
+// FindRefund implements Provider: Stripe has no search for refunds, so the
+// PaymentIntent's refunds are listed and matched by the key in their
+// metadata.
+func (s *Stripe) FindRefund(ctx context.Context, req RefundRequest) (RefundAnswer, bool, error) {
+	params := &stripe.RefundListParams{PaymentIntent: stripe.String(req.ChargeID)}
+	for refund, err := range s.client.V1Refunds.List(ctx, params) {
+		if err != nil {
+			return RefundAnswer{}, false, fmt.Errorf("%w: list refunds: %w", ErrInDoubt, err)
+		}
+		if refund.Metadata[stripeKeyMetadata] == req.IdempotencyKey {
+			return refundAnswerOf(refund), true, nil
+		}
+	}
+	return RefundAnswer{}, false, nil
+}
+
+// refundAnswerOf reads a Stripe refund's state: succeeded, failed or
+// canceled (nothing given back), or pending (requires_action included).
+func refundAnswerOf(r *stripe.Refund) RefundAnswer {
+	answer := RefundAnswer{ID: r.ID, State: models.RefundPending}
+	switch r.Status {
+	case stripe.RefundStatusSucceeded:
+		answer.State = models.RefundSucceeded
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		answer.State, answer.FailureReason = models.RefundFailed, refundFailure(r)
+	}
+	return answer
+}
+
+func refundFailure(r *stripe.Refund) string {
+	if r.FailureReason != "" {
+		return "The refund could not be sent to the card (" + strings.ReplaceAll(string(r.FailureReason), "_", " ") + ")."
+	}
+	return "The refund could not be sent to the card."
+}
+
+// StripeRefundEvent reads the refund a refund.updated or refund.failed
+// event reports (charge.refunded carries the charge, not a refund the shop
+// can match, and is received and left alone), and the key it was made
+// under; false for any other event.
+func StripeRefundEvent(event stripe.Event) (RefundEvent, bool) {
+	switch event.Type {
+	case stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed, stripe.EventTypeChargeRefundUpdated:
+	default:
+		return RefundEvent{}, false
+	}
+	var refund stripe.Refund
+	if event.Data == nil || json.Unmarshal(event.Data.Raw, &refund) != nil || refund.Metadata[stripeKeyMetadata] == "" {
+		return RefundEvent{}, false
+	}
+	return RefundEvent{ID: event.ID, ProviderKey: refund.Metadata[stripeKeyMetadata], Refund: refundAnswerOf(&refund)}, true
+}
+
+// RefundEvent is what a provider's event reports of one refund.
+type RefundEvent struct {
+	ID          string
+	ProviderKey string
+	Refund      RefundAnswer
+}
