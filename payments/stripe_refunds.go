@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/stripe/stripe-go/v82"
@@ -24,15 +25,43 @@ func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, e
 	var stripeErr *stripe.Error
 	switch {
 	case errors.As(err, &stripeErr):
-		_, err := chargeOfError(stripeErr)
-		if err == nil { // a card error: the refund was refused, nothing given back
-			return RefundAnswer{State: models.RefundFailed, FailureReason: stripeErr.Msg}, nil
-		}
-		return RefundAnswer{}, err
+		return refundOfError(stripeErr)
 	case err != nil:
 		return RefundAnswer{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
 	}
 	return refundAnswerOf(refund), nil
+}
+
+// refundOfError maps Stripe's errors to a refund, as chargeOfError does to
+// a charge, with one difference:
+//   - a card error, or Stripe's refusal of this refund itself — the charge
+//     is already refunded, the amount is more than is left, the payment is
+//     disputed — is a failed refund, with Stripe's message: Stripe executed
+//     the request and refused it, gave nothing back, and answers the same
+//     under the key every time, so the outcome is final and stored;
+//   - anything else is chargeOfError's answer: another invalid request
+//     (the shop's request is wrong: no such PaymentIntent, a bad parameter)
+//     is a definitive refusal, ErrRefused; 401/403/429 are ErrUnavailable;
+//     an idempotency error, 409 and any 5xx leave the refund in doubt.
+func refundOfError(e *stripe.Error) (RefundAnswer, error) {
+	switch e.Code {
+	case stripe.ErrorCodeChargeAlreadyRefunded, stripe.ErrorCodeAmountTooLarge, stripe.ErrorCodeChargeDisputed, stripe.ErrorCodeRefundDisputedPayment:
+		if e.Type == stripe.ErrorTypeInvalidRequest && e.HTTPStatusCode == http.StatusBadRequest {
+			return RefundAnswer{State: models.RefundFailed, FailureReason: refundRefusal(e)}, nil
+		}
+	}
+	if _, err := chargeOfError(e); err != nil {
+		return RefundAnswer{}, err
+	}
+	return RefundAnswer{State: models.RefundFailed, FailureReason: refundRefusal(e)}, nil // a card error
+}
+
+// refundRefusal is Stripe's message for a refused refund, or a plain one.
+func refundRefusal(e *stripe.Error) string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return "The refund could not be sent to the card."
 }
 
 // FindRefund implements Provider: Stripe has no search for refunds, so the
