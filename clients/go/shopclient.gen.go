@@ -146,6 +146,7 @@ const (
 	PmCardChargeDeclinedInsufficientFunds PaymentInputPaymentMethod = "pm_card_chargeDeclinedInsufficientFunds"
 	PmCardDeclined                        PaymentInputPaymentMethod = "pm_card_declined"
 	PmCardMastercard                      PaymentInputPaymentMethod = "pm_card_mastercard"
+	PmCardRefundFail                      PaymentInputPaymentMethod = "pm_card_refundFail"
 	PmCardUnavailable                     PaymentInputPaymentMethod = "pm_card_unavailable"
 	PmCardVisa                            PaymentInputPaymentMethod = "pm_card_visa"
 )
@@ -160,6 +161,8 @@ func (e PaymentInputPaymentMethod) Valid() bool {
 	case PmCardDeclined:
 		return true
 	case PmCardMastercard:
+		return true
+	case PmCardRefundFail:
 		return true
 	case PmCardUnavailable:
 		return true
@@ -3255,7 +3258,7 @@ type PaymentInput struct {
 	// PaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 	// accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 	// `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-	// (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+	// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
 	//
 	//
 	// Examples: pm_card_visa
@@ -3265,7 +3268,7 @@ type PaymentInput struct {
 // PaymentInputPaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 // accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 // `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-// (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
 //
 // Examples: pm_card_visa
 type PaymentInputPaymentMethod string

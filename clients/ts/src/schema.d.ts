@@ -520,11 +520,11 @@ export interface components {
              * @description A test payment method, Stripe's test PaymentMethod ids, which either provider
              *     accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
              *     `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-             *     (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+             *     (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
              * @example pm_card_visa
              * @enum {string}
              */
-            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable";
+            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable" | "pm_card_refundFail";
         };
         Payment: {
             /** Format: uuid */
