@@ -88,7 +88,7 @@ type Order struct {
 	// sequential and unique in the shop, from FirstOrderNumber.
 	Number         int64       `gorm:"uniqueIndex"`
 	UserID         string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
-	Status         string      `gorm:"size:16;not null"`
+	Status         string      `gorm:"size:24;not null"`
 	Currency       string      `gorm:"size:3;not null"`
 	TotalCents     int64       `gorm:"not null"`
 	DerivedKey     string      `gorm:"size:80;not null;uniqueIndex"`
