@@ -44,8 +44,8 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	}
 	h := run.record(t, shopBinary(t))
 	result, info := porcupine.CheckOperationsVerbose(contractModel, h.ops, 2*time.Minute)
-	t.Logf("%d operations over %d orders, %d with an unknown outcome; %d faults; porcupine: %s",
-		len(h.ops), h.slots, h.unknown, h.faults, result)
+	t.Logf("%d operations over %d orders (%d answered 422 key reused, %d with an unknown outcome); %d faults; porcupine: %s",
+		len(h.ops), h.slots, h.count(mismatch), h.unknown, h.faults, result)
 	if result != porcupine.Ok {
 		t.Fatalf("the history is not linearizable (%s): drawn in %s", result, visualize(t, info))
 	}
@@ -90,6 +90,16 @@ type opOutput struct {
 	status  int
 	answer  string // the status and a hash of the body: what a replay repeats
 	about   string // the problem type, or the order or payment id
+}
+
+func (h *history) count(o outcome) int {
+	n := 0
+	for _, op := range h.ops {
+		if op.Output.(opOutput).outcome == o {
+			n++
+		}
+	}
+	return n
 }
 
 // record runs the clients and the faults and returns the history.
