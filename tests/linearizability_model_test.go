@@ -31,7 +31,8 @@ type slotState struct {
 //     that paid it answers 201, every other one 409 "already paid";
 //   - an operation whose answer never came (unknown) may have run at any
 //     moment after its call, or not at all: it may hold its key, and a
-//     payment may have paid the order.
+//     payment may have paid the order;
+//   - a hold (withHolds) may hold its key at any moment after its call.
 var contractModel = (&porcupine.NondeterministicModel{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		bySlot := map[int][]porcupine.Operation{}
@@ -65,6 +66,9 @@ var contractModel = (&porcupine.NondeterministicModel{
 		if in.key > 0 {
 			what = fmt.Sprintf("pay with key %d (card %d)", in.key, in.variant)
 		}
+		if in.hold {
+			return what + ": may hold the key"
+		}
 		switch out.outcome {
 		case unknown:
 			return what + " → unknown"
@@ -93,7 +97,7 @@ func stepContract(s slotState, in opInput, out opOutput) []slotState {
 		held := s
 		held.keys[in.key].held |= bit
 		next := []slotState{s, held}
-		if in.key > 0 && s.paidBy == 0 {
+		if in.key > 0 && s.paidBy == 0 && !in.hold {
 			paid := held
 			paid.paidBy = in.key
 			next = append(next, paid)

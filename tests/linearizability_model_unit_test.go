@@ -40,6 +40,9 @@ func TestContractModelRefusesWhatTheContractForbids(t *testing.T) {
 		{"already paid, by an unknown payment", []op{{1, 0, gone, 0, -1}, {2, 0, alreadyPaid, 1, 2}}, true},
 		{"the paying key told it is paid already", []op{{1, 0, gone, 0, -1}, {1, 0, alreadyPaid, 1, 2}}, false},
 		{"overlapping: the 422 may follow the 201 that overlaps it", []op{{0, 0, created, 0, 10}, {0, 1, reused, 1, 2}}, true},
+		{"another body refused while a request, itself refused in the end, held the key",
+			[]op{{1, 1, reused, 0, 20}, {1, 0, reused, 1, 2}, {1, 0, alreadyPaid, 3, 4}, {2, 0, paid("pay-2"), 0, 1}}, true},
+		{"a hold pays nothing", []op{{1, 1, reused, 0, 20}, {1, 0, reused, 1, 2}, {2, 0, alreadyPaid, 3, 4}}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,7 +54,7 @@ func TestContractModelRefusesWhatTheContractForbids(t *testing.T) {
 				}
 				history = append(history, porcupine.Operation{ClientId: i, Input: opInput{key: o.key, variant: o.variant}, Call: o.call, Output: o.out, Return: ret})
 			}
-			if got := porcupine.CheckOperations(contractModel, history); got != c.legal {
+			if got := porcupine.CheckOperations(contractModel, withHolds(history)); got != c.legal {
 				t.Fatalf("linearizable: %v, want %v", got, c.legal)
 			}
 		})

@@ -24,7 +24,7 @@ func TestLinearizabilityCatchesAnUnfencedClaim(t *testing.T) {
 	h := linearizabilityRun{duration: 10 * time.Second, noFaults: true}.record(t, binary)
 	result, info := porcupine.CheckOperationsVerbose(contractModel, h.ops, 2*time.Minute)
 	if result != porcupine.Illegal {
-		t.Fatalf("%d operations over %d orders from a server without the claim's fence: porcupine says %s, want Illegal", len(h.ops), h.slots, result)
+		t.Fatalf("%d operations over %d orders from a server without the claim's fence: porcupine says %s, want Illegal", h.requests, h.slots, result)
 	}
 	path := visualize(t, info)
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
@@ -35,5 +35,5 @@ func TestLinearizabilityCatchesAnUnfencedClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d operations over %d orders: Illegal, as it must be; drawn in %s. The tables agree: %d orders made for %d order keys",
-		len(h.ops), h.slots, path, audit.Orders, h.slots)
+		h.requests, h.slots, path, audit.Orders, h.slots)
 }

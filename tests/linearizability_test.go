@@ -45,9 +45,9 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	h := run.record(t, shopBinary(t))
 	result, info := porcupine.CheckOperationsVerbose(contractModel, h.ops, 2*time.Minute)
 	t.Logf("%d operations over %d orders (%d answered 422 key reused, %d with an unknown outcome); %d faults; porcupine: %s",
-		len(h.ops), h.slots, h.count(mismatch), h.unknown, h.faults, result)
+		h.requests, h.slots, h.count(mismatch), h.unknown, h.faults, result)
 	if result != porcupine.Ok {
-		t.Fatalf("the history is not linearizable (%s): drawn in %s", result, visualize(t, info))
+		t.Fatalf("the history is not linearizable (%s): drawn in %s%s", result, visualize(t, info), illegalOrders(h.ops))
 	}
 	h.auditMoney(t)
 }
@@ -61,9 +61,9 @@ type linearizabilityRun struct {
 
 // history is what a run recorded.
 type history struct {
-	ops                    []porcupine.Operation
-	slots, unknown, faults int
-	e                      *env
+	ops                              []porcupine.Operation
+	requests, slots, unknown, faults int
+	e                                *env
 }
 
 const (
@@ -72,9 +72,12 @@ const (
 )
 
 // opInput is one operation: on an order's slot, its create key (key 0)
-// or one of its payment keys, with one of two bodies (variant 0 or 1).
+// or one of its payment keys, with one of two bodies (variant 0 or 1). A
+// hold is no request of its own but what one may have done on the way to
+// its final answer: see withHolds.
 type opInput struct {
 	slot, key, variant int
+	hold               bool
 }
 
 type outcome int
@@ -134,8 +137,32 @@ func (run linearizabilityRun) record(t *testing.T, binary string) *history {
 		round.Wait()
 	}
 	faults.Wait()
-	h.ops, h.unknown = rec.ops, rec.unknown
+	h.ops, h.requests, h.unknown = withHolds(rec.ops), len(rec.ops), rec.unknown
 	return h
+}
+
+// withHolds adds, for each operation on a key that was sent with both
+// bodies, a hold: that one of its tries may have held the key from its
+// call on. One operation is several tries, and a try that ended without a
+// stored answer (a 409 "payment in progress", a 5xx) released the key,
+// which the other body may then take; meanwhile it was refused with 422.
+func withHolds(ops []porcupine.Operation) []porcupine.Operation {
+	type slotKey struct{ slot, key int }
+	variants := map[slotKey]uint8{}
+	for _, op := range ops {
+		in := op.Input.(opInput)
+		variants[slotKey{in.slot, in.key}] |= 1 << in.variant
+	}
+	out := ops
+	for _, op := range ops {
+		in := op.Input.(opInput)
+		if variants[slotKey{in.slot, in.key}] == 3 {
+			in.hold = true
+			out = append(out, porcupine.Operation{ClientId: op.ClientId, Input: in, Call: op.Call,
+				Output: opOutput{outcome: unknown}, Return: math.MaxInt64, Metadata: op.Metadata})
+		}
+	}
+	return out
 }
 
 // slotOrder is the order a slot's create key made, once a client knows it.
@@ -351,6 +378,27 @@ func (h *history) auditMoney(t *testing.T) {
 		t.Fatalf("money audit: %d orders for %d slots, %d paid; want at most one order per slot, and some paid", audit.Orders, h.slots, audit.PaidOrders)
 	}
 	t.Logf("money audit: %d orders for %d slots, %d paid, %d charges", audit.Orders, h.slots, audit.PaidOrders, audit.Charges)
+}
+
+// illegalOrders describes, operation by operation, each order whose own
+// history is not linearizable.
+func illegalOrders(ops []porcupine.Operation) string {
+	var b strings.Builder
+	for _, part := range contractModel.Partition(ops) {
+		if porcupine.CheckOperations(contractModel, part) {
+			continue
+		}
+		fmt.Fprintf(&b, "\norder %d:", part[0].Input.(opInput).slot)
+		for _, op := range part {
+			ret := "never"
+			if op.Return != math.MaxInt64 {
+				ret = time.Duration(op.Return).String()
+			}
+			fmt.Fprintf(&b, "\n  client %d on %v, %v → %s: %s", op.ClientId, op.Metadata, time.Duration(op.Call), ret,
+				contractModel.DescribeOperation(op.Input, op.Output))
+		}
+	}
+	return b.String()
 }
 
 // visualize draws the history and its longest linearizable prefixes to an
