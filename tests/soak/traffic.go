@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -177,5 +176,3 @@ func idOf(body []byte, field string) string {
 	s, _ := v[field].(string)
 	return s
 }
-
-func sameBody(a, b []byte) bool { return bytes.Equal(a, b) }
