@@ -14,18 +14,21 @@ type MoneyAudit struct {
 	Violations                  []string
 }
 
+// paidStates are the order states that follow a succeeded charge.
+const paidStates = "('paid', 'partially_refunded', 'refunded')"
+
 // moneyRules are queries that must find nothing; each row found is a
 // violation, described by the query's name and the row's id.
 var moneyRules = []struct{ name, query string }{
 	{"an order with more than one succeeded charge", `SELECT a.order_id FROM simulated_charges c
   JOIN payment_attempts a ON a.provider_key = c.idempotency_key
   WHERE c.status = 'succeeded' GROUP BY a.order_id HAVING count(*) > 1`},
-	{"a paid order without a succeeded charge", `SELECT o.id FROM orders o WHERE o.status = 'paid' AND NOT EXISTS (
+	{"a paid order without a succeeded charge", `SELECT o.id FROM orders o WHERE o.status IN ` + paidStates + ` AND NOT EXISTS (
   SELECT 1 FROM simulated_charges c JOIN payment_attempts a ON a.provider_key = c.idempotency_key
   WHERE a.order_id = o.id AND c.status = 'succeeded')`},
 	{"a succeeded charge of an order not paid", `SELECT c.id FROM simulated_charges c
   JOIN payment_attempts a ON a.provider_key = c.idempotency_key
-  JOIN orders o ON o.id = a.order_id WHERE c.status = 'succeeded' AND o.status <> 'paid'`},
+  JOIN orders o ON o.id = a.order_id WHERE c.status = 'succeeded' AND o.status NOT IN ` + paidStates + ``},
 	{"a succeeded charge without its payment row (unrecorded)", `SELECT c.id FROM simulated_charges c
   WHERE c.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = c.id AND p.status = 'succeeded')`},
 	{"a charge under a key no payment attempt names", `SELECT c.id FROM simulated_charges c
