@@ -75,7 +75,7 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE `+claimableSQL("idempotency_keys", "excluded.created_at"),
+WHERE `+claimFence,
 		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, models.KeyInProgress, k.OwnerToken, k.LockedUntil,
 		k.CreatedAt, k.ExpiresAt)
 	return res.RowsAffected == 1, res.Error
@@ -130,6 +130,11 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 		now, scope, key, owner, models.KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
+
+// claimFence is the claim's guard on a key row that exists: it is taken
+// only when claimable. (The build tag unfencedclaim, in unfenced.go, drops
+// it: the planted bug that tests/linearizability_test.go must catch.)
+var claimFence = claimableSQL("idempotency_keys", "excluded.created_at")
 
 // claimableSQL is claimable in SQL, for the key row named table at the
 // moment now (an SQL expression): expired, and completed or its lease over.
