@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +88,7 @@ type shop struct {
 	url    string
 	server *handlers.Server
 	http   *http.Server
-	pool   *sql.DB // its own connection pool, closed with it; nil when shared
+	db     *gorm.DB // its own connection pool, closed with it; nil when shared
 }
 
 func start(server *handlers.Server) (*shop, error) {
@@ -105,8 +104,8 @@ func start(server *handlers.Server) (*shop, error) {
 
 func (s *shop) stop(ctx context.Context) error {
 	err := errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
-	if s.pool != nil {
-		err = errors.Join(err, s.pool.Close())
+	if s.db != nil {
+		err = errors.Join(err, models.Close(s.db))
 	}
 	return err
 }
@@ -117,7 +116,7 @@ func (s *shop) stop(ctx context.Context) error {
 type bench struct {
 	cfg      config
 	db       *gorm.DB
-	sqlDB    *sql.DB
+	pool     pool // the app's connection pool, as GORM uses it
 	postgres bool
 	bare     bareSQL
 	deps     handlers.Deps
@@ -197,11 +196,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
-	defer sqlDB.Close()
+	defer models.Close(db)
 	if err := handlers.Migrate(db); err != nil {
 		return nil, err
 	}
@@ -209,7 +204,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	b := &bench{
-		cfg: cfg, db: db, sqlDB: sqlDB, postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
+		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
 		began: time.Now().UTC().Add(-time.Second),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
@@ -333,17 +328,13 @@ func (b *bench) startCold() (*shop, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
 	deps := b.deps
 	deps.DB, deps.Provider = db, &payments.Simulated{DB: db}
 	s, err := start(handlers.NewServer(deps))
 	if err != nil {
-		return nil, errors.Join(err, pool.Close())
+		return nil, errors.Join(err, models.Close(db))
 	}
-	s.pool = pool
+	s.db = db
 	return s, nil
 }
 
