@@ -74,7 +74,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)}, mode, raw)
+	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}, mode, raw)
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
