@@ -36,11 +36,11 @@ type config struct {
 	// Rounds: the compared phases (every phase but the warm-up and the
 	// storms) run interleaved in this many slices, so that a machine
 	// getting busier or the tables growing does not favour one of them.
-	Rounds          int
-	CPUProfile      string // of the first slice of fresh orders with the middleware
+	Rounds     int
+	CPUProfile string // of the first slice of fresh orders with the middleware
 	// MemoryOps: after the storms, fresh orders until the instance with the
 	// middleware has completed this many operations, then its memory.
-	MemoryOps int
+	MemoryOps       int
 	Markdown, Label string
 }
 
@@ -130,12 +130,12 @@ type bench struct {
 	// as deployed (on PostgreSQL, once pushes its answers to it), cold
 	// without pushes, so that each of its replays reads the database.
 	once, tx, ceiling, other, cold *shop
-	client                  *http.Client
-	products                []models.Product
-	users                   map[string][]user // by phase
-	orderBody               string
-	run                     string
-	began                   time.Time
+	client                         *http.Client
+	products                       []models.Product
+	users                          map[string][]user // by phase
+	orderBody                      string
+	run                            string
+	began                          time.Time
 
 	mu sync.Mutex
 	// made are the keys once answered, with the answer; made[:next[s]]
