@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -42,7 +43,10 @@ const (
 	notifyLimit = 8000 - 1
 	pushQueue   = 4096 // answers waiting to be sent; more are dropped
 	pushBatch   = 64   // answers sent in one statement at most
-	pushRetry   = time.Second
+	// pushGather is how long the sender waits after an answer for others to
+	// send with it: one statement for many, fewer commits on the database.
+	pushGather = 5 * time.Millisecond
+	pushRetry  = time.Second
 )
 
 // pushMessage is one completed answer as NOTIFY carries it: what the key
@@ -161,9 +165,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		case first := <-p.queue:
 			batch = append(batch, first)
 		}
-		for len(batch) < pushBatch && len(p.queue) > 0 {
-			batch = append(batch, <-p.queue)
-		}
+		batch = p.gather(ctx, batch)
 		payloads := p.encode(batch)
 		if len(payloads) == 0 {
 			continue
@@ -184,6 +186,23 @@ func (p *pusher) sendLoop(ctx context.Context) {
 			sleep(ctx, pushRetry)
 		}
 	}
+}
+
+// gather adds to batch what is queued within pushGather, up to pushBatch.
+func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
+	timer := time.NewTimer(pushGather)
+	defer timer.Stop()
+	for len(batch) < pushBatch {
+		select {
+		case b := <-p.queue:
+			batch = append(batch, b)
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // encode turns answers into payloads, leaving out those NOTIFY cannot
@@ -247,8 +266,13 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 	}
 }
 
-// decode reads a payload another instance pushed.
+// decode reads a payload another instance pushed. This instance's own
+// come back too: encode writes the sender first, so they are known by
+// their first bytes, before any decoding.
 func (p *pusher) decode(payload string) (scopedKey, *cached, bool) {
+	if strings.HasPrefix(payload, `{"from":"`+p.id+`"`) {
+		return scopedKey{}, nil, false
+	}
 	var m pushMessage
 	if err := json.Unmarshal([]byte(payload), &m); err != nil || m.From == p.id || len(m.Raw) != sha256.Size {
 		return scopedKey{}, nil, false
