@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ func openSQLite(path string, cfg *gorm.Config) (*gorm.DB, error) {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
 	q := url.Values{}
-	q.Set("_busy_timeout", "15000")
+	q.Set("_busy_timeout", strconv.Itoa(int(sqliteBusyTimeout/time.Millisecond)))
 	q.Set("_stmt_cache_size", "64")
 	w := maps.Clone(q)
 	w.Set("_journal_mode", "WAL")

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // sqlitePools is an SQLite database as two connection pools over one file.
@@ -41,21 +43,58 @@ func (p *sqlitePools) PrepareContext(ctx context.Context, query string) (*sql.St
 }
 
 func (p *sqlitePools) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return p.on(query).ExecContext(ctx, query, args...)
+	pool := p.on(query)
+	if pool == p.readers {
+		return pool.ExecContext(ctx, query, args...)
+	}
+	return startWithin(ctx, func(ctx context.Context) (sql.Result, error) { return pool.ExecContext(ctx, query, args...) })
 }
 
 func (p *sqlitePools) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return p.on(query).QueryContext(ctx, query, args...)
+	pool := p.on(query)
+	if pool == p.readers {
+		return pool.QueryContext(ctx, query, args...)
+	}
+	return startWithin(ctx, func(ctx context.Context) (*sql.Rows, error) { return pool.QueryContext(ctx, query, args...) })
 }
 
 func (p *sqlitePools) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return p.on(query).QueryRowContext(ctx, query, args...)
+	pool := p.on(query)
+	if pool == p.readers {
+		return pool.QueryRowContext(ctx, query, args...)
+	}
+	row, _ := startWithin(ctx, func(ctx context.Context) (*sql.Row, error) { return pool.QueryRowContext(ctx, query, args...), nil })
+	return row
 }
 
 // BeginTx begins on the writer: SQLite transactions here begin IMMEDIATE,
 // taking the write lock, so each one waits its turn for the connection.
 func (p *sqlitePools) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-	return p.writer.BeginTx(ctx, opts)
+	return startWithin(ctx, func(ctx context.Context) (*sql.Tx, error) { return p.writer.BeginTx(ctx, opts) })
+}
+
+// sqliteBusyTimeout is how long a write waits for SQLite's write lock: in
+// this process's queue for the writer and in SQLite's busy handler (held by
+// another process), together. Each connection used to wait this long on its
+// own; a queue must not make a write behind others wait longer.
+const sqliteBusyTimeout = 15 * time.Second
+
+// startWithin starts a write — a statement, or a transaction — on a context
+// that ends if it has not started within sqliteBusyTimeout. Once started,
+// the write lives on ctx alone: a transaction or rows outlast the start.
+func startWithin[T any](ctx context.Context, start func(context.Context) (T, error)) (T, error) {
+	bounded, cancel := context.WithCancel(ctx)
+	var settled atomic.Bool
+	timer := time.AfterFunc(sqliteBusyTimeout, func() {
+		if settled.CompareAndSwap(false, true) {
+			cancel()
+		}
+	})
+	v, err := start(bounded)
+	if settled.CompareAndSwap(false, true) {
+		timer.Stop()
+	}
+	return v, err
 }
 
 // GetDBConn is the pool gorm's DB() returns: the writer, which answers any
