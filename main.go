@@ -111,19 +111,16 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, nil, err
-	}
+	closeDB := func() { _ = models.Close(db) }
 	if err := handlers.Migrate(db); err != nil {
-		sqlDB.Close()
+		closeDB()
 		return nil, nil, err
 	}
 	if err := models.Seed(db); err != nil {
-		sqlDB.Close()
+		closeDB()
 		return nil, nil, err
 	}
-	return db, func() { sqlDB.Close() }, nil
+	return db, closeDB, nil
 }
 
 // newServer builds the payment provider and the HTTP handlers, and warns
@@ -143,6 +140,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger) *handlers.Server {
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
+		PushAnswers:          true,
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
 		Logger:               logger,

@@ -34,6 +34,9 @@ type Deps struct {
 	// ReplayCacheBytes bounds the middleware's cache of completed answers:
 	// middleware.DefaultCacheBytes when zero; no cache when negative.
 	ReplayCacheBytes int64
+	// PushAnswers: on PostgreSQL, completed answers are pushed to the other
+	// instances' caches (middleware.Config.PushAnswers).
+	PushAnswers bool
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
 	// TokenTTL is how long a bearer token works; 30 days when zero.
@@ -148,10 +151,11 @@ func newServer(deps Deps) *Server {
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
-		Scope:   scope,
-		Render:  s.render,
-		Observe: s.metrics.idempotencyOutcome,
-		Logger:  deps.Logger,
+		PushAnswers: deps.PushAnswers,
+		Scope:       scope,
+		Render:      s.render,
+		Observe:     s.metrics.idempotencyOutcome,
+		Logger:      deps.Logger,
 	})
 	s.payments = deps.Payments
 	if s.payments == nil {
@@ -193,6 +197,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 // Close flushes what the idempotency middleware counted in memory; call it
 // once the HTTP server has stopped.
 func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
+
+// ReplayCache reports what the idempotency middleware's replay cache holds.
+func (s *Server) ReplayCache() middleware.CacheStats { return s.idempotency.CacheStats() }
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {

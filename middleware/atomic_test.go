@@ -27,7 +27,7 @@ import (
 // with a probe (see call.probe) begins a transaction: an atomic duplicate is
 // then about to claim, and to wait for the transaction holding the key.
 type beginProbe struct {
-	*sql.DB
+	txPool
 	probe chan struct{}
 }
 
@@ -38,17 +38,13 @@ func (p beginProbe) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, 
 		default:
 		}
 	}
-	return p.DB.BeginTx(ctx, opts)
+	return p.txPool.BeginTx(ctx, opts)
 }
 
 // probedThrough is db through a beginProbe.
 func probedThrough(db *gorm.DB, probe chan struct{}) *gorm.DB {
-	sqlDB, err := db.DB()
-	if err != nil {
-		panic(err)
-	}
 	through := db.Session(&gorm.Session{NewDB: true})
-	through.Statement.ConnPool = beginProbe{DB: sqlDB, probe: probe}
+	through.Statement.ConnPool = beginProbe{txPool: poolOf(db), probe: probe}
 	return through
 }
 

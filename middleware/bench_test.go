@@ -1,12 +1,14 @@
 package middleware
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -282,4 +284,40 @@ func BenchmarkFingerprint(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCacheEntryMemory fills a replay cache with 10,000 answers shaped
+// like an order's (a 512-byte JSON body, Content-Type and Location, UUID
+// key, scope and operation) and reports what one entry costs: the live heap
+// it adds, after a collection, and the weight the cache bounds.
+func BenchmarkCacheEntryMemory(b *testing.B) {
+	const n = 10000
+	body := []byte(`{"id":"` + strings.Repeat("x", 512-9) + `"}`)
+	var heap, weighed float64
+	for b.Loop() {
+		before := liveHeap()
+		a := newAnswers(1<<30, time.Now)
+		for i := range n {
+			k := scopedKey{fmt.Sprintf("%036d", i), fmt.Sprintf("k%035d", i)}
+			a.put(k, &cached{
+				replayOf: replayOf{k.scope, k.key, fmt.Sprintf("o%035d", i)}, method: "POST", route: "/api/v1/orders",
+				fingerprint: strings.Repeat("f", 64), expiresAt: time.Now().Add(time.Hour), status: http.StatusCreated,
+				headers: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/api/v1/orders/" + k.key}},
+				body:    bytes.Clone(body),
+			})
+		}
+		a.c.CleanUp()
+		heap = float64(liveHeap()-before) / n
+		weighed = float64(a.c.WeightedSize()) / n
+		runtime.KeepAlive(a)
+	}
+	b.ReportMetric(heap, "heap-B/entry")
+	b.ReportMetric(weighed, "weighed-B/entry")
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -23,7 +23,7 @@ import (
 // each statement, and each transaction begun. Statements inside a
 // transaction go to the *sql.Tx and are not counted here.
 type countingPool struct {
-	*sql.DB
+	txPool
 	mu         sync.Mutex
 	statements []string
 	begins     int
@@ -38,25 +38,35 @@ func (p *countingPool) note(query string) {
 
 func (p *countingPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	p.note(query)
-	return p.DB.ExecContext(ctx, query, args...)
+	return p.txPool.ExecContext(ctx, query, args...)
 }
 
 func (p *countingPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	p.note(query)
-	return p.DB.QueryContext(ctx, query, args...)
+	return p.txPool.QueryContext(ctx, query, args...)
 }
 
 func (p *countingPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	p.note(query)
-	return p.DB.QueryRowContext(ctx, query, args...)
+	return p.txPool.QueryRowContext(ctx, query, args...)
 }
 
 func (p *countingPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
 	p.mu.Lock()
 	p.begins++
 	p.mu.Unlock()
-	return p.DB.BeginTx(ctx, opts)
+	return p.txPool.BeginTx(ctx, opts)
 }
+
+// txPool is a database's own pool as GORM holds it — *sql.DB, or on
+// SQLite its writer and readers — which test pools wrap.
+type txPool interface {
+	gorm.ConnPool
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// poolOf is db's own pool.
+func poolOf(db *gorm.DB) txPool { return db.ConnPool.(txPool) }
 
 // take returns what was counted since the last take.
 func (p *countingPool) take() (statements []string, begins int) {
@@ -107,11 +117,7 @@ func newCounted(t *testing.T) *counted {
 	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &countingPool{DB: sqlDB}
+	pool := &countingPool{txPool: poolOf(db)}
 	over := db.Session(&gorm.Session{NewDB: true})
 	over.Statement.ConnPool = pool
 	countTxStatements(t, db, pool)

@@ -59,12 +59,26 @@ import (
 // stalled one. False when another request got there first.
 type claimFunc func(store, context.Context) (bool, error)
 
+// lookup is one read of a key row: the row, whether there was one, and
+// what went wrong.
+type lookup struct {
+	found models.IdempotencyKey
+	ok    bool
+	err   error
+}
+
+func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
+	found, ok, err := m.store.find(ctx, scope, key)
+	return &lookup{found, ok, err}
+}
+
 // execute finds out what the key says and acts on it: run the operation if
 // this request claims it, replay the answer if it is done, wait if it is
 // running, refuse if the key names another request. An answer this
 // instance has cached is replayed, or a mismatch refused, without asking
-// the database.
-func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode, raw [sha256.Size]byte) {
+// the database. first, when not nil, is the key's row as dispatch read
+// it: the first look uses it instead of reading again.
+func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
 	delay := m.poll
@@ -74,7 +88,12 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 			m.replayCached(c, want, a, waited)
 			return
 		}
-		found, ok, err := m.store.find(ctx, want.Scope, want.Key)
+		look := first
+		if look == nil {
+			look = m.lookup(ctx, want.Scope, want.Key)
+		}
+		first = nil
+		found, ok, err := look.found, look.ok, look.err
 		if err != nil && ctx.Err() != nil {
 			c.AbortWithStatus(statusClientClosed) // the client left before anything was claimed
 			return

@@ -191,9 +191,7 @@ func exampleDB() (*gorm.DB, func()) {
 		panic(err)
 	}
 	return db, func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
+		models.Close(db)
 		os.RemoveAll(dir)
 	}
 }

@@ -124,18 +124,30 @@ func withRender(r func(*gin.Context, *problem.Problem)) option {
 
 // registerProbe makes the key read tell a request sent with a probe channel
 // (in its context under probeKey{}) when it found the key in progress: the
-// request is then waiting for the original.
+// request is then waiting for the original. The read scans its row by hand,
+// so the probe looks at the key itself, just after: the tests hold the
+// original in its handler meanwhile, so the key cannot move.
 func registerProbe(db *gorm.DB) error {
-	return db.Callback().Query().After("gorm:query").Register("test:probe", func(tx *gorm.DB) {
+	return db.Callback().Row().After("gorm:row").Register("test:probe", func(tx *gorm.DB) {
 		probe, ok := tx.Statement.Context.Value(probeKey{}).(chan struct{})
-		rows, isKeys := tx.Statement.Dest.(*[]models.IdempotencyKey)
-		if ok && isKeys && len(*rows) == 1 && (*rows)[0].State == models.KeyInProgress {
+		if ok && keyInProgress(tx) {
 			select {
 			case probe <- struct{}{}:
 			default:
 			}
 		}
 	})
+}
+
+// keyInProgress reports whether tx is the store's key read (find) and the
+// key it read is in progress.
+func keyInProgress(tx *gorm.DB) bool {
+	if !strings.HasPrefix(tx.Statement.SQL.String(), "SELECT "+keyColumns) || len(tx.Statement.Vars) != 2 {
+		return false
+	}
+	var states []string
+	err := tx.Session(&gorm.Session{NewDB: true}).Raw(`SELECT state FROM idempotency_keys WHERE scope = ? AND "key" = ?`, tx.Statement.Vars...).Scan(&states).Error
+	return err == nil && len(states) == 1 && states[0] == models.KeyInProgress
 }
 
 func newHarness(t *testing.T, opts ...option) *harness {

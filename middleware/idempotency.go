@@ -116,6 +116,11 @@ type Config struct {
 	// CacheBytes bounds the answers this instance keeps in memory for
 	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
 	CacheBytes int64
+	// PushAnswers: on PostgreSQL, send each answer this instance completes
+	// to the other instances' caches, and keep those they send (push.go),
+	// so that a retry landing on another instance replays from memory.
+	// Ignored on SQLite.
+	PushAnswers bool
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
 	FlushEvery time.Duration
@@ -146,6 +151,7 @@ type Idempotency struct {
 	store   store
 	answers *answers // nil: no cache
 	replays *replayCounter
+	push    *pusher // nil: answers are not pushed
 	// local holds the keys an atomic request of this instance is claiming
 	// or running: a duplicate here waits on waits instead of holding a
 	// connection and a transaction while it waits on the database.
@@ -184,7 +190,11 @@ func New(cfg Config) *Idempotency {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = defaultFlushEvery
 	}
-	return &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
+	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
+	if cfg.PushAnswers {
+		m.push = newPusher(cfg.DB, m.answers, cfg.Logger)
+	}
+	return m
 }
 
 // attemptLeases is an attempt's timeout when Config.Timeout is zero, in
@@ -207,7 +217,10 @@ func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }
 
 // Close stops the background work of the middleware and flushes the replay
 // counts; call it once requests have stopped.
-func (m *Idempotency) Close(ctx context.Context) error { return m.replays.close(ctx) }
+func (m *Idempotency) Close(ctx context.Context) error {
+	m.push.close()
+	return m.replays.close(ctx)
+}
 
 // Mode is how a route's claim commits: see the package documentation.
 type Mode int

@@ -58,12 +58,29 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		return
 	}
 	c.Set(keyContextKey, key)
-	// A byte-identical repeat of a request whose answer this instance
-	// holds is replayed here, before the body is canonicalised.
+	m.dispatch(c, mode, scope, key, body)
+}
+
+// dispatch replays first what needs no canonicalisation: a byte-identical
+// repeat (by its raw digest) of a request whose answer this instance
+// caches, or whose completed key row it reads — a retry landing on an
+// instance that has not seen the key. Anything else is fingerprinted and
+// executed, with the row already read.
+func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
 	raw := rawDigest(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
-	if a, ok := m.answers.get(scopedKey{scope, key}); ok && a.raw == raw {
-		m.replay(c, a, false)
-		return
+	sk := scopedKey{scope, key}
+	var first *lookup
+	if a, ok := m.answers.get(sk); ok {
+		if a.raw == raw {
+			m.replay(c, a, false)
+			return
+		}
+	} else {
+		first = m.lookup(c.Request.Context(), scope, key)
+		if first.err == nil && first.ok && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
+			m.replayStored(c, sk, first.found, raw, false)
+			return
+		}
 	}
 	req := request{
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
@@ -74,7 +91,8 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
 		return
 	}
-	m.execute(c, models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, Target: targetOf(req)}, mode, raw)
+	want := models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}
+	m.execute(c, want, mode, raw, first)
 }
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)

@@ -96,10 +96,12 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	default:
 		m.cfg.Observe(op.key.Route, OutcomeStored)
 		k := op.key
-		m.answers.put(op.scoped(), &cached{
+		a := &cached{
 			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: op.raw, expiresAt: k.ExpiresAt,
 			status: resp.Status, headers: resp.Headers, body: bytes.Clone(resp.Body), // no spare capacity kept
-		})
+		}
+		m.answers.put(op.scoped(), a)
+		m.push.publish(op.scoped(), a) // committed: the other instances may keep it
 		send(c.Writer, rec.header, "", rec.status, rec.body.Bytes())
 	}
 }

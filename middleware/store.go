@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -53,30 +54,46 @@ type store struct {
 // on is the store on a transaction: its statements run in tx.
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
+// keyColumns are the columns of a key row, in the order scanKey reads them.
+const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
+  owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
+
+// find reads the key row. The row is scanned by hand, not by GORM's
+// reflection (the larger part of a cold replay's allocations); both drivers
+// keep the statement prepared on each connection (pgx's statement cache,
+// SQLite's _stmt_cache_size).
 func (s store) find(ctx context.Context, scope, key string) (models.IdempotencyKey, bool, error) {
-	var rows []models.IdempotencyKey
-	// Raw SQL: the same indexed read, without building the condition from a
-	// struct on every request.
-	err := s.db.WithContext(ctx).Raw(`SELECT * FROM idempotency_keys WHERE scope = ? AND "key" = ? LIMIT 1`, scope, key).Find(&rows).Error
-	if err != nil || len(rows) == 0 {
-		return models.IdempotencyKey{}, false, err
+	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
+	k, err := scanKey(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.IdempotencyKey{}, false, nil
 	}
-	return rows[0], true, nil
+	return k, err == nil, err
+}
+
+// scanKey reads one row of keyColumns.
+func scanKey(row interface{ Scan(...any) error }) (models.IdempotencyKey, error) {
+	var k models.IdempotencyKey
+	var headers sql.NullString
+	err := row.Scan(&k.ID, &k.Scope, &k.Key, &k.OperationID, &k.Method, &k.Route, &k.Fingerprint, &k.RawDigest, &k.Target, &k.State,
+		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.Replays, &k.CreatedAt, &k.ExpiresAt)
+	k.Headers = headers.String
+	return k, err
 }
 
 // claim inserts the key as in progress, or takes over an expired one as a new
 // operation. It reports whether this caller now owns the key.
 func (s store) claim(ctx context.Context, k models.IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
-  (scope, "key", operation_id, method, route, fingerprint, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+  (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
 ON CONFLICT (scope, "key") DO UPDATE SET
   operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
-  fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
+  fingerprint = excluded.fingerprint, raw_digest = excluded.raw_digest, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE `+claimableSQL("idempotency_keys", "excluded.created_at"),
-		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.Target, models.KeyInProgress, k.OwnerToken, k.LockedUntil,
+WHERE `+claimFence,
+		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.RawDigest, k.Target, models.KeyInProgress, k.OwnerToken, k.LockedUntil,
 		k.CreatedAt, k.ExpiresAt)
 	return res.RowsAffected == 1, res.Error
 }
@@ -87,9 +104,9 @@ WHERE `+claimableSQL("idempotency_keys", "excluded.created_at"),
 // becomes the retry's, which may differ only after a release.
 func (s store) takeover(ctx context.Context, want models.IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
-SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?
+SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
 WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
-		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint,
+		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint, want.RawDigest,
 		want.Scope, want.Key, models.KeyInProgress, previousOwner, now)
 	return res.RowsAffected == 1, res.Error
 }
@@ -130,6 +147,11 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 		now, scope, key, owner, models.KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
+
+// claimFence is the claim's guard on a key row that exists: it is taken
+// only when claimable. (The build tag unfencedclaim, in unfenced.go, drops
+// it: the planted bug that tests/linearizability_test.go must catch.)
+var claimFence = claimableSQL("idempotency_keys", "excluded.created_at")
 
 // claimableSQL is claimable in SQL, for the key row named table at the
 // moment now (an SQL expression): expired, and completed or its lease over.

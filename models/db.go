@@ -1,11 +1,14 @@
 package models
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +22,8 @@ import (
 
 // Open connects to the database named by url: a postgres:// or postgresql://
 // URL for PostgreSQL, or a path to an SQLite file (a "sqlite:" or "file:"
-// prefix is optional). SQLite runs in WAL mode with a busy timeout and
-// immediate transactions, so concurrent writers queue instead of failing.
+// prefix is optional). SQLite runs in WAL mode, its writers queued on one
+// connection and its readers on a pool of their own (sqlitePools).
 func Open(databaseURL string) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		TranslateError: true,
@@ -30,47 +33,82 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	if err := CheckURL(databaseURL); err != nil {
 		return nil, err
 	}
-	if isPostgresURL(databaseURL) {
-		db, err := gorm.Open(postgres.Open(databaseURL), cfg)
-		if err != nil {
-			return nil, fmt.Errorf("open postgres: %w", err)
-		}
-		sqlDB, err := db.DB()
-		if err != nil {
-			return nil, err
-		}
-		sqlDB.SetMaxOpenConns(20)
-		sqlDB.SetMaxIdleConns(20)
-		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-		return db, nil
+	if !isPostgresURL(databaseURL) {
+		return openSQLite(sqlitePath(databaseURL), cfg)
 	}
-	path := sqlitePath(databaseURL)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
-	}
-	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
-	q.Set("_busy_timeout", "15000")
-	q.Set("_txlock", "immediate")
-	q.Set("_foreign_keys", "1")
-	// FULL: a commit reaches the disk before the answer is sent. NORMAL
-	// would be faster in WAL mode, but a power loss could then undo a claim
-	// or an order a client was already told about.
-	q.Set("_synchronous", "FULL")
-	q.Set("_stmt_cache_size", "64")
-	db, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+	db, err := gorm.Open(postgres.Open(databaseURL), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
-	// database/sql keeps two idle connections by default: under concurrent
-	// requests the rest were closed and reopened, pragmas and all.
+	sqlDB.SetMaxOpenConns(20)
 	sqlDB.SetMaxIdleConns(20)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
+}
+
+// openSQLite opens the file as sqlitePools: one writer connection, whose
+// transactions begin IMMEDIATE (a busy timeout still covers other processes
+// on the file), and a pool of query-only readers.
+func openSQLite(path string, cfg *gorm.Config) (*gorm.DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.Itoa(int(sqliteBusyTimeout/time.Millisecond)))
+	q.Set("_stmt_cache_size", "64")
+	w := maps.Clone(q)
+	w.Set("_journal_mode", "WAL")
+	w.Set("_txlock", "immediate")
+	w.Set("_foreign_keys", "1")
+	// FULL: a commit reaches the disk before the answer is sent. NORMAL
+	// would be faster in WAL mode, but a power loss could then undo a claim
+	// or an order a client was already told about.
+	w.Set("_synchronous", "FULL")
+	q.Set("_query_only", "1")
+	pools := &sqlitePools{}
+	var err error
+	if pools.writer, err = sql.Open("sqlite3", "file:"+path+"?"+w.Encode()); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	pools.writer.SetMaxOpenConns(1)
+	pools.writer.SetMaxIdleConns(1)
+	pools.writer.SetConnMaxIdleTime(0)
+	// The writer connects first, so the file is in WAL mode before any
+	// reader opens it.
+	if err := pools.writer.Ping(); err != nil {
+		pools.writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if pools.readers, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode()); err != nil {
+		pools.writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// database/sql keeps two idle connections by default: under concurrent
+	// requests the rest were closed and reopened, pragmas and all.
+	pools.readers.SetMaxIdleConns(20)
+	pools.readers.SetConnMaxIdleTime(5 * time.Minute)
+	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	if err != nil {
+		pools.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes what Open opened: on SQLite, both pools.
+func Close(db *gorm.DB) error {
+	if pools, ok := db.ConnPool.(*sqlitePools); ok {
+		return pools.Close()
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
 }
 
 // CheckURL reports what is wrong with a database URL that Open would refuse

@@ -28,6 +28,11 @@ type IdempotencyKey struct {
 	Method      string `gorm:"size:10;not null"`
 	Route       string `gorm:"size:255;not null"`
 	Fingerprint string `gorm:"size:64;not null"`
+	// RawDigest hashes the request that claimed or took over the key as it
+	// came, byte for byte (the middleware's rawDigest): a retry with the
+	// same digest has the same fingerprint, so an instance replaying the
+	// answer need not canonicalise its body. Empty on rows older than it.
+	RawDigest []byte
 	// Target is the part of the fingerprint a retry of a released key may
 	// not change: method, route and path parameters. The body and query may
 	// be corrected; the operation, and its derived key, stay about the same

@@ -33,7 +33,7 @@ func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
 		{"00000000-0000-4000-8000-000000000004", nil, nil, models.AttemptSucceeded, true},
 	}
 	for i, o := range orders {
-		order := models.Order{ID: o.id, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100,
+		order := models.Order{ID: o.id, Number: int64(1001 + i), UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100,
 			DerivedKey: "idem_" + o.id, HeldBy: o.heldBy, HeldUntil: o.until}
 		if err := db.Create(&order).Error; err != nil {
 			t.Fatal(err)

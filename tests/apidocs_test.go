@@ -44,7 +44,15 @@ func TestAPIReferenceRendersInABrowser(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(e.url+"/docs/api")))
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector(".api-content") !== null && document.body.innerText.includes("Revoke the token in use")`))
 	must(t, err)
-	cspViolations(t, ctx, "/docs/api")
+	// Redoc always renders Redocly's logo from its CDN in the sidebar's
+	// footer, once mounted; the policy refuses it, as it should (no request
+	// leaves for a third party), and the link shows its text alone. Any
+	// other refusal would break the page.
+	refused, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(window.cspViolations || []).filter(v => v !== "img-src refused https://cdn.redoc.ly/redoc/logo-mini.svg")`))
+	must(t, err)
+	if len(refused) > 0 {
+		t.Errorf("/docs/api: the Content-Security-Policy refused %q", refused)
+	}
 	text, err := chromedp.Run(ctx, chromedp.Text("body"))
 	must(t, err)
 	for _, want := range []string{"Shop API", "Place an order", "Pay an order", "Idempotency-Key", "List my orders, newest first, a page at a time", "Get one payment of one of my orders"} {

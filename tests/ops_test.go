@@ -65,11 +65,20 @@ func (g *gated) releaseAll() {
 
 // onWaiting reports on the channel it returns when a request reads an
 // idempotency key and finds it in progress: that request is then waiting.
+// The middleware scans the key row by hand, so this looks at the key just
+// after the read; the tests hold the original meanwhile.
 func onWaiting(t *testing.T, db *gorm.DB) <-chan struct{} {
 	waiting := make(chan struct{}, 1)
-	err := db.Callback().Query().After("gorm:query").Register("test:waiting", func(tx *gorm.DB) {
-		rows, ok := tx.Statement.Dest.(*[]models.IdempotencyKey)
-		if ok && len(*rows) == 1 && (*rows)[0].State == models.KeyInProgress {
+	err := db.Callback().Row().After("gorm:row").Register("test:waiting", func(tx *gorm.DB) {
+		// The middleware's key read, by its columns (not this callback's own
+		// read below, which runs through the same callbacks).
+		query := tx.Statement.SQL.String()
+		if !strings.HasPrefix(query, `SELECT id, scope, "key", operation_id`) || len(tx.Statement.Vars) != 2 {
+			return
+		}
+		var states []string
+		err := tx.Session(&gorm.Session{NewDB: true}).Raw(`SELECT state FROM idempotency_keys WHERE scope = ? AND "key" = ?`, tx.Statement.Vars...).Scan(&states).Error
+		if err == nil && len(states) == 1 && states[0] == models.KeyInProgress {
 			select {
 			case waiting <- struct{}{}:
 			default:

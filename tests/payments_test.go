@@ -35,7 +35,7 @@ func TestPaymentsAreResources(t *testing.T) {
 			t.Fatalf("answer %d: Location %q, want %q", i, loc, want)
 		}
 		got := e.do(request{method: "GET", path: want, token: alice})
-		if got.Status != http.StatusOK || !maps.Equal(got.json(t), answers[i]) || got.json(t)["status"] != rows[i].Status {
+		if got.Status != http.StatusOK || !maps.Equal(got.json(t), answers[i]) || got.json(t)["status"] != string(rows[i].Status) {
 			t.Fatalf("GET %s: %d %s, want %v", want, got.Status, got.Body, answers[i])
 		}
 	}

@@ -73,16 +73,25 @@ func (e IdempotencyKeyState) Valid() bool {
 
 // Defines values for OrderStatus.
 const (
-	Paid    OrderStatus = "paid"
-	Pending OrderStatus = "pending"
+	OrderStatusCancelled         OrderStatus = "cancelled"
+	OrderStatusPaid              OrderStatus = "paid"
+	OrderStatusPartiallyRefunded OrderStatus = "partially_refunded"
+	OrderStatusPending           OrderStatus = "pending"
+	OrderStatusRefunded          OrderStatus = "refunded"
 )
 
 // Valid indicates whether the value is a known member of the OrderStatus enum.
 func (e OrderStatus) Valid() bool {
 	switch e {
-	case Paid:
+	case OrderStatusCancelled:
 		return true
-	case Pending:
+	case OrderStatusPaid:
+		return true
+	case OrderStatusPartiallyRefunded:
+		return true
+	case OrderStatusPending:
+		return true
+	case OrderStatusRefunded:
 		return true
 	default:
 		return false
@@ -137,6 +146,7 @@ const (
 	PmCardChargeDeclinedInsufficientFunds PaymentInputPaymentMethod = "pm_card_chargeDeclinedInsufficientFunds"
 	PmCardDeclined                        PaymentInputPaymentMethod = "pm_card_declined"
 	PmCardMastercard                      PaymentInputPaymentMethod = "pm_card_mastercard"
+	PmCardRefundFail                      PaymentInputPaymentMethod = "pm_card_refundFail"
 	PmCardUnavailable                     PaymentInputPaymentMethod = "pm_card_unavailable"
 	PmCardVisa                            PaymentInputPaymentMethod = "pm_card_visa"
 )
@@ -152,9 +162,29 @@ func (e PaymentInputPaymentMethod) Valid() bool {
 		return true
 	case PmCardMastercard:
 		return true
+	case PmCardRefundFail:
+		return true
 	case PmCardUnavailable:
 		return true
 	case PmCardVisa:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RefundStatus.
+const (
+	RefundStatusPending   RefundStatus = "pending"
+	RefundStatusSucceeded RefundStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the RefundStatus enum.
+func (e RefundStatus) Valid() bool {
+	switch e {
+	case RefundStatusPending:
+		return true
+	case RefundStatusSucceeded:
 		return true
 	default:
 		return false
@@ -508,6 +538,7 @@ const (
 	PaymentConflictTypeProblemsidempotencyKeyInProgress PaymentConflictType = "/problems/idempotency-key-in-progress"
 	PaymentConflictTypeProblemsidempotencyLeaseLost     PaymentConflictType = "/problems/idempotency-lease-lost"
 	PaymentConflictTypeProblemsorderAlreadyPaid         PaymentConflictType = "/problems/order-already-paid"
+	PaymentConflictTypeProblemsorderCancelled           PaymentConflictType = "/problems/order-cancelled"
 	PaymentConflictTypeProblemspaymentInProgress        PaymentConflictType = "/problems/payment-in-progress"
 )
 
@@ -519,6 +550,8 @@ func (e PaymentConflictType) Valid() bool {
 	case PaymentConflictTypeProblemsidempotencyLeaseLost:
 		return true
 	case PaymentConflictTypeProblemsorderAlreadyPaid:
+		return true
+	case PaymentConflictTypeProblemsorderCancelled:
 		return true
 	case PaymentConflictTypeProblemspaymentInProgress:
 		return true
@@ -546,6 +579,7 @@ func (e ProviderUnavailableStatus) Valid() bool {
 const (
 	ProviderUnavailableTypeProblemspaymentProviderUnavailable ProviderUnavailableType = "/problems/payment-provider-unavailable"
 	ProviderUnavailableTypeProblemspaymentUnconfirmed         ProviderUnavailableType = "/problems/payment-unconfirmed"
+	ProviderUnavailableTypeProblemsrefundUnconfirmed          ProviderUnavailableType = "/problems/refund-unconfirmed"
 )
 
 // Valid indicates whether the value is a known member of the ProviderUnavailableType enum.
@@ -554,6 +588,53 @@ func (e ProviderUnavailableType) Valid() bool {
 	case ProviderUnavailableTypeProblemspaymentProviderUnavailable:
 		return true
 	case ProviderUnavailableTypeProblemspaymentUnconfirmed:
+		return true
+	case ProviderUnavailableTypeProblemsrefundUnconfirmed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RefundConflictStatus.
+const (
+	RefundConflictStatusN409 RefundConflictStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the RefundConflictStatus enum.
+func (e RefundConflictStatus) Valid() bool {
+	switch e {
+	case RefundConflictStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RefundConflictType.
+const (
+	RefundConflictTypeProblemsidempotencyKeyInProgress RefundConflictType = "/problems/idempotency-key-in-progress"
+	RefundConflictTypeProblemsidempotencyLeaseLost     RefundConflictType = "/problems/idempotency-lease-lost"
+	RefundConflictTypeProblemsorderNotPaid             RefundConflictType = "/problems/order-not-paid"
+	RefundConflictTypeProblemspaymentInProgress        RefundConflictType = "/problems/payment-in-progress"
+	RefundConflictTypeProblemsrefundExceedsRefundable  RefundConflictType = "/problems/refund-exceeds-refundable"
+	RefundConflictTypeProblemsrefundFailed             RefundConflictType = "/problems/refund-failed"
+)
+
+// Valid indicates whether the value is a known member of the RefundConflictType enum.
+func (e RefundConflictType) Valid() bool {
+	switch e {
+	case RefundConflictTypeProblemsidempotencyKeyInProgress:
+		return true
+	case RefundConflictTypeProblemsidempotencyLeaseLost:
+		return true
+	case RefundConflictTypeProblemsorderNotPaid:
+		return true
+	case RefundConflictTypeProblemspaymentInProgress:
+		return true
+	case RefundConflictTypeProblemsrefundExceedsRefundable:
+		return true
+	case RefundConflictTypeProblemsrefundFailed:
 		return true
 	default:
 		return false
@@ -1268,6 +1349,273 @@ func (e GetOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder400ApplicationProblemPlusJSONResponseBodyStatusN400 CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid CancelOrder400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing CancelOrder400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      CancelOrder400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
+	case CancelOrder400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder401ApplicationProblemPlusJSONResponseBodyStatusN401 CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired CancelOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked CancelOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized CancelOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case CancelOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder404ApplicationProblemPlusJSONResponseBodyStatusN404 CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound CancelOrder404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyStatusN409 CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder409ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CancelOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CancelOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid         CancelOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-already-paid"
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled           CancelOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-cancelled"
+	CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress        CancelOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-in-progress"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder409ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress:
+		return true
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
+		return true
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid:
+		return true
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled:
+		return true
+	case CancelOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder413ApplicationProblemPlusJSONResponseBodyStatusN413 CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder413ApplicationProblemPlusJSONResponseBodyStatusN413:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder413ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge CancelOrder413ApplicationProblemPlusJSONResponseBodyType = "/problems/request-too-large"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder413ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder413ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder415ApplicationProblemPlusJSONResponseBodyStatusN415 CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder415ApplicationProblemPlusJSONResponseBodyStatusN415:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder415ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType CancelOrder415ApplicationProblemPlusJSONResponseBodyType = "/problems/unsupported-media-type"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder415ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder422ApplicationProblemPlusJSONResponseBodyStatusN422 CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused CancelOrder422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	CancelOrder422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           CancelOrder422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case CancelOrder422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder500ApplicationProblemPlusJSONResponseBodyStatusN500 CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal CancelOrder500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatePayment400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreatePayment400ApplicationProblemPlusJSONResponseBodyStatusN400 CreatePayment400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -1390,6 +1738,7 @@ const (
 	CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreatePayment409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
 	CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreatePayment409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
 	CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid         CreatePayment409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-already-paid"
+	CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled           CreatePayment409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-cancelled"
 	CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress        CreatePayment409ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-in-progress"
 )
 
@@ -1401,6 +1750,8 @@ func (e CreatePayment409ApplicationProblemPlusJSONResponseBodyType) Valid() bool
 	case CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
 		return true
 	case CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid:
+		return true
+	case CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled:
 		return true
 	case CreatePayment409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress:
 		return true
@@ -1551,6 +1902,7 @@ func (e CreatePayment502ApplicationProblemPlusJSONResponseBodyStatus) Valid() bo
 const (
 	CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentProviderUnavailable CreatePayment502ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-provider-unavailable"
 	CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentUnconfirmed         CreatePayment502ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-unconfirmed"
+	CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundUnconfirmed          CreatePayment502ApplicationProblemPlusJSONResponseBodyType = "/problems/refund-unconfirmed"
 )
 
 // Valid indicates whether the value is a known member of the CreatePayment502ApplicationProblemPlusJSONResponseBodyType enum.
@@ -1559,6 +1911,8 @@ func (e CreatePayment502ApplicationProblemPlusJSONResponseBodyType) Valid() bool
 	case CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentProviderUnavailable:
 		return true
 	case CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentUnconfirmed:
+		return true
+	case CreatePayment502ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundUnconfirmed:
 		return true
 	default:
 		return false
@@ -1655,6 +2009,408 @@ const (
 func (e GetPayment500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case GetPayment500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid CreateRefund400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing CreateRefund400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      CreateRefund400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
+	case CreateRefund400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund401ApplicationProblemPlusJSONResponseBodyStatusN401 CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired CreateRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked CreateRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized CreateRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund404ApplicationProblemPlusJSONResponseBodyStatusN404 CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound CreateRefund404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyStatusN409 CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund409ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderNotPaid             CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-not-paid"
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress        CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-in-progress"
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundExceedsRefundable  CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/refund-exceeds-refundable"
+	CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundFailed             CreateRefund409ApplicationProblemPlusJSONResponseBodyType = "/problems/refund-failed"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund409ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress:
+		return true
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
+		return true
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderNotPaid:
+		return true
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress:
+		return true
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundExceedsRefundable:
+		return true
+	case CreateRefund409ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund413ApplicationProblemPlusJSONResponseBodyStatusN413 CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund413ApplicationProblemPlusJSONResponseBodyStatusN413:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund413ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge CreateRefund413ApplicationProblemPlusJSONResponseBodyType = "/problems/request-too-large"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund413ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund413ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund415ApplicationProblemPlusJSONResponseBodyStatusN415 CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund415ApplicationProblemPlusJSONResponseBodyStatusN415:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund415ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType CreateRefund415ApplicationProblemPlusJSONResponseBodyType = "/problems/unsupported-media-type"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund415ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund422ApplicationProblemPlusJSONResponseBodyStatusN422 CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused CreateRefund422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	CreateRefund422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           CreateRefund422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case CreateRefund422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund500ApplicationProblemPlusJSONResponseBodyStatusN500 CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal CreateRefund500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund502ApplicationProblemPlusJSONResponseBodyStatusN502 CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus = 502
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund502ApplicationProblemPlusJSONResponseBodyStatusN502:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund502ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentProviderUnavailable CreateRefund502ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-provider-unavailable"
+	CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentUnconfirmed         CreateRefund502ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-unconfirmed"
+	CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundUnconfirmed          CreateRefund502ApplicationProblemPlusJSONResponseBodyType = "/problems/refund-unconfirmed"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund502ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund502ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentProviderUnavailable:
+		return true
+	case CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentUnconfirmed:
+		return true
+	case CreateRefund502ApplicationProblemPlusJSONResponseBodyTypeProblemsrefundUnconfirmed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetRefund401ApplicationProblemPlusJSONResponseBodyStatusN401 GetRefund401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the GetRefund401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetRefund401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetRefund401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired GetRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked GetRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized GetRefund401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the GetRefund401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetRefund401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case GetRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetRefund404ApplicationProblemPlusJSONResponseBodyStatusN404 GetRefund404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the GetRefund404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetRefund404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetRefund404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetRefund404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound GetRefund404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the GetRefund404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetRefund404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetRefund404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetRefund500ApplicationProblemPlusJSONResponseBodyStatusN500 GetRefund500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the GetRefund500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetRefund500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetRefund500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetRefund500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal GetRefund500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the GetRefund500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetRefund500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetRefund500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
 		return true
 	default:
 		return false
@@ -2221,6 +2977,7 @@ const (
 	StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress StripeWebhook409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
 	StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     StripeWebhook409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
 	StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid         StripeWebhook409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-already-paid"
+	StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled           StripeWebhook409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-cancelled"
 	StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress        StripeWebhook409ApplicationProblemPlusJSONResponseBodyType = "/problems/payment-in-progress"
 )
 
@@ -2232,6 +2989,8 @@ func (e StripeWebhook409ApplicationProblemPlusJSONResponseBodyType) Valid() bool
 	case StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
 		return true
 	case StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderAlreadyPaid:
+		return true
+	case StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderCancelled:
 		return true
 	case StripeWebhook409ApplicationProblemPlusJSONResponseBodyTypeProblemspaymentInProgress:
 		return true
@@ -2422,7 +3181,13 @@ type Order struct {
 	Number int64 `json:"number"`
 
 	// Payments Every attempt the provider answered, declined ones included, oldest first.
-	Payments   []Payment   `json:"payments"`
+	Payments []Payment `json:"payments"`
+
+	// RefundedCents What the order's succeeded and pending refunds give back.
+	RefundedCents int `json:"refunded_cents"`
+
+	// Refunds The order's refunds the provider answered, succeeded or pending, oldest first.
+	Refunds    []Refund    `json:"refunds"`
 	Status     OrderStatus `json:"status"`
 	TotalCents int         `json:"total_cents"`
 }
@@ -2493,7 +3258,7 @@ type PaymentInput struct {
 	// PaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 	// accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 	// `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-	// (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+	// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
 	//
 	//
 	// Examples: pm_card_visa
@@ -2503,7 +3268,7 @@ type PaymentInput struct {
 // PaymentInputPaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 // accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 // `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-// (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
 //
 // Examples: pm_card_visa
 type PaymentInputPaymentMethod string
@@ -2534,6 +3299,30 @@ type Product struct {
 	Name       string             `json:"name"`
 	PriceCents int                `json:"price_cents"`
 	Sku        string             `json:"sku"`
+}
+
+// Refund defines model for Refund.
+type Refund struct {
+	AmountCents int       `json:"amount_cents"`
+	CreatedAt   time.Time `json:"created_at"`
+
+	// Currency ISO 4217 code.
+	Currency  Currency           `json:"currency"`
+	Id        openapi_types.UUID `json:"id"`
+	OrderId   openapi_types.UUID `json:"order_id"`
+	PaymentId openapi_types.UUID `json:"payment_id"`
+	Reason    string             `json:"reason"`
+	Status    RefundStatus       `json:"status"`
+}
+
+// RefundStatus defines model for Refund.Status.
+type RefundStatus string
+
+// RefundInput defines model for RefundInput.
+type RefundInput struct {
+	// AmountCents How much to refund; everything still refundable when left out.
+	AmountCents *int    `json:"amount_cents,omitempty"`
+	Reason      *string `json:"reason,omitempty"`
 }
 
 // Status defines model for Status.
@@ -2793,6 +3582,24 @@ type ProviderUnavailableStatus int
 // ProviderUnavailableType defines model for ProviderUnavailable.Type.
 type ProviderUnavailableType string
 
+// RefundConflict defines model for RefundConflict.
+type RefundConflict struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation` only: each field that breaks a rule.
+	Errors  *[]FieldError        `json:"errors,omitempty"`
+	Payment *Payment             `json:"payment,omitempty"`
+	Status  RefundConflictStatus `json:"status"`
+	Title   string               `json:"title"`
+	Type    RefundConflictType   `json:"type"`
+}
+
+// RefundConflictStatus defines model for RefundConflict.Status.
+type RefundConflictStatus int
+
+// RefundConflictType defines model for RefundConflict.Type.
+type RefundConflictType string
+
 // Throttled defines model for Throttled.
 type Throttled struct {
 	Detail *string `json:"detail,omitempty"`
@@ -3004,6 +3811,68 @@ type GetOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 // GetOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetOrder.
 type GetOrder500ApplicationProblemPlusJSONResponseBodyType string
 
+// CancelOrderJSONBody defines parameters for CancelOrder.
+type CancelOrderJSONBody = map[string]interface{}
+
+// CancelOrderParams defines parameters for CancelOrder.
+type CancelOrderParams struct {
+	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+	// value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+	// same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+	// by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+	// body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+	// matter.
+	IdempotencyKey IdempotencyKeyHeader `json:"Idempotency-Key"`
+}
+
+// CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder400ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder400ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder401ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder401ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder404ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder404ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder409ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder409ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder409ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder413ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder413ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder413ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder415ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder415ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder415ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder422ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder422ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder500ApplicationProblemPlusJSONResponseBodyType string
+
 // CreatePaymentParams defines parameters for CreatePayment.
 type CreatePaymentParams struct {
 	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
@@ -3086,6 +3955,89 @@ type GetPayment500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // GetPayment500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetPayment.
 type GetPayment500ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundParams defines parameters for CreateRefund.
+type CreateRefundParams struct {
+	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+	// value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+	// same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+	// by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+	// body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+	// matter.
+	IdempotencyKey IdempotencyKeyHeader `json:"Idempotency-Key"`
+}
+
+// CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund400ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund400ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund401ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund401ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund404ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund404ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund409ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund409ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund409ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund413ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund413ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund413ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund415ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund415ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund415ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund422ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund422ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund500ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund502ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund502ApplicationProblemPlusJSONResponseBodyType string
+
+// GetRefund401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetRefund.
+type GetRefund401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetRefund401ApplicationProblemPlusJSONResponseBodyType defines parameters for GetRefund.
+type GetRefund401ApplicationProblemPlusJSONResponseBodyType string
+
+// GetRefund404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetRefund.
+type GetRefund404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetRefund404ApplicationProblemPlusJSONResponseBodyType defines parameters for GetRefund.
+type GetRefund404ApplicationProblemPlusJSONResponseBodyType string
+
+// GetRefund500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetRefund.
+type GetRefund500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetRefund500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetRefund.
+type GetRefund500ApplicationProblemPlusJSONResponseBodyType string
 
 // ListProducts500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListProducts.
 type ListProducts500ApplicationProblemPlusJSONResponseBodyStatus int
@@ -3236,8 +4188,14 @@ type StripeWebhook500ApplicationProblemPlusJSONResponseBodyType string
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = OrderInput
 
+// CancelOrderJSONRequestBody defines body for CancelOrder for application/json ContentType.
+type CancelOrderJSONRequestBody = CancelOrderJSONBody
+
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = PaymentInput
+
+// CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
+type CreateRefundJSONRequestBody = RefundInput
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = Credentials
@@ -3356,6 +4314,26 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/orders/{id} (the `GetOrder` operationId).
 	GetOrder(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelOrderWithBody Cancel a pending order
+	//
+	// Cancels an order that was never charged: no payment of it may be running or in doubt.
+	// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+	CancelOrderWithBody(ctx context.Context, id OrderID, params *CancelOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelOrder Cancel a pending order
+	//
+	// Cancels an order that was never charged: no payment of it may be running or in doubt.
+	// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+	CancelOrder(ctx context.Context, id OrderID, params *CancelOrderParams, body CancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreatePaymentWithBody Pay an order
 	//
 	// Charges the order's total with a test payment method. The provider is called with a
@@ -3380,6 +4358,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPayment(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateRefundWithBody Refund a paid order
+	//
+	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+	// it is left out. The refund is recorded before the provider is called, under a key
+	// derived from yours, so a retry never refunds twice; and the refunds of an order never
+	// add up to more than its charge, whatever keys are used.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+	CreateRefundWithBody(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateRefund Refund a paid order
+	//
+	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+	// it is left out. The refund is recorded before the provider is called, under a key
+	// derived from yours, so a retry never refunds twice; and the refunds of an order never
+	// add up to more than its charge, whatever keys are used.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+	CreateRefund(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRefund Get one refund of one of my orders
+	//
+	// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
+	GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProducts List the catalog
 	//
@@ -3596,6 +4603,46 @@ func (c *Client) GetOrder(ctx context.Context, id OrderID, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// CancelOrderWithBody Cancel a pending order
+//
+// Cancels an order that was never charged: no payment of it may be running or in doubt.
+// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+func (c *Client) CancelOrderWithBody(ctx context.Context, id OrderID, params *CancelOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelOrderRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelOrder Cancel a pending order
+//
+// Cancels an order that was never charged: no payment of it may be running or in doubt.
+// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+func (c *Client) CancelOrder(ctx context.Context, id OrderID, params *CancelOrderParams, body CancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelOrderRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreatePaymentWithBody Pay an order
 //
 // Charges the order's total with a test payment method. The provider is called with a
@@ -3641,6 +4688,65 @@ func (c *Client) CreatePayment(ctx context.Context, id OrderID, params *CreatePa
 // Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 func (c *Client) GetPayment(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetPaymentRequest(c.Server, id, paymentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateRefundWithBody Refund a paid order
+//
+// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+// it is left out. The refund is recorded before the provider is called, under a key
+// derived from yours, so a retry never refunds twice; and the refunds of an order never
+// add up to more than its charge, whatever keys are used.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+func (c *Client) CreateRefundWithBody(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateRefundRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateRefund Refund a paid order
+//
+// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+// it is left out. The refund is recorded before the provider is called, under a key
+// derived from yours, so a retry never refunds twice; and the refunds of an order never
+// add up to more than its charge, whatever keys are used.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+func (c *Client) CreateRefund(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateRefundRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRefund Get one refund of one of my orders
+//
+// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
+func (c *Client) GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRefundRequest(c.Server, id, refundId)
 	if err != nil {
 		return nil, err
 	}
@@ -4177,6 +5283,66 @@ func NewGetOrderRequest(server string, id OrderID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCancelOrderRequest calls the generic CancelOrder builder with application/json body
+func NewCancelOrderRequest(server string, id OrderID, params *CancelOrderParams, body CancelOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelOrderRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewCancelOrderRequestWithBody constructs an http.Request for the CancelOrder method, with any body, and a specified content type
+func NewCancelOrderRequestWithBody(server string, id OrderID, params *CancelOrderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewCreatePaymentRequest calls the generic CreatePayment builder with application/json body
 func NewCreatePaymentRequest(server string, id OrderID, params *CreatePaymentParams, body CreatePaymentJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4261,6 +5427,107 @@ func NewGetPaymentRequest(server string, id OrderID, paymentId string) (*http.Re
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/orders/%s/payments/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateRefundRequest calls the generic CreateRefund builder with application/json body
+func NewCreateRefundRequest(server string, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateRefundRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewCreateRefundRequestWithBody constructs an http.Request for the CreateRefund method, with any body, and a specified content type
+func NewCreateRefundRequestWithBody(server string, id OrderID, params *CreateRefundParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/refunds", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewGetRefundRequest constructs an http.Request for the GetRefund method
+func NewGetRefundRequest(server string, id OrderID, refundId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "refund_id", refundId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/refunds/%s", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4774,6 +6041,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/orders/{id} (the `GetOrder` operationId).
 	GetOrderWithResponse(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*GetOrderResponse, error)
 
+	// CancelOrderWithBodyWithResponse Cancel a pending order
+	//
+	// Cancels an order that was never charged: no payment of it may be running or in doubt.
+	// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+	CancelOrderWithBodyWithResponse(ctx context.Context, id OrderID, params *CancelOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error)
+
+	// CancelOrderWithResponse Cancel a pending order
+	//
+	// Cancels an order that was never charged: no payment of it may be running or in doubt.
+	// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+	CancelOrderWithResponse(ctx context.Context, id OrderID, params *CancelOrderParams, body CancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error)
+
 	// CreatePaymentWithBodyWithResponse Pay an order
 	//
 	// Charges the order's total with a test payment method. The provider is called with a
@@ -4800,6 +6087,37 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPaymentWithResponse(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*GetPaymentResponse, error)
+
+	// CreateRefundWithBodyWithResponse Refund a paid order
+	//
+	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+	// it is left out. The refund is recorded before the provider is called, under a key
+	// derived from yours, so a retry never refunds twice; and the refunds of an order never
+	// add up to more than its charge, whatever keys are used.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+	CreateRefundWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
+
+	// CreateRefundWithResponse Refund a paid order
+	//
+	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+	// it is left out. The refund is recorded before the provider is called, under a key
+	// derived from yours, so a retry never refunds twice; and the refunds of an order never
+	// add up to more than its charge, whatever keys are used.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+	CreateRefundWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
+
+	// GetRefundWithResponse Get one refund of one of my orders
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
+	GetRefundWithResponse(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*GetRefundResponse, error)
 
 	// ListProductsWithResponse List the catalog
 	//
@@ -5445,6 +6763,169 @@ func (r GetOrderResponse) ContentType() string {
 	return ""
 }
 
+// CancelOrderResponse200Headers the declared response headers of an HTTP 200 response for CancelOrder
+type CancelOrderResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
+// CancelOrderResponse400Headers the declared response headers of an HTTP 400 response for CancelOrder
+type CancelOrderResponse400Headers struct {
+	CacheControl string
+}
+
+// CancelOrderResponse401Headers the declared response headers of an HTTP 401 response for CancelOrder
+type CancelOrderResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+}
+
+// CancelOrderResponse404Headers the declared response headers of an HTTP 404 response for CancelOrder
+type CancelOrderResponse404Headers struct {
+	CacheControl string
+}
+
+// CancelOrderResponse409Headers the declared response headers of an HTTP 409 response for CancelOrder
+type CancelOrderResponse409Headers struct {
+	CacheControl       *string
+	IdempotentReplayed *string
+	RetryAfter         *string
+}
+
+// CancelOrderResponse413Headers the declared response headers of an HTTP 413 response for CancelOrder
+type CancelOrderResponse413Headers struct {
+	CacheControl string
+}
+
+// CancelOrderResponse415Headers the declared response headers of an HTTP 415 response for CancelOrder
+type CancelOrderResponse415Headers struct {
+	CacheControl string
+}
+
+// CancelOrderResponse422Headers the declared response headers of an HTTP 422 response for CancelOrder
+type CancelOrderResponse422Headers struct {
+	CacheControl string
+}
+
+// CancelOrderResponse500Headers the declared response headers of an HTTP 500 response for CancelOrder
+type CancelOrderResponse500Headers struct {
+	CacheControl string
+}
+
+type CancelOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Order
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *PaymentConflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *InvalidOrKeyReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelOrderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelOrderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelOrderResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelOrderResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelOrderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CancelOrderResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CancelOrderResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CancelOrderResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CancelOrderResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelOrderResponse) GetJSON200() *Order {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON409() *PaymentConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreatePaymentResponse201Headers the declared response headers of an HTTP 201 response for CreatePayment
 type CreatePaymentResponse201Headers struct {
 	IdempotentReplayed *string
@@ -5718,6 +7199,269 @@ func (r GetPaymentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetPaymentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateRefundResponse201Headers the declared response headers of an HTTP 201 response for CreateRefund
+type CreateRefundResponse201Headers struct {
+	IdempotentReplayed *string
+	Location           string
+}
+
+// CreateRefundResponse400Headers the declared response headers of an HTTP 400 response for CreateRefund
+type CreateRefundResponse400Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse401Headers the declared response headers of an HTTP 401 response for CreateRefund
+type CreateRefundResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+}
+
+// CreateRefundResponse404Headers the declared response headers of an HTTP 404 response for CreateRefund
+type CreateRefundResponse404Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse409Headers the declared response headers of an HTTP 409 response for CreateRefund
+type CreateRefundResponse409Headers struct {
+	CacheControl       *string
+	IdempotentReplayed *string
+	RetryAfter         *string
+}
+
+// CreateRefundResponse413Headers the declared response headers of an HTTP 413 response for CreateRefund
+type CreateRefundResponse413Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse415Headers the declared response headers of an HTTP 415 response for CreateRefund
+type CreateRefundResponse415Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse422Headers the declared response headers of an HTTP 422 response for CreateRefund
+type CreateRefundResponse422Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse500Headers the declared response headers of an HTTP 500 response for CreateRefund
+type CreateRefundResponse500Headers struct {
+	CacheControl string
+}
+
+// CreateRefundResponse502Headers the declared response headers of an HTTP 502 response for CreateRefund
+type CreateRefundResponse502Headers struct {
+	CacheControl string
+	RetryAfter   string
+}
+
+type CreateRefundResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Refund
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *RefundConflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *InvalidOrKeyReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *ProviderUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateRefundResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateRefundResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateRefundResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateRefundResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateRefundResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateRefundResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateRefundResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateRefundResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateRefundResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *CreateRefundResponse502Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateRefundResponse) GetJSON201() *Refund {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON409() *RefundConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON502() *ProviderUnavailable {
+	return r.ApplicationproblemJSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateRefundResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateRefundResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateRefundResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateRefundResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetRefundResponse401Headers the declared response headers of an HTTP 401 response for GetRefund
+type GetRefundResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+}
+
+// GetRefundResponse404Headers the declared response headers of an HTTP 404 response for GetRefund
+type GetRefundResponse404Headers struct {
+	CacheControl string
+}
+
+// GetRefundResponse500Headers the declared response headers of an HTTP 500 response for GetRefund
+type GetRefundResponse500Headers struct {
+	CacheControl string
+}
+
+type GetRefundResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Refund
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetRefundResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetRefundResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetRefundResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRefundResponse) GetJSON200() *Refund {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetRefundResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetRefundResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetRefundResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRefundResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRefundResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRefundResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRefundResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6715,6 +8459,38 @@ func (c *ClientWithResponses) GetOrderWithResponse(ctx context.Context, id Order
 	return ParseGetOrderResponse(rsp)
 }
 
+// CancelOrderWithBodyWithResponse Cancel a pending order
+//
+// Cancels an order that was never charged: no payment of it may be running or in doubt.
+// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+func (c *ClientWithResponses) CancelOrderWithBodyWithResponse(ctx context.Context, id OrderID, params *CancelOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error) {
+	rsp, err := c.CancelOrderWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelOrderResponse(rsp)
+}
+
+// CancelOrderWithResponse Cancel a pending order
+//
+// Cancels an order that was never charged: no payment of it may be running or in doubt.
+// Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
+func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, id OrderID, params *CancelOrderParams, body CancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error) {
+	rsp, err := c.CancelOrder(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelOrderResponse(rsp)
+}
+
 // CreatePaymentWithBodyWithResponse Pay an order
 //
 // Charges the order's total with a test payment method. The provider is called with a
@@ -6758,6 +8534,55 @@ func (c *ClientWithResponses) GetPaymentWithResponse(ctx context.Context, id Ord
 		return nil, err
 	}
 	return ParseGetPaymentResponse(rsp)
+}
+
+// CreateRefundWithBodyWithResponse Refund a paid order
+//
+// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+// it is left out. The refund is recorded before the provider is called, under a key
+// derived from yours, so a retry never refunds twice; and the refunds of an order never
+// add up to more than its charge, whatever keys are used.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+func (c *ClientWithResponses) CreateRefundWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error) {
+	rsp, err := c.CreateRefundWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateRefundResponse(rsp)
+}
+
+// CreateRefundWithResponse Refund a paid order
+//
+// Gives money back on a paid order: `amount_cents`, or everything still refundable when
+// it is left out. The refund is recorded before the provider is called, under a key
+// derived from yours, so a retry never refunds twice; and the refunds of an order never
+// add up to more than its charge, whatever keys are used.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
+func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error) {
+	rsp, err := c.CreateRefund(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateRefundResponse(rsp)
+}
+
+// GetRefundWithResponse Get one refund of one of my orders
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
+func (c *ClientWithResponses) GetRefundWithResponse(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*GetRefundResponse, error) {
+	rsp, err := c.GetRefund(ctx, id, refundId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRefundResponse(rsp)
 }
 
 // ListProductsWithResponse List the catalog
@@ -7535,6 +9360,202 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 	return response, nil
 }
 
+// ParseCancelOrderResponse parses an HTTP response from a CancelOrderWithResponse call
+func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest KeyOrBodyMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest PaymentConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidOrKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelOrderResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CancelOrderResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelOrderResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelOrderResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelOrderResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CancelOrderResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CancelOrderResponse415Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CancelOrderResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers CancelOrderResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreatePaymentResponse parses an HTTP response from a CreatePaymentWithResponse call
 func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7867,6 +9888,320 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 		response.Headers404 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetPaymentResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateRefundResponse parses an HTTP response from a CreateRefundWithResponse call
+func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateRefundResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Refund
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest KeyOrBodyMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest RefundConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidOrKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ProviderUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateRefundResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateRefundResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateRefundResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateRefundResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateRefundResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateRefundResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateRefundResponse415Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateRefundResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateRefundResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers CreateRefundResponse502Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers502 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRefundResponse parses an HTTP response from a GetRefundWithResponse call
+func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRefundResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Refund
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetRefundResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetRefundResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetRefundResponse500Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -67,8 +67,4 @@ func NewDB(t testing.TB) *gorm.DB {
 	return Open(t, URL(t))
 }
 
-func closeDB(db *gorm.DB) {
-	if sqlDB, err := db.DB(); err == nil {
-		sqlDB.Close()
-	}
-}
+func closeDB(db *gorm.DB) { _ = models.Close(db) }

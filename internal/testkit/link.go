@@ -22,17 +22,29 @@ type Link struct {
 // NewLink starts a link to upstream, closed when the test ends.
 func NewLink(t testing.TB, upstream string) *Link {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := Listen(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Listen starts a link to upstream; Close ends it.
+func Listen(upstream string) (*Link, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	l := &Link{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]struct{}{}}
 	go l.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		l.Cut()
-	})
-	return l
+	return l, nil
+}
+
+// Close stops the link for good: every connection closed, no new ones.
+func (l *Link) Close() {
+	l.ln.Close()
+	l.Cut()
 }
 
 func (l *Link) serve() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -15,19 +16,21 @@ import (
 
 // The statements of a fresh order with the middleware in atomic mode, as
 // the app issues them (the middleware's store, and GORM's inserts of an
-// order with its lines), run straight on the app's database/sql pool: the
+// order with its lines), run straight on the app's connection pool (on
+// SQLite, the read on the readers and the transaction on the writer): the
 // key read (a miss), then one transaction with the claim, the order, its
 // lines and the completion. Not run: authentication, the product read,
 // HTTP and the JSON. What the database can do of this work is the limit
 // the app is measured against.
 const (
-	bareFind  = `SELECT * FROM idempotency_keys WHERE scope = ? AND "key" = ? LIMIT 1`
+	bareFind = `SELECT id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
+  owner_token, locked_until, status, headers, body, replays, created_at, expires_at FROM idempotency_keys WHERE scope = ? AND "key" = ?`
 	bareClaim = `INSERT INTO idempotency_keys
-  (scope, "key", operation_id, method, route, fingerprint, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+  (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
 ON CONFLICT (scope, "key") DO UPDATE SET
   operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
-  fingerprint = excluded.fingerprint, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
+  fingerprint = excluded.fingerprint, raw_digest = excluded.raw_digest, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE idempotency_keys.expires_at <= excluded.created_at AND (idempotency_keys.state = 'completed' OR idempotency_keys.locked_until <= excluded.created_at)`
@@ -48,14 +51,14 @@ func (b *bench) bareFresh(ctx context.Context, userID string) error {
 		return fmt.Errorf("find key: found %v, %v", found, err)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	owner, hash := uuid.NewString(), strings.Repeat("f", 64)
-	tx, err := b.sqlDB.BeginTx(ctx, nil)
+	owner, hash, raw := uuid.NewString(), strings.Repeat("f", 64), sha256.Sum256([]byte(key))
+	tx, err := b.pool.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	n, err := rowsAffected(tx.ExecContext(ctx, b.bare.claim,
-		userID, key, uuid.NewString(), "POST", "/api/v1/orders", hash, hash, "in_progress", owner, now.Add(30*time.Second),
+		userID, key, uuid.NewString(), "POST", "/api/v1/orders", hash, raw[:], hash, "in_progress", owner, now.Add(30*time.Second),
 		now, now.Add(24*time.Hour)))
 	if err != nil || n != 1 {
 		return fmt.Errorf("claim: %d rows, %v", n, err)
@@ -95,7 +98,7 @@ func (b *bench) bareFresh(ctx context.Context, userID string) error {
 
 // exists runs a query and reports whether it found a row.
 func (b *bench) exists(ctx context.Context, query string, args ...any) (bool, error) {
-	rows, err := b.sqlDB.QueryContext(ctx, query, args...)
+	rows, err := b.pool.QueryContext(ctx, query, args...)
 	if err != nil {
 		return false, err
 	}
@@ -108,6 +111,13 @@ func rowsAffected(res sql.Result, err error) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// pool is the app's connection pool as GORM holds it: *sql.DB on
+// PostgreSQL, the writer and readers on SQLite.
+type pool interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
 // bareSQL is the statements, in the database's placeholders.

@@ -13,7 +13,7 @@ import (
 // The harness, tiny: every phase does some work, in two interleaved rounds,
 // and the exactly-once audit it reads back from the database holds.
 func TestLoadSmoke(t *testing.T) {
-	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 12, Workers: 2, StormK: 3, Rounds: 2}
+	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 12, Workers: 2, StormK: 3, Rounds: 2, MemoryOps: 150}
 	rep, err := measure(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +29,9 @@ func TestLoadSmoke(t *testing.T) {
 		t.Errorf("audit: %v\n%s", problems, out.String())
 	}
 	md := rep.markdown("SQLite")
+	if rep.memory.completed < int64(cfg.MemoryOps) || !strings.Contains(md, "| other instance (answers pushed on PostgreSQL) |") {
+		t.Errorf("memory: %d operations completed, want %d, and the caches reported:\n%s", rep.memory.completed, cfg.MemoryOps, md)
+	}
 	for _, r := range ratios {
 		if !strings.Contains(md, "| "+r.what+" |") {
 			t.Errorf("the Markdown lacks the ratio %q:\n%s", r.what, md)

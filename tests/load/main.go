@@ -39,6 +39,7 @@ func main() {
 	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients")
 	flag.IntVar(&cfg.StormK, "k", cfg.StormK, "copies of each operation a storm sends at once")
 	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds in which the compared phases run interleaved, each a slice of -phase and -ops")
+	flag.IntVar(&cfg.MemoryOps, "memory", cfg.MemoryOps, "after the storms, fresh orders until this many operations completed on the instance with the middleware, then its memory; 0: none")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the first slice of fresh orders with the middleware")
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
 	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section")

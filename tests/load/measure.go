@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,13 +36,16 @@ type config struct {
 	// Rounds: the compared phases (every phase but the warm-up and the
 	// storms) run interleaved in this many slices, so that a machine
 	// getting busier or the tables growing does not favour one of them.
-	Rounds          int
-	CPUProfile      string // of the first slice of fresh orders with the middleware
+	Rounds     int
+	CPUProfile string // of the first slice of fresh orders with the middleware
+	// MemoryOps: after the storms, fresh orders until the instance with the
+	// middleware has completed this many operations, then its memory.
+	MemoryOps       int
 	Markdown, Label string
 }
 
 func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3}
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000}
 }
 
 // phase is what one kind of work measured.
@@ -89,7 +91,7 @@ type shop struct {
 	url    string
 	server *handlers.Server
 	http   *http.Server
-	pool   *sql.DB // its own connection pool, closed with it; nil when shared
+	db     *gorm.DB // its own connection pool, closed with it; nil when shared
 }
 
 func start(server *handlers.Server) (*shop, error) {
@@ -105,8 +107,8 @@ func start(server *handlers.Server) (*shop, error) {
 
 func (s *shop) stop(ctx context.Context) error {
 	err := errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
-	if s.pool != nil {
-		err = errors.Join(err, s.pool.Close())
+	if s.db != nil {
+		err = errors.Join(err, models.Close(s.db))
 	}
 	return err
 }
@@ -117,27 +119,31 @@ func (s *shop) stop(ctx context.Context) error {
 type bench struct {
 	cfg      config
 	db       *gorm.DB
-	sqlDB    *sql.DB
+	pool     pool // the app's connection pool, as GORM uses it
 	postgres bool
 	bare     bareSQL
 	deps     handlers.Deps
 	// once has the middleware and tx the same handlers in a plain
-	// transaction; ceiling is once's build with a canned answer added;
-	// cold is a second instance with the middleware, on a pool of its own,
-	// which only ever replays keys once made did, each once.
-	once, tx, ceiling, cold *shop
-	client                  *http.Client
-	products                []models.Product
-	users                   map[string][]user // by phase
-	orderBody               string
-	run                     string
-	began                   time.Time
+	// transaction; ceiling is once's build with a canned answer added.
+	// other and cold are more instances with the middleware, each on a pool
+	// of its own, which only ever replay keys once made, each once: other
+	// as deployed (on PostgreSQL, once pushes its answers to it), cold
+	// without pushes, so that each of its replays reads the database.
+	once, tx, ceiling, other, cold *shop
+	client                         *http.Client
+	products                       []models.Product
+	users                          map[string][]user // by phase
+	orderBody                      string
+	run                            string
+	began                          time.Time
 
 	mu sync.Mutex
-	// made are the keys once answered, with the answer; made[:coldNext]
-	// have been replayed on the cold instance.
-	made     []made
-	coldNext int
+	// made are the keys once answered, with the answer; made[:next[s]]
+	// have been replayed on the instance s (other, cold).
+	made []made
+	next map[*shop]int
+	// completed counts the operations once completed (each storm one).
+	completed atomic.Int64
 	// unpaid are orders to pay, per worker: those once made (warm-up and
 	// fresh), those tx made (without middleware), and the storms'.
 	unpaid map[string][][]order
@@ -164,6 +170,7 @@ type report struct {
 	rounds   int
 	phases   map[string]phase
 	audit    audit
+	memory   memory
 }
 
 // The phases, in the order they are reported.
@@ -174,14 +181,16 @@ const (
 	phaseBareSQL  = "bare SQL of the fresh path"
 	phaseCeiling  = "ceiling (canned answer, same server and auth)"
 	phaseHit      = "replay (hit)"
-	phaseCold     = "replay (cold instance)"
+	phaseOther    = "replay (other instance)"
+	phaseCold     = "replay (cold instance, database read)"
 	phasePay      = "payment, with middleware"
 	phasePayPlain = "payment, without middleware"
 	phaseStorm    = "storm"
 	phasePayStorm = "payment storm"
+	phaseMemory   = "fresh order, up to the memory count"
 )
 
-var reported = []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseHit, phaseCold, phasePay, phasePayPlain, phaseStorm, phasePayStorm}
+var reported = []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseHit, phaseOther, phaseCold, phasePay, phasePayPlain, phaseStorm, phasePayStorm, phaseMemory}
 
 // The pools of unpaid orders.
 const (
@@ -197,11 +206,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
-	defer sqlDB.Close()
+	defer models.Close(db)
 	if err := handlers.Migrate(db); err != nil {
 		return nil, err
 	}
@@ -209,12 +214,12 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	b := &bench{
-		cfg: cfg, db: db, sqlDB: sqlDB, postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
+		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
 		began: time.Now().UTC().Add(-time.Second),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
 		}},
-		unpaid: map[string][][]order{},
+		unpaid: map[string][][]order{}, next: map[*shop]int{},
 	}
 	b.bare = newBareSQL(b.postgres)
 	defer b.client.CloseIdleConnections()
@@ -232,7 +237,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	var servers []*shop
 	defer func() { _ = b.stop(servers) }()
-	if b.once, err = start(handlers.NewServer(b.deps)); err != nil {
+	pushing := b.deps
+	pushing.PushAnswers = true // as main runs the shop
+	if b.once, err = start(handlers.NewServer(pushing)); err != nil {
 		return nil, err
 	}
 	servers = append(servers, b.once)
@@ -240,7 +247,11 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	servers = append(servers, b.tx)
-	for _, name := range []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseStorm} {
+	if b.other, err = b.startSecond(true); err != nil {
+		return nil, err
+	}
+	servers = append(servers, b.other)
+	for _, name := range []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory} {
 		if err := b.signUp(ctx, name); err != nil {
 			return nil, err
 		}
@@ -259,7 +270,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	servers = append(servers, b.ceiling)
-	if b.cold, err = b.startCold(); err != nil {
+	if b.cold, err = b.startSecond(false); err != nil {
 		return nil, err
 	}
 	servers = append(servers, b.cold)
@@ -275,7 +286,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		}},
 		{phaseCeiling, b.toCeiling},
 		{phaseHit, b.replayHit},
-		{phaseCold, b.replayCold},
+		{phaseOther, b.replayOnce(b.other)},
+		{phaseCold, b.replayOnce(b.cold)},
 		{phasePay, b.pay(unpaidOnce)},
 		{phasePayPlain, b.pay(unpaidTx)},
 	}
@@ -284,11 +296,11 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	for r := range rounds {
 		for _, s := range steps {
 			maxOps := sliceOps
-			if s.name == phaseCold {
+			if on := map[string]*shop{phaseOther: b.other, phaseCold: b.cold}[s.name]; on != nil {
 				// Each key is replayed once there: what is left is shared
 				// out between the rounds to come.
 				b.mu.Lock()
-				maxOps = min(maxOps, (len(b.made)-b.coldNext)/(rounds-r))
+				maxOps = min(maxOps, (len(b.made)-b.next[on])/(rounds-r))
 				b.mu.Unlock()
 			}
 			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
@@ -303,6 +315,12 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
 	rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
+	if cfg.MemoryOps > 0 {
+		rep.memory.before = heapAfterGC()
+		left := max(0, cfg.MemoryOps-int(b.completed.Load()))
+		rep.phases[phaseMemory] = b.phase(ctx, phaseMemory, b.fresh(phaseMemory), 5*time.Minute, left)
+		rep.memory.measure(b)
+	}
 	stopped := servers
 	servers = nil
 	if err := b.stop(stopped); err != nil {
@@ -326,24 +344,21 @@ func profiled(path string, work func()) error {
 	return f.Close()
 }
 
-// startCold starts the second instance with the middleware: over the same
-// database, on a connection pool of its own, as another process would be.
-func (b *bench) startCold() (*shop, error) {
+// startSecond starts another instance with the middleware: over the same
+// database, on a connection pool of its own, as another process would be;
+// taking the answers once pushes, or not.
+func (b *bench) startSecond(push bool) (*shop, error) {
 	db, err := models.Open(b.cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
 	deps := b.deps
-	deps.DB, deps.Provider = db, &payments.Simulated{DB: db}
+	deps.DB, deps.Provider, deps.PushAnswers = db, &payments.Simulated{DB: db}, push
 	s, err := start(handlers.NewServer(deps))
 	if err != nil {
-		return nil, errors.Join(err, pool.Close())
+		return nil, errors.Join(err, models.Close(db))
 	}
-	s.pool = pool
+	s.db = db
 	return s, nil
 }
 
@@ -369,6 +384,10 @@ func (b *bench) fresh(name string) func(ctx context.Context, w, i int) (int, err
 		}
 		if err != nil {
 			return 1, err
+		}
+		b.completed.Add(1)
+		if name == phaseMemory {
+			return 1, nil // nothing kept: the harness's memory is measured too
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -415,18 +434,20 @@ func (b *bench) replayHit(ctx context.Context, w, i int) (int, error) {
 	return 1, b.replay(ctx, b.once, k)
 }
 
-// replayCold replays each key once on the cold instance; the phase ends
-// when every key has been.
-func (b *bench) replayCold(ctx context.Context, w, i int) (int, error) {
-	b.mu.Lock()
-	if b.coldNext == len(b.made) {
+// replayOnce replays each key once on the instance s; the phase ends when
+// every key has been.
+func (b *bench) replayOnce(s *shop) func(ctx context.Context, w, i int) (int, error) {
+	return func(ctx context.Context, w, i int) (int, error) {
+		b.mu.Lock()
+		if b.next[s] == len(b.made) {
+			b.mu.Unlock()
+			return 0, errNothingLeft
+		}
+		k := b.made[b.next[s]]
+		b.next[s]++
 		b.mu.Unlock()
-		return 0, errNothingLeft
+		return 1, b.replay(ctx, s, k)
 	}
-	k := b.made[b.coldNext]
-	b.coldNext++
-	b.mu.Unlock()
-	return 1, b.replay(ctx, b.cold, k)
 }
 
 // replay checks that the answer is the original one, marked as replayed.
@@ -454,6 +475,9 @@ func (b *bench) pay(pool string) func(ctx context.Context, w, i int) (int, error
 		if err == nil && a.status != http.StatusCreated {
 			err = fmt.Errorf("payment: %d %s", a.status, a.body)
 		}
+		if err == nil && s == b.once {
+			b.completed.Add(1)
+		}
 		return 1, err
 	}
 }
@@ -475,6 +499,7 @@ func (b *bench) stormOrder(ctx context.Context, w, i int) (int, error) {
 	u := b.users[phaseStorm][w]
 	id, err := b.storm(ctx, b.once.url+"/api/v1/orders", u.token, b.orderBody)
 	if err == nil {
+		b.completed.Add(1)
 		b.mu.Lock()
 		b.unpaid[unpaidStorm][w] = append(b.unpaid[unpaidStorm][w], order{u.token, id})
 		b.mu.Unlock()
@@ -489,6 +514,9 @@ func (b *bench) stormPayment(ctx context.Context, w, i int) (int, error) {
 		return 0, errNothingLeft
 	}
 	_, err := b.storm(ctx, b.once.url+"/api/v1/orders/"+o.id+"/payments", o.token, paymentRequest)
+	if err == nil {
+		b.completed.Add(1)
+	}
 	return b.cfg.StormK, err
 }
 

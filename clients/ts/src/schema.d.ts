@@ -168,6 +168,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orders/{id}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund a paid order
+         * @description Gives money back on a paid order: `amount_cents`, or everything still refundable when
+         *     it is left out. The refund is recorded before the provider is called, under a key
+         *     derived from yours, so a retry never refunds twice; and the refunds of an order never
+         *     add up to more than its charge, whatever keys are used.
+         */
+        post: operations["createRefund"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orders/{id}/refunds/{refund_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get one refund of one of my orders */
+        get: operations["getRefund"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orders/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a pending order
+         * @description Cancels an order that was never charged: no payment of it may be running or in doubt.
+         *     Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
+         */
+        post: operations["cancelOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/idempotency-keys": {
         parameters: {
             query?: never;
@@ -426,7 +487,7 @@ export interface components {
              */
             number: number;
             /** @enum {string} */
-            status: "pending" | "paid";
+            status: "pending" | "paid" | "partially_refunded" | "refunded" | "cancelled";
             currency: components["schemas"]["Currency"];
             total_cents: number;
             items: components["schemas"]["OrderItem"][];
@@ -438,6 +499,10 @@ export interface components {
              *     `failed` (nothing charged).
              */
             attempts: components["schemas"]["PaymentAttempt"][];
+            /** @description What the order's succeeded and pending refunds give back. */
+            refunded_cents: number;
+            /** @description The order's refunds the provider answered, succeeded or pending, oldest first. */
+            refunds: components["schemas"]["Refund"][];
             /** Format: date-time */
             created_at: string;
         };
@@ -455,11 +520,11 @@ export interface components {
              * @description A test payment method, Stripe's test PaymentMethod ids, which either provider
              *     accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
              *     `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-             *     (402); `pm_card_unavailable` fails before anything is charged (502). Anything else: 422.
+             *     (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
              * @example pm_card_visa
              * @enum {string}
              */
-            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable";
+            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable" | "pm_card_refundFail";
         };
         Payment: {
             /** Format: uuid */
@@ -473,6 +538,26 @@ export interface components {
             provider_charge_id: string;
             /** @description Present only on declined payments. */
             decline_reason?: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        RefundInput: {
+            /** @description How much to refund; everything still refundable when left out. */
+            amount_cents?: number;
+            reason?: string;
+        };
+        Refund: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            order_id: string;
+            /** Format: uuid */
+            payment_id: string;
+            /** @enum {string} */
+            status: "succeeded" | "pending";
+            amount_cents: number;
+            currency: components["schemas"]["Currency"];
+            reason: string;
             /** Format: date-time */
             created_at: string;
         };
@@ -701,8 +786,8 @@ export interface components {
             };
         };
         /**
-         * @description The order is already paid (`order-already-paid`: final, replayed for the same key, no
-         *     `Retry-After`); or, with `Retry-After: 1`, another payment of the order holds it
+         * @description The order is already paid (`order-already-paid`), or cancelled (`order-cancelled`):
+         *     final, replayed for the same key, no `Retry-After`; or, with `Retry-After: 1`, another payment of the order holds it
          *     (`payment-in-progress`), the original request with this key is still running
          *     (`idempotency-key-in-progress`), or this attempt was taken over
          *     (`idempotency-lease-lost`): retry with the same key.
@@ -717,7 +802,32 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    type: "/problems/order-already-paid" | "/problems/payment-in-progress" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    type: "/problems/order-already-paid" | "/problems/order-cancelled" | "/problems/payment-in-progress" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    /** @constant */
+                    status: 409;
+                };
+            };
+        };
+        /**
+         * @description The order is not paid (`order-not-paid`), the amount is more than is still refundable
+         *     (`refund-exceeds-refundable`), or the provider could not send the refund to the card
+         *     (`refund-failed`: final, replayed for the same key); nothing was refunded. Or, with
+         *     `Retry-After: 1`, another payment or refund of the order holds it
+         *     (`payment-in-progress`), the original request with this key is still running
+         *     (`idempotency-key-in-progress`), or this attempt was taken over
+         *     (`idempotency-lease-lost`): retry with the same key.
+         */
+        RefundConflict: {
+            headers: {
+                "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
+                "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    type: "/problems/order-not-paid" | "/problems/refund-exceeds-refundable" | "/problems/refund-failed" | "/problems/payment-in-progress" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
@@ -828,7 +938,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    type: "/problems/payment-provider-unavailable" | "/problems/payment-unconfirmed";
+                    type: "/problems/payment-provider-unavailable" | "/problems/payment-unconfirmed" | "/problems/refund-unconfirmed";
                     /** @constant */
                     status: 502;
                 };
@@ -866,6 +976,8 @@ export interface components {
         NextLink: string;
         /** @description The payment's URL, `/api/v1/orders/{id}/payments/{payment_id}`. */
         PaymentLocation: string;
+        /** @description The refund's URL, `/api/v1/orders/{id}/refunds/{refund_id}`. */
+        RefundLocation: string;
         /** @description A page may be kept, but is checked with the server before each use. */
         PageCache: "private, no-cache";
         /** @description May be cached for five minutes. */
@@ -1196,6 +1308,130 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createRefund: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefundInput"];
+            };
+        };
+        responses: {
+            /** @description The refund, succeeded or pending (on its way to the card). */
+            201: {
+                headers: {
+                    Location: components["headers"]["RefundLocation"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refund"];
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["RefundConflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
+            500: components["responses"]["Internal"];
+            502: components["responses"]["ProviderUnavailable"];
+        };
+    };
+    getRefund: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+                /** @description The refund's id. */
+                refund_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The refund. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refund"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    cancelOrder: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, cancelled. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["PaymentConflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
         };
     };

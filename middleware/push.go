@@ -1,0 +1,301 @@
+package middleware
+
+// Completed answers pushed to the other instances' caches, on PostgreSQL,
+// through LISTEN/NOTIFY: every instance already shares the database, so a
+// retry that lands on an instance that did not run the original is replayed
+// from memory there too, with no read.
+//
+// It is as safe as the cache itself (see cache.go): only a committed,
+// completed answer is pushed, after its commit; a completed key never
+// changes until it expires; and a pushed entry carries the key's scope and
+// expiry, and is kept, like any entry, under its own (scope, key) and only
+// until that expiry by the receiver's clock. A released key was never
+// completed, so it is never pushed. A push that is lost, late or dropped
+// (a full queue, an answer too large for NOTIFY's payload, a connection
+// down) only means that instance reads the key from the database, as it
+// would without pushes.
+//
+// Each instance holds two connections of its own for this, outside the
+// pool the requests use: one listens, one sends. The sender batches what
+// completed meanwhile into one statement, off the requests' path.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+const (
+	// notifyLimit: PostgreSQL refuses a NOTIFY payload of 8000 bytes or
+	// more. A larger answer is not pushed; other instances read it on demand.
+	notifyLimit = 8000 - 1
+	pushQueue   = 4096 // answers waiting to be sent; more are dropped
+	pushBatch   = 64   // answers sent in one statement at most
+	// pushGather is how long the sender waits after an answer for others to
+	// send with it: one statement for many, fewer commits on the database.
+	pushGather = 5 * time.Millisecond
+	pushRetry  = time.Second
+)
+
+// pushMessage is one completed answer as NOTIFY carries it: what the key
+// row holds, with the headers exactly as the row stores them.
+type pushMessage struct {
+	From        string          `json:"from"` // the sending instance, which ignores its own
+	Scope       string          `json:"scope"`
+	Key         string          `json:"key"`
+	OperationID string          `json:"op"`
+	Method      string          `json:"method"`
+	Route       string          `json:"route"`
+	Fingerprint string          `json:"fp"`
+	Raw         []byte          `json:"raw"`
+	ExpiresAt   time.Time       `json:"exp"`
+	Status      int             `json:"status"`
+	Headers     json.RawMessage `json:"headers"`
+	Body        []byte          `json:"body"`
+}
+
+type pushed struct {
+	k scopedKey
+	v *cached
+}
+
+// pusher sends this instance's completed answers and puts the other
+// instances' into its cache. nil: not pushing (SQLite, or not asked).
+type pusher struct {
+	dsn, id   string
+	answers   *answers
+	logger    *slog.Logger
+	queue     chan pushed
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+	listening chan struct{} // closed once the first LISTEN is in place
+}
+
+// newPusher starts pushing when db is PostgreSQL.
+func newPusher(db *gorm.DB, a *answers, logger *slog.Logger) *pusher {
+	d, ok := db.Dialector.(*postgres.Dialector)
+	if !ok || d.Config == nil || d.DSN == "" {
+		return nil
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	p := &pusher{
+		dsn: d.DSN, id: uuid.NewString(), answers: a, logger: logger,
+		queue: make(chan pushed, pushQueue), stop: stop, listening: make(chan struct{}),
+	}
+	p.done.Add(2)
+	go p.sendLoop(ctx)
+	go p.listenLoop(ctx)
+	return p
+}
+
+// close stops both loops and waits for them; what is queued is dropped.
+func (p *pusher) close() {
+	if p == nil {
+		return
+	}
+	p.stop()
+	p.done.Wait()
+}
+
+// publish queues a committed answer for the other instances.
+func (p *pusher) publish(k scopedKey, v *cached) {
+	if p == nil {
+		return
+	}
+	select {
+	case p.queue <- pushed{k, v}:
+	default: // full: the others read it from the database
+	}
+}
+
+// channel is the NOTIFY channel of the schema conn works in, so that shops
+// in different schemas of one database do not share answers.
+func channel(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return "", err
+	}
+	name := "idempotency:" + schema
+	if len(name) > 63 { // a channel is an identifier: at most 63 bytes
+		sum := sha256.Sum256([]byte(schema))
+		name = "idempotency:" + hex.EncodeToString(sum[:20])
+	}
+	return name, nil
+}
+
+func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	name, err := channel(ctx, conn)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, "", err
+	}
+	return conn, name, nil
+}
+
+func (p *pusher) sendLoop(ctx context.Context) {
+	defer p.done.Done()
+	var conn *pgx.Conn
+	var name string
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		var batch []pushed
+		select {
+		case <-ctx.Done():
+			return
+		case first := <-p.queue:
+			batch = append(batch, first)
+		}
+		batch = p.gather(ctx, batch)
+		payloads := p.encode(batch)
+		if len(payloads) == 0 {
+			continue
+		}
+		var err error
+		if conn == nil {
+			conn, name, err = p.connect(ctx)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", name, payloads)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(payloads))
+			if conn != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+			sleep(ctx, pushRetry)
+		}
+	}
+}
+
+// gather adds to batch what is queued within pushGather, up to pushBatch.
+func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
+	timer := time.NewTimer(pushGather)
+	defer timer.Stop()
+	for len(batch) < pushBatch {
+		select {
+		case b := <-p.queue:
+			batch = append(batch, b)
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+// encode turns answers into payloads, leaving out those NOTIFY cannot
+// carry: too large, or a scope or key that JSON would not carry exactly.
+func (p *pusher) encode(batch []pushed) []string {
+	payloads := make([]string, 0, len(batch))
+	for _, b := range batch {
+		if !utf8.ValidString(b.k.scope) || !utf8.ValidString(b.k.key) {
+			continue
+		}
+		headers, err := json.Marshal(b.v.headers) // as complete stores them
+		if err != nil {
+			continue
+		}
+		msg, err := json.Marshal(pushMessage{
+			From: p.id, Scope: b.k.scope, Key: b.k.key, OperationID: b.v.operationID,
+			Method: b.v.method, Route: b.v.route, Fingerprint: b.v.fingerprint, Raw: b.v.raw[:],
+			ExpiresAt: b.v.expiresAt, Status: b.v.status, Headers: headers, Body: b.v.body,
+		})
+		if err == nil && len(msg) <= notifyLimit {
+			payloads = append(payloads, string(msg))
+		}
+	}
+	return payloads
+}
+
+func (p *pusher) listenLoop(ctx context.Context) {
+	defer p.done.Done()
+	first := true
+	for ctx.Err() == nil {
+		if err := p.listen(ctx, &first); err != nil && ctx.Err() == nil {
+			p.logger.Warn("idempotency: listen for pushed answers", "err", err)
+			sleep(ctx, pushRetry)
+		}
+	}
+}
+
+// listen listens on one connection until it fails or ctx ends, putting
+// each answer another instance pushed into the cache.
+func (p *pusher) listen(ctx context.Context, first *bool) error {
+	conn, name, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return err
+	}
+	if *first {
+		close(p.listening)
+		*first = false
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if k, v, ok := p.decode(n.Payload); ok {
+			p.answers.put(k, v)
+		}
+	}
+}
+
+// decode reads a payload another instance pushed. This instance's own
+// come back too: encode writes the sender first, so they are known by
+// their first bytes, before any decoding.
+func (p *pusher) decode(payload string) (scopedKey, *cached, bool) {
+	if strings.HasPrefix(payload, `{"from":"`+p.id+`"`) {
+		return scopedKey{}, nil, false
+	}
+	var m pushMessage
+	if err := json.Unmarshal([]byte(payload), &m); err != nil || m.From == p.id || len(m.Raw) != sha256.Size {
+		return scopedKey{}, nil, false
+	}
+	v := &cached{
+		replayOf: replayOf{m.Scope, m.Key, m.OperationID}, method: m.Method, route: m.Route, fingerprint: m.Fingerprint,
+		expiresAt: m.ExpiresAt, status: m.Status, body: m.Body,
+	}
+	copy(v.raw[:], m.Raw)
+	var headers http.Header
+	if err := json.Unmarshal(m.Headers, &headers); err != nil {
+		return scopedKey{}, nil, false
+	}
+	v.headers = headers
+	return scopedKey{m.Scope, m.Key}, v, true
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
