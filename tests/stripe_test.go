@@ -245,6 +245,10 @@ type fakeStripe struct {
 	kept   map[string]fakeIntent // every PaymentIntent, by the key in its metadata: what search finds
 	loseN  int                   // the next n answers are lost: the connection is cut after the charge
 	ledger int
+	// refunds, the same way: by key, every one kept, and counted
+	refundsByKey map[string]fakeIntent
+	refundsKept  []fakeRefund
+	refundStatus string // what a new refund is: "succeeded" when empty
 }
 
 type fakeIntent struct {
@@ -253,7 +257,7 @@ type fakeIntent struct {
 }
 
 func newFakeStripe(t *testing.T) (*fakeStripe, string) {
-	f := &fakeStripe{byKey: map[string]fakeIntent{}, kept: map[string]fakeIntent{}}
+	f := &fakeStripe{byKey: map[string]fakeIntent{}, kept: map[string]fakeIntent{}, refundsByKey: map[string]fakeIntent{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv.URL
@@ -262,6 +266,10 @@ func newFakeStripe(t *testing.T) (*fakeStripe, string) {
 func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/search" {
 		f.search(w, r.URL.Query().Get("query"))
+		return
+	}
+	if r.URL.Path == "/v1/refunds" {
+		f.serveRefunds(w, r)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
@@ -313,6 +321,7 @@ func (f *fakeStripe) forget() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.byKey)
+	clear(f.refundsByKey)
 }
 
 func (f *fakeStripe) charges() int {
