@@ -28,6 +28,12 @@ func (f *fakeStripe) serveRefunds(w http.ResponseWriter, r *http.Request) {
 	form, _ := url.ParseQuery(string(body))
 	key := r.Header.Get("Idempotency-Key")
 	f.mu.Lock()
+	if f.refuseRefund != "" {
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":{"type":"invalid_request_error","code":%q,"message":"Charge ch_fake has already been refunded."}}`, f.refuseRefund)
+		return
+	}
 	prior, seen := f.refundsByKey[key]
 	if !seen {
 		status := f.refundStatus

@@ -280,14 +280,16 @@ func TestStripeRefundFailedWebhookGivesTheAmountBack(t *testing.T) {
 	orderRefunded(t, e, orderID, "paid", 0)
 }
 
-// An event about a refund the shop never made is received (200) and not
-// applied, and writes nothing but its key.
+// An event about a refund the shop never made, and charge.refunded (which
+// carries the charge, not a refund the shop can match), are received (200)
+// and not applied, and change nothing.
 func TestStripeRefundWebhookForAnUnknownRefundIsNotApplied(t *testing.T) {
 	e, orderID, total, refund := pendingStripeRefund(t, "stripe-refund-unknown@example.com")
 	stranger := stripeRefundObject(refund, "succeeded")
 	stranger["id"], stranger["metadata"] = "re_elsewhere", map[string]string{"idempotency_key": "made-in-the-dashboard"}
-	for _, typ := range []stripe.EventType{stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed} {
-		r := e.do(stripeEvent(t, "evt_unknown_"+string(typ), typ, stranger))
+	charge := map[string]any{"id": "ch_refunded", "object": "charge", "amount_refunded": total, "refunded": true, "payment_intent": refund.ChargeID}
+	for typ, object := range map[stripe.EventType]map[string]any{stripe.EventTypeRefundUpdated: stranger, stripe.EventTypeRefundFailed: stranger, stripe.EventTypeChargeRefunded: charge} {
+		r := e.do(stripeEvent(t, "evt_unknown_"+string(typ), typ, object))
 		if r.Status != http.StatusOK || r.json(t)["applied"] != false {
 			t.Fatalf("%s for an unknown refund: %d %s; want 200, not applied", typ, r.Status, r.Body)
 		}
@@ -296,4 +298,28 @@ func TestStripeRefundWebhookForAnUnknownRefundIsNotApplied(t *testing.T) {
 		t.Fatal("the shop's own refund changed")
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
+}
+
+// Stripe refusing the refund itself — the charge is already refunded (from
+// the dashboard, say) — is a failed refund with Stripe's message: 409
+// refund-failed, final for its key, nothing given back, the order still
+// paid.
+func TestStripeRefusedRefundIsAFailedRefund(t *testing.T) {
+	fake, base := newFakeStripe(t)
+	fake.refuseRefund = string(stripe.ErrorCodeChargeAlreadyRefunded)
+	e := newEnv(t, withStripe(base, http.DefaultTransport))
+	token, orderID, _ := paidStripeOrder(t, e, "stripe-refund-refused@example.com")
+	refund := e.stripeRefundRequest(token, orderID, "r1", 0)
+	r := e.do(refund)
+	isProblem(t, r, http.StatusConflict, "/problems/refund-failed")
+	if !strings.Contains(string(r.Body), "already been refunded") {
+		t.Fatalf("the refusal %s does not carry Stripe's message", r.Body)
+	}
+	if again := e.do(refund); again.Status != http.StatusConflict || !again.replayed() {
+		t.Fatalf("the refusal again: %d replayed=%v; want the stored 409", again.Status, again.replayed())
+	}
+	if fake.refunds() != 0 || e.count("refunds", "state = ?", models.RefundFailed) != 1 || e.count("refunds") != 1 {
+		t.Fatalf("%d refunds at Stripe, %d recorded; want none and one failed", fake.refunds(), e.count("refunds"))
+	}
+	orderRefunded(t, e, orderID, "paid", 0)
 }

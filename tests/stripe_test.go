@@ -249,6 +249,7 @@ type fakeStripe struct {
 	refundsByKey map[string]fakeIntent
 	refundsKept  []fakeRefund
 	refundStatus string // what a new refund is: "succeeded" when empty
+	refuseRefund string // an error code Stripe refuses every refund with, when set
 }
 
 type fakeIntent struct {
