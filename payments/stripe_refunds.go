@@ -61,7 +61,7 @@ func refundRefusal(e *stripe.Error) string {
 	if e.Msg != "" {
 		return e.Msg
 	}
-	return "The refund could not be sent to the card."
+	return stripeRefundFailed
 }
 
 // FindRefund implements Provider: Stripe has no search for refunds, so the
@@ -97,8 +97,12 @@ func refundFailure(r *stripe.Refund) string {
 	if r.FailureReason != "" {
 		return "The refund could not be sent to the card (" + strings.ReplaceAll(string(r.FailureReason), "_", " ") + ")."
 	}
-	return "The refund could not be sent to the card."
+	return stripeRefundFailed
 }
+
+// stripeRefundFailed is the reason of a failed refund Stripe gives no
+// message for.
+const stripeRefundFailed = "The refund could not be sent to the card."
 
 // StripeRefundEvent reads the refund a refund.updated or refund.failed
 // event reports (charge.refunded carries the charge, not a refund the shop
