@@ -155,7 +155,7 @@ func (cfg *config) loadDurations(getenv func(string) string) []error {
 		return []error{fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for %d leases, and its key must outlive it by one more",
 			cfg.IdempotencyTTL, minTTL/cfg.IdempotencyLease, minTTL, cfg.attemptTimeout()/cfg.IdempotencyLease)}
 	case cfg.RollForward < max(minRollForward, minTTL):
-		return []error{fmt.Errorf("PAYMENT_ROLL_FORWARD (%s) must be at least %s: past it an attempt is only looked up, so no request under its key may still be running, and the provider's search must have caught up",
+		return []error{fmt.Errorf("PAYMENT_ROLL_FORWARD (%s) must be at least %s: past it an attempt is only looked up, and its first request may not still be running then",
 			cfg.RollForward, max(minRollForward, minTTL))}
 	case cfg.ReadTimeout <= 0 || cfg.IdleTimeout <= 0:
 		return []error{fmt.Errorf("HTTP_READ_TIMEOUT (%s) and HTTP_IDLE_TIMEOUT (%s) must be positive", cfg.ReadTimeout, cfg.IdleTimeout)}

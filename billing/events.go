@@ -72,8 +72,9 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 // ApplyRefundEvent applies a provider's event about a refund through tx,
 // the delivery's transaction: a refund in doubt is settled with the event's
 // answer, under the order's hold (models.ErrPaymentInProgress while a live
-// operation holds it); a pending one moves to its final state. Anything
-// else changes nothing.
+// operation holds it); a pending one moves to its final state; one recorded
+// failed that the provider made after all is recorded (a late refund).
+// Anything else changes nothing.
 func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
 	refund, found, err := s.shop.RefundByKey(ctx, event.ProviderKey)
 	if err != nil || !found {
@@ -83,6 +84,8 @@ func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, even
 	switch {
 	case refund.State == models.RefundPending && outcome.State != models.RefundPending:
 		return s.shop.UpdateRefundState(tx(), refund, outcome)
+	case refund.State == models.RefundFailed && outcome.State == models.RefundSucceeded:
+		return s.recordLateRefund(tx(), event, refund, outcome)
 	case refund.State != models.RefundInDoubt:
 		return false, nil
 	}
@@ -101,5 +104,19 @@ func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, even
 		return false, err
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "refund_"+string(outcome.State)).Inc()
+	return true, nil
+}
+
+// recordLateRefund records a refund the provider reports succeeded although
+// the shop had recorded it failed: the money went back, so the order says
+// so; logged and counted for a person to look at.
+func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome models.RefundOutcome) (bool, error) {
+	applied, err := s.shop.RecordLateRefund(tx, refund, outcome)
+	if err != nil || !applied {
+		return applied, err
+	}
+	s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund").Inc()
+	s.cfg.Logger.Error("the provider made a refund the shop had recorded as failed; recorded now",
+		"refund", refund.ID, "order", refund.OrderID, "event", event.ID, "provider_refund", event.Refund.ID)
 	return true, nil
 }

@@ -70,6 +70,7 @@ func (s *Service) begin(ctx context.Context, op Operation, userID, orderID, hold
 		case !start.Unresolved:
 			return start.Attempt, models.Payment{}, false, nil
 		case tries == maxResolutions:
+			s.releaseHold(ctx, orderID, holder)
 			return models.PaymentAttempt{}, models.Payment{}, false, models.ErrPaymentInDoubt
 		}
 		// An earlier attempt is in doubt: nothing may be charged before

@@ -18,6 +18,15 @@ var (
 	// ErrEarlierRefundUnconfirmed: an earlier refund of the order is in
 	// doubt, and the provider could not say what became of it.
 	ErrEarlierRefundUnconfirmed = &models.Error{Code: models.EUNAVAILABLE, Message: "An earlier refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."}
+	// ErrRefundUnavailable: the provider turned the refund away for now
+	// (unavailable, rate limited), before giving anything back.
+	ErrRefundUnavailable = &models.Error{Code: models.EUNAVAILABLE, Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key."}
+)
+
+// The reasons of refunds the provider never made.
+const (
+	reasonRefused  = "The payment provider refused the refund."
+	reasonNoRecord = "The payment provider has no record of the refund: nothing was given back."
 )
 
 // Refund gives money back on one of the user's charged orders: the amount
@@ -53,6 +62,7 @@ func (s *Service) beginRefund(ctx context.Context, op Operation, userID, orderID
 		case !start.Unresolved:
 			return start.Refund, models.Refund{}, false, nil
 		case tries == maxResolutions:
+			s.releaseHold(ctx, orderID, holder)
 			return models.Refund{}, models.Refund{}, false, models.ErrPaymentInDoubt
 		}
 		earlier := start.Refund
@@ -65,10 +75,11 @@ func (s *Service) beginRefund(ctx context.Context, op Operation, userID, orderID
 				return models.Refund{}, models.Refund{}, false, ErrRefundUnconfirmed
 			}
 			return models.Refund{}, models.Refund{}, false, ErrEarlierRefundUnconfirmed
-		case own:
+		case own && resolved.State != models.RefundFailed:
 			return models.Refund{}, resolved, true, nil // this operation's own answer, from a run that died
 		}
-		// Resolved: what is still refundable is known again.
+		// Resolved (the operation's own, failed, is tried again under a new
+		// provider key): what is still refundable is known again.
 	}
 }
 
@@ -77,13 +88,18 @@ func (s *Service) beginRefund(ctx context.Context, op Operation, userID, orderID
 func (s *Service) sendRefund(ctx context.Context, op Operation, refund models.Refund, holder string) (models.Refund, error) {
 	answer, err := s.cfg.Provider.Refund(ctx, refundRequest(refund))
 	s.metrics.provider.WithLabelValues("refund_" + refundResult(answer, err)).Inc()
-	if nothingCharged(err) {
-		// Nothing was given back under the refund's key: settled failed at once.
-		failed := models.RefundOutcome{State: models.RefundFailed, FailureReason: "The payment provider refused the refund."}
+	switch {
+	case errors.Is(err, payments.ErrRefused):
+		// The refund itself is refused, and always will be: a final answer.
+		answer, err = payments.RefundAnswer{State: models.RefundFailed, FailureReason: reasonRefused}, nil
+	case errors.Is(err, payments.ErrUnavailable):
+		// Turned away for now, nothing given back under the refund's key:
+		// settled failed at once, and a retry asks under a new one.
+		failed := models.RefundOutcome{State: models.RefundFailed, FailureReason: reasonRefused}
 		if settleErr := s.inTx(ctx, func(tx *gorm.DB) error { _, e := s.shop.SettleRefund(tx, refund, failed, holder); return e }); settleErr != nil {
 			s.cfg.Logger.Error("record a refused refund", "err", settleErr, "refund", refund.ID)
 		}
-		return models.Refund{}, ErrProviderUnavailable
+		return models.Refund{}, ErrRefundUnavailable
 	}
 	if err != nil {
 		s.cfg.Logger.Warn("payment provider failed a refund", "err", err, "refund", refund.ID)
@@ -110,8 +126,10 @@ func (s *Service) resolveRefund(ctx context.Context, by string, refund models.Re
 	s.metrics.provider.WithLabelValues("refund_" + refundResult(answer, err)).Inc()
 	outcome := refundOutcomeOf(answer)
 	switch {
-	case errors.Is(err, payments.ErrRefused), errors.Is(err, errNothingCharged):
-		outcome = models.RefundOutcome{State: models.RefundFailed, FailureReason: "The payment provider refused the refund."}
+	case errors.Is(err, payments.ErrRefused):
+		outcome = models.RefundOutcome{State: models.RefundFailed, FailureReason: reasonRefused}
+	case errors.Is(err, errNothingCharged):
+		outcome = models.RefundOutcome{State: models.RefundFailed, FailureReason: reasonNoRecord}
 	case err != nil:
 		s.metrics.resolutions.WithLabelValues(by, "unresolved").Inc()
 		s.cfg.Logger.Warn("refund still in doubt: the provider could not say what became of it", "refund", refund.ID, "by", by, "err", err)
@@ -140,11 +158,14 @@ func (s *Service) resolveRefund(ctx context.Context, by string, refund models.Re
 func (s *Service) askRefund(ctx context.Context, refund models.Refund) (payments.RefundAnswer, error) {
 	req := refundRequest(refund)
 	if s.now().Sub(refund.CreatedAt) < min(s.cfg.RollForward, s.cfg.Provider.KeyLifetime()) {
+		if err := s.shop.MarkRefundSent(ctx, refund.ID, s.now()); err != nil {
+			return payments.RefundAnswer{}, err
+		}
 		return s.cfg.Provider.Refund(ctx, req)
 	}
 	answer, found, err := s.cfg.Provider.FindRefund(ctx, req)
 	if err == nil && !found {
-		err = errNothingCharged
+		err = s.nothingFound(refund.LastSent())
 	}
 	return answer, err
 }

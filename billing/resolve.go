@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"errors"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -68,15 +69,34 @@ func (s *Service) resolve(ctx context.Context, by string, attempt models.Payment
 func (s *Service) ask(ctx context.Context, attempt models.PaymentAttempt) (payments.Charge, error) {
 	req := chargeRequest(attempt)
 	if s.now().Sub(attempt.CreatedAt) < min(s.cfg.RollForward, s.cfg.Provider.KeyLifetime()) {
+		if err := s.shop.MarkSent(ctx, attempt.ID, s.now()); err != nil {
+			return payments.Charge{}, err
+		}
 		return s.cfg.Provider.Charge(ctx, req)
 	}
 	charge, found, err := s.cfg.Provider.Find(ctx, req)
 	if err == nil && !found {
-		// Past the window no request under the key is still running, and
-		// the provider's search has caught up: nothing was charged.
-		err = errNothingCharged
+		err = s.nothingFound(attempt.LastSent())
 	}
 	return charge, err
+}
+
+// searchLag is how long a provider's search may take to show what a request
+// did (Stripe's PaymentIntent search: "under a minute", more in an outage).
+const searchLag = 5 * time.Minute
+
+// errNotYetKnown: a lookup found nothing, but a request under the key may
+// still be running, or too recent for the provider's search to show.
+var errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
+
+// nothingFound is what a lookup that found nothing proves: nothing was
+// charged (errNothingCharged) only once every request sent under the key
+// has ended, its last one sent at lastSent, and the search has caught up.
+func (s *Service) nothingFound(lastSent time.Time) error {
+	if s.now().Sub(lastSent) < s.cfg.AttemptTimeout+s.cfg.Lease+searchLag {
+		return errNotYetKnown
+	}
+	return errNothingCharged
 }
 
 // record writes what the provider said of the attempt, under holder's hold.

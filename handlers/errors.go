@@ -58,7 +58,7 @@ func problemOf(e *models.Error) *problem.Problem {
 		return problem.OrderNotPaid.With(e.Message)
 	case models.ErrRefundExceeds:
 		return problem.RefundExceeds.With(e.Message)
-	case billing.ErrProviderUnavailable:
+	case billing.ErrProviderUnavailable, billing.ErrRefundUnavailable:
 		return problem.ProviderUnavailable.With(e.Message)
 	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
 		p := problem.PaymentInProgress.With(e.Message)

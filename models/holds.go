@@ -116,3 +116,42 @@ func (s Shop) HoldForResolution(ctx context.Context, attemptID, holder string, n
 	})
 	return attempt, held, err
 }
+
+// StaleRefunds lists refunds in doubt whose order no live operation holds,
+// those asked about least recently first.
+func (s Shop) StaleRefunds(ctx context.Context, now time.Time, limit int) ([]Refund, error) {
+	var refunds []Refund
+	err := s.DB.WithContext(ctx).Model(&Refund{}).
+		Joins("JOIN orders ON orders.id = refunds.order_id").
+		Where("refunds.state = ?", RefundInDoubt).
+		Where("orders.held_by IS NULL OR orders.held_until <= ?", now).
+		Order("refunds.updated_at, refunds.id").Limit(limit).
+		Find(&refunds).Error
+	return refunds, err
+}
+
+// HoldRefundForResolution takes the hold of the refund's order for holder,
+// if no live operation holds it and the refund is still in doubt, and marks
+// it asked about now; as HoldForResolution does for a payment attempt.
+func (s Shop) HoldRefundForResolution(ctx context.Context, refundID, holder string, now, until time.Time) (Refund, bool, error) {
+	var refund Refund
+	held := false
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", refundID).Take(&refund).Error; err != nil || refund.State != RefundInDoubt {
+			return err
+		}
+		var err error
+		if held, err = takeHold(tx, refund.OrderID, holder, now, until); err != nil || !held {
+			return err
+		}
+		if err := tx.Where("id = ?", refundID).Take(&refund).Error; err != nil {
+			return err
+		}
+		if refund.State != RefundInDoubt {
+			held = false
+			return tx.Model(&Order{}).Where("id = ? AND held_by = ?", refund.OrderID, holder).Updates(released).Error
+		}
+		return tx.Model(&Refund{}).Where("id = ?", refundID).Update("updated_at", now).Error
+	})
+	return refund, held, err
+}

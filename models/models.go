@@ -174,6 +174,10 @@ type PaymentAttempt struct {
 	State            AttemptState `gorm:"size:16;not null;index"`
 	ProviderChargeID string       `gorm:"size:64"`
 	DeclineReason    string       `gorm:"size:200"`
-	CreatedAt        time.Time    `gorm:"not null"`
-	UpdatedAt        time.Time    `gorm:"not null"`
+	// SentAt is when the attempt's request was last sent to the provider:
+	// a lookup that finds nothing proves nothing until every request sent
+	// has ended (see billing's roll-forward window).
+	SentAt    *time.Time
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
 }

@@ -32,7 +32,6 @@ import (
 
 // PaymentStart is what BeginPayment found and did.
 type PaymentStart struct {
-	Order Order
 	// Attempt is the attempt to send to the provider. When Unresolved is
 	// false it is the operation's own, just recorded in doubt. When true,
 	// it is an earlier attempt of the order still in doubt (perhaps the
@@ -66,7 +65,6 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, hol
 		if !held {
 			return busy(tx, order.ID)
 		}
-		start.Order = order
 		var doubt PaymentAttempt
 		err = tx.Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Order("created_at, id").Take(&doubt).Error
 		switch {
@@ -76,7 +74,7 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, hol
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
 		}
-		start.Attempt, err = recordAttempt(tx, order, derivedKey, method)
+		start.Attempt, err = recordAttempt(tx, order, derivedKey, method, now)
 		return err
 	})
 	return start, err
@@ -87,7 +85,7 @@ func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, hol
 // provider refused (failed: nothing charged), under the key and a number, because a provider that saved
 // its refusal under a key answers every later request with that key — with
 // other parameters, an idempotency error — and would never charge it.
-func recordAttempt(tx *gorm.DB, order Order, derivedKey, method string) (PaymentAttempt, error) {
+func recordAttempt(tx *gorm.DB, order Order, derivedKey, method string, now time.Time) (PaymentAttempt, error) {
 	var tried int64
 	if err := tx.Model(&PaymentAttempt{}).Where("derived_key = ?", derivedKey).Count(&tried).Error; err != nil {
 		return PaymentAttempt{}, err
@@ -98,7 +96,7 @@ func recordAttempt(tx *gorm.DB, order Order, derivedKey, method string) (Payment
 	}
 	attempt := PaymentAttempt{
 		ID: uuid.NewString(), OrderID: order.ID, DerivedKey: derivedKey, ProviderKey: providerKey, AmountCents: order.TotalCents,
-		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt,
+		Currency: order.Currency, PaymentMethod: method, State: AttemptInDoubt, SentAt: &now,
 	}
 	err := tx.Create(&attempt).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
@@ -208,8 +206,7 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	if res.RowsAffected != 1 {
 		return Payment{}, ErrPaymentInProgress
 	}
-	update := map[string]any{"status": OrderPaid, "held_by": nil, "held_until": nil}
-	if err := tx.Model(&Order{}).Where("id = ?", attempt.OrderID).Updates(update).Error; err != nil {
+	if err := tx.Model(&Order{}).Where("id = ?", attempt.OrderID).Updates(released).Error; err != nil {
 		return Payment{}, err
 	}
 	// A declined attempt has its payment row already: it becomes the charge,
@@ -218,7 +215,10 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	err = tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
 	if err == nil {
 		payment.Status, payment.ProviderChargeID, payment.DeclineReason = PaymentSucceeded, outcome.ChargeID, ""
-		return payment, tx.Save(&payment).Error
+		if err := tx.Save(&payment).Error; err != nil {
+			return Payment{}, err
+		}
+		return payment, updateRefunded(tx, attempt.OrderID)
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return Payment{}, err
@@ -227,7 +227,11 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: PaymentSucceeded, AmountCents: attempt.AmountCents,
 		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderChargeID: outcome.ChargeID, ProviderKey: attempt.ProviderKey,
 	}
-	return payment, tx.Create(&payment).Error
+	if err := tx.Create(&payment).Error; err != nil {
+		return Payment{}, err
+	}
+	// Paid, or still partly refunded: the late charge counts as charged.
+	return payment, updateRefunded(tx, attempt.OrderID)
 }
 
 // FailAttempt records through tx that the provider charged nothing for an
@@ -273,4 +277,18 @@ func (s Shop) AttemptByKey(ctx context.Context, providerKey string) (PaymentAtte
 		return PaymentAttempt{}, false, nil
 	}
 	return attempt, err == nil, err
+}
+
+// MarkSent records that an attempt's request is being sent (again) now.
+func (s Shop) MarkSent(ctx context.Context, attemptID string, now time.Time) error {
+	return s.DB.WithContext(ctx).Model(&PaymentAttempt{}).Where("id = ?", attemptID).Update("sent_at", now).Error
+}
+
+// LastSent is when the attempt's request was last sent: its creation when
+// no send was recorded (an attempt made before SentAt existed).
+func (a PaymentAttempt) LastSent() time.Time {
+	if a.SentAt != nil {
+		return *a.SentAt
+	}
+	return a.CreatedAt
 }

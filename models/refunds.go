@@ -47,8 +47,10 @@ type Refund struct {
 	State            RefundState `gorm:"size:16;not null;index"`
 	ProviderRefundID string      `gorm:"size:64"`
 	FailureReason    string      `gorm:"size:200"`
-	CreatedAt        time.Time   `gorm:"not null"`
-	UpdatedAt        time.Time   `gorm:"not null"`
+	// SentAt is when the refund's request was last sent to the provider.
+	SentAt    *time.Time
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
 }
 
 // RefundStart is what BeginRefund found and did: the refund to send, just
@@ -98,25 +100,21 @@ func (s Shop) BeginRefund(ctx context.Context, userID, orderID, derivedKey, hold
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
 		}
-		start.Refund, err = recordRefund(tx, order, derivedKey, in)
+		start.Refund, err = recordRefund(tx, order, derivedKey, in, now)
 		return err
 	})
 	return start, err
 }
 
 // recordRefund writes the operation's refund in doubt, of the order's
-// charge, for what it asks — at most what is still refundable.
-func recordRefund(tx *gorm.DB, order Order, derivedKey string, in RefundInput) (Refund, error) {
-	var charge Payment
-	if err := tx.Where("order_id = ? AND status = ?", order.ID, PaymentSucceeded).Order("created_at, id").Take(&charge).Error; err != nil {
+// first charge that still has something to refund (an order charged twice,
+// by a late charge, has two), for what it asks — at most what that charge
+// has left.
+func recordRefund(tx *gorm.DB, order Order, derivedKey string, in RefundInput, now time.Time) (Refund, error) {
+	charge, refundable, err := refundableCharge(tx, order.ID)
+	if err != nil {
 		return Refund{}, err
 	}
-	var given int64
-	if err := tx.Model(&Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("payment_id = ? AND state IN ?", charge.ID, givingBack).Scan(&given).Error; err != nil {
-		return Refund{}, err
-	}
-	refundable := charge.AmountCents - given
 	amount := refundable
 	if in.AmountCents != nil {
 		amount = *in.AmountCents
@@ -134,13 +132,36 @@ func recordRefund(tx *gorm.DB, order Order, derivedKey string, in RefundInput) (
 	}
 	refund := Refund{
 		ID: uuid.NewString(), OrderID: order.ID, PaymentID: charge.ID, DerivedKey: derivedKey, ProviderKey: providerKey,
-		ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, State: RefundInDoubt,
+		ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, State: RefundInDoubt, SentAt: &now,
 	}
-	err := tx.Create(&refund).Error
+	err = tx.Create(&refund).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return Refund{}, ErrPaymentInProgress
 	}
 	return refund, err
+}
+
+// refundableCharge is the order's first succeeded charge with something
+// left to refund, and how much; the last charge and 0 when none has.
+func refundableCharge(tx *gorm.DB, orderID string) (Payment, int64, error) {
+	var charges []Payment
+	if err := tx.Where("order_id = ? AND status = ?", orderID, PaymentSucceeded).Order("created_at, id").Find(&charges).Error; err != nil {
+		return Payment{}, 0, err
+	}
+	if len(charges) == 0 {
+		return Payment{}, 0, ErrOrderNotPaid
+	}
+	for _, charge := range charges {
+		var given int64
+		if err := tx.Model(&Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
+			Where("payment_id = ? AND state IN ?", charge.ID, givingBack).Scan(&given).Error; err != nil {
+			return Payment{}, 0, err
+		}
+		if left := charge.AmountCents - given; left > 0 {
+			return charge, left, nil
+		}
+	}
+	return charges[len(charges)-1], 0, nil
 }
 
 // RefundOutcome is the provider's answer to a refund.
@@ -178,12 +199,43 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome RefundOutcome, ho
 // UpdateRefundState moves a refund the provider answered pending to its
 // final state (an event's), and what the order has been given back.
 func (s Shop) UpdateRefundState(tx *gorm.DB, refund Refund, outcome RefundOutcome) (bool, error) {
-	res := tx.Model(&Refund{}).Where("id = ? AND state = ?", refund.ID, RefundPending).
+	return moveRefund(tx, refund, RefundPending, outcome)
+}
+
+// RecordLateRefund records a refund the provider reports succeeded although
+// the shop had recorded it failed: the provider's word wins, so that the
+// order shows what was given back.
+func (s Shop) RecordLateRefund(tx *gorm.DB, refund Refund, outcome RefundOutcome) (bool, error) {
+	return moveRefund(tx, refund, RefundFailed, outcome)
+}
+
+// moveRefund moves a refund from one answered state to the outcome's, and
+// writes what the order has been given back. The order's row is locked
+// first, as SettleRefund locks it, so that totals are never written from
+// sums a concurrent settlement has changed.
+func moveRefund(tx *gorm.DB, refund Refund, from RefundState, outcome RefundOutcome) (bool, error) {
+	if err := tx.Model(&Order{}).Where("id = ?", refund.OrderID).Update("refunded_cents", gorm.Expr("refunded_cents")).Error; err != nil {
+		return false, err
+	}
+	res := tx.Model(&Refund{}).Where("id = ? AND state = ?", refund.ID, from).
 		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.FailureReason})
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
 	}
 	return true, updateRefunded(tx, refund.OrderID)
+}
+
+// MarkRefundSent records that a refund's request is being sent (again) now.
+func (s Shop) MarkRefundSent(ctx context.Context, refundID string, now time.Time) error {
+	return s.DB.WithContext(ctx).Model(&Refund{}).Where("id = ?", refundID).Update("sent_at", now).Error
+}
+
+// LastSent is when the refund's request was last sent.
+func (r Refund) LastSent() time.Time {
+	if r.SentAt != nil {
+		return *r.SentAt
+	}
+	return r.CreatedAt
 }
 
 // updateRefunded writes what the order's succeeded and pending refunds give
@@ -242,76 +294,4 @@ func (s Shop) OrderRefund(ctx context.Context, userID, orderID, refundID string)
 		return Refund{}, ErrNotFound
 	}
 	return refund, err
-}
-
-// StaleRefunds lists refunds in doubt whose order no live operation holds,
-// those asked about least recently first.
-func (s Shop) StaleRefunds(ctx context.Context, now time.Time, limit int) ([]Refund, error) {
-	var refunds []Refund
-	err := s.DB.WithContext(ctx).Model(&Refund{}).
-		Joins("JOIN orders ON orders.id = refunds.order_id").
-		Where("refunds.state = ?", RefundInDoubt).
-		Where("orders.held_by IS NULL OR orders.held_until <= ?", now).
-		Order("refunds.updated_at, refunds.id").Limit(limit).
-		Find(&refunds).Error
-	return refunds, err
-}
-
-// HoldRefundForResolution takes the hold of the refund's order for holder,
-// if no live operation holds it and the refund is still in doubt, and marks
-// it asked about now; as HoldForResolution does for a payment attempt.
-func (s Shop) HoldRefundForResolution(ctx context.Context, refundID, holder string, now, until time.Time) (Refund, bool, error) {
-	var refund Refund
-	held := false
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Where("id = ?", refundID).Take(&refund).Error; err != nil || refund.State != RefundInDoubt {
-			return err
-		}
-		var err error
-		if held, err = takeHold(tx, refund.OrderID, holder, now, until); err != nil || !held {
-			return err
-		}
-		if err := tx.Where("id = ?", refundID).Take(&refund).Error; err != nil {
-			return err
-		}
-		if refund.State != RefundInDoubt {
-			held = false
-			return tx.Model(&Order{}).Where("id = ? AND held_by = ?", refund.OrderID, holder).Updates(released).Error
-		}
-		return tx.Model(&Refund{}).Where("id = ?", refundID).Update("updated_at", now).Error
-	})
-	return refund, held, err
-}
-
-// CancelOrder cancels one of the user's pending orders through tx, if no
-// operation holds it and no payment attempt of it is in doubt: nothing was
-// charged, and nothing can be any more.
-func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (Order, error) {
-	order, err := ownOrder(tx, userID, orderID)
-	switch {
-	case err != nil:
-		return Order{}, err
-	case order.Status == OrderCancelled:
-		return order, nil
-	case order.Status != OrderPending:
-		return Order{}, ErrOrderPaid
-	}
-	// The order's row first, as BeginPayment takes it: the two serialize.
-	res := tx.Model(&Order{}).Where("id = ? AND status = ?", order.ID, OrderPending).
-		Where("held_by IS NULL OR held_until <= ?", now).
-		Updates(map[string]any{"status": OrderCancelled, "held_by": nil, "held_until": nil})
-	if res.Error != nil {
-		return Order{}, res.Error
-	}
-	if res.RowsAffected != 1 {
-		return Order{}, busy(tx, order.ID)
-	}
-	var doubts int64
-	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Count(&doubts).Error; err != nil {
-		return Order{}, err
-	}
-	if doubts > 0 {
-		return Order{}, ErrPaymentInDoubt
-	}
-	return ownOrder(s.withLines(tx), userID, orderID)
 }

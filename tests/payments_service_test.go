@@ -149,6 +149,35 @@ func TestAttemptsPastTheRollForwardWindowAreLookedUpOnly(t *testing.T) {
 	}
 }
 
+// Past the window, a lookup that finds nothing proves nothing while a
+// request under the key may still be running or too recent for the
+// provider's search — here one re-sent a minute ago: the attempt stays in
+// doubt, and is settled failed only once that request is long over.
+func TestALookupSoonAfterASendSettlesNothing(t *testing.T) {
+	lost := &failing{err: errors.New("write: broken pipe"), n: 1}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
+	token := e.signUp("late-send@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
+	e.clock.Advance(billing.DefaultRollForward + time.Minute)
+	if err := e.db.Model(&models.PaymentAttempt{}).Where("order_id = ?", orderID).Update("sent_at", e.clock.Now().Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
+		t.Fatalf("reconcile a minute after a send: %d resolved, %v; want none", n, err)
+	}
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+		t.Fatal("the attempt was settled although its last request may still be running")
+	}
+	e.clock.Advance(10 * time.Minute)
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile long after: %d resolved, %v; want the attempt settled", n, err)
+	}
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptFailed); n != 1 || e.charges() != 0 {
+		t.Fatal("the attempt is not settled failed, with nothing charged")
+	}
+}
+
 // The gauge of attempts in doubt reads the shared database at each scrape:
 // one attempt in doubt, and the age of the oldest; none once resolved.
 func TestMetricsGaugeAttemptsInDoubt(t *testing.T) {

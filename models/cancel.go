@@ -1,0 +1,40 @@
+package models
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// CancelOrder cancels one of the user's pending orders through tx, if no
+// operation holds it and no payment attempt of it is in doubt: nothing was
+// charged, and nothing can be any more.
+func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (Order, error) {
+	order, err := ownOrder(tx, userID, orderID)
+	switch {
+	case err != nil:
+		return Order{}, err
+	case order.Status == OrderCancelled:
+		return order, nil
+	case order.Status != OrderPending:
+		return Order{}, ErrOrderPaid
+	}
+	// The order's row first, as BeginPayment takes it: the two serialize.
+	res := tx.Model(&Order{}).Where("id = ? AND status = ?", order.ID, OrderPending).
+		Where("held_by IS NULL OR held_until <= ?", now).
+		Updates(map[string]any{"status": OrderCancelled, "held_by": nil, "held_until": nil})
+	if res.Error != nil {
+		return Order{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return Order{}, busy(tx, order.ID)
+	}
+	var doubts int64
+	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Count(&doubts).Error; err != nil {
+		return Order{}, err
+	}
+	if doubts > 0 {
+		return Order{}, ErrPaymentInDoubt
+	}
+	return ownOrder(s.withLines(tx), userID, orderID)
+}
