@@ -205,8 +205,8 @@ func orderOutcome(order models.Order, repeated string) *notice {
 var repeatedText = map[string]string{
 	repeatedOrder:   "You sent the order form more than once; one order was placed.",
 	repeatedPayment: "You sent the payment form more than once; it was processed once.",
-	repeatedRefund:  "You sent the refund form more than once; it was refunded once.",
-	repeatedCancel:  "You sent the cancel form more than once; it was done once.",
+	repeatedRefund:  "Sent twice, done once: you sent the refund form more than once; it was refunded once.",
+	repeatedCancel:  "Sent twice, done once: you sent the cancel form more than once; it was cancelled once.",
 }
 
 // lastAttemptFailed: the order's latest attempt reached no charge — the
