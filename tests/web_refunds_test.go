@@ -177,3 +177,20 @@ func TestWebCancelOfAPaidOrderIsRefused(t *testing.T) {
 		t.Fatal("the refused cancel changed the order")
 	}
 }
+
+func TestActivityTellsRefundsAndCancellations(t *testing.T) {
+	_, ids, s := signedIn(t)
+	paid := paidOrder(t, s, ids[0], payments.MethodVisa) // order #1001
+	refund := s.refundForm(paid, "1.50", "")
+	s.post(paid+"/refunds", refund)
+	s.post(paid+"/refunds", refund) // sent twice
+	failing := paidOrder(t, s, ids[0], payments.MethodRefundFail)
+	s.post(failing+"/refunds", s.refundForm(failing, "", ""))
+	pending := s.placeOrder(s.checkout(ids[0], 1))
+	s.post(pending+"/cancel", url.Values{"idempotency_key": {keyOfForm(t, s.get(pending), pending+"/cancel")}})
+
+	isPage(t, s.get("/account"), http.StatusOK,
+		`<a href="`+paid+`">Refunded $1.50 on order #1001</a> — done (you sent it twice; it happened once).`,
+		`<a href="`+failing+`">Asked for a refund of $70.00 on order #1002</a> — the card provider refused it, so nothing was given back.`,
+		`Cancelled an order — nothing was charged.`)
+}
