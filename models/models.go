@@ -86,14 +86,14 @@ type Order struct {
 	ID string `gorm:"primaryKey;size:36"`
 	// Number is the shopper's name for the order ("Order #1042"):
 	// sequential and unique in the shop, from FirstOrderNumber.
-	Number         int64       `gorm:"uniqueIndex"`
-	UserID         string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
-	Status         string      `gorm:"size:16;not null"`
-	Currency       string      `gorm:"size:3;not null"`
-	TotalCents     int64       `gorm:"not null"`
-	DerivedKey     string      `gorm:"size:80;not null;uniqueIndex"`
-	Items          []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
-	Payments       []Payment   `gorm:"constraint:OnDelete:CASCADE"`
+	Number     int64       `gorm:"uniqueIndex"`
+	UserID     string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
+	Status     string      `gorm:"size:24;not null"`
+	Currency   string      `gorm:"size:3;not null"`
+	TotalCents int64       `gorm:"not null"`
+	DerivedKey string      `gorm:"size:80;not null;uniqueIndex"`
+	Items      []OrderItem `gorm:"constraint:OnDelete:CASCADE"`
+	Payments   []Payment   `gorm:"constraint:OnDelete:CASCADE"`
 	// Attempts are the provider calls made for the order, in doubt or
 	// resolved: the shop's own record that money may be moving.
 	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
