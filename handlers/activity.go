@@ -56,18 +56,18 @@ func (s *Server) accountPage(c *gin.Context) {
 func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
-	done := "done"
-	if strings.HasSuffix(k.Route, "/payments") {
-		a.What = "Tried to pay for an order"
-		if p, ok := traces.Payments[ref]; ok {
-			a.Href = orderPage(p.OrderID)
-			a.What = fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID])
-			if p.Status == models.PaymentDeclined {
-				a.What = fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID])
-				done = "the card was declined, so nothing was charged"
-			}
-		}
-	} else {
+	done, refused := "done", "the order had already been paid, so nothing was charged"
+	switch {
+	case strings.HasSuffix(k.Route, "/payments"):
+		a.What, a.Href, done = paymentActivity(traces, ref)
+	case strings.HasSuffix(k.Route, "/refunds"):
+		a.What, a.Href, done = refundActivity(traces, ref)
+		refused = "nothing was refunded: the order was not paid, or nothing was left to refund"
+	case strings.HasSuffix(k.Route, "/cancel"):
+		a.What = "Cancelled an order"
+		done = "nothing was charged"
+		refused = "the order had already been paid, so it was not cancelled"
+	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
 			a.Href = orderPage(o.ID)
@@ -77,13 +77,37 @@ func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
 	}
-	a.Result = resultOf(k, done)
+	a.Result = resultOf(k, done, refused)
 	return a
 }
 
-// resultOf is how an operation ended — done says how, when it was done —
-// and how often its form was sent.
-func resultOf(k models.IdempotencyKey, done string) string {
+func paymentActivity(traces models.Traces, ref string) (what, href, done string) {
+	p, ok := traces.Payments[ref]
+	if !ok {
+		return "Tried to pay for an order", "", "done"
+	}
+	if p.Status == models.PaymentDeclined {
+		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "the card was declined, so nothing was charged"
+	}
+	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "done"
+}
+
+func refundActivity(traces models.Traces, ref string) (what, href, done string) {
+	r, ok := traces.Refunds[ref]
+	if !ok {
+		return "Asked for a refund", "", "done"
+	}
+	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
+	if r.State == models.RefundFailed {
+		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), "the card provider refused it, so nothing was given back"
+	}
+	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), "done"
+}
+
+// resultOf is how an operation ended — done says how when it was done,
+// refused when the order was in the wrong state — and how often its form
+// was sent.
+func resultOf(k models.IdempotencyKey, done, refused string) string {
 	var result string
 	switch {
 	case k.Released():
@@ -91,7 +115,7 @@ func resultOf(k models.IdempotencyKey, done string) string {
 	case k.State != models.KeyCompleted:
 		return "still being worked on"
 	case k.Status == http.StatusConflict:
-		result = "the order had already been paid, so nothing was charged"
+		result = refused
 	default:
 		result = done
 	}

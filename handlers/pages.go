@@ -95,6 +95,9 @@ var pageFuncs = template.FuncMap{
 	"paymentSentence": paymentSentence,
 	"statusName":      statusName,
 	"paid":            paid,
+	"refundable":      refundable,
+	"refundSentence":  refundSentence,
+	"amountInput":     func(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) },
 }
 
 // when is a time as the page prints it before the script, when there is
@@ -130,6 +133,12 @@ func statusName(status string) string {
 		return "Awaiting payment"
 	case models.OrderPaid:
 		return "Paid"
+	case models.OrderPartiallyRefunded:
+		return "Partly refunded"
+	case models.OrderRefunded:
+		return "Refunded"
+	case models.OrderCancelled:
+		return "Cancelled"
 	}
 	return status
 }
@@ -146,12 +155,13 @@ var methodLabels = map[string]string{
 	payments.MethodInsufficientFunds: "Test card without enough funds",
 	payments.MethodDeclined:          "Test card that is declined",
 	payments.MethodUnavailable:       "Test card whose provider is down",
+	payments.MethodRefundFail:        "Test Visa card (is charged; refunds fail: account closed)",
 }
 
 // formMethods are the pay form's choices: Stripe's test cards, which either
 // provider accepts, and the simulation's outage. The API accepts the older
 // pm_card_declined too.
-var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable}
+var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable, payments.MethodRefundFail}
 
 // cardNames are the test cards as a payment's history names them: the card,
 // without what choosing it does.
@@ -162,6 +172,7 @@ var cardNames = map[string]string{
 	payments.MethodInsufficientFunds: "Test card without funds",
 	payments.MethodDeclined:          "Test declined card",
 	payments.MethodUnavailable:       "Test card of a provider that is down",
+	payments.MethodRefundFail:        "Test Visa card",
 }
 
 func cardName(value string) string {

@@ -18,6 +18,8 @@ const (
 	repeatCookie    = "shop_repeat"
 	repeatedOrder   = "order"
 	repeatedPayment = "payment"
+	repeatedRefund  = "refund"
+	repeatedCancel  = "cancel"
 )
 
 // markRepeats goes in front of the idempotency middleware on a form's route.
@@ -51,9 +53,11 @@ func (w *repeatMarker) WriteHeader(status int) {
 // a repeat like any other.
 const alreadyPaid = "already-paid"
 
-func (s *Server) markAlreadyPaid(c *gin.Context) {
+// markOrderPage names in the same cookie what the first answer of a form
+// found (alreadyPaid, refundFailed), for the order page to tell.
+func (s *Server) markOrderPage(c *gin.Context, what string) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: repeatCookie, Value: alreadyPaid, Path: orderPage(c.Param("id")), MaxAge: 60,
+		Name: repeatCookie, Value: what, Path: orderPage(c.Param("id")), MaxAge: 60,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 }

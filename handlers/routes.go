@@ -46,6 +46,8 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/orders/:id", s.orderPage)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
 	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
+	shopper.POST("/orders/:id/refunds", s.markRepeats(repeatedRefund), once, s.refundOrder)
+	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
 	shopper.GET("/account", s.accountPage)
 
 	// The JSON API: bearer tokens.

@@ -154,6 +154,8 @@ type orderPageView struct {
 	Key         string
 	Methods     []paymentMethod
 	MethodError string
+	// The Refund form: its own key, and what was typed when it was refused.
+	RefundKey, RefundAmount, RefundReason, RefundError string
 }
 
 func (s *Server) orderPage(c *gin.Context) {
@@ -162,7 +164,7 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods()}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods(), RefundKey: uuid.NewString()}
 	view.Notice = orderOutcome(order, s.takeRepeat(c))
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
@@ -174,7 +176,14 @@ func (s *Server) orderPage(c *gin.Context) {
 func orderOutcome(order models.Order, repeated string) *notice {
 	twice := repeatedText[repeated]
 	last := lastPayment(order)
+	refund := lastRefund(order)
 	switch {
+	case repeated == refundFailed:
+		return &notice{Kind: noticeError, Title: "The refund could not be sent to your card.", Text: "The card provider refused it (the card's account may be closed), so nothing was given back. Contact us to be paid back another way."}
+	case order.Status == models.OrderCancelled:
+		return &notice{Kind: noticeSuccess, Title: "This order was cancelled; nothing was charged.", Text: "You can place a new order from the catalog.", Also: twice}
+	case refund != nil:
+		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
 		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here."}
 	case order.Status == models.OrderPaid:
@@ -196,6 +205,8 @@ func orderOutcome(order models.Order, repeated string) *notice {
 var repeatedText = map[string]string{
 	repeatedOrder:   "You sent the order form more than once; one order was placed.",
 	repeatedPayment: "You sent the payment form more than once; it was processed once.",
+	repeatedRefund:  "Sent twice, done once: you sent the refund form more than once; it was refunded once.",
+	repeatedCancel:  "Sent twice, done once: you sent the cancel form more than once; it was cancelled once.",
 }
 
 // lastAttemptFailed: the order's latest attempt reached no charge — the
@@ -251,7 +262,7 @@ func (s *Server) payOrder(c *gin.Context) {
 	}
 	_, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
 	if errors.Is(err, models.ErrOrderPaid) {
-		s.markAlreadyPaid(c)
+		s.markOrderPage(c, alreadyPaid)
 	} else if err != nil {
 		s.fail(c, err)
 		return

@@ -8,14 +8,16 @@ import "context"
 type Traces struct {
 	Orders   map[string]Order
 	Payments map[string]Payment
+	// Refunds are the refunds the operations asked for, by DerivedKey.
+	Refunds map[string]Refund
 	// Numbers are the order numbers of the orders above and of the
 	// payments' orders, by order id.
 	Numbers map[string]int64
 }
 
-// TracesOf finds the user's orders and payments written under refs.
+// TracesOf finds the user's orders, payments and refunds written under refs.
 func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Traces, error) {
-	t := Traces{Orders: map[string]Order{}, Payments: map[string]Payment{}, Numbers: map[string]int64{}}
+	t := Traces{Orders: map[string]Order{}, Payments: map[string]Payment{}, Refunds: map[string]Refund{}, Numbers: map[string]int64{}}
 	if len(refs) == 0 {
 		return t, nil
 	}
@@ -38,6 +40,16 @@ func (s Shop) TracesOf(ctx context.Context, userID string, refs []string) (Trace
 	for _, p := range payments {
 		t.Payments[p.ProviderKey] = p
 		paidOrders = append(paidOrders, p.OrderID)
+	}
+	var refunds []Refund
+	err = db.Select("refunds.*").Joins("JOIN orders ON orders.id = refunds.order_id").
+		Where("orders.user_id = ? AND refunds.derived_key IN ?", userID, refs).Order("refunds.created_at").Find(&refunds).Error
+	if err != nil {
+		return t, err
+	}
+	for _, r := range refunds {
+		t.Refunds[r.DerivedKey] = r // the last attempt of the operation
+		paidOrders = append(paidOrders, r.OrderID)
 	}
 	if len(paidOrders) == 0 {
 		return t, nil
