@@ -292,6 +292,38 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	if got := e.sideEffects(); got.orders != 2 || got.payments != 2 || e.charges() != 1 {
 		t.Fatalf("side effects %+v, charges %d: want two orders, two payments (one declined), one charge", got, e.charges())
 	}
+
+	// Refunds: a wrong amount, a partial refund, the rest, the receipt.
+	orderPath := strings.TrimPrefix(orderURL, srv)
+	visit("order-refund-form", orderPath, 200, false)
+	submit(t, ctx, 422, chromedp.SendKeys("#refund-amount", "twelve"), chromedp.Click(`form[action$="/refunds"] button`))
+	a.says("refund-invalid", "alert", "Enter an amount in dollars, such as 12.00.")
+	a.audit("refund-invalid", false)
+	must(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#refund-amount").value = ""`), chromedp.SendKeys("#refund-amount", "1.50")))
+	submit(t, ctx, 200, chromedp.Click(`form[action$="/refunds"] button`))
+	a.says("order-partly-refunded", "status", "Refunded $1.50 to your Test Visa card.")
+	a.audit("order-partly-refunded", false)
+	submit(t, ctx, 200, chromedp.SendKeys("#refund-reason", "Changed my mind"), chromedp.Click(`form[action$="/refunds"] button`))
+	a.says("order-refunded", "status", "to your Test Visa card.")
+	a.audit("order-refunded", false)
+	visit("receipt-refunded", orderPath+"/receipt", 200, false)
+
+	// A refund the card provider refuses, and a cancelled order.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
+	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
+	submit(t, ctx, 200, chromedp.Click(`input[value="`+payments.MethodRefundFail+`"]`), chromedp.Click(`form[action$="/payments"] button`))
+	submit(t, ctx, 200, chromedp.Click(`form[action$="/refunds"] button`))
+	a.says("refund-failed", "alert", "The refund could not be sent to your card.")
+	a.audit("refund-failed", false)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
+	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
+	submit(t, ctx, 200, chromedp.Click(`form[action$="/cancel"] button`))
+	a.says("order-cancelled", "status", "This order was cancelled; nothing was charged.")
+	a.audit("order-cancelled", false)
+	visit("account-refunds", "/account", 200, false)
+	if shop, provider := e.refunds(); shop != 2 || provider != 2 || e.count("orders", "status = ?", "cancelled") != 1 {
+		t.Fatalf("%d refunds, %d at the provider, %d cancelled orders: want 2, 2, 1", shop, provider, e.count("orders", "status = ?", "cancelled"))
+	}
 	t.Logf("audited %d pages in light and dark mode", a.pages)
 }
 
@@ -361,6 +393,21 @@ func TestPagesAreValidHTML(t *testing.T) {
 	page("form-changed", s.post("/orders", form))
 	page("orders", s.get("/orders"))
 	page("account", s.get("/account"))
+
+	page("refund-invalid", s.post(orderPath+"/refunds", s.refundForm(orderPath, "twelve", "")))
+	s.post(orderPath+"/refunds", s.refundForm(orderPath, "1.50", ""))
+	page("order-partly-refunded", s.get(orderPath))
+	s.post(orderPath+"/refunds", s.refundForm(orderPath, "", "Changed my mind"))
+	page("order-refunded", s.get(orderPath))
+	page("receipt-refunded", s.get(orderPath+"/receipt"))
+	failed := paidOrder(t, s, ids[0], payments.MethodRefundFail)
+	page("order-refund-form", s.get(failed))
+	s.post(failed+"/refunds", s.refundForm(failed, "", ""))
+	page("refund-failed", s.get(failed))
+	cancelled := s.placeOrder(s.checkout(ids[0], 1))
+	s.post(cancelled+"/cancel", url.Values{"idempotency_key": {keyOfForm(t, s.get(cancelled), cancelled+"/cancel")}})
+	page("order-cancelled", s.get(cancelled))
+	page("account-refunds", s.get("/account"))
 
 	cmd := exec.Command(java, append([]string{"-jar", vnu, "--format", "json", "--exit-zero-always"}, files...)...)
 	out, err := cmd.CombinedOutput()
