@@ -15,3 +15,15 @@ var (
 	// charging anything.
 	ErrProviderUnavailable = &models.Error{Code: models.EUNAVAILABLE, Message: "The payment provider is unavailable; nothing was charged. Retry with the same key."}
 )
+
+// Errors of the refund workflow that are not the shopper's doing.
+var (
+	// ErrRefundUnconfirmed: the operation's own refund is in doubt.
+	ErrRefundUnconfirmed = &models.Error{Code: models.EUNAVAILABLE, Message: "The payment provider did not confirm the refund. Retry with the same key: the provider recognises the retry, so it never refunds twice."}
+	// ErrEarlierRefundUnconfirmed: an earlier refund of the order is in
+	// doubt, and the provider could not say what became of it.
+	ErrEarlierRefundUnconfirmed = &models.Error{Code: models.EUNAVAILABLE, Message: "An earlier refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."}
+	// ErrRefundUnavailable: the provider turned the refund away for now
+	// (unavailable, rate limited), before giving anything back.
+	ErrRefundUnavailable = &models.Error{Code: models.EUNAVAILABLE, Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key."}
+)
