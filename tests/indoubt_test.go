@@ -29,7 +29,10 @@ import (
 // before it answers (withAfterCharge): the database is left as a process that died
 // there leaves it. The lease is an hour so that the frozen attempt's
 // heartbeat does not tick while the test runs, as a dead process's would
-// not; the test's clock moves past it instead.
+// not; the test's clock moves past it instead. The frozen payment is let go
+// when the test ends, before any cleanup runs: the servers' cleanups, which
+// wait for it, are registered after this one and would run first, so a
+// failing test would hang in them instead of failing.
 type frozenCharge struct {
 	once            sync.Once
 	crashed, resume chan struct{}
@@ -38,13 +41,15 @@ type frozenCharge struct {
 
 func newFrozenCharge(t *testing.T) (*frozenCharge, option) {
 	f := &frozenCharge{crashed: make(chan struct{}), resume: make(chan struct{})}
-	t.Cleanup(f.letGo)
 	return f, withAfterCharge(func() {
 		first := false
 		f.once.Do(func() { first = true })
 		if first {
 			close(f.crashed)
-			<-f.resume
+			select {
+			case <-f.resume:
+			case <-t.Context().Done():
+			}
 		}
 	})
 }
@@ -154,10 +159,12 @@ func TestNewKeyWhileTheFirstChargeIsInFlightChargesOnce(t *testing.T) {
 		provider.Provider = p
 		return provider
 	}))
+	a := e.instanceThroughLink()
+	// Registered after instance A's server, so that it runs before that
+	// server's cleanup waits for the held payment.
 	var releaseOnce sync.Once
 	letGo := func() { releaseOnce.Do(func() { close(provider.release) }) }
 	t.Cleanup(letGo)
-	a := e.instanceThroughLink()
 	token := e.signUp("repro-b@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[1], 1))
 
