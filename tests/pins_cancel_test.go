@@ -1,0 +1,122 @@
+package tests
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// Pins: a cancel refused while a payment holds the order. Planted: the
+// cancel's update of the order without its condition on the hold
+// ("held_by IS NULL OR held_until <= now"); the cancel was then answered
+// 200 while the charge was at the provider.
+//
+// A cancel sent while the order's charge is at the provider is refused
+// (409, payment in progress): the order is not cancelled while money may
+// be taken. Once the charge answers, the order is paid, not cancelled, and
+// a cancel is told it is paid.
+func TestACancelWhileAChargeIsInFlightIsRefused(t *testing.T) {
+	atProvider := newGate()
+	script, _ := withScript(t, []fate{{held: atProvider}}, nil)
+	e := newEnv(t, script)
+	token := e.signUp("cancel-in-flight@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+
+	pay := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
+	testkit.Recv(t, atProvider.entered, "the charge at the provider")
+	isProblem(t, e.do(e.cancelRequest(token, orderID, "c1", `{}`)), http.StatusConflict, "/problems/payment-in-progress")
+	if n := e.count("orders", "id = ? AND status = ? AND held_by IS NOT NULL", orderID, models.OrderPending); n != 1 {
+		t.Fatal("while the charge is at the provider, the order is no longer pending under the payment's hold")
+	}
+
+	atProvider.open()
+	if r := testkit.Recv(t, pay, "the payment's answer"); r.err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("the payment: %v %d %s; want 201", r.err, r.Status, r.Body)
+	}
+	e.paidOnce("after the charge", orderID)
+	if n := e.count("orders", "id = ? AND status = ?", orderID, models.OrderCancelled); n != 0 {
+		t.Fatal("the paid order is cancelled")
+	}
+	isProblem(t, e.do(e.cancelRequest(token, orderID, "c2", `{}`)), http.StatusConflict, "/problems/order-already-paid")
+}
+
+// Pins: a payment takes the order's hold only while the order is pending.
+// Planted: the hold taken without its condition "status = pending"; on
+// PostgreSQL the cancelled order was then charged and marked paid.
+//
+// A payment reads the order, pending, and before it takes the order's
+// hold the order is cancelled: the payment is told the order is cancelled,
+// and nothing is charged, ever. The payment is held at its first write of
+// the order (the hold) until the cancel has answered. On PostgreSQL the
+// cancel commits meanwhile, since the payment has only read the order. On
+// SQLite every transaction takes the one write lock at its start, so the
+// cancel cannot come between the payment's read and its hold: there the
+// payment goes on at once, the cancel waits for it, and the order ends
+// paid and not cancelled.
+func TestAnOrderCancelledAfterAPaymentReadItIsNeverCharged(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("cancel-race@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	interleaved := e.db.Dialector.Name() == "postgres"
+	atHold, cancelled := make(chan struct{}), make(chan struct{})
+	onFirstOrderUpdate(t, e.db, func() {
+		close(atHold)
+		if interleaved {
+			select {
+			case <-cancelled:
+			case <-t.Context().Done():
+			}
+		}
+	})
+
+	pay := e.async(e.payRequest(token, orderID, "k1", payments.MethodVisa))
+	select {
+	case <-atHold:
+	case r := <-pay:
+		t.Fatalf("the payment answered %d %s without writing its order's hold", r.Status, r.Body)
+	}
+	cancel := e.do(e.cancelRequest(token, orderID, "c1", `{}`))
+	close(cancelled)
+	paid := testkit.Recv(t, pay, "the payment's answer")
+	if paid.err != nil {
+		t.Fatal(paid.err)
+	}
+	if !interleaved {
+		if paid.Status != http.StatusCreated || cancel.Status != http.StatusConflict {
+			t.Fatalf("pay %d, cancel %d %s; want the payment first, then the cancel refused", paid.Status, cancel.Status, cancel.Body)
+		}
+		e.paidOnce("after the payment and the cancel", orderID)
+		return
+	}
+	if cancel.Status != http.StatusOK {
+		t.Fatalf("the cancel: %d %s; want 200", cancel.Status, cancel.Body)
+	}
+	isProblem(t, paid.response, http.StatusConflict, "/problems/order-cancelled")
+	if calls, attempts := e.provider.Calls(), e.count("payment_attempts", "order_id = ?", orderID); calls != 0 || attempts != 0 || e.charges() != 0 {
+		t.Fatalf("%d provider calls, %d attempts, %d charges for an order cancelled before its hold; want none", calls, attempts, e.charges())
+	}
+	if n := e.count("orders", "id = ? AND status = ? AND held_by IS NULL", orderID, models.OrderCancelled); n != 1 {
+		t.Fatal("the order is not cancelled and free")
+	}
+}
+
+// onFirstOrderUpdate runs fn in the first update of the orders table made
+// from now on, before it is sent: a payment's first write of its order is
+// its hold. Later updates go on without waiting for fn.
+func onFirstOrderUpdate(t *testing.T, db *gorm.DB, fn func()) {
+	var fired atomic.Bool
+	err := db.Callback().Update().Before("gorm:update").Register("pins:first-order-update", func(tx *gorm.DB) {
+		if tx.Statement.Table == "orders" && fired.CompareAndSwap(false, true) {
+			fn()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,128 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// Pins: only the run that holds the order settles its refund. Planted:
+// the refund's settlement updating the order without its fence
+// ("held_by = holder"); the run that had lost the hold then settled the
+// refund and freed the order under the reconciler's hold.
+//
+// A refund's request is slow at the provider, its run's hold lapses, and
+// the reconciler takes the order over and sends the request again. The
+// first run's answer comes back while the reconciler's request is still
+// at the provider: it records nothing, and the order stays the
+// reconciler's, which then records the refund, once.
+func TestARunThatLostItsHoldNeitherSettlesTheRefundNorFreesTheOrder(t *testing.T) {
+	first, again := newGate(), newGate()
+	script, _ := withScript(t, nil, []fate{{held: first}, {held: again}})
+	e := newEnv(t, withLease(hourLease), script)
+	token, orderID := e.paidOrder("lost-hold@example.com", payments.MethodVisa)
+	refund := e.refundRequest(token, orderID, "r1", `{}`)
+
+	slow := e.async(refund)
+	testkit.Recv(t, first.entered, "the refund at the provider")
+	firstRun := e.heldBy(orderID)
+	// The hour's lease passes on the test's clock; the heartbeat, on real
+	// time, does not tick meanwhile.
+	e.clock.Advance(hourLease + time.Second)
+	reconciled := make(chan error, 1)
+	go func() {
+		n, err := e.server.Payments().Reconcile(context.Background())
+		if err == nil && n != 1 {
+			err = fmt.Errorf("the reconciler resolved %d, want the refund", n)
+		}
+		reconciled <- err
+	}()
+	testkit.Recv(t, again.entered, "the reconciler's request at the provider")
+	reconciler := e.heldBy(orderID)
+	if !firstRun.Valid || !reconciler.Valid || reconciler == firstRun {
+		t.Fatalf("holds: %v while the first run was at the provider, %v after the reconciler took over; want two runs'", firstRun, reconciler)
+	}
+
+	first.open()
+	if r := testkit.Recv(t, slow, "the first run's answer"); r.err != nil || r.Status == http.StatusCreated {
+		t.Fatalf("the run that lost its hold: %v %d %s; want no refund recorded", r.err, r.Status, r.Body)
+	}
+	if n := e.count("refunds", "order_id = ? AND state = ?", orderID, models.RefundInDoubt); n != 1 {
+		t.Fatal("the run that lost its hold settled the refund")
+	}
+	if now := e.heldBy(orderID); now != reconciler {
+		t.Fatalf("the order is held by %v, want still the reconciler's %v", now, reconciler)
+	}
+
+	again.open()
+	if err := testkit.Recv(t, reconciled, "the reconciler"); err != nil {
+		t.Fatal(err)
+	}
+	if o := e.orderJSON(token, orderID); o["status"] != models.OrderRefunded || o["refunded_cents"] != 1900.0 {
+		t.Fatalf("the order: %v", o)
+	}
+	if n, sum := e.refunded(); n != 1 || sum != 1900 || e.heldBy(orderID).Valid {
+		t.Fatalf("the provider refunded %d times, %d cents, the order held %v; want once, 1900, free", n, sum, e.heldBy(orderID))
+	}
+	if r := e.do(refund); r.Status != http.StatusCreated {
+		t.Fatalf("the first key's retry: %d %s; want its refund", r.Status, r.Body)
+	}
+}
+
+// heldBy is the order's holder, if a run holds it.
+func (e *env) heldBy(orderID string) sql.NullString {
+	e.t.Helper()
+	var held sql.NullString
+	if err := e.db.Raw("SELECT held_by FROM orders WHERE id = ?", orderID).Row().Scan(&held); err != nil {
+		e.t.Fatal(err)
+	}
+	return held
+}
+
+// Pins: a refund in doubt counts as given back. Planted: the refund's
+// recording without the refund in doubt among the amounts given back,
+// together with the early return that resolves an earlier refund in doubt
+// first (which hides the first on its own); a second key was then sent to
+// the provider for the full charge while the first full refund was in
+// doubt, 3800 cents asked of a 1900-cent charge.
+//
+// A full refund is in doubt. A refund with another key for all that is
+// left, and one for a part, are never sent while it is: the provider is
+// asked, over all keys, never more than the charge. Once the first refund
+// is resolved as made, nothing is left to refund.
+func TestARefundInDoubtIsNeverRefundedOver(t *testing.T) {
+	script, provider := withScript(t, nil, []fate{{lost: true}, {lost: true}, {lost: true}})
+	e := newEnv(t, script)
+	token, orderID := e.paidOrder("refund-in-doubt@example.com", payments.MethodVisa)
+	isProblem(t, e.do(e.refundRequest(token, orderID, "r1", `{}`)), http.StatusBadGateway, "/problems/refund-unconfirmed")
+
+	for i, body := range []string{`{}`, `{"amount_cents":100}`} {
+		if r := e.do(e.refundRequest(token, orderID, "r2-"+string(rune('a'+i)), body)); r.Status == http.StatusCreated {
+			t.Fatalf("a refund of %s while the full refund is in doubt: %d %s", body, r.Status, r.Body)
+		}
+		if asked, keys := provider.refundsAsked(); asked > 1900 {
+			t.Fatalf("the provider was asked to refund %d cents under %d keys of a 1900-cent charge", asked, keys)
+		}
+	}
+	if n := e.count("refunds", "order_id = ? AND state IN ?", orderID, []models.RefundState{models.RefundInDoubt, models.RefundSucceeded, models.RefundPending}); n != 1 {
+		t.Fatalf("%d refunds in doubt or given back, want the first only", n)
+	}
+
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v; want the refund resolved", n, err)
+	}
+	isProblem(t, e.do(e.refundRequest(token, orderID, "r3", `{"amount_cents":100}`)), http.StatusConflict, "/problems/refund-exceeds-refundable")
+	if n, sum := e.refunded(); n != 1 || sum != 1900 {
+		t.Fatalf("the provider refunded %d times, %d cents; want once, 1900", n, sum)
+	}
+	if asked, keys := provider.refundsAsked(); asked != 1900 || keys != 1 {
+		t.Fatalf("the provider was asked %d cents under %d keys; want 1900 under the first", asked, keys)
+	}
+}
