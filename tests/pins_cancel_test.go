@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -12,10 +13,14 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Pins: a cancel refused while a payment holds the order. Planted: the
-// cancel's update of the order without its condition on the hold
-// ("held_by IS NULL OR held_until <= now"); the cancel was then answered
-// 200 while the charge was at the provider.
+// Pins: a cancel refused while a payment runs. Planted: the cancel's
+// update of the order without its condition on the hold ("held_by IS NULL
+// OR held_until <= now") and without its count of attempts in doubt; the
+// cancel was then answered 200 while the charge was at the provider, and
+// the charge, once answered, was taken and not recorded (its run had lost
+// the hold). Either guard alone refuses this cancel today: a payment's hold
+// and its attempt in doubt are written in one transaction.
+// TestACancelWaitsForTheOrdersHold holds the hold alone.
 //
 // A cancel sent while the order's charge is at the provider is refused
 // (409, payment in progress): the order is not cancelled while money may
@@ -44,6 +49,34 @@ func TestACancelWhileAChargeIsInFlightIsRefused(t *testing.T) {
 		t.Fatal("the paid order is cancelled")
 	}
 	isProblem(t, e.do(e.cancelRequest(token, orderID, "c2", `{}`)), http.StatusConflict, "/problems/order-already-paid")
+}
+
+// Pins: a cancel refused while a run holds the order, and not once the
+// hold has lapsed. Planted: the cancel's update of the order without its
+// condition on the hold ("held_by IS NULL OR held_until <= now"); the
+// cancel was then answered 200 under a live hold.
+//
+// A run holds the order and has recorded nothing in doubt yet: the hold is
+// written by hand, since a payment writes its hold and its attempt in one
+// transaction. A cancel is refused (409, payment in progress) while the
+// hold lasts, and the order stays pending; once it has lapsed (its run
+// died), the cancel's retry cancels the order.
+func TestACancelWaitsForTheOrdersHold(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("cancel-held@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	if err := e.db.Exec("UPDATE orders SET held_by = ?, held_until = ? WHERE id = ?", "a-run", e.clock.Now().Add(time.Minute), orderID).Error; err != nil {
+		t.Fatal(err)
+	}
+	cancel := e.cancelRequest(token, orderID, "c1", `{}`)
+	isProblem(t, e.do(cancel), http.StatusConflict, "/problems/payment-in-progress")
+	if n := e.count("orders", "id = ? AND status = ? AND held_by = ?", orderID, models.OrderPending, "a-run"); n != 1 {
+		t.Fatal("a cancel under a live hold changed the order")
+	}
+	e.clock.Advance(time.Minute)
+	if r := e.do(cancel); r.Status != http.StatusOK || r.json(t)["status"] != models.OrderCancelled {
+		t.Fatalf("the cancel once the hold has lapsed: %d %s; want the order cancelled", r.Status, r.Body)
+	}
 }
 
 // Pins: a payment takes the order's hold only while the order is pending.

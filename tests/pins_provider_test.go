@@ -113,6 +113,14 @@ func (p *scripted) FindRefund(ctx context.Context, req payments.RefundRequest) (
 	return p.Provider.FindRefund(ctx, req)
 }
 
+// answering drops what is left of the scripts: the provider answers every
+// request from now on.
+func (p *scripted) answering() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.charges, p.refunds = nil, nil
+}
+
 func (p *scripted) lags() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
