@@ -13,14 +13,13 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Pins: a cancel refused while a payment runs. Planted: the cancel's
-// update of the order without its condition on the hold ("held_by IS NULL
-// OR held_until <= now") and without its count of attempts in doubt; the
-// cancel was then answered 200 while the charge was at the provider, and
-// the charge, once answered, was taken and not recorded (its run had lost
-// the hold). Either guard alone refuses this cancel today: a payment's hold
-// and its attempt in doubt are written in one transaction.
-// TestACancelWaitsForTheOrdersHold holds the hold alone.
+// Pins: a cancel is refused while a payment runs. Planted: CancelOrder
+// (models/cancel.go) without its condition on the hold ("held_by IS NULL
+// OR held_until <= now") and without its count of attempts in doubt.
+// Failed: "status 200, want 409" for the cancel sent while the charge was
+// at the provider. Either guard alone refuses this cancel today, since a
+// payment writes its hold and its attempt in doubt in one transaction:
+// TestACancelWaitsForTheOrdersHold pins the hold alone.
 //
 // A cancel sent while the order's charge is at the provider is refused
 // (409, payment in progress): the order is not cancelled while money may
@@ -51,10 +50,10 @@ func TestACancelWhileAChargeIsInFlightIsRefused(t *testing.T) {
 	isProblem(t, e.do(e.cancelRequest(token, orderID, "c2", `{}`)), http.StatusConflict, "/problems/order-already-paid")
 }
 
-// Pins: a cancel refused while a run holds the order, and not once the
-// hold has lapsed. Planted: the cancel's update of the order without its
-// condition on the hold ("held_by IS NULL OR held_until <= now"); the
-// cancel was then answered 200 under a live hold.
+// Pins: a cancel is refused while a run holds the order, and not once the
+// hold has lapsed. Planted: CancelOrder (models/cancel.go) without its
+// condition on the hold ("held_by IS NULL OR held_until <= now"). Failed:
+// "status 200, want 409" for the cancel under the live hold.
 //
 // A run holds the order and has recorded nothing in doubt yet: the hold is
 // written by hand, since a payment writes its hold and its attempt in one
@@ -80,8 +79,10 @@ func TestACancelWaitsForTheOrdersHold(t *testing.T) {
 }
 
 // Pins: a payment takes the order's hold only while the order is pending.
-// Planted: the hold taken without its condition "status = pending"; on
-// PostgreSQL the cancelled order was then charged and marked paid.
+// Planted: BeginPayment (models/payments.go) taking the hold without its
+// condition "status = pending". Failed on PostgreSQL: "status 201, want
+// 409" (the cancelled order was charged, and marked paid); on SQLite it
+// passes, as the race cannot happen there (below).
 //
 // A payment reads the order, pending, and before it takes the order's
 // hold the order is cancelled: the payment is told the order is cancelled,
@@ -91,7 +92,10 @@ func TestACancelWaitsForTheOrdersHold(t *testing.T) {
 // SQLite every transaction takes the one write lock at its start, so the
 // cancel cannot come between the payment's read and its hold: there the
 // payment goes on at once, the cancel waits for it, and the order ends
-// paid and not cancelled.
+// paid and not cancelled. (A payment that locked the order's row as it
+// read it would close the window: the cancel would then wait for the
+// payment, and fail here on the client's timeout, a sign to hold the
+// payment elsewhere.)
 func TestAnOrderCancelledAfterAPaymentReadItIsNeverCharged(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("cancel-race@example.com")

@@ -14,11 +14,11 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Pins: a resolution's re-send moves the attempt's last send. Planted: the
-// re-send not recording when it was sent (the update of sent_at dropped);
-// the lookup a minute after the re-send then trusted the first send, a
-// quarter of an hour old, and settled failed an attempt the re-send had
-// charged.
+// Pins: a resolution's re-send moves the attempt's last send. Planted: ask
+// (billing/resolve.go) without its MarkSent before the re-send. Failed: "a
+// lookup a minute after the re-send: 1 resolved, <nil>; want none" (the
+// attempt, charged by the re-send, settled failed on the first send's
+// time, a quarter of an hour old).
 //
 // An attempt in doubt is sent again by the reconciler just within the
 // roll-forward window; the provider charges it and the reply is lost. A
@@ -60,9 +60,10 @@ func TestALookupSoonAfterAResolutionsResendSettlesNothing(t *testing.T) {
 }
 
 // Pins: a payment resolves at most three earlier attempts in doubt before
-// it gives up (billing's maxResolutions). Planted: maxResolutions 4, then
-// 2; with four earlier attempts the payment then resolved all four and
-// charged, and with three it resolved two and gave up.
+// it gives up. Planted: maxResolutions (billing/pay.go) 4, then 2. Failed:
+// with 4, "status 201, want 409" (four earlier attempts resolved, and the
+// order charged); with 2, "with 3 earlier attempts: 409 …, 2 settled
+// failed; want 201, all 3".
 //
 // Attempts in doubt pile up only in a database written by hand (a payment
 // makes none while one is in doubt): the test copies one. Each earlier
