@@ -98,7 +98,7 @@ func refundActivity(traces models.Traces, ref string) (what, href, done string) 
 		return "Asked for a refund", "", "done"
 	}
 	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
-	if r.State == models.RefundFailed {
+	if r.State == models.Failed {
 		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), "the card provider refused it, so nothing was given back"
 	}
 	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), "done"

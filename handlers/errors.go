@@ -60,7 +60,7 @@ func problemOf(e *models.Error) *problem.Problem {
 		return problem.RefundExceeds.With(e.Message)
 	case billing.ErrProviderUnavailable, billing.ErrRefundUnavailable:
 		return problem.ProviderUnavailable.With(e.Message)
-	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
+	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt, models.ErrRefundInDoubt:
 		p := problem.PaymentInProgress.With(e.Message)
 		p.RetryAfter = 1
 		return p

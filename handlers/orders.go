@@ -49,7 +49,7 @@ type paymentJSON struct {
 // is known, then succeeded, declined or failed (nothing charged).
 type attemptJSON struct {
 	ID            string              `json:"id"`
-	State         models.AttemptState `json:"state"`
+	State         models.State `json:"state"`
 	AmountCents   int64               `json:"amount_cents"`
 	Currency      string              `json:"currency"`
 	PaymentMethod string              `json:"payment_method"`

@@ -21,7 +21,7 @@ type refundJSON struct {
 	ID          string             `json:"id"`
 	OrderID     string             `json:"order_id"`
 	PaymentID   string             `json:"payment_id"`
-	Status      models.RefundState `json:"status"`
+	Status      models.State `json:"status"`
 	AmountCents int64              `json:"amount_cents"`
 	Currency    string             `json:"currency"`
 	Reason      string             `json:"reason"`
@@ -73,7 +73,7 @@ func (s *Server) createRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if refund.State == models.RefundFailed {
+	if refund.State == models.Failed {
 		middleware.Final(c)
 		s.fail(c, problem.RefundFailed.With(refund.FailureReason))
 		return

@@ -218,7 +218,7 @@ func lastAttemptFailed(order models.Order) bool {
 			last = &order.Attempts[i]
 		}
 	}
-	return last != nil && last.State == models.AttemptFailed
+	return last != nil && last.State == models.Failed
 }
 
 func lastPayment(order models.Order) *models.Payment {

@@ -72,7 +72,7 @@ func (s *Server) refundOrder(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 		return
-	case refund.State == models.RefundFailed:
+	case refund.State == models.Failed:
 		s.markOrderPage(c, refundFailed)
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
@@ -140,7 +140,7 @@ func refundSentence(o models.Order, r models.Refund) string {
 		card = "the " + cardName(p.PaymentMethod)
 	}
 	text := money(r.AmountCents, r.Currency) + " refunded to " + card + "."
-	if r.State == models.RefundPending {
+	if r.State == models.Pending {
 		text = money(r.AmountCents, r.Currency) + " is on its way back to " + card + "."
 	}
 	if r.Reason != "" {
@@ -165,7 +165,7 @@ func refundTitle(o models.Order, r models.Refund) string {
 	if p := lastSucceededPayment(o); p != nil {
 		card = cardName(p.PaymentMethod)
 	}
-	if r.State == models.RefundPending {
+	if r.State == models.Pending {
 		return "Refund of " + money(r.AmountCents, r.Currency) + " on its way to your " + card + "."
 	}
 	return "Refunded " + money(r.AmountCents, r.Currency) + " to your " + card + "."
