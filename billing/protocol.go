@@ -182,7 +182,9 @@ func (f *flow[R, T]) call(ctx context.Context, row R) (models.Outcome, error) {
 	return outcome, err
 }
 
-func failed(reason string) models.Outcome { return models.Outcome{State: models.Failed, Reason: reason} }
+func failed(reason string) models.Outcome {
+	return models.Outcome{State: models.Failed, Reason: reason}
+}
 
 // result names a provider's answer in metrics.
 func result(outcome models.Outcome, err error) string {

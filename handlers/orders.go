@@ -48,13 +48,13 @@ type paymentJSON struct {
 // attemptJSON is one request to the provider: in_doubt until its outcome
 // is known, then succeeded, declined or failed (nothing charged).
 type attemptJSON struct {
-	ID            string              `json:"id"`
+	ID            string       `json:"id"`
 	State         models.State `json:"state"`
-	AmountCents   int64               `json:"amount_cents"`
-	Currency      string              `json:"currency"`
-	PaymentMethod string              `json:"payment_method"`
-	CreatedAt     time.Time           `json:"created_at"`
-	UpdatedAt     time.Time           `json:"updated_at"`
+	AmountCents   int64        `json:"amount_cents"`
+	Currency      string       `json:"currency"`
+	PaymentMethod string       `json:"payment_method"`
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
 }
 
 type orderJSON struct {

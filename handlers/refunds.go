@@ -18,14 +18,14 @@ import (
 // refundJSON is one refund the provider answered: succeeded, or pending on
 // its way back to the card.
 type refundJSON struct {
-	ID          string             `json:"id"`
-	OrderID     string             `json:"order_id"`
-	PaymentID   string             `json:"payment_id"`
+	ID          string       `json:"id"`
+	OrderID     string       `json:"order_id"`
+	PaymentID   string       `json:"payment_id"`
 	Status      models.State `json:"status"`
-	AmountCents int64              `json:"amount_cents"`
-	Currency    string             `json:"currency"`
-	Reason      string             `json:"reason"`
-	CreatedAt   time.Time          `json:"created_at"`
+	AmountCents int64        `json:"amount_cents"`
+	Currency    string       `json:"currency"`
+	Reason      string       `json:"reason"`
+	CreatedAt   time.Time    `json:"created_at"`
 }
 
 func refundView(r models.Refund) refundJSON {

@@ -18,14 +18,14 @@ import (
 // keyed by the idempotency key it was asked with: the provider's refund
 // ledger, which tests count.
 type SimulatedRefund struct {
-	ID             string             `gorm:"primaryKey;size:40"`
-	IdempotencyKey string             `gorm:"size:255;not null;uniqueIndex"`
-	ChargeID       string             `gorm:"size:40;not null;index"`
-	AmountCents    int64              `gorm:"not null"`
-	Currency       string             `gorm:"size:3;not null"`
+	ID             string       `gorm:"primaryKey;size:40"`
+	IdempotencyKey string       `gorm:"size:255;not null;uniqueIndex"`
+	ChargeID       string       `gorm:"size:40;not null;index"`
+	AmountCents    int64        `gorm:"not null"`
+	Currency       string       `gorm:"size:3;not null"`
 	Status         models.State `gorm:"size:16;not null"`
-	FailureReason  string             `gorm:"size:200"`
-	CreatedAt      time.Time          `gorm:"not null"`
+	FailureReason  string       `gorm:"size:200"`
+	CreatedAt      time.Time    `gorm:"not null"`
 }
 
 // errNoSuchCharge and errRefundTooLarge are the simulation's refusals of a
