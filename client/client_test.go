@@ -64,6 +64,8 @@ func hangUp(w http.ResponseWriter, _ *http.Request) {
 // testPolicy retries quickly.
 var testPolicy = Policy{MaxTries: 8, MaxElapsed: 10 * time.Second, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, TryTimeout: 2 * time.Second}
 
+// serve starts a script of steps; what it returns with it makes a client of
+// the script, under testPolicy unless opts say otherwise.
 func serve(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*script, func(...Option) *shopclient.ClientWithResponses) {
 	t.Helper()
 	s := &script{steps: steps}
