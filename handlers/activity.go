@@ -53,20 +53,31 @@ func (s *Server) accountPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
 
+// formKinds are the forms the Activity page tells, by the end of their
+// route, with the final errors each may be refused with. The list of keys
+// keeps no answer but its status, so errors of one form and one status are
+// told alike (TestActivityTellsEveryFinalAnswer).
+var formKinds = []struct {
+	suffix string
+	finals []*models.Error
+}{
+	{"/payments", []*models.Error{models.ErrOrderPaid, models.ErrOrderCancelled, models.ErrPaymentDeclined}},
+	{"/refunds", []*models.Error{models.ErrRefundExceeds, models.ErrRefundFailed}},
+	{"/cancel", []*models.Error{models.ErrPaidNotCancellable}},
+}
+
 func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
-	done, refused := "done", "the order had already been paid, so nothing was charged"
+	done := "done"
 	switch {
 	case strings.HasSuffix(k.Route, "/payments"):
 		a.What, a.Href, done = paymentActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/refunds"):
 		a.What, a.Href, done = refundActivity(traces, ref)
-		refused = "nothing was refunded: the order was not paid, or nothing was left to refund"
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
-		refused = "the order had already been paid, so it was not cancelled"
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
@@ -77,7 +88,7 @@ func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
 	}
-	a.Result = resultOf(k, done, refused)
+	a.Result = resultOf(k, done)
 	return a
 }
 
@@ -87,7 +98,7 @@ func paymentActivity(traces models.Traces, ref string) (what, href, done string)
 		return "Tried to pay for an order", "", "done"
 	}
 	if p.Status == models.PaymentDeclined {
-		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "the card was declined, so nothing was charged"
+		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined.Shopper.Outcome
 	}
 	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "done"
 }
@@ -99,23 +110,22 @@ func refundActivity(traces models.Traces, ref string) (what, href, done string) 
 	}
 	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
 	if r.State == models.RefundFailed {
-		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), "the card provider refused it, so nothing was given back"
+		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed.Shopper.Outcome
 	}
 	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), "done"
 }
 
-// resultOf is how an operation ended — done says how when it was done,
-// refused when the order was in the wrong state — and how often its form
-// was sent.
-func resultOf(k models.IdempotencyKey, done, refused string) string {
+// resultOf is how an operation ended — done says how when its answer was
+// not a refusal — and how often its form was sent.
+func resultOf(k models.IdempotencyKey, done string) string {
 	var result string
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
 	case k.State != models.KeyCompleted:
 		return "still being worked on"
-	case k.Status == http.StatusConflict:
-		result = refused
+	case k.Status >= http.StatusBadRequest:
+		result = refusalOf(k)
 	default:
 		result = done
 	}
@@ -126,4 +136,20 @@ func resultOf(k models.IdempotencyKey, done, refused string) string {
 		return result + " (you sent it twice; it happened once)"
 	}
 	return result + " (you sent it " + strconv.Itoa(k.Replays+1) + " times; it happened once)"
+}
+
+// refusalOf is how a form's stored refusal, a final answer, is told: in
+// the words of the final error of its form with its status.
+func refusalOf(k models.IdempotencyKey) string {
+	for _, kind := range formKinds {
+		if !strings.HasSuffix(k.Route, kind.suffix) {
+			continue
+		}
+		for _, e := range kind.finals {
+			if e.Type.Status == k.Status {
+				return e.Shopper.Outcome
+			}
+		}
+	}
+	return "it was refused, and nothing was done"
 }

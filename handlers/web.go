@@ -179,13 +179,13 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	refund := lastRefund(order)
 	switch {
 	case repeated == refundFailed:
-		return &notice{Kind: noticeError, Title: "The refund could not be sent to your card.", Text: "The card provider refused it (the card's account may be closed), so nothing was given back. Contact us to be paid back another way."}
+		return told(noticeError, models.ErrRefundFailed.Shopper, "")
 	case order.Status == models.OrderCancelled:
 		return &notice{Kind: noticeSuccess, Title: "This order was cancelled; nothing was charged.", Text: "You can place a new order from the catalog.", Also: twice}
 	case refund != nil:
 		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
-		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here."}
+		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.PaymentInDoubt():
@@ -193,11 +193,18 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	case lastAttemptFailed(order):
 		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.PaymentDeclined:
-		return &notice{Kind: noticeError, Title: "Your card was declined.", Text: declineReason(last.DeclineReason) + "Nothing was charged: choose another card and pay again.", Also: twice}
+		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
+		n.Text = declineReason(last.DeclineReason) + n.Text
+		return n
 	case twice != "":
 		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
 	}
 	return nil
+}
+
+// told is an error's words as the order page opens with them.
+func told(kind noticeKind, words models.Words, also string) *notice {
+	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
 }
 
 // What the order page adds when the form that led to it was sent more than
