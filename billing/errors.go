@@ -41,7 +41,7 @@ var (
 	ErrRefundUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
 		Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key.",
 		Shopper: models.Words{Heading: "The refund did not go through", Retry: "Try again",
-			Text: "The payment service is not answering right now. Nothing was refunded; try again in a moment: nothing is ever refunded twice."}})
+			Text: "The card provider is not answering right now. Nothing was refunded; try again in a moment: nothing is ever refunded twice."}})
 )
 
 var refundConfirming = models.Words{Heading: "Your refund is being confirmed", Retry: "Try again",

@@ -54,15 +54,16 @@ func (s *Server) accountPage(c *gin.Context) {
 }
 
 // formKinds are the forms the Activity page tells, by the end of their
-// route, with the final errors each may be refused with. The list of keys
-// keeps no answer but its status, so errors of one form and one status are
-// told alike (TestActivityTellsEveryFinalAnswer).
+// route, with the final errors each may be refused with that leave no
+// trace (a declined payment and a failed refund are told by theirs). The
+// list of keys keeps no answer but its status, so errors of one form and
+// one status are told alike (TestActivityTellsEveryFinalAnswer).
 var formKinds = []struct {
 	suffix string
 	finals []*models.Error
 }{
-	{"/payments", []*models.Error{models.ErrOrderPaid, models.ErrOrderCancelled, models.ErrPaymentDeclined}},
-	{"/refunds", []*models.Error{models.ErrRefundExceeds, models.ErrRefundFailed}},
+	{"/payments", []*models.Error{models.ErrOrderPaid, models.ErrOrderCancelled}},
+	{"/refunds", []*models.Error{models.ErrRefundExceeds}},
 	{"/cancel", []*models.Error{models.ErrPaidNotCancellable}},
 }
 
@@ -70,11 +71,12 @@ func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done := "done"
+	var refused *models.Error
 	switch {
 	case strings.HasSuffix(k.Route, "/payments"):
-		a.What, a.Href, done = paymentActivity(traces, ref)
+		a.What, a.Href, refused = paymentActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/refunds"):
-		a.What, a.Href, done = refundActivity(traces, ref)
+		a.What, a.Href, refused = refundActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
@@ -88,42 +90,47 @@ func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
 	}
-	a.Result = resultOf(k, done)
+	a.Result = resultOf(k, done, refused)
 	return a
 }
 
-func paymentActivity(traces models.Traces, ref string) (what, href, done string) {
+// paymentActivity is the payment a key made, and the error it was refused
+// with when its trace tells one.
+func paymentActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
 	p, ok := traces.Payments[ref]
 	if !ok {
-		return "Tried to pay for an order", "", "done"
+		return "Tried to pay for an order", "", nil
 	}
 	if p.Status == models.PaymentDeclined {
-		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined.Shopper.Outcome
+		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined
 	}
-	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "done"
+	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil
 }
 
-func refundActivity(traces models.Traces, ref string) (what, href, done string) {
+func refundActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
 	r, ok := traces.Refunds[ref]
 	if !ok {
-		return "Asked for a refund", "", "done"
+		return "Asked for a refund", "", nil
 	}
 	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
 	if r.State == models.RefundFailed {
-		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed.Shopper.Outcome
+		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed
 	}
-	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), "done"
+	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), nil
 }
 
-// resultOf is how an operation ended — done says how when its answer was
-// not a refusal — and how often its form was sent.
-func resultOf(k models.IdempotencyKey, done string) string {
+// resultOf is how an operation ended — done says how when it was done,
+// refused names the error its trace tells — and how often its form was
+// sent.
+func resultOf(k models.IdempotencyKey, done string, refused *models.Error) string {
 	var result string
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
 	case k.State != models.KeyCompleted:
 		return "still being worked on"
+	case refused != nil:
+		result = refused.Shopper.Outcome
 	case k.Status >= http.StatusBadRequest:
 		result = refusalOf(k)
 	default:
