@@ -53,18 +53,15 @@ func (s *Server) accountPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
 
-// formKinds are the forms the Activity page tells, by the end of their
-// route, with the final errors each may be refused with that leave no
-// trace (a declined payment and a failed refund are told by theirs). The
-// list of keys keeps no answer but its status, so errors of one form and
-// one status are told alike (TestActivityTellsEveryFinalAnswer).
-var formKinds = []struct {
-	suffix string
-	finals []*models.Error
-}{
-	{"/payments", []*models.Error{models.ErrOrderPaid, models.ErrOrderCancelled}},
-	{"/refunds", []*models.Error{models.ErrRefundExceeds}},
-	{"/cancel", []*models.Error{models.ErrPaidNotCancellable}},
+// storedRefusals are, by the end of a form's route, the final errors the
+// form may be refused with that leave no trace (a declined payment and a
+// failed refund are told by theirs). The list of keys keeps no answer but
+// its status, so the errors of one form are told alike
+// (TestActivityTellsEveryFinalAnswer).
+var storedRefusals = map[string][]*models.Error{
+	"/payments": {models.ErrOrderPaid, models.ErrOrderCancelled},
+	"/refunds":  {models.ErrRefundExceeds},
+	"/cancel":   {models.ErrPaidNotCancellable},
 }
 
 func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
@@ -146,16 +143,11 @@ func resultOf(k models.IdempotencyKey, done string, refused *models.Error) strin
 }
 
 // refusalOf is how a form's stored refusal, a final answer, is told: in
-// the words of the final error of its form with its status.
+// the words of the final errors of its form.
 func refusalOf(k models.IdempotencyKey) string {
-	for _, kind := range formKinds {
-		if !strings.HasSuffix(k.Route, kind.suffix) {
-			continue
-		}
-		for _, e := range kind.finals {
-			if e.Type.Status == k.Status {
-				return e.Shopper.Outcome
-			}
+	for suffix, finals := range storedRefusals {
+		if strings.HasSuffix(k.Route, suffix) {
+			return finals[0].Shopper.Outcome
 		}
 	}
 	return "it was refused, and nothing was done"

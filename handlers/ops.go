@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,12 +52,14 @@ func acceptsHTML(c *gin.Context) bool { return strings.Contains(c.GetHeader("Acc
 type problemDocView struct {
 	layout
 	Type *problem.Type
-	// Error is the error declared for Type, if any: its finality, and how
-	// a shopper is told it.
+	// Error is the error declared for Type, if any: how a shopper is told it.
 	Error            *models.Error
 	All, Final       []problem.Type
 	TTL, Lease, Wait time.Duration
 }
+
+// IsFinal says whether the page's type is a final answer.
+func (v problemDocView) IsFinal() bool { return v.Type != nil && slices.Contains(v.Final, *v.Type) }
 
 func (s *Server) problemDoc(c *gin.Context, t *problem.Type) {
 	view := problemDocView{

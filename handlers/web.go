@@ -249,7 +249,8 @@ func declineReason(reason string) string {
 
 // payOrder charges the order and goes back to the order page, which shows
 // the outcome: paid, declined with the reason, or already paid by an
-// earlier submission. A provider failure is an error page, not stored.
+// earlier submission. Any other error is an error page in its own words:
+// a cancelled order's final, a provider failure's not stored.
 func (s *Server) payOrder(c *gin.Context) {
 	form := postForm(c)
 	method := form.Get("payment_method")
@@ -317,7 +318,7 @@ func (s *Server) signup(c *gin.Context) {
 	var invalid *models.Error
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
-		view.Notice = errorNotice("An account with this email already exists. Log in instead.")
+		view.Notice = errorNotice(models.ErrEmailTaken.Shopper.Text)
 	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
 		view.Notice = errorNotice("Please correct the fields below.")
 		for _, f := range invalid.Fields {
@@ -346,7 +347,7 @@ func (s *Server) login(c *gin.Context) {
 	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
 	if errors.Is(err, models.ErrBadCredentials) {
 		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
-		view.Notice = errorNotice("Wrong email or password.")
+		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
 		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
 		return
 	}

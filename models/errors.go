@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -97,8 +98,8 @@ func Declare(e *Error) *Error {
 	return e
 }
 
-// Declared is the named error of a problem type: the first declared, all
-// of a type being told alike; nil when the type has none.
+// Declared is the named error of a problem type, the first declared, which
+// tells a bare problem of the type; nil when the type has none.
 func Declared(uri string) *Error {
 	for _, e := range declared {
 		if e.Type.URI() == uri {
@@ -108,11 +109,11 @@ func Declared(uri string) *Error {
 	return nil
 }
 
-// FinalTypes are the problem types whose answers are final.
+// FinalTypes are the problem types of the final errors.
 func FinalTypes() []problem.Type {
 	var final []problem.Type
 	for _, e := range declared {
-		if e.Final && Declared(e.Type.URI()) == e {
+		if e.Final && !slices.Contains(final, e.Type) {
 			final = append(final, e.Type)
 		}
 	}
