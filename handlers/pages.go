@@ -63,6 +63,11 @@ func (n notice) Role() string {
 
 func errorNotice(text string) *notice { return &notice{Kind: noticeError, Text: text} }
 
+// told is an error's words as a page opens with them.
+func told(kind noticeKind, words models.Words, also string) *notice {
+	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
+}
+
 // parsePages builds the template cache: each page parsed once with the base
 // layout, at start-up, so a broken template stops the server from starting.
 func parsePages() (map[string]*template.Template, error) {

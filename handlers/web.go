@@ -202,11 +202,6 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	return nil
 }
 
-// told is an error's words as the order page opens with them.
-func told(kind noticeKind, words models.Words, also string) *notice {
-	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
-}
-
 // What the order page adds when the form that led to it was sent more than
 // once: a double-click, the back button, a refresh.
 var repeatedText = map[string]string{
