@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,7 +78,7 @@ func TestProblemPagesTellFinality(t *testing.T) {
 	index := get("/problems")
 	for _, typ := range models.FinalTypes() {
 		final[typ.Slug] = true
-		if !strings.Contains(index, `, `+typ.URI()) && !strings.Contains(index, `<a href="`+typ.URI()+`">`+typ.Title+`</a>`) {
+		if !strings.Contains(index, fmt.Sprintf(`%d <a href="%s">%s</a>`, typ.Status, typ.URI(), typ.Title)) {
 			t.Errorf("the index does not list the final %s", typ.Slug)
 		}
 	}
