@@ -99,3 +99,20 @@ func TestEveryFinalAnswerIsToldFinalOnFormsAndActivity(t *testing.T) {
 		}
 	}
 }
+
+// More than is left to refund is a final answer in the API too: the same
+// key gets it replayed, and nothing is refunded.
+func TestRefundOfMoreThanIsLeftIsFinal(t *testing.T) {
+	e := newEnv(t)
+	token, orderID := e.paidOrder("owner@example.com", payments.MethodVisa)
+	too := e.refundRequest(token, orderID, "too-much", `{"amount_cents":99999}`)
+	isProblem(t, e.do(too), http.StatusConflict, "/problems/refund-exceeds-refundable")
+	again := e.do(too)
+	isProblem(t, again, http.StatusConflict, "/problems/refund-exceeds-refundable")
+	if !again.replayed() {
+		t.Fatal("the same key ran the refund again; want its final answer replayed")
+	}
+	if n := e.count("refunds"); n != 0 {
+		t.Fatalf("%d refunds written", n)
+	}
+}
