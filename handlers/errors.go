@@ -43,7 +43,6 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 	var throttled *models.ThrottledError
 	switch {
 	case errors.As(err, &p):
-		e = declared(p.Type)
 	case errors.As(err, &e):
 		p = problemOf(e)
 	case errors.As(err, &throttled):
