@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -59,7 +60,12 @@ func refundOutcome(a payments.RefundAnswer) models.Outcome {
 }
 
 // Cancel cancels one of the user's pending orders through tx: only while
-// nothing can have been charged — no payment running, none in doubt.
+// nothing can have been charged — no payment running, none in doubt. A paid
+// order is not cancellable: it is refunded instead.
 func (s *Service) Cancel(tx *gorm.DB, userID, orderID string) (models.Order, error) {
-	return s.shop.CancelOrder(tx, userID, orderID, s.now())
+	order, err := s.shop.CancelOrder(tx, userID, orderID, s.now())
+	if errors.Is(err, models.ErrOrderPaid) {
+		err = models.ErrPaidNotCancellable
+	}
+	return order, err
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-	"github.com/shop/shop/problem"
 )
 
 type productJSON struct {
@@ -160,19 +158,13 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in.PaymentMethod)
-	if errors.Is(err, models.ErrOrderPaid) || errors.Is(err, models.ErrOrderCancelled) {
-		middleware.Final(c)
-	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Header("Location", paymentLocation(payment))
 	if payment.Status == models.PaymentDeclined {
-		middleware.Final(c)
-		p := problem.PaymentDeclined.With(payment.DeclineReason)
-		p.Payment = paymentView(payment)
-		s.fail(c, p)
+		s.fail(c, models.DeclinedError(payment))
 		return
 	}
 	c.JSON(http.StatusCreated, paymentView(payment))

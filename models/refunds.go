@@ -50,11 +50,6 @@ type RefundInput struct {
 	Reason      string
 }
 
-// ErrRefundInDoubt: an earlier refund of the order reached the provider and
-// its outcome is not known yet. Not final: nothing more was refunded by
-// this request.
-var ErrRefundInDoubt = &Error{Code: ECONFLICT, Message: "The last refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."}
-
 // BeginRefund takes the hold on the user's charged order for holder, a run
 // of the refund operation derivedKey, and records its refund in doubt, in
 // one transaction: of the order's first charge that still has something to
