@@ -53,7 +53,7 @@ func (s *Server) accountPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
 
-func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
+func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done, refused := "done", "the order had already been paid, so nothing was charged"
@@ -107,12 +107,12 @@ func refundActivity(traces models.Traces, ref string) (what, href, done string) 
 // resultOf is how an operation ended — done says how when it was done,
 // refused when the order was in the wrong state — and how often its form
 // was sent.
-func resultOf(k models.IdempotencyKey, done, refused string) string {
+func resultOf(k middleware.IdempotencyKey, done, refused string) string {
 	var result string
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
-	case k.State != models.KeyCompleted:
+	case k.State != middleware.KeyCompleted:
 		return "still being worked on"
 	case k.Status == http.StatusConflict:
 		result = refused

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // note is the business row of the examples.
@@ -25,14 +25,21 @@ type note struct {
 }
 
 // Mount the middleware after authentication, in front of each write that
-// must happen once. A retry with the same key gets the first answer,
-// replayed, and writes nothing.
+// must happen once, on a database holding its table (Migrate). A retry with
+// the same key gets the first answer, replayed, and writes nothing.
 func Example() {
-	db, done := exampleDB()
-	defer done()
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
+	if err == nil {
+		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
+	}
+	if err != nil {
+		panic(err)
+	}
 	mw := middleware.New(middleware.Config{
 		DB: db, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
-		// Who owns the keys: in the shop, the authenticated user.
+		// Who owns the keys: the authenticated user.
 		Scope: func(c *gin.Context) string { return c.GetHeader("X-User") },
 	})
 	defer mw.Close(context.Background())
@@ -183,15 +190,17 @@ func exampleDB() (*gorm.DB, func()) {
 	if err != nil {
 		panic(err)
 	}
-	db, err := models.Open(filepath.Join(dir, "example.db"))
+	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "example.db")), &gorm.Config{})
 	if err == nil {
-		err = db.AutoMigrate(&models.IdempotencyKey{}, &note{})
+		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)
 	}
 	return db, func() {
-		models.Close(db)
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
 		os.RemoveAll(dir)
 	}
 }

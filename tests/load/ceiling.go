@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"net/http"
+)
+
+// ceilingPath is where the ceiling answers; the shop serves nothing there.
+const ceilingPath = "/load-ceiling"
+
+// ceilingOf answers every request with a copy of a (status, headers and
+// body) once the shop has authenticated it: the shop is asked GET
+// /api/v1/me with the request's Authorization, through its whole engine
+// (its logging, metrics, recovery, security headers and bearer
+// authentication), and that answer is dropped unless it refuses. What it
+// serves is the ceiling of this stack for an answer of a's size: HTTP, Gin,
+// the engine's middleware and authentication, with no idempotency and no
+// business work but /me's small JSON, which makes the ceiling a little
+// lower than the stack alone. It sends the engine's headers, as a route of
+// the shop would.
+func ceilingOf(shop http.Handler, a answer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		me, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/api/v1/me", nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		me.Header.Set("Authorization", r.Header.Get("Authorization"))
+		auth := &dropped{header: http.Header{}}
+		shop.ServeHTTP(auth, me)
+		if auth.status != http.StatusOK {
+			w.WriteHeader(auth.status)
+			return
+		}
+		// The engine's headers (security headers, say), then the answer's.
+		for _, h := range []http.Header{auth.header, a.header} {
+			for name, values := range h {
+				w.Header()[name] = values
+			}
+		}
+		w.WriteHeader(a.status)
+		_, _ = w.Write(a.body)
+	})
+}
+
+// dropped is a ResponseWriter that keeps the status only.
+type dropped struct {
+	header http.Header
+	status int
+}
+
+func (d *dropped) Header() http.Header { return d.header }
+
+func (d *dropped) WriteHeader(status int) { d.status = status }
+
+func (d *dropped) Write(p []byte) (int, error) {
+	if d.status == 0 {
+		d.status = http.StatusOK
+	}
+	return len(p), nil
+}
