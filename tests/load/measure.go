@@ -128,10 +128,11 @@ type bench struct {
 	bare     bareSQL
 	deps     handlers.Deps
 	// once has the middleware; ceiling is the same build behind a canned
-	// answer (ceilingOf). other and cold are more instances with the middleware, each on a pool
-	// of its own, which only ever replay keys once made, each once: other
-	// as deployed (on PostgreSQL, once pushes its answers to it), cold
-	// without pushes, so that each of its replays reads the database.
+	// answer (ceilingOf). other and cold are more instances with the
+	// middleware, each on a pool of its own, which only ever replay keys
+	// once made, each once: other as deployed (on PostgreSQL, once pushes
+	// its answers to it), cold without pushes, so that each of its replays
+	// reads the database.
 	once, ceiling, other, cold *shop
 	client                     *http.Client
 	products                   []models.Product
