@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -156,6 +157,32 @@ func ExampleFinal() {
 	// 402 replayed: false
 	// 402 replayed: true
 	// runs: 1
+}
+
+// A bare app, with no renderer of its own, answers the middleware's
+// refusals as problem+json: here a key reused for another body, and a
+// request with no key at all.
+func TestABareAppAnswersTheRefusalsAsProblems(t *testing.T) {
+	db, done := exampleDB()
+	defer done()
+	r, mw := exampleRouter(db, func(c *gin.Context) { c.JSON(http.StatusCreated, gin.H{}) })
+	defer mw.Close(context.Background())
+	post(r, "note-1", `{"text":"hello"}`)
+	noKey := httptest.NewRequest(http.MethodPost, "/notes", strings.NewReader(`{}`))
+	noKey.Header.Set("X-User", "alice")
+	missing := httptest.NewRecorder()
+	r.ServeHTTP(missing, noKey)
+	for _, c := range []struct {
+		got  *httptest.ResponseRecorder
+		want string
+	}{
+		{post(r, "note-1", `{"text":"bye"}`), `422 {"type":"idempotency-key-reused","title":"Idempotency key reused with a different request","status":422,"detail":"The key was first used for POST /notes with another body or query."}`},
+		{missing, `400 {"type":"idempotency-key-missing","title":"Idempotency key required","status":400,"detail":"the Idempotency-Key header (or the idempotency_key form field) is missing"}`},
+	} {
+		if got := fmt.Sprint(c.got.Code, " ", c.got.Body.String()); got != c.want || c.got.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("answered %s (%s), want %s (application/problem+json)", got, c.got.Header().Get("Content-Type"), c.want)
+		}
+	}
 }
 
 func exampleRouter(db *gorm.DB, handler gin.HandlerFunc) (*gin.Engine, *middleware.Idempotency) {
