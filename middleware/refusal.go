@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -11,16 +10,17 @@ import (
 // Refusal is an answer of the middleware's own, sent instead of the
 // handler's: the request brought no valid key or body, its key names
 // another request or is still running, its attempt lost its lease, or the
-// key's table failed. Nothing of the handler's was kept.
+// key's table failed. Nothing of the handler's was kept. Its JSON is the
+// RFC 9457 problem document the default renderer sends.
 type Refusal struct {
-	Status int
 	// Type names the refusal for machines, stably: "idempotency-key-reused".
-	Type  string
-	Title string
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
 	// Detail says what was wrong with this request.
-	Detail string
+	Detail string `json:"detail,omitempty"`
 	// RetryAfter, when positive, is the Retry-After to send, in seconds.
-	RetryAfter int
+	RetryAfter int `json:"-"`
 }
 
 // The refusals, without their detail.
@@ -49,19 +49,13 @@ func (r Refusal) with(detail string) Refusal {
 	return r
 }
 
-// writeRefusal is the renderer Config.Refuse defaults to: an RFC 9457
-// problem+json document whose type is the refusal's Type, as a relative
-// URI.
+// writeRefusal is the renderer Config.Refuse defaults to: the refusal as
+// problem+json, its Type a relative URI.
 func writeRefusal(c *gin.Context, r Refusal) {
-	body, _ := json.Marshal(struct { // strings and an int: it cannot fail
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail,omitempty"`
-	}{r.Type, r.Title, r.Status, r.Detail})
 	if r.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(r.RetryAfter))
 	}
 	c.Header("Cache-Control", "no-store")
-	c.Data(r.Status, "application/problem+json", body)
+	c.Header("Content-Type", "application/problem+json") // kept by c.JSON
+	c.JSON(r.Status, r)
 }

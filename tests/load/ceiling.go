@@ -3,9 +3,10 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 )
 
-// ceilingPath is where the ceiling answers; the shop serves nothing there.
+// ceilingPath is where the harness asks the ceiling; any path would do.
 const ceilingPath = "/load-ceiling"
 
 // ceilingOf answers every request with a copy of a (status, headers and
@@ -21,20 +22,15 @@ const ceilingPath = "/load-ceiling"
 func ceilingOf(shop http.Handler, a answer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		me, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/api/v1/me", nil)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
+		me := httptest.NewRequestWithContext(r.Context(), http.MethodGet, "/api/v1/me", nil)
 		me.Header.Set("Authorization", r.Header.Get("Authorization"))
-		auth := &dropped{header: http.Header{}}
+		auth := httptest.NewRecorder()
 		shop.ServeHTTP(auth, me)
-		if auth.status != http.StatusOK {
-			w.WriteHeader(auth.status)
+		if auth.Code != http.StatusOK {
+			w.WriteHeader(auth.Code)
 			return
 		}
-		// The engine's headers (security headers, say), then the answer's.
-		for _, h := range []http.Header{auth.header, a.header} {
+		for _, h := range []http.Header{auth.Header(), a.header} {
 			for name, values := range h {
 				w.Header()[name] = values
 			}
@@ -42,21 +38,4 @@ func ceilingOf(shop http.Handler, a answer) http.Handler {
 		w.WriteHeader(a.status)
 		_, _ = w.Write(a.body)
 	})
-}
-
-// dropped is a ResponseWriter that keeps the status only.
-type dropped struct {
-	header http.Header
-	status int
-}
-
-func (d *dropped) Header() http.Header { return d.header }
-
-func (d *dropped) WriteHeader(status int) { d.status = status }
-
-func (d *dropped) Write(p []byte) (int, error) {
-	if d.status == 0 {
-		d.status = http.StatusOK
-	}
-	return len(p), nil
 }
