@@ -145,14 +145,6 @@ func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
 // migrate one after the other.
 func Migrate(db *gorm.DB, more ...any) error {
 	tables := []any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}, &PaymentAttempt{}, &Refund{}}
-	var owned []func(*gorm.DB) error
-	for _, m := range more {
-		if migrate, ok := m.(func(*gorm.DB) error); ok {
-			owned = append(owned, migrate)
-		} else {
-			tables = append(tables, m)
-		}
-	}
 	err := db.Transaction(func(tx *gorm.DB) error {
 		if IsPostgres(tx) {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrationLock).Error; err != nil {
@@ -165,7 +157,11 @@ func Migrate(db *gorm.DB, more ...any) error {
 		if err := tx.AutoMigrate(tables...); err != nil {
 			return err
 		}
-		for _, migrate := range owned {
+		for _, m := range more {
+			migrate, owned := m.(func(*gorm.DB) error)
+			if !owned {
+				migrate = func(tx *gorm.DB) error { return tx.AutoMigrate(m) }
+			}
 			if err := migrate(tx); err != nil {
 				return err
 			}
