@@ -67,8 +67,8 @@
 // It needs a GORM database, PostgreSQL or SQLite. On SQLite under
 // concurrent writes, give it one write connection whose transactions begin
 // IMMEDIATE (mattn/go-sqlite3's _txlock=immediate): a deferred transaction
-// that reads, then writes after another writer, fails with "database is
-// locked", which the middleware answers as a refusal (500) to retry.
+// that reads, then writes after another writer committed, fails with
+// "database is locked"; nothing is kept, but the request fails.
 //
 // Each instance caches the completed answers it produced or replayed
 // (Config.CacheBytes): a completed key never changes until it expires, so a
