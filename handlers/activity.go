@@ -64,7 +64,7 @@ var storedRefusals = map[string][]*models.Error{
 	"/cancel":   {models.ErrPaidNotCancellable},
 }
 
-func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
+func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done := "done"
@@ -119,12 +119,12 @@ func refundActivity(traces models.Traces, ref string) (what, href string, refuse
 // resultOf is how an operation ended — done says how when it was done,
 // refused names the error its trace tells — and how often its form was
 // sent.
-func resultOf(k models.IdempotencyKey, done string, refused *models.Error) string {
+func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) string {
 	var result string
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
-	case k.State != models.KeyCompleted:
+	case k.State != middleware.KeyCompleted:
 		return "still being worked on"
 	case refused != nil:
 		result = refused.Shopper.Outcome
@@ -144,7 +144,7 @@ func resultOf(k models.IdempotencyKey, done string, refused *models.Error) strin
 
 // refusalOf is how a form's stored refusal, a final answer, is told: in
 // the words of the final errors of its form.
-func refusalOf(k models.IdempotencyKey) string {
+func refusalOf(k middleware.IdempotencyKey) string {
 	for suffix, finals := range storedRefusals {
 		if strings.HasSuffix(k.Route, suffix) {
 			return finals[0].Shopper.Outcome

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -21,7 +22,7 @@ func (s *Server) readyz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "database unreachable"})
 		return
 	}
-	if !db.Migrator().HasTable(&models.IdempotencyKey{}) {
+	if !db.Migrator().HasTable(&middleware.IdempotencyKey{}) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "migrations not applied"})
 		return
 	}

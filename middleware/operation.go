@@ -15,17 +15,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 const operationKey = "idempotency.operation"
 
 // operation is the claimed key as the handler sees it.
 type operation struct {
-	key models.IdempotencyKey // as claimed: its owner token, operation id, fingerprint and expiry
-	raw [sha256.Size]byte     // the request's rawDigest
-	db  *gorm.DB              // bound to a context a client disconnect cannot cancel
+	key IdempotencyKey    // as claimed: its owner token, operation id, fingerprint and expiry
+	raw [sha256.Size]byte // the request's rawDigest
+	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
 	// atomic: the claim is in tx (Atomic mode), not committed on its own.
 	atomic bool
@@ -81,7 +79,7 @@ func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.
 
 // DerivedKeyOf is the key the operation a key row names passed downstream:
 // the business rows it wrote carry it.
-func DerivedKeyOf(k models.IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
+func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
 
 func deriveKey(scope, key, operationID string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))

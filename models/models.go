@@ -1,8 +1,8 @@
 // Package models holds the shop's domain: users, tokens, products, orders and
-// payments, and the database they live in, with the table of idempotency
-// keys (IdempotencyKey), which the idempotency middleware alone writes. It
-// knows nothing about HTTP or how keys are claimed: writes that must be
-// exactly-once take the transaction and the derived key they are given.
+// payments, and the database they live in (the table of idempotency keys is
+// the middleware's own). It knows nothing about HTTP or how keys are
+// claimed: writes that must be exactly-once take the transaction and the
+// derived key they are given.
 package models
 
 import (
