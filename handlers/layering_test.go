@@ -95,3 +95,35 @@ func TestLayeringCheckCatchesAProviderCall(t *testing.T) {
 		}
 	}
 }
+
+// TestTheServiceNeverCallsBackIntoHandlers: the operation a handler hands
+// the payments service is the middleware's own (middleware.Current), so
+// that the service, once called, calls nothing defined in handlers/ — no
+// closure of a handler's stands in a billing.Operation.
+func TestTheServiceNeverCallsBackIntoHandlers(t *testing.T) {
+	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo}
+	pkgs, err := packages.Load(cfg, "github.com/shop/shop/handlers")
+	if err != nil || len(pkgs) != 1 || len(pkgs[0].Errors) > 0 {
+		t.Fatalf("load handlers: %v %v", err, pkgs)
+	}
+	built := 0
+	for _, file := range pkgs[0].Syntax {
+		ast.Inspect(file, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok || types.TypeString(pkgs[0].TypesInfo.TypeOf(lit), nil) != "github.com/shop/shop/billing.Operation" {
+				return true
+			}
+			built++
+			ast.Inspect(lit, func(n ast.Node) bool {
+				if _, ok := n.(*ast.FuncLit); ok {
+					t.Errorf("%s: a billing.Operation holds a function literal of handlers/", pkgs[0].Fset.Position(n.Pos()))
+				}
+				return true
+			})
+			return true
+		})
+	}
+	if built == 0 {
+		t.Fatal("no billing.Operation is built in handlers/: the check is not reading them")
+	}
+}

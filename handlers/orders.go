@@ -1,14 +1,12 @@
 package handlers
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
@@ -170,14 +168,10 @@ func (s *Server) createPayment(c *gin.Context) {
 	c.JSON(http.StatusCreated, paymentView(payment))
 }
 
-// operationOf is the idempotent operation a payment runs in, for the
-// payments service.
+// operationOf is the idempotent operation a payment or refund runs in: the
+// middleware's own, so that the service calls the middleware, never back
+// into a handler.
 func operationOf(c *gin.Context) billing.Operation {
-	return billing.Operation{
-		DerivedKey: middleware.DerivedKey(c),
-		Tx:         func() *gorm.DB { return middleware.Tx(c) },
-		OnLeaseExtended: func(fn func(ctx context.Context, until time.Time) error) {
-			middleware.OnLeaseExtended(c, fn)
-		},
-	}
+	op := middleware.Current(c)
+	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
 }
