@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
 
@@ -97,7 +98,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after the shutdown")
 	}
-	if state := keyState(t, db, "pay-1"); state != models.KeyCompleted {
+	if state := keyState(t, db, "pay-1"); state != middleware.KeyCompleted {
 		t.Fatalf("key pay-1 is %q after the shutdown, want completed", state)
 	}
 	var payments, charges int64
@@ -170,7 +171,7 @@ func until(t *testing.T, what string, cond func() bool) {
 func keyState(t *testing.T, db *gorm.DB, key string) string {
 	t.Helper()
 	var states []string
-	if err := db.Model(&models.IdempotencyKey{}).Where(`"key" = ?`, key).Pluck("state", &states).Error; err != nil {
+	if err := db.Model(&middleware.IdempotencyKey{}).Where(`"key" = ?`, key).Pluck("state", &states).Error; err != nil {
 		t.Fatal(err)
 	}
 	if len(states) == 0 {

@@ -20,47 +20,24 @@ import (
 // a live operation holds gets models.ErrPaymentInProgress, writes nothing,
 // and is applied when the provider delivers it again.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
-	attempt, found, err := s.shop.AttemptByKey(ctx, event.ProviderKey)
+	attempt, found, err := models.ByKey[models.PaymentAttempt](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err // not one of ours
 	}
-	holder := models.NewHolder(byWebhook + ":" + event.ID)
-	now := s.now()
-	if event.Charge.Status == models.PaymentSucceeded && (attempt.State == models.AttemptFailed || attempt.State == models.AttemptDeclined) {
-		return true, s.recordLateCharge(tx(), event, attempt, holder)
+	outcome := chargeOutcome(event.Charge)
+	if outcome.State == models.Succeeded && (attempt.State == models.Failed || attempt.State == models.Declined) {
+		return true, s.recordLateCharge(tx(), event, attempt, outcome)
 	}
-	if attempt.State != models.AttemptInDoubt {
-		return false, nil // its outcome is already recorded
-	}
-	attempt, held, err := s.shop.HoldForResolution(ctx, attempt.ID, holder, now, now.Add(s.cfg.Lease))
-	switch {
-	case err != nil:
-		return false, err
-	case !held && attempt.State == models.AttemptInDoubt:
-		// A live operation holds the order and will record the outcome;
-		// if it does not, the provider delivers the event again.
-		return false, models.ErrPaymentInProgress
-	case !held:
-		return false, nil
-	}
-	// On failure the hold is not let go from another connection while tx
-	// is open (on SQLite it would wait for tx's write lock): it lapses
-	// after one lease.
-	payment, err := s.shop.Settle(tx(), attempt, outcomeOf(event.Charge), holder)
-	if err != nil {
-		return false, err
-	}
-	s.metrics.resolutions.WithLabelValues(byWebhook, string(payment.Status)).Inc()
-	s.cfg.Logger.Info("payment attempt in doubt resolved by a provider event", "attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "outcome", payment.Status)
-	return true, nil
+	return s.charges.apply(ctx, tx, event.ID, attempt, outcome)
 }
 
 // recordLateCharge records a charge the provider reports for an attempt the
 // shop had recorded as refused or declined. It should never happen; if it
 // does, the charge is recorded all the same, and logged and counted for a
 // person to refund if the order was paid twice.
-func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, holder string) error {
-	if _, err := s.shop.RecordLateCharge(tx, attempt, outcomeOf(event.Charge), holder, s.now()); err != nil {
+func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, outcome models.Outcome) error {
+	holder := models.NewHolder(byWebhook + ":" + event.ID)
+	if _, err := s.shop.RecordLateCharge(tx, attempt, outcome, holder, s.now()); err != nil {
 		return err
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "late_charge").Inc()
@@ -71,52 +48,69 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 
 // ApplyRefundEvent applies a provider's event about a refund through tx,
 // the delivery's transaction: a refund in doubt is settled with the event's
-// answer, under the order's hold (models.ErrPaymentInProgress while a live
-// operation holds it); a pending one moves to its final state; one recorded
-// failed that the provider made after all is recorded (a late refund).
-// Anything else changes nothing.
+// answer, as ApplyEvent settles an attempt; a pending one moves to its final
+// state; one recorded failed that the provider made after all is recorded
+// (a late refund). Anything else changes nothing.
 func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
-	refund, found, err := s.shop.RefundByKey(ctx, event.ProviderKey)
+	refund, found, err := models.ByKey[models.Refund](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err
 	}
-	outcome := refundOutcomeOf(event.Refund)
+	outcome := refundOutcome(event.Refund)
 	switch {
-	case refund.State == models.RefundPending && outcome.State != models.RefundPending:
+	case refund.State == models.Pending && outcome.State != models.Pending:
 		return s.shop.UpdateRefundState(tx(), refund, outcome)
-	case refund.State == models.RefundFailed && outcome.State == models.RefundSucceeded:
+	case refund.State == models.Failed && outcome.State == models.Succeeded:
 		return s.recordLateRefund(tx(), event, refund, outcome)
-	case refund.State != models.RefundInDoubt:
-		return false, nil
 	}
-	holder := models.NewHolder(byWebhook + ":" + event.ID)
-	now := s.now()
-	refund, held, err := s.shop.HoldRefundForResolution(ctx, refund.ID, holder, now, now.Add(s.cfg.Lease))
-	switch {
-	case err != nil:
-		return false, err
-	case !held && refund.State == models.RefundInDoubt:
-		return false, models.ErrPaymentInProgress
-	case !held:
-		return false, nil
-	}
-	if _, err := s.shop.SettleRefund(tx(), refund, outcome, holder); err != nil {
-		return false, err
-	}
-	s.metrics.resolutions.WithLabelValues(byWebhook, "refund_"+string(outcome.State)).Inc()
-	return true, nil
+	return s.refunds.apply(ctx, tx, event.ID, refund, outcome)
 }
 
 // recordLateRefund records a refund the provider reports succeeded although
 // the shop had recorded it failed: the money went back, so the order says
-// so; logged and counted for a person to look at.
-func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome models.RefundOutcome) (bool, error) {
-	applied, err := s.shop.RecordLateRefund(tx, refund, outcome)
-	if err != nil || !applied {
-		return applied, err
+// so — or, if its charge was given back in full already, the refund is
+// recorded as excess, for staff to recover. Logged and counted either way.
+func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome models.Outcome) (bool, error) {
+	state, err := s.shop.RecordLateRefund(tx, refund, outcome)
+	if err != nil || state == "" {
+		return false, err
+	}
+	log := s.cfg.Logger.With("refund", refund.ID, "order", refund.OrderID, "event", event.ID, "provider_refund", event.Refund.ID)
+	if state == models.Excess {
+		s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund_excess").Inc()
+		log.Error("the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover")
+		return true, nil
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund").Inc()
-	s.cfg.Logger.Error("the provider made a refund the shop had recorded as failed; recorded now",
-		"refund", refund.ID, "order", refund.OrderID, "event", event.ID, "provider_refund", event.Refund.ID)
+	log.Error("the provider made a refund the shop had recorded as failed; recorded now")
+	return true, nil
+}
+
+// apply settles a request in doubt with an event's outcome through tx,
+// under a hold of the delivery's own. On failure the hold is not let go
+// from another connection while tx is open (on SQLite it would wait for
+// tx's write lock): it lapses after one lease.
+func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome models.Outcome) (bool, error) {
+	if row.Base().State != models.InDoubt {
+		return false, nil // its outcome is already recorded
+	}
+	holder := models.NewHolder(byWebhook + ":" + eventID)
+	now := f.s.now()
+	row, held, err := models.HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))
+	switch {
+	case err != nil:
+		return false, err
+	case !held && row.Base().State == models.InDoubt:
+		// A live operation holds the order and will record the outcome;
+		// if it does not, the provider delivers the event again.
+		return false, models.ErrPaymentInProgress
+	case !held:
+		return false, nil
+	}
+	if _, err := f.settle(tx(), row, outcome, holder); err != nil {
+		return false, err
+	}
+	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
+	f.s.cfg.Logger.Info(f.by+" in doubt resolved by a provider event", f.by, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
 	return true, nil
 }

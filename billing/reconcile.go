@@ -7,27 +7,35 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// reconcileBatch is how many attempts in doubt one reconcile pass takes on.
+// reconcileBatch is how many requests in doubt one reconcile pass takes on,
+// of each kind.
 const reconcileBatch = 100
 
-// Reconcile resolves the payment attempts and refunds in doubt that no live operation
-// holds, so that a charge the provider took is recorded, and its order
-// paid, even if nobody retries — and an attempt the provider refused, or
-// never received, is settled, so that its order can be paid. Any number of
-// instances may run it at once: each attempt is resolved under its order's
-// hold, which one of them gets. It reports how many it resolved.
+// Reconcile resolves the payment attempts and refunds in doubt that no live
+// operation holds, so that a charge or a refund the provider made is
+// recorded, and its order paid or given back, even if nobody retries — and
+// one the provider refused, or never received, is settled, so that its order
+// can move on. Any number of instances may run it at once: each request is
+// resolved under its order's hold, which one of them gets. It reports how
+// many it resolved.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
-	attempts, err := s.shop.StaleAttempts(ctx, s.now(), reconcileBatch)
+	charges, err := s.charges.reconcile(ctx)
+	refunds, refundsErr := s.refunds.reconcile(ctx)
+	return charges + refunds, errors.Join(err, refundsErr)
+}
+
+func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
+	rows, err := models.Stale[R](ctx, f.s.shop, f.s.now(), reconcileBatch)
 	if err != nil {
 		return 0, err
 	}
 	resolved := 0
 	var errs []error
-	for _, a := range attempts {
+	for _, stale := range rows {
 		holder := models.NewHolder(byReconciler)
-		now := s.now()
+		now := f.s.now()
 		// Held for as long as the resolution's provider call may take.
-		attempt, held, err := s.shop.HoldForResolution(ctx, a.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
+		row, held, err := models.HoldForResolution[R](ctx, f.s.shop, stale.Base().ID, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -35,37 +43,10 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		if !held {
 			continue // resolved meanwhile, or taken by a live operation or another reconciler
 		}
-		if r := s.resolve(ctx, byReconciler, attempt, holder); r.state != models.AttemptInDoubt {
+		if state, _ := f.resolve(ctx, byReconciler, row, holder); state != models.InDoubt {
 			resolved++
 		} else {
-			s.releaseHold(ctx, attempt.OrderID, holder)
-		}
-	}
-	refunds, err := s.reconcileRefunds(ctx)
-	return resolved + refunds, errors.Join(append(errs, err)...)
-}
-
-// reconcileRefunds resolves the refunds in doubt that no live operation
-// holds, as Reconcile does the payment attempts.
-func (s *Service) reconcileRefunds(ctx context.Context) (int, error) {
-	refunds, err := s.shop.StaleRefunds(ctx, s.now(), reconcileBatch)
-	if err != nil {
-		return 0, err
-	}
-	resolved := 0
-	var errs []error
-	for _, r := range refunds {
-		holder := models.NewHolder(byReconciler)
-		now := s.now()
-		refund, held, err := s.shop.HoldRefundForResolution(ctx, r.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
-		if err != nil || !held {
-			errs = append(errs, err)
-			continue
-		}
-		if s.resolveRefund(ctx, byReconciler, refund, holder).State != models.RefundInDoubt {
-			resolved++
-		} else {
-			s.releaseHold(ctx, refund.OrderID, holder)
+			f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		}
 	}
 	return resolved, errors.Join(errs...)

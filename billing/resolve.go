@@ -11,74 +11,76 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Who resolves an attempt in doubt, as logs and metrics name them.
+// Who resolves a request in doubt, as logs and metrics name them, beside
+// the operations (flow.by).
 const (
 	byPayment    = "payment"
+	byRefund     = "refund"
 	byReconciler = "reconciler"
 	byWebhook    = "webhook"
-	byRefund     = "refund"
 )
 
-// resolution is what became of an attempt in doubt: its state now
-// (AttemptInDoubt when the provider could not say), and its payment when
-// the provider gave an outcome.
-type resolution struct {
-	state   models.AttemptState
-	payment models.Payment
+// errNothingDone: a request past the roll-forward window of which the
+// provider has no record.
+var errNothingDone = errors.New("the payment provider has no record of the request's key")
+
+// resolve finds out what became of a request in doubt, and records it under
+// holder's hold of its order. Only the provider's word on the request's own
+// key resolves it: an outcome, or a definitive refusal (payments.ErrRefused),
+// which proves nothing was done; a passing refusal of this request says
+// nothing about the first. It returns the request's state now (InDoubt when
+// the provider could not say) and, unless it failed, the operation's answer.
+func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder string) (models.State, T) {
+	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.AttemptTimeout)
+	defer cancel()
+	outcome, err := f.ask(ctx, row)
+	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
+	switch {
+	case errors.Is(err, payments.ErrRefused):
+		outcome, err = failed(f.reasons.refused), nil
+	case errors.Is(err, errNothingDone):
+		outcome, err = failed(f.reasons.noRecord), nil
+	}
+	state, answer := models.InDoubt, *new(T)
+	if err == nil {
+		state, answer, err = f.record(ctx, row, outcome, holder)
+	}
+	f.s.metrics.resolutions.WithLabelValues(by, f.label(state)).Inc()
+	log := f.s.cfg.Logger.With(f.by, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
+	if state == models.InDoubt {
+		log.Warn(f.by+" still in doubt: the provider could not say what became of it", "err", err)
+	} else {
+		log.Info(f.by + " in doubt resolved with the provider")
+	}
+	return state, answer
 }
 
-// outcome names the resolution in logs and metrics: the attempt's state,
-// or "unresolved".
-func (r resolution) outcome() string {
-	if r.state == models.AttemptInDoubt {
+// label names a resolution in metrics: the request's state, or
+// "unresolved".
+func (f *flow[R, T]) label(state models.State) string {
+	if state == models.InDoubt {
 		return "unresolved"
 	}
-	return string(r.state)
+	return f.prefix + string(state)
 }
 
-// errNothingCharged: an attempt past the roll-forward window of which the
-// provider has no record.
-var errNothingCharged = errors.New("the payment provider has no record of the attempt's key")
-
-// resolve finds out what became of an attempt in doubt, and records it
-// under holder's hold of its order. Only the provider's word on the
-// attempt's own key resolves it: an outcome, or a definitive refusal
-// (payments.ErrRefused), which proves nothing was charged; a passing
-// refusal of this request says nothing about the first.
-func (s *Service) resolve(ctx context.Context, by string, attempt models.PaymentAttempt, holder string) resolution {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout)
-	defer cancel()
-	charge, err := s.ask(ctx, attempt)
-	s.metrics.provider.WithLabelValues(providerResult(charge, err)).Inc()
-	r, err := s.record(ctx, attempt, charge, err, holder)
-	s.metrics.resolutions.WithLabelValues(by, r.outcome()).Inc()
-	log := s.cfg.Logger.With("attempt", attempt.ID, "order", attempt.OrderID, "by", by, "outcome", r.outcome())
-	if r.state == models.AttemptInDoubt {
-		log.Warn("payment attempt still in doubt: the provider could not say what became of it", "err", err)
-	} else {
-		log.Info("payment attempt in doubt resolved with the provider", "charge", r.payment.ProviderChargeID)
-	}
-	return r
-}
-
-// ask sends the attempt's request again while it is younger than the
-// roll-forward window and the provider's memory of keys: the provider
-// answers a repeat with the first request's outcome, or makes the charge
-// once if the first never arrived. An older attempt is only looked up, so
-// that nothing is charged long after the shopper gave up.
-func (s *Service) ask(ctx context.Context, attempt models.PaymentAttempt) (payments.Charge, error) {
-	req := chargeRequest(attempt)
-	if s.now().Sub(attempt.CreatedAt) < min(s.cfg.RollForward, s.cfg.Provider.KeyLifetime()) {
-		if err := s.shop.MarkSent(ctx, attempt.ID, s.now()); err != nil {
-			return payments.Charge{}, err
+// ask sends the request again while it is younger than the roll-forward
+// window and the provider's memory of keys: the provider answers a repeat
+// with the first request's outcome, or carries it out once if the first
+// never arrived. An older request is only looked up, so that nothing is
+// done long after the shopper gave up.
+func (f *flow[R, T]) ask(ctx context.Context, row R) (models.Outcome, error) {
+	if f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
+		if err := models.MarkSent(ctx, f.s.shop, row, f.s.now()); err != nil {
+			return models.Outcome{}, err
 		}
-		return s.cfg.Provider.Charge(ctx, req)
+		return f.send(ctx, row)
 	}
-	charge, found, err := s.cfg.Provider.Find(ctx, req)
+	outcome, found, err := f.find(ctx, row)
 	if err == nil && !found {
-		err = s.nothingFound(attempt.LastSent())
+		err = f.s.nothingFound(row.Base().LastSent())
 	}
-	return charge, err
+	return outcome, err
 }
 
 // searchLag is how long a provider's search may take to show what a request
@@ -89,61 +91,47 @@ const searchLag = 5 * time.Minute
 // still be running, or too recent for the provider's search to show.
 var errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
 
-// nothingFound is what a lookup that found nothing proves: nothing was
-// charged (errNothingCharged) only once every request sent under the key
-// has ended, its last one sent at lastSent, and the search has caught up.
+// nothingFound is what a lookup that found nothing proves: nothing was done
+// (errNothingDone) only once every request sent under the key has ended,
+// its last one sent at lastSent, and the search has caught up.
 func (s *Service) nothingFound(lastSent time.Time) error {
 	if s.now().Sub(lastSent) < s.cfg.AttemptTimeout+s.cfg.Lease+searchLag {
 		return errNotYetKnown
 	}
-	return errNothingCharged
+	return errNothingDone
 }
 
-// record writes what the provider said of the attempt, under holder's hold.
-func (s *Service) record(ctx context.Context, attempt models.PaymentAttempt, charge payments.Charge, asked error, holder string) (resolution, error) {
-	var r resolution
-	var err error
-	switch {
-	case errors.Is(asked, payments.ErrRefused), errors.Is(asked, errNothingCharged):
-		err = s.inTx(ctx, func(tx *gorm.DB) error { return s.shop.FailAttempt(tx, attempt, holder) })
-		r.state = models.AttemptFailed
-	case asked == nil:
-		err = s.inTx(ctx, func(tx *gorm.DB) error {
-			var settleErr error
-			r.payment, settleErr = s.shop.Settle(tx, attempt, outcomeOf(charge), holder)
-			return settleErr
-		})
-		r.state = models.AttemptDeclined
-		if charge.Status == models.PaymentSucceeded {
-			r.state = models.AttemptSucceeded
-		}
-	default:
-		return resolution{state: models.AttemptInDoubt}, asked
-	}
+// record writes what the provider said of the request, under holder's hold,
+// in a transaction of its own.
+func (f *flow[R, T]) record(ctx context.Context, row R, outcome models.Outcome, holder string) (models.State, T, error) {
+	var answer T
+	err := f.s.inTx(ctx, func(tx *gorm.DB) error {
+		var settleErr error
+		answer, settleErr = f.settle(tx, row, outcome, holder)
+		return settleErr
+	})
 	if errors.Is(err, models.ErrPaymentInProgress) {
-		// Recorded meanwhile by a run that got the same answer.
-		return s.recorded(ctx, attempt)
+		return f.recorded(ctx, row) // recorded meanwhile by a run that got the same answer
 	}
 	if err != nil {
-		return resolution{state: models.AttemptInDoubt}, err
+		return models.InDoubt, answer, err
 	}
-	return r, nil
+	return outcome.State, answer, nil
 }
 
-// recorded reads what another run recorded of the attempt.
-func (s *Service) recorded(ctx context.Context, attempt models.PaymentAttempt) (resolution, error) {
-	now, found, err := s.shop.AttemptByKey(ctx, attempt.ProviderKey)
-	if err != nil || !found || now.State == models.AttemptInDoubt {
-		return resolution{state: models.AttemptInDoubt}, errors.Join(err, models.ErrPaymentInProgress)
+// recorded reads what another run recorded of the request.
+func (f *flow[R, T]) recorded(ctx context.Context, row R) (models.State, T, error) {
+	var none T
+	now, found, err := models.ByKey[R](ctx, f.s.shop, row.Base().ProviderKey)
+	if err != nil || !found || now.Base().State == models.InDoubt {
+		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}
-	r := resolution{state: now.State}
-	if now.State == models.AttemptFailed {
-		return r, nil
+	if now.Base().State == models.Failed {
+		return models.Failed, none, nil
 	}
-	payment, ok, err := s.shop.PaymentOf(ctx, attempt.DerivedKey)
+	answer, ok, err := f.answerOf(ctx, row.Base().DerivedKey)
 	if err != nil || !ok {
-		return resolution{state: models.AttemptInDoubt}, errors.Join(err, models.ErrPaymentInProgress)
+		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}
-	r.payment = payment
-	return r, nil
+	return now.Base().State, answer, nil
 }

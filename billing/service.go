@@ -4,24 +4,18 @@
 // what it returns; nothing else in the shop calls the provider or writes an
 // attempt or an order's hold.
 //
-// The money rule — at most one succeeded charge per order, whatever keys are
-// used — rests on the writes of models/payments.go, each fenced by the
-// order's hold. One payment, end to end:
-//
-//  1. Pay: the operation's own payment, if a run of it was settled already.
-//  2. models.BeginPayment: the hold and the attempt, committed before the
-//     provider is called; or an earlier attempt still in doubt, resolved
-//     first (resolve) under its own key.
-//  3. Provider.Charge under the attempt's provider key.
-//  4. models.Settle through the operation's transaction, which the
-//     idempotency middleware commits with the stored answer; or
-//     models.FailAttempt on the provider's word that nothing was charged;
-//     or, with no answer, the hold let go and the attempt left in doubt for
-//     a retry, another payment of the order, the reconciler or a webhook.
+// The money rule — at most one succeeded charge per order, and never more
+// given back than was taken, whatever keys are used — rests on the writes
+// of models/requests.go, each fenced by the order's hold. Charges and
+// refunds are two uses of one protocol for a provider request in doubt
+// (flow, in protocol.go): record it under the hold, send it under its
+// provider key, settle it or leave it in doubt, and resolve an earlier one
+// first; the reconciler and the provider's events resolve those nobody
+// retries.
 //
 // The Service runs inside the idempotency middleware as a handler that
 // commits outside its transaction (see the middleware's package
-// documentation): its attempt is committed, under the order's hold, before
+// documentation): its request is committed, under the order's hold, before
 // it calls out, and keyed by the operation's derived key, so that a re-run
 // finds it.
 package billing
@@ -69,6 +63,8 @@ type Service struct {
 	cfg     Config
 	shop    models.Shop
 	metrics *metrics
+	charges flow[models.PaymentAttempt, models.Payment]
+	refunds flow[models.Refund, models.Refund]
 }
 
 // New builds the service.
@@ -85,6 +81,7 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, shop: models.Shop{DB: cfg.DB}}
 	s.metrics = newMetrics(s.shop, s.now)
+	s.charges, s.refunds = s.chargeFlow(), s.refundFlow()
 	return s
 }
 
@@ -101,14 +98,4 @@ func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
 	if err := s.shop.ReleaseHold(context.WithoutCancel(ctx), orderID, holder); err != nil {
 		s.cfg.Logger.Error("release an order's hold", "err", err, "order", orderID)
 	}
-}
-
-func chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
-	return payments.ChargeRequest{
-		IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
-	}
-}
-
-func outcomeOf(charge payments.Charge) models.Outcome {
-	return models.Outcome{Status: charge.Status, ChargeID: charge.ID, DeclineReason: charge.DeclineReason}
 }

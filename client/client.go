@@ -1,31 +1,31 @@
-// Package client is the reference client of the shop's JSON API: the
-// client's half of the idempotency contract, for mobile and server
-// developers to copy or use.
+// Package client is the shop's Go client for mobile and server developers:
+// the typed calls generated from openapi/openapi.yaml (clients/go), sent
+// through a Doer that keeps the client's half of the idempotency contract.
 //
-// Every write is one operation with one idempotency key, made once (or
-// given by the caller) and sent unchanged, with the same body bytes, on
-// every try of that operation. A try that gets no final answer — a network
-// error, a timeout, a 5xx, a 409 or 429 with Retry-After — is retried after
-// a capped exponential backoff with full jitter, or after the server's
-// Retry-After when it gives one, within a bounded number of tries and a
-// bounded total time. A final answer (2xx, 3xx, and 400, 401, 402, 404,
-// 409 without Retry-After, 422) ends the operation at once.
+// Every request is one operation. A POST carries one idempotency key, the
+// caller's or else a fresh one, and sends it unchanged, with the same body
+// bytes, on every try of that operation. A try that gets no final answer —
+// a network error, a timeout, a 5xx, a 409 or 429 with Retry-After — is
+// retried after a capped exponential backoff with full jitter, or after the
+// server's Retry-After when it gives one, within a bounded number of tries
+// and a bounded total time. A final answer (2xx, 3xx, and 400, 401, 402,
+// 404, 409 without Retry-After, 422) ends the operation at once.
 package client
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
+
+	shopclient "github.com/shop/shop/clients/go"
 )
 
 // Policy bounds the retries of one operation.
@@ -40,40 +40,54 @@ type Policy struct {
 // DefaultPolicy suits a phone: a few tries over half a minute.
 var DefaultPolicy = Policy{MaxTries: 8, MaxElapsed: 30 * time.Second, Initial: 100 * time.Millisecond, Max: 5 * time.Second, TryTimeout: 15 * time.Second}
 
-// Client talks to one shop as one user.
-type Client struct {
-	BaseURL string // e.g. http://localhost:8080, without a trailing slash
-	Token   string // a bearer token from POST /api/v1/tokens
-	Policy  Policy
-	HTTP    *http.Client
+// Doer is the generated client's HttpRequestDoer: it makes each request
+// one operation, retried under Policy through HTTP (an *http.Client, say).
+type Doer struct {
+	HTTP   shopclient.HttpRequestDoer
+	Policy Policy
 }
 
-// New returns a client of the shop at baseURL with the default policy.
-func New(baseURL, token string) *Client {
-	return &Client{BaseURL: baseURL, Token: token, Policy: DefaultPolicy, HTTP: &http.Client{}}
+// Option sets up the Doer that New gives the generated client.
+type Option func(*Doer)
+
+// WithPolicy bounds the retries; DefaultPolicy otherwise.
+func WithPolicy(p Policy) Option { return func(d *Doer) { d.Policy = p } }
+
+// WithHTTPClient sends the tries through h; http.DefaultClient otherwise.
+func WithHTTPClient(h shopclient.HttpRequestDoer) Option { return func(d *Doer) { d.HTTP = h } }
+
+// New returns the typed client of the shop at baseURL, e.g.
+// http://localhost:8080, as the user of token (a bearer token from
+// CreateToken; none when empty), its requests sent through a Doer.
+func New(baseURL, token string, opts ...Option) (*shopclient.ClientWithResponses, error) {
+	d := &Doer{HTTP: http.DefaultClient, Policy: DefaultPolicy}
+	for _, o := range opts {
+		o(d)
+	}
+	return shopclient.NewClientWithResponses(baseURL, shopclient.WithHTTPClient(d),
+		shopclient.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			return nil
+		}))
 }
 
 // NewKey makes a fresh idempotency key: one per operation, never one per try.
 func NewKey() string { return uuid.NewString() }
 
-// Response is the final answer of an operation.
-type Response struct {
-	Key      string // the idempotency key every try carried
-	Status   int
-	Header   http.Header
-	Body     []byte
-	Replayed bool // the server sent a stored answer again (Idempotent-Replayed: true)
-	Tries    int
-}
+// Replayed says whether an answer is one the shop stored and sent again
+// (Idempotent-Replayed: true): the operation had happened already.
+func Replayed(res *http.Response) bool { return res.Header.Get("Idempotent-Replayed") == "true" }
 
 // GaveUpError is returned when an operation's tries or time ran out
 // before a final answer: its outcome is unknown. The operation may have
-// happened; calling again with the same key and body finds out, safely.
+// happened; sending it again with the same key and body finds out, safely.
 type GaveUpError struct {
-	Key   string
-	Tries int
-	Last  *Response // the last answer, if the last try got one
-	Err   error     // why the last try did not end the operation
+	Key   string         // the idempotency key every try carried; empty for a read
+	Tries int            // tries made
+	Last  *http.Response // the last answer, if the last try got one
+	Err   error          // why the last try did not end the operation
 }
 
 func (e *GaveUpError) Error() string {
@@ -82,71 +96,59 @@ func (e *GaveUpError) Error() string {
 
 func (e *GaveUpError) Unwrap() error { return e.Err }
 
-// Do runs one operation: it sends body (marshalled once, as JSON) to path
-// under key until a final answer, which it returns whatever its status.
-// An empty key gets a fresh one. A nil body sends none. The error is a
-// *GaveUpError when no final answer came, or ctx's error.
-func (c *Client) Do(ctx context.Context, method, path, key string, body any) (*Response, error) {
-	if key == "" {
-		key = NewKey()
+// Do runs req as one operation until a final answer, which it returns
+// whatever its status, its body read in full. A POST without an
+// Idempotency-Key gets a fresh one. The error is a *GaveUpError when no
+// final answer came, or the context's error.
+func (d *Doer) Do(req *http.Request) (*http.Response, error) {
+	payload, err := readBody(req)
+	if err != nil {
+		return nil, err
 	}
-	var payload []byte
-	if body != nil {
-		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return nil, err
-		}
+	if req.Method == http.MethodPost && req.Header.Get("Idempotency-Key") == "" {
+		req.Header.Set("Idempotency-Key", NewKey())
 	}
 	tries := 0
-	var last *Response
-	resp, err := backoff.Retry(ctx, func() (*Response, error) {
+	var last *http.Response
+	res, err := backoff.Retry(req.Context(), func() (*http.Response, error) {
 		tries++
-		r, err := c.try(ctx, method, path, key, payload)
-		if r != nil {
-			r.Tries, last = tries, r
-		}
+		r, err := d.try(req, payload)
+		last = r
 		return r, err
-	}, backoff.WithBackOff(newFullJitter(c.Policy)), backoff.WithMaxTries(c.Policy.MaxTries), backoff.WithMaxElapsedTime(c.Policy.MaxElapsed))
+	}, backoff.WithBackOff(newFullJitter(d.Policy)), backoff.WithMaxTries(d.Policy.MaxTries), backoff.WithMaxElapsedTime(d.Policy.MaxElapsed))
 	if err == nil {
-		return resp, nil
+		return res, nil
 	}
-	if ctx.Err() != nil {
-		return last, ctx.Err()
+	if req.Context().Err() != nil {
+		return nil, req.Context().Err()
 	}
-	var final *finalError
-	if errors.As(err, &final) {
-		return nil, final.err
-	}
-	return nil, &GaveUpError{Key: key, Tries: tries, Last: last, Err: err}
+	return nil, &GaveUpError{Key: req.Header.Get("Idempotency-Key"), Tries: tries, Last: last, Err: err}
 }
 
-// finalError is an error no retry can mend (a request that cannot be
-// built); it ends the operation.
-type finalError struct{ err error }
-
-func (e *finalError) Error() string { return e.err.Error() }
+// readBody takes the request's body once, to send the same bytes on every
+// try.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	return io.ReadAll(req.Body)
+}
 
 // try sends the operation once. It returns the answer and nil when the
 // answer is final, and an error that says how long to wait otherwise.
-func (c *Client) try(ctx context.Context, method, path, key string, payload []byte) (*Response, error) {
-	if c.Policy.TryTimeout > 0 {
+func (d *Doer) try(req *http.Request, payload []byte) (*http.Response, error) {
+	ctx := req.Context()
+	if d.Policy.TryTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Policy.TryTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d.Policy.TryTimeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, bytes.NewReader(payload))
-	if err != nil {
-		return nil, backoff.Permanent(&finalError{err})
-	}
-	req.Header.Set("Idempotency-Key", strconv.Quote(key))
-	req.Header.Set("Accept", "application/json")
+	one := req.Clone(ctx)
 	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
+		one.Body = io.NopCloser(bytes.NewReader(payload))
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	res, err := c.HTTP.Do(req)
+	res, err := d.HTTP.Do(one)
 	if err != nil {
 		return nil, err // a network error or a timeout: retried
 	}
@@ -155,24 +157,24 @@ func (c *Client) try(ctx context.Context, method, path, key string, payload []by
 	if err != nil {
 		return nil, err // the answer was cut off: retried
 	}
-	r := &Response{Key: key, Status: res.StatusCode, Header: res.Header, Body: b, Replayed: res.Header.Get("Idempotent-Replayed") == "true"}
-	return r, retryOf(r)
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	return res, retryOf(res)
 }
 
 // retryOf says whether an answer ends the operation (nil) or asks for
 // another try, and when: after Retry-After when the server gives one,
 // after the backoff otherwise.
-func retryOf(r *Response) error {
+func retryOf(r *http.Response) error {
 	after, hasAfter := retryAfter(r.Header)
 	switch {
-	case r.Status >= 500:
-	case r.Status == http.StatusTooManyRequests:
-	case r.Status == http.StatusConflict && hasAfter:
+	case r.StatusCode >= 500:
+	case r.StatusCode == http.StatusTooManyRequests:
+	case r.StatusCode == http.StatusConflict && hasAfter:
 		// The key, or another payment of the order, is still in progress.
 	default:
 		return nil
 	}
-	err := fmt.Errorf("%d %s", r.Status, http.StatusText(r.Status))
+	err := fmt.Errorf("%d %s", r.StatusCode, http.StatusText(r.StatusCode))
 	if hasAfter {
 		return errors.Join(err, &backoff.RetryAfterError{Duration: after})
 	}
@@ -192,22 +194,4 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 		return max(time.Until(t), 0), true
 	}
 	return 0, false
-}
-
-// Item is one line of an order.
-type Item struct {
-	ProductID string `json:"product_id"`
-	Quantity  int    `json:"quantity"`
-}
-
-// CreateOrder places an order (POST /api/v1/orders) under key: 201 with
-// the order, or a final refusal such as 422.
-func (c *Client) CreateOrder(ctx context.Context, key string, items []Item) (*Response, error) {
-	return c.Do(ctx, http.MethodPost, "/api/v1/orders", key, map[string][]Item{"items": items})
-}
-
-// Pay pays an order (POST /api/v1/orders/{id}/payments) under key: 201
-// with the payment, 402 declined, or 409 when the order is already paid.
-func (c *Client) Pay(ctx context.Context, key, orderID, method string) (*Response, error) {
-	return c.Do(ctx, http.MethodPost, "/api/v1/orders/"+url.PathEscape(orderID)+"/payments", key, map[string]string{"payment_method": method})
 }

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	shopclient "github.com/shop/shop/clients/go"
 )
 
 // script is a server that answers the n-th try with the n-th step and
@@ -58,18 +61,37 @@ func hangUp(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-func serve(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script) {
+// testPolicy retries quickly.
+var testPolicy = Policy{MaxTries: 8, MaxElapsed: 10 * time.Second, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, TryTimeout: 2 * time.Second}
+
+// serve starts a script of steps; what it returns with it makes a client of
+// the script, under testPolicy unless opts say otherwise.
+func serve(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*script, func(...Option) *shopclient.ClientWithResponses) {
 	t.Helper()
 	s := &script{steps: steps}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	c := New(srv.URL, "shp_test")
-	c.Policy = Policy{MaxTries: 8, MaxElapsed: 10 * time.Second, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, TryTimeout: 2 * time.Second}
-	return c, s
+	return s, func(opts ...Option) *shopclient.ClientWithResponses {
+		c, err := New(srv.URL, "shp_test", append([]Option{WithPolicy(testPolicy)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+var (
+	anOrder = shopclient.OrderInput{Items: []shopclient.OrderLine{{ProductId: "p1", Quantity: 2}}}
+	aCard   = shopclient.PaymentInput{PaymentMethod: "pm_card_visa"}
+)
+
+func order(t *testing.T, c *shopclient.ClientWithResponses, key string) (*shopclient.CreateOrderResponse, error) {
+	return c.CreateOrderWithResponse(t.Context(), &shopclient.CreateOrderParams{IdempotencyKey: key}, anOrder)
 }
 
 // A 500, a 502, a hang-up, a 503 and a slow answer, then the 201: one
-// operation of six tries, every one with the same key and the same body.
+// operation of six tries, every one with the same fresh key and the same
+// body, the typed call's and a body that cannot be read twice alike.
 func TestRetriesKeepTheKeyAndTheBody(t *testing.T) {
 	slow := func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -77,38 +99,63 @@ func TestRetriesKeepTheKeyAndTheBody(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	c, s := serve(t, status(500), status(502), hangUp, status(503), slow, status(201, "Location", "/api/v1/orders/1"))
-	c.Policy.TryTimeout = 300 * time.Millisecond
+	steps := []func(http.ResponseWriter, *http.Request){status(500), status(502), hangUp, status(503), slow, status(201, "Location", "/api/v1/orders/1")}
+	policy := testPolicy
+	policy.TryTimeout = 300 * time.Millisecond
 	// Without reused connections, so that net/http does not retry the
 	// hang-up itself (it does, for a request with an Idempotency-Key).
-	c.HTTP.Transport = &http.Transport{DisableKeepAlives: true}
-	resp, err := c.CreateOrder(t.Context(), "", []Item{{ProductID: "p1", Quantity: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tries := s.seen()
-	if resp.Status != http.StatusCreated || resp.Tries != 6 || len(tries) != 6 || resp.Header.Get("Location") != "/api/v1/orders/1" {
-		t.Fatalf("answer %d after %d tries (server saw %d), want 201 after 6", resp.Status, resp.Tries, len(tries))
-	}
-	for i, try := range tries {
-		if try.key != `"`+resp.Key+`"` || try.body != `{"items":[{"product_id":"p1","quantity":2}]}` {
-			t.Fatalf("try %d carried key %s and body %s; want %q and the first body", i+1, try.key, try.body, resp.Key)
+	plain := WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}})
+	once := func(c *shopclient.ClientWithResponses) (*http.Response, error) {
+		r, err := c.CreateOrderWithBodyWithResponse(t.Context(), &shopclient.CreateOrderParams{}, "application/json",
+			io.MultiReader(strings.NewReader(`{"items":[{"product_id":"p1",`), strings.NewReader(`"quantity":2}]}`)))
+		if err != nil {
+			return nil, err
 		}
+		return r.HTTPResponse, nil
+	}
+	typed := func(c *shopclient.ClientWithResponses) (*http.Response, error) {
+		r, err := order(t, c, "")
+		if err != nil {
+			return nil, err
+		}
+		return r.HTTPResponse, nil
+	}
+	for name, call := range map[string]func(*shopclient.ClientWithResponses) (*http.Response, error){"typed": typed, "read once": once} {
+		t.Run(name, func(t *testing.T) {
+			s, c := serve(t, steps...)
+			resp, err := call(c(WithPolicy(policy), plain))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tries := s.seen()
+			if resp.StatusCode != http.StatusCreated || len(tries) != 6 || resp.Header.Get("Location") != "/api/v1/orders/1" {
+				t.Fatalf("answer %d after %d tries, want 201 after 6", resp.StatusCode, len(tries))
+			}
+			for i, try := range tries {
+				if try.key == "" || try.key != tries[0].key || try.body != `{"items":[{"product_id":"p1","quantity":2}]}` {
+					t.Fatalf("try %d carried key %q and body %s; want the first try's key, %q, and the order", i+1, try.key, try.body, tries[0].key)
+				}
+			}
+		})
 	}
 }
 
-// Each operation gets its own key, and a key given is used as it is.
+// Each operation gets its own key, a key given is used as it is, and a
+// read gets none.
 func TestOneKeyPerOperation(t *testing.T) {
-	c, s := serve(t, status(201))
-	a, errA := c.Pay(t.Context(), "", "order-1", "pm_card_visa")
-	b, errB := c.Pay(t.Context(), "", "order-1", "pm_card_visa")
-	given, errC := c.Pay(t.Context(), "pay-order-1", "order-1", "pm_card_visa")
-	if err := errors.Join(errA, errB, errC); err != nil {
+	s, newClient := serve(t, status(503), status(201))
+	c := newClient()
+	_, errA := order(t, c, "")
+	_, errB := order(t, c, "")
+	_, errC := c.CreatePaymentWithResponse(t.Context(), "order-1", &shopclient.CreatePaymentParams{IdempotencyKey: "pay-order-1"}, aCard)
+	_, errD := c.GetOrderWithResponse(t.Context(), "order-1")
+	if err := errors.Join(errA, errB, errC, errD); err != nil {
 		t.Fatal(err)
 	}
 	tries := s.seen()
-	if a.Key == "" || a.Key == b.Key || given.Key != "pay-order-1" || tries[2].key != `"pay-order-1"` {
-		t.Fatalf("keys %q, %q, %q (sent %v); want two fresh distinct keys and the given one", a.Key, b.Key, given.Key, tries)
+	if len(tries) != 5 || tries[1].key == "" || tries[1].key != tries[0].key || tries[2].key == tries[1].key ||
+		tries[3].key != "pay-order-1" || tries[4].key != "" {
+		t.Fatalf("keys sent %v; want the first retried under its key, two fresh distinct keys, the given one, and none for a read", tries)
 	}
 }
 
@@ -116,14 +163,14 @@ func TestOneKeyPerOperation(t *testing.T) {
 func TestFinalAnswersAreNotRetried(t *testing.T) {
 	for _, code := range []int{200, 201, 303, 400, 401, 402, 404, 409, 422} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
-			c, s := serve(t, status(code), status(201))
-			c.HTTP.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-			resp, err := c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", map[string]int{"n": 1})
+			s, c := serve(t, status(code), status(201))
+			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := order(t, c(WithHTTPClient(noRedirect)), "k")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resp.Status != code || resp.Tries != 1 || len(s.seen()) != 1 {
-				t.Fatalf("answer %d after %d tries, server saw %d; want %d after one", resp.Status, resp.Tries, len(s.seen()), code)
+			if resp.StatusCode() != code || len(s.seen()) != 1 {
+				t.Fatalf("answer %d, server saw %d tries; want %d after one", resp.StatusCode(), len(s.seen()), code)
 			}
 		})
 	}
@@ -134,14 +181,14 @@ func TestFinalAnswersAreNotRetried(t *testing.T) {
 func TestRetryAfterIsHonoured(t *testing.T) {
 	for _, code := range []int{http.StatusConflict, http.StatusTooManyRequests} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
-			c, s := serve(t, status(code, "Retry-After", "1"), status(201))
-			resp, err := c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", nil)
+			s, c := serve(t, status(code, "Retry-After", "1"), status(201))
+			resp, err := order(t, c(), "k")
 			if err != nil {
 				t.Fatal(err)
 			}
 			tries := s.seen()
-			if resp.Status != http.StatusCreated || len(tries) != 2 {
-				t.Fatalf("answer %d after %d tries; want 201 after 2", resp.Status, len(tries))
+			if resp.StatusCode() != http.StatusCreated || len(tries) != 2 {
+				t.Fatalf("answer %d after %d tries; want 201 after 2", resp.StatusCode(), len(tries))
 			}
 			if gap := tries[1].at.Sub(tries[0].at); gap < time.Second {
 				t.Fatalf("retried after %v; Retry-After asked for 1s", gap)
@@ -150,15 +197,15 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	}
 }
 
-// A stored answer sent again says so.
+// A stored answer sent again says so, in its header and to Replayed.
 func TestReplayedIsExposed(t *testing.T) {
-	c, _ := serve(t, status(201, "Idempotent-Replayed", "true"))
-	resp, err := c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", nil)
-	if err != nil || !resp.Replayed {
-		t.Fatalf("replayed %v, error %v; want a replay", resp != nil && resp.Replayed, err)
+	_, c := serve(t, status(402, "Idempotent-Replayed", "true"))
+	resp, err := c().CreatePaymentWithResponse(t.Context(), "order-1", &shopclient.CreatePaymentParams{}, aCard)
+	if err != nil || !Replayed(resp.HTTPResponse) {
+		t.Fatalf("replayed %v, error %v; want a replay", resp != nil && Replayed(resp.HTTPResponse), err)
 	}
-	c, _ = serve(t, status(201))
-	if resp, err = c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", nil); err != nil || resp.Replayed {
+	_, c = serve(t, status(201))
+	if resp, err := order(t, c(), "k"); err != nil || Replayed(resp.HTTPResponse) {
 		t.Fatalf("an original answer reads as replayed (error %v)", err)
 	}
 }
@@ -167,28 +214,26 @@ func TestReplayedIsExposed(t *testing.T) {
 // key and the last answer: the outcome is unknown, and the same key asks
 // again later.
 func TestRetriesAreBounded(t *testing.T) {
-	c, s := serve(t, status(503))
-	c.Policy.MaxTries = 3
-	_, err := c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", nil)
+	s, c := serve(t, status(503))
+	_, err := order(t, c(WithPolicy(Policy{MaxTries: 3, MaxElapsed: time.Minute, Initial: time.Millisecond, Max: time.Millisecond})), "k")
 	var gaveUp *GaveUpError
-	if !errors.As(err, &gaveUp) || gaveUp.Tries != 3 || gaveUp.Last == nil || gaveUp.Last.Status != 503 || gaveUp.Key != "k" || len(s.seen()) != 3 {
+	if !errors.As(err, &gaveUp) || gaveUp.Tries != 3 || gaveUp.Last == nil || gaveUp.Last.StatusCode != 503 || gaveUp.Key != "k" || len(s.seen()) != 3 {
 		t.Fatalf("error %v after %d tries; want a GaveUpError after 3 with the last 503", err, len(s.seen()))
 	}
 
-	c, s = serve(t, hangUp)
-	c.Policy.MaxTries, c.Policy.MaxElapsed = 0, 300*time.Millisecond
+	s, c = serve(t, hangUp)
 	start := time.Now()
-	_, err = c.Do(t.Context(), http.MethodPost, "/api/v1/orders", "k", nil)
-	if !errors.As(err, &gaveUp) || gaveUp.Last != nil || len(s.seen()) < 2 {
-		t.Fatalf("error %v after %d tries; want a GaveUpError with no answer, after several", err, len(s.seen()))
+	_, err = order(t, c(WithPolicy(Policy{MaxElapsed: 300 * time.Millisecond, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond})), "")
+	if !errors.As(err, &gaveUp) || gaveUp.Last != nil || gaveUp.Key == "" || len(s.seen()) < 2 || s.seen()[0].key != gaveUp.Key {
+		t.Fatalf("error %v after %d tries; want a GaveUpError with no answer and the key sent, after several", err, len(s.seen()))
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("gave up after %v; the policy allows 300ms of retries", took)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	c, _ = serve(t, func(w http.ResponseWriter, r *http.Request) { cancel(); status(503)(w, r) })
-	if _, err = c.Do(ctx, http.MethodPost, "/api/v1/orders", "k", nil); !errors.Is(err, context.Canceled) {
+	_, c = serve(t, func(w http.ResponseWriter, r *http.Request) { cancel(); status(503)(w, r) })
+	if _, err = c().CreateOrderWithResponse(ctx, &shopclient.CreateOrderParams{IdempotencyKey: "k"}, anOrder); !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v; want the context's", err)
 	}
 }

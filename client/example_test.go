@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shop/shop/client"
+	shopclient "github.com/shop/shop/clients/go"
 )
 
 // A payment whose first try meets a 503: the client tries again under the
@@ -24,12 +25,17 @@ func Example() {
 	}))
 	defer shop.Close()
 
-	c := client.New(shop.URL, "shp_…")
-	resp, err := c.Pay(context.Background(), client.NewKey(), "e3b39edc-162c-4c5c-b7a6-4bb53648a993", "pm_card_visa")
+	c, err := client.New(shop.URL, "shp_…")
 	if err != nil {
-		fmt.Println("outcome unknown; ask again later with the same key:", err)
+		panic(err)
+	}
+	rsp, err := c.CreatePaymentWithResponse(context.Background(), "e3b39edc-162c-4c5c-b7a6-4bb53648a993",
+		&shopclient.CreatePaymentParams{IdempotencyKey: client.NewKey()}, // or empty: the client makes one
+		shopclient.PaymentInput{PaymentMethod: "pm_card_visa"})
+	if err != nil {
+		fmt.Println("outcome unknown; send it again later with the same key:", err)
 		return
 	}
-	fmt.Println(resp.Status, "after", resp.Tries, "tries, replayed:", resp.Replayed)
+	fmt.Println(rsp.StatusCode(), "after", tries.Load(), "tries, replayed:", client.Replayed(rsp.HTTPResponse))
 	// Output: 201 after 2 tries, replayed: true
 }

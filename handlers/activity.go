@@ -53,20 +53,30 @@ func (s *Server) accountPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
 
-func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
+// storedRefusals are, by the end of a form's route, the final errors the
+// form may be refused with that leave no trace (a declined payment and a
+// failed refund are told by theirs). The list of keys keeps no answer but
+// its status, so the errors of one form are told alike
+// (TestActivityTellsEveryFinalAnswer).
+var storedRefusals = map[string][]*models.Error{
+	"/payments": {models.ErrOrderPaid, models.ErrOrderCancelled},
+	"/refunds":  {models.ErrRefundExceeds},
+	"/cancel":   {models.ErrPaidNotCancellable},
+}
+
+func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
-	done, refused := "done", "the order had already been paid, so nothing was charged"
+	done := "done"
+	var refused *models.Error
 	switch {
 	case strings.HasSuffix(k.Route, "/payments"):
-		a.What, a.Href, done = paymentActivity(traces, ref)
+		a.What, a.Href, refused = paymentActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/refunds"):
-		a.What, a.Href, done = refundActivity(traces, ref)
-		refused = "nothing was refunded: the order was not paid, or nothing was left to refund"
+		a.What, a.Href, refused = refundActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
-		refused = "the order had already been paid, so it was not cancelled"
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
@@ -81,41 +91,45 @@ func activityOf(k models.IdempotencyKey, traces models.Traces) activity {
 	return a
 }
 
-func paymentActivity(traces models.Traces, ref string) (what, href, done string) {
+// paymentActivity is the payment a key made, and the error it was refused
+// with when its trace tells one.
+func paymentActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
 	p, ok := traces.Payments[ref]
 	if !ok {
-		return "Tried to pay for an order", "", "done"
+		return "Tried to pay for an order", "", nil
 	}
 	if p.Status == models.PaymentDeclined {
-		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "the card was declined, so nothing was charged"
+		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined
 	}
-	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), "done"
+	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil
 }
 
-func refundActivity(traces models.Traces, ref string) (what, href, done string) {
+func refundActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
 	r, ok := traces.Refunds[ref]
 	if !ok {
-		return "Asked for a refund", "", "done"
+		return "Asked for a refund", "", nil
 	}
 	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
-	if r.State == models.RefundFailed {
-		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), "the card provider refused it, so nothing was given back"
+	if r.State == models.Failed {
+		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed
 	}
-	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), "done"
+	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), nil
 }
 
 // resultOf is how an operation ended — done says how when it was done,
-// refused when the order was in the wrong state — and how often its form
-// was sent.
-func resultOf(k models.IdempotencyKey, done, refused string) string {
+// refused names the error its trace tells — and how often its form was
+// sent.
+func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) string {
 	var result string
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
-	case k.State != models.KeyCompleted:
+	case k.State != middleware.KeyCompleted:
 		return "still being worked on"
-	case k.Status == http.StatusConflict:
-		result = refused
+	case refused != nil:
+		result = refused.Shopper.Outcome
+	case k.Status >= http.StatusBadRequest:
+		result = refusalOf(k)
 	default:
 		result = done
 	}
@@ -126,4 +140,15 @@ func resultOf(k models.IdempotencyKey, done, refused string) string {
 		return result + " (you sent it twice; it happened once)"
 	}
 	return result + " (you sent it " + strconv.Itoa(k.Replays+1) + " times; it happened once)"
+}
+
+// refusalOf is how a form's stored refusal, a final answer, is told: in
+// the words of the final errors of its form.
+func refusalOf(k middleware.IdempotencyKey) string {
+	for suffix, finals := range storedRefusals {
+		if strings.HasSuffix(k.Route, suffix) {
+			return finals[0].Shopper.Outcome
+		}
+	}
+	return "it was refused, and nothing was done"
 }

@@ -6,16 +6,39 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shop/shop/billing"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
-// fail is the one way handlers report an error: a problem as it is, a domain
-// error mapped to its problem, anything else logged and answered with 500;
+// fail is the one way handlers report an error: a domain error as its
+// problem, a problem as it is, anything else logged and answered with 500;
 // rendered as problem+json for the API and as a page for the browser.
 func (s *Server) fail(c *gin.Context, err error) {
-	var p *problem.Problem
+	p, words, _ := s.answerOf(c, err)
+	if !isPage(c) {
+		problem.Write(c, p)
+		return
+	}
+	if p.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	c.Abort()
+	e := explain(c, words)
+	e.layout = s.layout(c)
+	e.Notice = errorNotice(words.Text)
+	s.renderPage(c, p.Status, "error.html", e)
+}
+
+// render is how the middleware's refusals reach the client: the same way.
+func (s *Server) render(c *gin.Context, p *problem.Problem) { s.fail(c, p) }
+
+// answerOf is the problem err answers and how a shopper is told it: the
+// error's own words, or those of the error declared for its problem type.
+// It is the one place that declares an answer final, stored and replayed
+// for its key; a final error only comes of an operation behind the
+// idempotency middleware.
+func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words models.Words, final bool) {
 	var e *models.Error
 	var throttled *models.ThrottledError
 	switch {
@@ -31,58 +54,58 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
-	s.render(c, p)
+	if e == nil || e.Shopper.Heading == "" {
+		e = declared(p.Type)
+	}
+	if e.Final {
+		middleware.Final(c)
+	}
+	return p, e.Shopper, e.Final
 }
 
-// problemOf maps a domain error to its problem: the named errors to their
-// own types, the rest by code; an unknown code is the server's fault, 500.
+// codeTypes are the problem types of the errors known by their code alone.
+var codeTypes = map[models.Code]problem.Type{
+	models.EINVALID:      problem.Validation,
+	models.ENOTFOUND:     problem.NotFound,
+	models.EUNAUTHORIZED: problem.Unauthorized,
+	models.ECONFLICT:     problem.Conflict,
+}
+
+// problemOf is the problem a domain error answers: of its own type, or of
+// its code's; an error with neither is the server's fault, 500.
 func problemOf(e *models.Error) *problem.Problem {
-	switch e {
-	case models.ErrOrderPaid:
-		return problem.OrderPaid.With(e.Message)
-	case models.ErrTokenExpired:
-		return problem.TokenExpired.With(e.Message)
-	case models.ErrTokenRevoked:
-		return problem.TokenRevoked.With(e.Message)
-	case models.ErrEmailTaken:
-		return problem.EmailTaken.With(e.Message)
-	case models.ErrBadCredentials:
-		return problem.BadCredentials.With(e.Message)
-	case billing.ErrUnconfirmed, billing.ErrEarlierUnconfirmed:
-		return problem.PaymentUnconfirmed.With(e.Message)
-	case billing.ErrRefundUnconfirmed, billing.ErrEarlierRefundUnconfirmed:
-		return problem.RefundUnconfirmed.With(e.Message)
-	case models.ErrOrderCancelled:
-		return problem.OrderCancelled.With(e.Message)
-	case models.ErrOrderNotPaid:
-		return problem.OrderNotPaid.With(e.Message)
-	case models.ErrRefundExceeds:
-		return problem.RefundExceeds.With(e.Message)
-	case billing.ErrProviderUnavailable, billing.ErrRefundUnavailable:
-		return problem.ProviderUnavailable.With(e.Message)
-	case models.ErrPaymentInProgress, models.ErrPaymentInDoubt:
-		p := problem.PaymentInProgress.With(e.Message)
-		p.RetryAfter = 1
-		return p
+	t, ok := e.Type, e.Type.Slug != ""
+	if !ok {
+		t, ok = codeTypes[e.Code]
 	}
-	switch e.Code {
-	case models.EINVALID:
-		p := problem.Validation.With(e.Message)
+	if !ok {
+		return problem.Internal.With("The request could not be processed.")
+	}
+	p := t.With(e.Message)
+	if e.Fields != nil {
 		p.Errors = e.Fields
-		return p
-	case models.ENOTFOUND:
-		return problem.NotFound.With(e.Message)
-	case models.EUNAUTHORIZED:
-		return problem.Unauthorized.With(e.Message)
-	case models.ECONFLICT:
-		return problem.Conflict.With(e.Message)
 	}
-	return problem.Internal.With("The request could not be processed.")
+	if e.Payment != nil {
+		p.Payment = paymentView(*e.Payment)
+	}
+	if e.RetryAfter > 0 {
+		p.RetryAfter = e.RetryAfter
+	}
+	return p
+}
+
+// declared is the error declared for a problem type (by its URI), and for
+// a type without one the server's own failure, told as such.
+func declared(uri string) *models.Error {
+	if e := models.Declared(uri); e != nil {
+		return e
+	}
+	return models.Declared(problem.Internal.URI())
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {
 	s.deps.Logger.Error("panic", "err", err, "route", c.FullPath())
-	s.render(c, problem.Internal.With("The request could not be processed."))
+	s.fail(c, problem.Internal.With("The request could not be processed."))
 }
 
 // pageKey marks a request of the browser's pages: its errors are rendered
@@ -97,20 +120,3 @@ func failAsPages(c *gin.Context) { c.Set(pageKey, true) }
 // failAsProblems makes the request's errors problem+json, even on a route
 // of the browser's: for a client that does not ask for HTML.
 func failAsProblems(c *gin.Context) { c.Set(pageKey, false) }
-
-// render is the one way a problem reaches the client: problem+json for the
-// API, an HTML page that explains it for the browser.
-func (s *Server) render(c *gin.Context, p *problem.Problem) {
-	if !isPage(c) {
-		problem.Write(c, p)
-		return
-	}
-	if p.RetryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(p.RetryAfter))
-	}
-	c.Abort()
-	e := explain(c, p)
-	e.layout = s.layout(c)
-	e.Notice = errorNotice(e.Explanation)
-	s.renderPage(c, p.Status, "error.html", e)
-}

@@ -3,7 +3,7 @@ package handlers
 import (
 	"time"
 
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/middleware"
 )
 
 type keyJSON struct {
@@ -19,7 +19,7 @@ type keyJSON struct {
 
 // keyView is a key as the listing shows it: released when nobody holds it,
 // its lease having passed included.
-func keyView(k models.IdempotencyKey, now time.Time) keyJSON {
+func keyView(k middleware.IdempotencyKey, now time.Time) keyJSON {
 	v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
 	if k.Lapsed(now) {
 		v.State = "released"

@@ -2,11 +2,13 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -20,7 +22,7 @@ func (s *Server) readyz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "database unreachable"})
 		return
 	}
-	if !db.Migrator().HasTable(&models.IdempotencyKey{}) {
+	if !db.Migrator().HasTable(&middleware.IdempotencyKey{}) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "migrations not applied"})
 		return
 	}
@@ -50,13 +52,22 @@ func acceptsHTML(c *gin.Context) bool { return strings.Contains(c.GetHeader("Acc
 
 type problemDocView struct {
 	layout
-	Type             *problem.Type
-	All              []problem.Type
+	Type *problem.Type
+	// Error is the error declared for Type, if any: how a shopper is told it.
+	Error            *models.Error
+	All, Final       []problem.Type
 	TTL, Lease, Wait time.Duration
 }
 
+// IsFinal says whether the page's type is a final answer.
+func (v problemDocView) IsFinal() bool { return v.Type != nil && slices.Contains(v.Final, *v.Type) }
+
 func (s *Server) problemDoc(c *gin.Context, t *problem.Type) {
-	s.renderPage(c, http.StatusOK, "problems.html", problemDocView{
-		layout: s.layout(c), Type: t, All: problem.All, TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait,
-	})
+	view := problemDocView{
+		layout: s.layout(c), Type: t, All: problem.All, Final: models.FinalTypes(), TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait,
+	}
+	if t != nil {
+		view.Error = models.Declared(t.URI())
+	}
+	s.renderPage(c, http.StatusOK, "problems.html", view)
 }

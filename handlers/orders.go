@@ -1,21 +1,17 @@
 package handlers
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-	"github.com/shop/shop/problem"
 )
 
 type productJSON struct {
@@ -48,13 +44,13 @@ type paymentJSON struct {
 // attemptJSON is one request to the provider: in_doubt until its outcome
 // is known, then succeeded, declined or failed (nothing charged).
 type attemptJSON struct {
-	ID            string              `json:"id"`
-	State         models.AttemptState `json:"state"`
-	AmountCents   int64               `json:"amount_cents"`
-	Currency      string              `json:"currency"`
-	PaymentMethod string              `json:"payment_method"`
-	CreatedAt     time.Time           `json:"created_at"`
-	UpdatedAt     time.Time           `json:"updated_at"`
+	ID            string       `json:"id"`
+	State         models.State `json:"state"`
+	AmountCents   int64        `json:"amount_cents"`
+	Currency      string       `json:"currency"`
+	PaymentMethod string       `json:"payment_method"`
+	CreatedAt     time.Time    `json:"created_at"`
+	UpdatedAt     time.Time    `json:"updated_at"`
 }
 
 type orderJSON struct {
@@ -160,32 +156,22 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in.PaymentMethod)
-	if errors.Is(err, models.ErrOrderPaid) || errors.Is(err, models.ErrOrderCancelled) {
-		middleware.Final(c)
-	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Header("Location", paymentLocation(payment))
 	if payment.Status == models.PaymentDeclined {
-		middleware.Final(c)
-		p := problem.PaymentDeclined.With(payment.DeclineReason)
-		p.Payment = paymentView(payment)
-		s.fail(c, p)
+		s.fail(c, models.DeclinedError(payment))
 		return
 	}
 	c.JSON(http.StatusCreated, paymentView(payment))
 }
 
-// operationOf is the idempotent operation a payment runs in, for the
-// payments service.
+// operationOf is the idempotent operation a payment or refund runs in: the
+// middleware's own, so that the service calls the middleware, never back
+// into a handler.
 func operationOf(c *gin.Context) billing.Operation {
-	return billing.Operation{
-		DerivedKey: middleware.DerivedKey(c),
-		Tx:         func() *gorm.DB { return middleware.Tx(c) },
-		OnLeaseExtended: func(fn func(ctx context.Context, until time.Time) error) {
-			middleware.OnLeaseExtended(c, fn)
-		},
-	}
+	op := middleware.Current(c)
+	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
 }

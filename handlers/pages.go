@@ -15,7 +15,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
-	"github.com/shop/shop/problem"
 	"github.com/shop/shop/templates"
 )
 
@@ -63,6 +62,11 @@ func (n notice) Role() string {
 }
 
 func errorNotice(text string) *notice { return &notice{Kind: noticeError, Text: text} }
+
+// told is an error's words as a page opens with them.
+func told(kind noticeKind, words models.Words, also string) *notice {
+	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
+}
 
 // parsePages builds the template cache: each page parsed once with the base
 // layout, at start-up, so a broken template stops the server from starting.
@@ -237,10 +241,9 @@ type link struct{ Href, Text string }
 // go next. It never shows a key, a status code or a route.
 type errorView struct {
 	layout
-	Heading     string
-	Explanation string
-	Retry       *retryForm
-	Links       []link
+	Heading string
+	Retry   *retryForm
+	Links   []link
 }
 
 // retryForm sends the very form that failed again, its key included: the
@@ -259,43 +262,22 @@ var (
 	linkOrders = link{"/orders", "My orders"}
 )
 
-// explain says in a shopper's words what happened and where to go next.
-func explain(c *gin.Context, p *problem.Problem) errorView {
-	// Where to go next: back to the order the form was about, if any.
+// explain is an error page in a shopper's words: the error's own, with
+// the button that sends the form again when that is the answer, and where
+// to go next: back to the order the form was about, or, signed out, to log in.
+func explain(c *gin.Context, words models.Words) errorView {
 	links := []link{linkOrders, linkShop}
 	if id := c.Param("id"); id != "" && strings.HasPrefix(c.FullPath(), "/orders/") {
 		links = []link{{orderPage(id), "Back to your order"}, linkOrders}
 	}
-	switch p.Type {
-	case problem.KeyReused.URI():
-		return errorView{Heading: "This form was already sent", Explanation: "This form was already sent with different contents. To be sure you are not charged for something you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form.",
-			Links: links}
-	case problem.KeyInProgress.URI(), problem.KeyLeaseLost.URI():
-		return errorView{Heading: "Still working on it", Explanation: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended.",
-			Retry: retryOf(c, "Check again"), Links: links}
-	case problem.PaymentInProgress.URI():
-		return errorView{Heading: "A payment is under way", Explanation: "Another payment of this order is being processed right now. Wait a moment and look at the order again before paying.",
-			Links: links}
-	case problem.ProviderUnavailable.URI():
-		return errorView{Heading: "The payment did not go through", Explanation: "The payment service is not answering right now. Nothing was charged, try again in a moment: you will never be charged twice.",
-			Retry: retryOf(c, "Try again"), Links: links}
-	case problem.PaymentUnconfirmed.URI():
-		return errorView{Heading: "Your payment is being confirmed", Explanation: "The card provider has not yet told us whether your payment went through. You will not be charged twice: look at the order again in a moment, or try again to ask once more.",
-			Retry: retryOf(c, "Try again"), Links: links}
-	case problem.Unauthorized.URI():
-		return errorView{Heading: "Please log in", Explanation: "You need to be logged in for this. Your session may have ended: log in, then send the form again.",
-			Links: []link{{"/login", "Log in"}, {"/signup", "Sign up"}}}
-	case problem.TooManyRequests.URI():
-		return errorView{Heading: "Too many attempts", Explanation: "There were too many attempts to sign up or log in. Wait a little, then try again.", Links: []link{{"/login", "Log in"}, linkShop}}
-	case problem.CrossOrigin.URI():
-		return errorView{Heading: "Refused: sent from another site", Explanation: "This form was sent from another website, so the shop refused it. Nothing was done.", Links: []link{linkShop}}
-	case problem.NotFound.URI():
-		return errorView{Heading: "Page not found", Explanation: "There is no such page, or it belongs to another account.", Links: []link{linkShop, linkOrders}}
-	case problem.TooLarge.URI(), problem.MalformedRequest.URI(), problem.KeyMissing.URI(), problem.KeyInvalid.URI():
-		return errorView{Heading: "The form could not be read", Explanation: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again.", Links: []link{linkShop}}
+	if currentUser(c).ID == "" {
+		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}
-	return errorView{Heading: "Something went wrong", Explanation: "Something went wrong on our side. Nothing was charged twice; please try again.",
-		Retry: retryOf(c, "Try again"), Links: links}
+	view := errorView{Heading: words.Heading, Links: links}
+	if words.Retry != "" {
+		view.Retry = retryOf(c, words.Retry)
+	}
+	return view
 }
 
 // retryOf is the failed form, to send again as it was; nil unless the

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -12,20 +11,19 @@ import (
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // refundJSON is one refund the provider answered: succeeded, or pending on
 // its way back to the card.
 type refundJSON struct {
-	ID          string             `json:"id"`
-	OrderID     string             `json:"order_id"`
-	PaymentID   string             `json:"payment_id"`
-	Status      models.RefundState `json:"status"`
-	AmountCents int64              `json:"amount_cents"`
-	Currency    string             `json:"currency"`
-	Reason      string             `json:"reason"`
-	CreatedAt   time.Time          `json:"created_at"`
+	ID          string       `json:"id"`
+	OrderID     string       `json:"order_id"`
+	PaymentID   string       `json:"payment_id"`
+	Status      models.State `json:"status"`
+	AmountCents int64        `json:"amount_cents"`
+	Currency    string       `json:"currency"`
+	Reason      string       `json:"reason"`
+	CreatedAt   time.Time    `json:"created_at"`
 }
 
 func refundView(r models.Refund) refundJSON {
@@ -69,13 +67,11 @@ func (s *Server) createRefund(c *gin.Context) {
 		return
 	}
 	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in)
+	if err == nil && refund.State == models.Failed {
+		err = models.ErrRefundFailed.With(refund.FailureReason)
+	}
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	if refund.State == models.RefundFailed {
-		middleware.Final(c)
-		s.fail(c, problem.RefundFailed.With(refund.FailureReason))
 		return
 	}
 	c.Header("Location", refundLocation(refund))
@@ -98,16 +94,17 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	order, err := s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
-	if errors.Is(err, models.ErrOrderPaid) {
-		middleware.Final(c)
-		err = problem.OrderPaid.With("This order is paid, so it cannot be cancelled: refund it instead.")
-	}
+	order, err := s.cancel(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, orderView(order))
+}
+
+// cancel cancels the order of the request, from the API or the browser.
+func (s *Server) cancel(c *gin.Context) (models.Order, error) {
+	return s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
 }
 
 // emptyObject accepts an empty body, or a JSON object with no field.

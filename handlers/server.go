@@ -86,28 +86,11 @@ type Server struct {
 
 // Migrate creates or updates every table the server uses.
 func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, &models.IdempotencyKey{}, &payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
+	return models.Migrate(db, middleware.Migrate, &payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
 }
 
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
-	s := newServer(deps)
-	s.router = s.routes(s.idempotency.Require(), s.idempotency.RequireAtomic())
-	return s
-}
-
-// NewBaselineServer builds the server with each idempotent route's handler
-// in a plain transaction (middleware.TxOnly) instead of behind the
-// idempotency middleware: the baseline the load harness (tests/load)
-// measures the middleware's cost against. It is the one benchmark knob;
-// main never calls it, and no configuration reaches it.
-func NewBaselineServer(deps Deps) *Server {
-	s := newServer(deps)
-	s.router = s.routes(middleware.TxOnly(deps.DB), middleware.TxOnly(deps.DB))
-	return s
-}
-
-func newServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
 	switch {
 	case len(deps.SessionSecret) == 0:
@@ -153,7 +136,7 @@ func newServer(deps Deps) *Server {
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		PushAnswers: deps.PushAnswers,
 		Scope:       scope,
-		Render:      s.render,
+		Refuse:      s.refuse,
 		Observe:     s.metrics.idempotencyOutcome,
 		Logger:      deps.Logger,
 	})
@@ -168,6 +151,7 @@ func newServer(deps Deps) *Server {
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
+	s.router = s.routes(s.idempotency.Require(), s.idempotency.RequireAtomic())
 	return s
 }
 

@@ -179,13 +179,13 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	refund := lastRefund(order)
 	switch {
 	case repeated == refundFailed:
-		return &notice{Kind: noticeError, Title: "The refund could not be sent to your card.", Text: "The card provider refused it (the card's account may be closed), so nothing was given back. Contact us to be paid back another way."}
+		return told(noticeError, models.ErrRefundFailed.Shopper, "")
 	case order.Status == models.OrderCancelled:
 		return &notice{Kind: noticeSuccess, Title: "This order was cancelled; nothing was charged.", Text: "You can place a new order from the catalog.", Also: twice}
 	case refund != nil:
 		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
-		return &notice{Kind: noticeInfo, Title: "Already paid.", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here."}
+		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.PaymentInDoubt():
@@ -193,7 +193,9 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	case lastAttemptFailed(order):
 		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.PaymentDeclined:
-		return &notice{Kind: noticeError, Title: "Your card was declined.", Text: declineReason(last.DeclineReason) + "Nothing was charged: choose another card and pay again.", Also: twice}
+		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
+		n.Text = declineReason(last.DeclineReason) + n.Text
+		return n
 	case twice != "":
 		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
 	}
@@ -218,7 +220,7 @@ func lastAttemptFailed(order models.Order) bool {
 			last = &order.Attempts[i]
 		}
 	}
-	return last != nil && last.State == models.AttemptFailed
+	return last != nil && last.State == models.Failed
 }
 
 func lastPayment(order models.Order) *models.Payment {
@@ -242,7 +244,8 @@ func declineReason(reason string) string {
 
 // payOrder charges the order and goes back to the order page, which shows
 // the outcome: paid, declined with the reason, or already paid by an
-// earlier submission. A provider failure is an error page, not stored.
+// earlier submission. Any other error is an error page in its own words:
+// a cancelled order's final, a provider failure's not stored.
 func (s *Server) payOrder(c *gin.Context) {
 	form := postForm(c)
 	method := form.Get("payment_method")
@@ -310,7 +313,7 @@ func (s *Server) signup(c *gin.Context) {
 	var invalid *models.Error
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
-		view.Notice = errorNotice("An account with this email already exists. Log in instead.")
+		view.Notice = errorNotice(models.ErrEmailTaken.Shopper.Text)
 	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
 		view.Notice = errorNotice("Please correct the fields below.")
 		for _, f := range invalid.Fields {
@@ -339,7 +342,7 @@ func (s *Server) login(c *gin.Context) {
 	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
 	if errors.Is(err, models.ErrBadCredentials) {
 		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
-		view.Notice = errorNotice("Wrong email or password.")
+		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
 		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
 		return
 	}

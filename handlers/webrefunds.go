@@ -58,21 +58,18 @@ func refundForm(c *gin.Context) (models.RefundInput, string) {
 func (s *Server) refundOrder(c *gin.Context) {
 	in, problemText := refundForm(c)
 	if problemText != "" {
-		s.refusedOrderForm(c, http.StatusUnprocessableEntity, problemText)
+		s.refusedOrderForm(c, http.StatusUnprocessableEntity, problemText, false)
 		return
 	}
 	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in)
 	switch {
-	case errors.Is(err, models.ErrRefundExceeds):
-		s.refusedOrderForm(c, http.StatusConflict, "That is more than can still be refunded on this order; nothing was refunded.")
-		return
-	case errors.Is(err, models.ErrOrderNotPaid):
-		s.refusedOrderForm(c, http.StatusConflict, "This order is not paid, so there is nothing to refund.")
+	case errors.Is(err, models.ErrRefundExceeds), errors.Is(err, models.ErrOrderNotPaid):
+		s.refusedByOrder(c, err)
 		return
 	case err != nil:
 		s.fail(c, err)
 		return
-	case refund.State == models.RefundFailed:
+	case refund.State == models.Failed:
 		s.markOrderPage(c, refundFailed)
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
@@ -81,9 +78,9 @@ func (s *Server) refundOrder(c *gin.Context) {
 // cancelPendingOrder cancels an order nobody paid; a paid one gets the page
 // again, saying to refund it instead.
 func (s *Server) cancelPendingOrder(c *gin.Context) {
-	_, err := s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
-	if errors.Is(err, models.ErrOrderPaid) {
-		s.refusedOrderForm(c, http.StatusConflict, "This order is paid, so it cannot be cancelled: refund it instead.")
+	_, err := s.cancel(c)
+	if errors.Is(err, models.ErrPaidNotCancellable) {
+		s.refusedByOrder(c, err)
 		return
 	}
 	if err != nil {
@@ -93,9 +90,18 @@ func (s *Server) cancelPendingOrder(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
 }
 
+// refusedByOrder shows the order page again with the refused form, told in
+// the words of the error the order's state answered.
+func (s *Server) refusedByOrder(c *gin.Context, err error) {
+	p, words, final := s.answerOf(c, err)
+	s.refusedOrderForm(c, p.Status, words.Text, final)
+}
+
 // refusedOrderForm shows the order page again with the refused form as it
-// was sent, its key kept (nothing was stored under it), and why.
-func (s *Server) refusedOrderForm(c *gin.Context, status int, text string) {
+// was sent, and why. The form keeps its key when nothing was stored under
+// it, so that the corrected form runs with it; after a final answer, stored
+// under that key, it gets a fresh one.
+func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final bool) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
@@ -104,6 +110,9 @@ func (s *Server) refusedOrderForm(c *gin.Context, status int, text string) {
 	form := postForm(c)
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods(),
 		RefundKey: form.Get(middleware.FormKeyField), RefundAmount: form.Get("amount"), RefundReason: form.Get("reason")}
+	if final {
+		view.RefundKey = uuid.NewString()
+	}
 	if strings.HasSuffix(c.Request.URL.Path, "/refunds") {
 		view.RefundError = text
 	}
@@ -140,7 +149,7 @@ func refundSentence(o models.Order, r models.Refund) string {
 		card = "the " + cardName(p.PaymentMethod)
 	}
 	text := money(r.AmountCents, r.Currency) + " refunded to " + card + "."
-	if r.State == models.RefundPending {
+	if r.State == models.Pending {
 		text = money(r.AmountCents, r.Currency) + " is on its way back to " + card + "."
 	}
 	if r.Reason != "" {
@@ -165,7 +174,7 @@ func refundTitle(o models.Order, r models.Refund) string {
 	if p := lastSucceededPayment(o); p != nil {
 		card = cardName(p.PaymentMethod)
 	}
-	if r.State == models.RefundPending {
+	if r.State == models.Pending {
 		return "Refund of " + money(r.AmountCents, r.Currency) + " on its way to your " + card + "."
 	}
 	return "Refunded " + money(r.AmountCents, r.Currency) + " to your " + card + "."

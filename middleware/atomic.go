@@ -12,8 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 // minClaimWait is the least time an atomic claim is given to begin its
@@ -30,7 +28,7 @@ const minClaimWait = time.Second
 // (a duplicate's, whose outcome a new look will find). The claim waits at
 // most until waitUntil; then, or when the client leaves first, the request
 // is answered here.
-func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
+func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
 	// The gate ends the transaction if beginning it or claiming in it

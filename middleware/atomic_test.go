@@ -20,7 +20,6 @@ import (
 
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // beginProbe is a connection pool that tells probe when a request sent
@@ -134,7 +133,7 @@ func TestAtomicWaitIsBounded(t *testing.T) {
 	first := h.async(c)
 	testkit.Recv(t, g.entered, "the original mid-transaction")
 	busy := h.do(c)
-	h.wantStep("duplicate past the wait", busy, http.StatusConflict, &problem.KeyInProgress, false, 1)
+	h.wantStep("duplicate past the wait", busy, http.StatusConflict, &refuseInProgress, false, 1)
 	if busy.header.Get("Retry-After") == "" {
 		t.Fatalf("409 without Retry-After: %v", busy.header)
 	}
@@ -223,7 +222,7 @@ func crashChild(databaseURL string) {
 func TestAtomicCrashMidTransactionLeavesNoClaim(t *testing.T) {
 	url := testkit.URL(t)
 	db := testkit.Open(t, url)
-	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -249,7 +248,7 @@ func TestAtomicCrashMidTransactionLeavesNoClaim(t *testing.T) {
 	_ = child.Wait()
 
 	var keys, widgets int64
-	db.Model(&models.IdempotencyKey{}).Count(&keys)
+	db.Model(&IdempotencyKey{}).Count(&keys)
 	db.Model(&widget{}).Count(&widgets)
 	if keys != 0 || widgets != 0 {
 		t.Fatalf("after the kill: %d keys and %d widgets, want none", keys, widgets)

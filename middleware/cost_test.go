@@ -16,7 +16,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // countingPool counts what reaches the database outside a transaction —
@@ -114,7 +113,7 @@ type counted struct {
 func newCounted(t *testing.T) *counted {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	pool := &countingPool{txPool: poolOf(db)}
@@ -207,7 +206,7 @@ func TestFreshPathCost(t *testing.T) {
 
 	var widgets, completed int64
 	d.db.Model(&widget{}).Count(&widgets)
-	d.db.Model(&models.IdempotencyKey{}).Where("state = ?", models.KeyCompleted).Count(&completed)
+	d.db.Model(&IdempotencyKey{}).Where("state = ?", KeyCompleted).Count(&completed)
 	if widgets != 2 || completed != 2 {
 		t.Fatalf("%d widgets and %d completed keys, want 2 and 2", widgets, completed)
 	}
@@ -252,7 +251,7 @@ func TestCachedReplayIssuesNoStatement(t *testing.T) {
 			}
 			replaysOf := func() (row, listed int) {
 				t.Helper()
-				var k models.IdempotencyKey
+				var k IdempotencyKey
 				if err := d.db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil {
 					t.Fatal(err)
 				}
@@ -314,13 +313,13 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 	if w := serve(t, h, "k", `{"n":1}`); w.Header().Get(ReplayedHeader) != "true" {
 		t.Fatalf("second request: %d %v, want a replay", w.Code, w.Header())
 	}
-	if err := db.Model(&models.IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
+	if err := db.Model(&IdempotencyKey{}).Where(`"key" = ?`, "k").Update("operation_id", "another").Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var k models.IdempotencyKey
+	var k IdempotencyKey
 	if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil || k.Replays != 0 {
 		t.Fatalf("replays %d (%v), want 0", k.Replays, err)
 	}

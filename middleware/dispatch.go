@@ -49,9 +49,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
-
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // claimFunc makes the request the owner of its key, on the store given: a
@@ -62,7 +59,7 @@ type claimFunc func(store, context.Context) (bool, error)
 // lookup is one read of a key row: the row, whether there was one, and
 // what went wrong.
 type lookup struct {
-	found models.IdempotencyKey
+	found IdempotencyKey
 	ok    bool
 	err   error
 }
@@ -78,7 +75,7 @@ func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
 // instance has cached is replayed, or a mismatch refused, without asking
 // the database. first, when not nil, is the key's row as dispatch read
 // it: the first look uses it instead of reading again.
-func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
+func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
 	delay := m.poll
@@ -150,11 +147,11 @@ func (m *Idempotency) execute(c *gin.Context, want models.IdempotencyKey, mode M
 // statement that makes it the owner; nil when the key is held by another
 // attempt, whose answer is waited for instead. A claim names a new
 // operation; a takeover keeps the key's operation, and so its derived key.
-func (m *Idempotency) claimFor(at phase, want, found models.IdempotencyKey, now time.Time) (models.IdempotencyKey, claimFunc) {
+func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
 	case phaseAbsent, phaseExpired:
 		want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
-		want.State, want.CreatedAt = models.KeyInProgress, now
+		want.State, want.CreatedAt = KeyInProgress, now
 		want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
 		w := want // the caller's loop may rewrite want while an abandoned claim still runs
 		return want, func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, w) }
@@ -170,7 +167,7 @@ func (m *Idempotency) claimFor(at phase, want, found models.IdempotencyKey, now 
 // runClaim claims the key in the route's mode and, if the claim holds, runs
 // the operation: ran reports that it did (and answered), blocked that the
 // claim waited for another transaction to end (see runAtomic).
-func (m *Idempotency) runClaim(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
+func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
 	outcome := OutcomeClaimed
 	switch at {
 	case phaseReleased:
@@ -195,16 +192,14 @@ func (m *Idempotency) runClaim(c *gin.Context, want models.IdempotencyKey, raw [
 // mismatch refuses a request whose key was first used for another.
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.cfg.Observe(route, OutcomeMismatch)
-	m.cfg.Render(c, problem.KeyReused.With(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
+	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
 }
 
 // stillRunning answers a duplicate whose original did not finish within
 // the wait: 409, to be retried with the same key.
 func (m *Idempotency) stillRunning(c *gin.Context, route string) {
 	m.cfg.Observe(route, OutcomeInProgress)
-	p := problem.KeyInProgress.With("The original request is still running; retry with the same key to get its answer.")
-	p.RetryAfter = 1
-	m.cfg.Render(c, p)
+	m.cfg.Refuse(c, refuseInProgress.with("The original request is still running; retry with the same key to get its answer."))
 }
 
 // sleep waits for d, or less when the attempt holding k in this instance
@@ -243,11 +238,11 @@ const (
 // and a lease still running holds a key whoever owns it (a release written
 // by an instance whose clock runs ahead is waited out, as the takeover
 // statement would refuse it).
-func phaseOf(k models.IdempotencyKey, now time.Time) phase {
+func phaseOf(k IdempotencyKey, now time.Time) phase {
 	switch {
 	case claimable(k, now):
 		return phaseExpired
-	case k.State == models.KeyCompleted:
+	case k.State == KeyCompleted:
 		return phaseCompleted
 	case k.LockedUntil.After(now):
 		return phaseHeld
@@ -261,6 +256,6 @@ func phaseOf(k models.IdempotencyKey, now time.Time) phase {
 // claimable: the key expired and nobody holds it, so it may name a new
 // operation. claimableSQL says the same for the claim and sweep statements;
 // TestClaimableAgreesWithTheSQL holds the two together.
-func claimable(k models.IdempotencyKey, now time.Time) bool {
-	return !k.ExpiresAt.After(now) && (k.State == models.KeyCompleted || !k.LockedUntil.After(now))
+func claimable(k IdempotencyKey, now time.Time) bool {
+	return !k.ExpiresAt.After(now) && (k.State == KeyCompleted || !k.LockedUntil.After(now))
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 func TestDuplicateGivesUpAfterWait(t *testing.T) {
@@ -21,7 +19,7 @@ func TestDuplicateGivesUpAfterWait(t *testing.T) {
 	aDone := h.async(c)
 	testkit.Recv(t, g.entered, "the original in the handler")
 	b := h.do(c)
-	wantProblem(t, b, problem.KeyInProgress)
+	wantProblem(t, b, refuseInProgress)
 	if b.header.Get("Retry-After") != "1" {
 		t.Fatalf("409 without Retry-After: %v", b.header)
 	}
@@ -65,7 +63,7 @@ func TestDuplicateWaitsForTheOriginal(t *testing.T) {
 			wantAnswer(t, a, tt.original, false)
 			wantAnswer(t, b, http.StatusCreated, tt.replayed)
 			k, _ := h.key("alice", "k")
-			if k.State != models.KeyCompleted || string(k.Body) != b.body {
+			if k.State != KeyCompleted || string(k.Body) != b.body {
 				t.Fatalf("key = %+v, want completed with %s", k, b.body)
 			}
 			if tt.replayed {

@@ -9,13 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // note is the business row of the examples.
@@ -25,14 +26,21 @@ type note struct {
 }
 
 // Mount the middleware after authentication, in front of each write that
-// must happen once. A retry with the same key gets the first answer,
-// replayed, and writes nothing.
+// must happen once, on a database holding its table (Migrate). A retry with
+// the same key gets the first answer, replayed, and writes nothing.
 func Example() {
-	db, done := exampleDB()
-	defer done()
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
+	if err == nil {
+		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
+	}
+	if err != nil {
+		panic(err)
+	}
 	mw := middleware.New(middleware.Config{
 		DB: db, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
-		// Who owns the keys: in the shop, the authenticated user.
+		// Who owns the keys: the authenticated user.
 		Scope: func(c *gin.Context) string { return c.GetHeader("X-User") },
 	})
 	defer mw.Close(context.Background())
@@ -151,6 +159,32 @@ func ExampleFinal() {
 	// runs: 1
 }
 
+// A bare app, with no renderer of its own, answers the middleware's
+// refusals as problem+json: here a key reused for another body, and a
+// request with no key at all.
+func TestABareAppAnswersTheRefusalsAsProblems(t *testing.T) {
+	db, done := exampleDB()
+	defer done()
+	r, mw := exampleRouter(db, func(c *gin.Context) { c.JSON(http.StatusCreated, gin.H{}) })
+	defer mw.Close(context.Background())
+	post(r, "note-1", `{"text":"hello"}`)
+	noKey := httptest.NewRequest(http.MethodPost, "/notes", strings.NewReader(`{}`))
+	noKey.Header.Set("X-User", "alice")
+	missing := httptest.NewRecorder()
+	r.ServeHTTP(missing, noKey)
+	for _, c := range []struct {
+		got  *httptest.ResponseRecorder
+		want string
+	}{
+		{post(r, "note-1", `{"text":"bye"}`), `422 {"type":"idempotency-key-reused","title":"Idempotency key reused with a different request","status":422,"detail":"The key was first used for POST /notes with another body or query."}`},
+		{missing, `400 {"type":"idempotency-key-missing","title":"Idempotency key required","status":400,"detail":"the Idempotency-Key header (or the idempotency_key form field) is missing"}`},
+	} {
+		if got := fmt.Sprint(c.got.Code, " ", c.got.Body.String()); got != c.want || c.got.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("answered %s (%s), want %s (application/problem+json)", got, c.got.Header().Get("Content-Type"), c.want)
+		}
+	}
+}
+
 func exampleRouter(db *gorm.DB, handler gin.HandlerFunc) (*gin.Engine, *middleware.Idempotency) {
 	mw := middleware.New(middleware.Config{
 		DB: db, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
@@ -183,15 +217,17 @@ func exampleDB() (*gorm.DB, func()) {
 	if err != nil {
 		panic(err)
 	}
-	db, err := models.Open(filepath.Join(dir, "example.db"))
+	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "example.db")), &gorm.Config{})
 	if err == nil {
-		err = db.AutoMigrate(&models.IdempotencyKey{}, &note{})
+		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)
 	}
 	return db, func() {
-		models.Close(db)
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
 		os.RemoveAll(dir)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // Each test here protects one guard that another layer would hide from the
@@ -40,11 +38,11 @@ func TestReleaseIsFencedWhileTheNewOwnerRuns(t *testing.T) {
 	b, _ := h.key("alice", "k")
 
 	g.release(1)
-	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), refuseLeaseLost)
 	if k, _ := h.key("alice", "k"); k.OwnerToken != b.OwnerToken || k.Released() {
 		t.Fatalf("after A's failure the key is %+v, want B's still", k)
 	}
-	wantProblem(t, h.do(c), problem.KeyInProgress)
+	wantProblem(t, h.do(c), refuseInProgress)
 
 	g.release(2)
 	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
@@ -58,9 +56,9 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	now := h.now().UTC().Truncate(time.Microsecond)
-	k := models.IdempotencyKey{
+	k := IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: models.KeyInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
+		State: KeyInProgress, OwnerToken: "first", LockedUntil: now.Add(-time.Minute),
 		CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
@@ -90,17 +88,17 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
 	h := newHarness(t)
 	now := h.now().UTC().Truncate(time.Microsecond)
-	held := models.IdempotencyKey{
+	held := IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: models.KeyInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
+		State: KeyInProgress, OwnerToken: "owner", LockedUntil: now.Add(time.Minute),
 		CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 	}
 	if claimable(held, now) {
 		t.Fatal("claimable: an expired key under a live lease counts as free")
 	}
-	for _, free := range []func(k *models.IdempotencyKey){
-		func(k *models.IdempotencyKey) { k.LockedUntil = now },
-		func(k *models.IdempotencyKey) { k.State = models.KeyCompleted },
+	for _, free := range []func(k *IdempotencyKey){
+		func(k *IdempotencyKey) { k.LockedUntil = now },
+		func(k *IdempotencyKey) { k.State = KeyCompleted },
 	} {
 		k := held
 		free(&k)
@@ -111,9 +109,9 @@ func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
 	if err := h.db.Create(&held).Error; err != nil {
 		t.Fatal(err)
 	}
-	claim := models.IdempotencyKey{
+	claim := IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op-2", Method: "POST", Route: "/widgets/:id", Fingerprint: "g",
-		State: models.KeyInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: KeyInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed {
 		t.Fatalf("claim = %v, %v; want refused while the lease is held", claimed, err)
@@ -137,12 +135,12 @@ func TestKeyExpiringUnderALiveTakeoverIsNotANewOperation(t *testing.T) {
 	bDone := h.async(c)
 	testkit.Recv(t, g.entered, "retry B in the handler, having taken the key over")
 	h.clock.Advance(40 * time.Second) // past the TTL, within B's lease
-	wantProblem(t, h.do(c), problem.KeyInProgress)
+	wantProblem(t, h.do(c), refuseInProgress)
 	h.wantRuns("/widgets/1", 2)
 	g.release(2)
 	wantAnswer(t, testkit.Recv(t, bDone, "retry B's answer"), http.StatusCreated, false)
 	g.release(1)
-	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, aDone, "attempt A's answer"), refuseLeaseLost)
 	h.wantRuns("/widgets/1", 2)
 }
 
@@ -155,11 +153,11 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	ctx := context.Background()
 	now := h.now().UTC().Truncate(time.Microsecond)
 	moments := []time.Time{now.Add(-time.Minute), now, now.Add(time.Minute)}
-	var keys []models.IdempotencyKey
-	for _, state := range []struct{ state, owner string }{{models.KeyInProgress, "owner"}, {models.KeyInProgress, ""}, {models.KeyCompleted, "owner"}} {
+	var keys []IdempotencyKey
+	for _, state := range []struct{ state, owner string }{{KeyInProgress, "owner"}, {KeyInProgress, ""}, {KeyCompleted, "owner"}} {
 		for _, expires := range moments {
 			for _, locked := range moments {
-				keys = append(keys, models.IdempotencyKey{
+				keys = append(keys, IdempotencyKey{
 					Scope: "alice", Key: fmt.Sprintf("k%d", len(keys)), OperationID: "op", Method: "POST", Route: "/widgets/:id",
 					Fingerprint: "f", State: state.state, OwnerToken: state.owner, LockedUntil: locked,
 					CreatedAt: now.Add(-time.Hour), ExpiresAt: expires,
@@ -173,7 +171,7 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	var claimed []string
 	for _, k := range keys {
 		want := k
-		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", models.KeyInProgress
+		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", KeyInProgress
 		want.CreatedAt, want.LockedUntil, want.ExpiresAt = now, now.Add(time.Minute), now.Add(time.Hour)
 		took, err := h.mw.store.claim(ctx, want)
 		if err != nil {
@@ -189,7 +187,7 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 	if len(claimed) == 0 || len(claimed) == len(keys) {
 		t.Fatalf("the grid claimed %d of %d keys; want some of each", len(claimed), len(keys))
 	}
-	if err := h.db.Where("1 = 1").Delete(&models.IdempotencyKey{}).Error; err != nil {
+	if err := h.db.Where("1 = 1").Delete(&IdempotencyKey{}).Error; err != nil {
 		t.Fatal(err)
 	}
 	for i := range keys {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,19 +15,20 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // A renderer that only writes, and leaves the chain running, must not let
 // the business handler run without a claim: every refusal aborts in the
 // middleware itself.
 func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
-	writeOnly := func(c *gin.Context, p *problem.Problem) {
-		body, _ := json.Marshal(p)
-		c.Data(p.Status, problem.ContentType, body)
+	writeOnly := func(c *gin.Context, r Refusal) {
+		if r.RetryAfter > 0 {
+			c.Header("Retry-After", strconv.Itoa(r.RetryAfter))
+		}
+		body, _ := json.Marshal(map[string]string{"type": r.Type})
+		c.Data(r.Status, "application/problem+json", body)
 	}
-	h := newHarness(t, withRender(writeOnly), withWait(0))
+	h := newHarness(t, withRefuse(writeOnly), withWait(0))
 	g := newGate(t, 1)
 	h.hooks.before = g.block
 	running := h.async(call{key: "busy", body: `{}`})
@@ -34,15 +36,15 @@ func TestRefusalsAbortWhateverTheRenderer(t *testing.T) {
 	steps := []struct {
 		name string
 		call call
-		typ  problem.Type
+		typ  Refusal
 	}{
-		{"no user", call{user: "-", key: "k", body: `{}`}, problem.Unauthorized},
-		{"no key", call{body: `{}`}, problem.KeyMissing},
-		{"invalid key", call{key: `"k";p=1`, body: `{}`}, problem.KeyInvalid},
-		{"body too large", call{key: "k", body: strings.Repeat(" ", MaxBodyBytes+1)}, problem.TooLarge},
-		{"malformed JSON", call{key: "k", body: `{`}, problem.MalformedRequest},
-		{"another body", call{key: "busy", body: `{"a":1}`}, problem.KeyReused},
-		{"still in progress", call{key: "busy", body: `{}`}, problem.KeyInProgress},
+		{"no user", call{user: "-", key: "k", body: `{}`}, refuseUnauthenticated},
+		{"no key", call{body: `{}`}, refuseKeyMissing},
+		{"invalid key", call{key: `"k";p=1`, body: `{}`}, refuseKeyInvalid},
+		{"body too large", call{key: "k", body: strings.Repeat(" ", MaxBodyBytes+1)}, refuseTooLarge},
+		{"malformed JSON", call{key: "k", body: `{`}, refuseMalformed},
+		{"another body", call{key: "busy", body: `{"a":1}`}, refuseKeyReused},
+		{"still in progress", call{key: "busy", body: `{}`}, refuseInProgress},
 	}
 	for _, s := range steps {
 		wantProblem(t, h.do(s.call), s.typ)
@@ -66,7 +68,7 @@ func TestAnAttemptFinishingAfterItsTimeoutIsRolledBackAndReleased(t *testing.T) 
 	}}))
 	c := call{key: "late", body: `{}`}
 	late := h.do(c)
-	wantProblem(t, late, problem.Internal)
+	wantProblem(t, late, refuseInternal)
 	h.wantKeys("alice/late=released")
 	h.wantWidgets()
 	retry := h.do(c)
@@ -120,9 +122,9 @@ func TestSweepWithoutABatchSize(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	for _, key := range []string{"a", "b", "c"} {
-		k := models.IdempotencyKey{
+		k := IdempotencyKey{
 			Scope: "alice", Key: key, OperationID: "op-" + key, Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
+			Fingerprint: "f", State: KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-time.Hour),
 			CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Second),
 		}
 		if err := h.db.Create(&k).Error; err != nil {
@@ -186,13 +188,13 @@ func TestKeyWhoseReleaseFailedIsFreeOnceItsLeasePasses(t *testing.T) {
 	wantAnswer(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), http.StatusBadGateway, false)
 	h.wantKeys("alice/k=in_progress")
 	// Until the lease passes, the attempt may still be running somewhere.
-	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`}), problem.KeyReused)
-	wantProblem(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), problem.KeyInProgress)
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`}), refuseKeyReused)
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"a"}`, path: "/widgets/1?status=502"}), refuseInProgress)
 	h.clock.Advance(h.lease)
 	if k, _ := h.key("alice", "k"); !k.Lapsed(h.now().UTC().Truncate(time.Microsecond)) {
 		t.Fatalf("key %+v is not free once its lease passed", k)
 	}
-	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`, path: "/widgets/2"}), problem.KeyReused)
+	wantProblem(t, h.do(call{key: "k", body: `{"card":"b"}`, path: "/widgets/2"}), refuseKeyReused)
 	wantAnswer(t, h.do(call{key: "k", body: `{"card":"b"}`}), http.StatusCreated, false)
 	derived := h.wantRuns("/widgets/1", 2)
 	if derived[0] != derived[1] {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,8 +24,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 func TestMain(m *testing.M) {
@@ -97,8 +96,8 @@ type harness struct {
 	probe chan struct{}
 	// heartbeats, when set, replaces the heartbeat's ticker: the test ticks.
 	heartbeats *heartbeats
-	// render, when set, is the middleware's Config.Render.
-	render func(*gin.Context, *problem.Problem)
+	// refuse, when set, is the middleware's Config.Refuse.
+	refuse func(*gin.Context, Refusal)
 	// entered counts the business handler's starts, claimed or not.
 	entered atomic.Int64
 	// mode is the route's; two-phase unless withMode.
@@ -118,8 +117,8 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
-func withRender(r func(*gin.Context, *problem.Problem)) option {
-	return func(h *harness) { h.render = r }
+func withRefuse(r func(*gin.Context, Refusal)) option {
+	return func(h *harness) { h.refuse = r }
 }
 
 // registerProbe makes the key read tell a request sent with a probe channel
@@ -147,13 +146,13 @@ func keyInProgress(tx *gorm.DB) bool {
 	}
 	var states []string
 	err := tx.Session(&gorm.Session{NewDB: true}).Raw(`SELECT state FROM idempotency_keys WHERE scope = ? AND "key" = ?`, tx.Statement.Vars...).Scan(&states).Error
-	return err == nil && len(states) == 1 && states[0] == models.KeyInProgress
+	return err == nil && len(states) == 1 && states[0] == KeyInProgress
 }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&models.IdempotencyKey{}, &widget{}); err != nil {
+	if err := errors.Join(Migrate(db), db.AutoMigrate(&widget{})); err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{
@@ -171,7 +170,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	h.mw = New(Config{
 		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
-		Render: h.render,
+		Refuse: h.refuse,
 		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(_ string, o Outcome) {
 			h.outcomes.Lock()
@@ -321,7 +320,7 @@ type answer struct {
 func (a answer) replayed() bool { return a.header.Get(ReplayedHeader) == "true" }
 
 func (a answer) problemType() string {
-	var p problem.Problem
+	var p struct{ Type string }
 	_ = json.Unmarshal([]byte(a.body), &p)
 	return p.Type
 }
@@ -402,7 +401,7 @@ func (h *harness) do(c call) answer {
 // keyStates lists every key row as scope/key=state, sorted; state is
 // completed, in_progress, or released (in progress without an owner).
 func keyStates(db *gorm.DB) ([]string, error) {
-	var rows []models.IdempotencyKey
+	var rows []IdempotencyKey
 	if err := db.Find(&rows).Error; err != nil {
 		return nil, err
 	}
@@ -425,7 +424,7 @@ func widgetRefs(db *gorm.DB) ([]string, error) {
 	return refs, err
 }
 
-func (h *harness) key(scope, key string) (models.IdempotencyKey, bool) {
+func (h *harness) key(scope, key string) (IdempotencyKey, bool) {
 	h.t.Helper()
 	k, ok, err := h.mw.store.find(context.Background(), scope, key)
 	if err != nil {
@@ -479,10 +478,14 @@ func wantAnswer(t *testing.T, a answer, status int, replayed bool) {
 	}
 }
 
-func wantProblem(t *testing.T, a answer, typ problem.Type) {
+func wantProblem(t *testing.T, a answer, typ Refusal) {
 	t.Helper()
-	if a.status != typ.Status || a.problemType() != typ.URI() || a.header.Get("Content-Type") != problem.ContentType {
-		t.Fatalf("answer %d %q %s, want a %d %s problem", a.status, a.header.Get("Content-Type"), a.body, typ.Status, typ.URI())
+	retryAfter := ""
+	if typ.RetryAfter > 0 {
+		retryAfter = strconv.Itoa(typ.RetryAfter)
+	}
+	if a.status != typ.Status || a.problemType() != typ.Type || a.header.Get("Content-Type") != "application/problem+json" || a.header.Get("Retry-After") != retryAfter {
+		t.Fatalf("answer %d %q %s (Retry-After %q), want a %d %s problem (Retry-After %q)", a.status, a.header.Get("Content-Type"), a.body, a.header.Get("Retry-After"), typ.Status, typ.Type, retryAfter)
 	}
 }
 
@@ -542,7 +545,7 @@ func (h *harness) async(c call) <-chan answer {
 
 // wantStep checks one answer of a sequence, and how often the handler has
 // run so far.
-func (h *harness) wantStep(name string, a answer, status int, p *problem.Type, replayed bool, runs int) {
+func (h *harness) wantStep(name string, a answer, status int, p *Refusal, replayed bool, runs int) {
 	h.t.Helper()
 	if p != nil {
 		wantProblem(h.t, a, *p)

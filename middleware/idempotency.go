@@ -4,8 +4,11 @@
 // orders or payments; handlers write through the transaction it hands them,
 // and keep the rules below for anything they commit themselves.
 //
-// Mount it with New and Require, after authentication (Config.Scope names
-// who owns the keys), in front of each route that must happen once. A
+// Create its table with Migrate (table.go), then mount it with New and
+// Require, after authentication (Config.Scope names who owns the keys), in
+// front of each route that must happen once. It answers a request it
+// refuses itself (no key, a key reused for another request, one still in
+// progress...) through Config.Refuse, in the application's words. A
 // request brings its key in the Idempotency-Key header, or a form in its
 // FormKeyField field. The handler behind it keeps three rules:
 //
@@ -61,6 +64,12 @@
 //     an atomic handler must not call anything outside the database, since
 //     nothing would record that it did.
 //
+// It needs a GORM database, PostgreSQL or SQLite. On SQLite under
+// concurrent writes, give it one write connection whose transactions begin
+// IMMEDIATE (mattn/go-sqlite3's _txlock=immediate): a deferred transaction
+// that reads, then writes after another writer committed, fails with
+// "database is locked"; nothing is kept, but the request fails.
+//
 // Each instance caches the completed answers it produced or replayed
 // (Config.CacheBytes): a completed key never changes until it expires, so a
 // replay this instance has seen before touches no database.
@@ -73,8 +82,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/problem"
 )
 
 // statusClientClosed is what logs and metrics record for a request whose
@@ -107,9 +114,10 @@ type Config struct {
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
-	// Render sends a problem; problem.Write when nil. It need not abort the
-	// chain: the middleware does.
-	Render func(*gin.Context, *problem.Problem)
+	// Refuse sends a refusal of the middleware's own (Refusals lists them),
+	// in the application's words and format; problem+json when nil. It
+	// need not abort the chain: the middleware does.
+	Refuse func(*gin.Context, Refusal)
 	// Observe is told what the middleware did for a route (the Outcome
 	// constants), for metrics; optional.
 	Observe func(route string, outcome Outcome)
@@ -171,15 +179,15 @@ func New(cfg Config) *Idempotency {
 		cfg.Now = time.Now
 	}
 	cfg.Timeout = cfg.AttemptTimeout()
-	render := cfg.Render
-	if render == nil {
-		render = problem.Write
+	refuse := cfg.Refuse
+	if refuse == nil {
+		refuse = writeRefusal
 	}
 	// Every refusal stops the chain here, whatever the renderer does: the
 	// business handler must never run without a claim.
-	cfg.Render = func(c *gin.Context, p *problem.Problem) {
+	cfg.Refuse = func(c *gin.Context, r Refusal) {
 		c.Abort()
-		render(c, p)
+		refuse(c, r)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -252,5 +260,5 @@ func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
 
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())
-	m.cfg.Render(c, problem.Internal.With("The request could not be processed; retry with the same key."))
+	m.cfg.Refuse(c, refuseInternal.with("The request could not be processed; retry with the same key."))
 }

@@ -8,9 +8,6 @@ import (
 	"net/url"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // Intake: what a request brings to the state machine. The key, from the
@@ -24,37 +21,37 @@ const MaxBodyBytes = 1 << 20
 func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	scope := m.cfg.Scope(c)
 	if scope == "" {
-		m.cfg.Render(c, problem.Unauthorized.With("Sign in first: idempotency keys belong to a user."))
+		m.cfg.Refuse(c, refuseUnauthenticated.with("Sign in first: idempotency keys belong to a user."))
 		return
 	}
 	headerKey, err := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
 	if err != nil && !errors.Is(err, errKeyMissing) {
-		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
 		return
 	}
 	// A form may carry its key in the body; anything else must have the
 	// header, and is refused before its body is read.
 	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
 	if headerKey == "" && !isForm {
-		m.cfg.Render(c, problem.KeyMissing.With(errKeyMissing.Error()))
+		m.cfg.Refuse(c, refuseKeyMissing.with(errKeyMissing.Error()))
 		return
 	}
 	body, err := readBody(c)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		m.cfg.Render(c, problem.TooLarge.With(err.Error()))
+		m.cfg.Refuse(c, refuseTooLarge.with(err.Error()))
 		return
 	case err != nil:
-		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
+		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
 	key, err := resolveKey(headerKey, isForm, body)
 	switch {
 	case errors.Is(err, errKeyMissing):
-		m.cfg.Render(c, problem.KeyMissing.With(err.Error()))
+		m.cfg.Refuse(c, refuseKeyMissing.with(err.Error()))
 		return
 	case err != nil:
-		m.cfg.Render(c, problem.KeyInvalid.With(err.Error()))
+		m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
 		return
 	}
 	c.Set(keyContextKey, key)
@@ -88,10 +85,10 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 	}
 	fingerprint, err := fingerprintOf(req)
 	if err != nil {
-		m.cfg.Render(c, problem.MalformedRequest.With(err.Error()))
+		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	want := models.IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}
+	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}
 	m.execute(c, want, mode, raw, first)
 }
 

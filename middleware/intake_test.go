@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/shop/shop/problem"
 )
 
 func TestKeyChecksAndScope(t *testing.T) {
@@ -18,22 +16,22 @@ func TestKeyChecksAndScope(t *testing.T) {
 		name     string
 		call     call
 		status   int
-		problem  *problem.Type
+		problem  *Refusal
 		replayed bool
 		runs     int // runs of /widgets/1 so far
 	}{
-		{"no user", call{user: "-", key: "k"}, 401, &problem.Unauthorized, false, 0},
-		{"no key", call{}, 400, &problem.KeyMissing, false, 0},
-		{"invalid key", call{key: `"k";p=1`}, 400, &problem.KeyInvalid, false, 0},
-		{"two keys in one header", call{key: `"k", "j"`}, 400, &problem.KeyInvalid, false, 0},
-		{"malformed JSON", call{key: "k", body: `{"name":`}, 400, &problem.MalformedRequest, false, 0},
-		{"duplicate JSON keys", call{key: "k", body: `{"name":"a","name":"b"}`}, 400, &problem.MalformedRequest, false, 0},
+		{"no user", call{user: "-", key: "k"}, 401, &refuseUnauthenticated, false, 0},
+		{"no key", call{}, 400, &refuseKeyMissing, false, 0},
+		{"invalid key", call{key: `"k";p=1`}, 400, &refuseKeyInvalid, false, 0},
+		{"two keys in one header", call{key: `"k", "j"`}, 400, &refuseKeyInvalid, false, 0},
+		{"malformed JSON", call{key: "k", body: `{"name":`}, 400, &refuseMalformed, false, 0},
+		{"duplicate JSON keys", call{key: "k", body: `{"name":"a","name":"b"}`}, 400, &refuseMalformed, false, 0},
 		{"alice runs", call{key: "k", body: body}, 201, nil, false, 1},
 		{"alice replays", call{key: `"k"`, body: body}, 201, nil, true, 1},
 		{"bob's key of the same name is his own", call{user: "bob", key: "k", body: body}, 201, nil, false, 2},
-		{"another body", call{key: "k", body: `{"name":"nut"}`}, 422, &problem.KeyReused, false, 2},
-		{"another query", call{key: "k", body: body, path: "/widgets/1?x=1"}, 422, &problem.KeyReused, false, 2},
-		{"another path parameter", call{key: "k", body: body, path: "/widgets/2"}, 422, &problem.KeyReused, false, 2},
+		{"another body", call{key: "k", body: `{"name":"nut"}`}, 422, &refuseKeyReused, false, 2},
+		{"another query", call{key: "k", body: body, path: "/widgets/1?x=1"}, 422, &refuseKeyReused, false, 2},
+		{"another path parameter", call{key: "k", body: body, path: "/widgets/2"}, 422, &refuseKeyReused, false, 2},
 	}
 	for _, s := range steps {
 		if s.call.body == "" {
@@ -66,7 +64,7 @@ func TestFormKey(t *testing.T) {
 		header   string
 		body     string
 		status   int
-		problem  *problem.Type
+		problem  *Refusal
 		replayed bool
 		runs     int
 	}{
@@ -74,15 +72,15 @@ func TestFormKey(t *testing.T) {
 		{"resubmit, fields reordered", "", "idempotency_key=form-1&color=red&name=bolt", 303, nil, true, 1},
 		{"header and field agree", `"form-2"`, "name=bolt&idempotency_key=form-2", 303, nil, false, 2},
 		{"bare header and field agree", `form-2`, "idempotency_key=form-2&name=bolt", 303, nil, true, 2},
-		{"header and field differ", "form-3", "name=bolt&idempotency_key=form-4", 400, &problem.KeyInvalid, false, 2},
-		{"empty field", "", "name=bolt&idempotency_key=", 400, &problem.KeyInvalid, false, 2},
-		{"empty field and a header", "form-5", "name=bolt&idempotency_key=", 400, &problem.KeyInvalid, false, 2},
-		{"256-character field", "", "name=bolt&idempotency_key=" + long + "f", 400, &problem.KeyInvalid, false, 2},
-		{"non-ASCII field", "", "name=bolt&idempotency_key=%C3%A9", 400, &problem.KeyInvalid, false, 2},
-		{"no key", "", "name=bolt", 400, &problem.KeyMissing, false, 2},
+		{"header and field differ", "form-3", "name=bolt&idempotency_key=form-4", 400, &refuseKeyInvalid, false, 2},
+		{"empty field", "", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 2},
+		{"empty field and a header", "form-5", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 2},
+		{"256-character field", "", "name=bolt&idempotency_key=" + long + "f", 400, &refuseKeyInvalid, false, 2},
+		{"non-ASCII field", "", "name=bolt&idempotency_key=%C3%A9", 400, &refuseKeyInvalid, false, 2},
+		{"no key", "", "name=bolt", 400, &refuseKeyMissing, false, 2},
 		{"255-character field", "", "name=bolt&idempotency_key=" + long, 303, nil, false, 3},
 		{"header only", "form-6", "name=bolt", 303, nil, false, 4},
-		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &problem.KeyInvalid, false, 4},
+		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &refuseKeyInvalid, false, 4},
 	}
 	var first answer
 	for i, s := range steps {
@@ -123,16 +121,16 @@ func TestBodyTooLarge(t *testing.T) {
 	tests := []struct {
 		name    string
 		call    call
-		problem problem.Type
+		problem Refusal
 	}{
-		{"Content-Length over", call{key: "length", contentType: "text/plain", body: over}, problem.TooLarge},
-		{"chunked over", call{key: "chunked", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, MaxBodyBytes+1)}, problem.TooLarge},
-		{"endless chunked", call{key: "endless", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, 4*MaxBodyBytes)}, problem.TooLarge},
-		{"form over", call{contentType: "application/x-www-form-urlencoded", body: overForm}, problem.TooLarge},
+		{"Content-Length over", call{key: "length", contentType: "text/plain", body: over}, refuseTooLarge},
+		{"chunked over", call{key: "chunked", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, MaxBodyBytes+1)}, refuseTooLarge},
+		{"endless chunked", call{key: "endless", contentType: "text/plain", bodyReader: io.LimitReader(zeros{}, 4*MaxBodyBytes)}, refuseTooLarge},
+		{"form over", call{contentType: "application/x-www-form-urlencoded", body: overForm}, refuseTooLarge},
 		// Authentication, then the key, then the body size.
-		{"no user", call{user: "-", key: "anonymous", contentType: "text/plain", body: over}, problem.Unauthorized},
-		{"invalid key", call{key: `"bad`, contentType: "text/plain", body: over}, problem.KeyInvalid},
-		{"no key", call{contentType: "text/plain", body: over}, problem.KeyMissing},
+		{"no user", call{user: "-", key: "anonymous", contentType: "text/plain", body: over}, refuseUnauthenticated},
+		{"invalid key", call{key: `"bad`, contentType: "text/plain", body: over}, refuseKeyInvalid},
+		{"no key", call{contentType: "text/plain", body: over}, refuseKeyMissing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +143,7 @@ func TestBodyTooLarge(t *testing.T) {
 		// without waiting for a body that does not come.
 		a := h.raw(fmt.Sprintf("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: declared\r\n"+
 			"Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n", MaxBodyBytes+1), false)
-		wantProblem(t, a, problem.TooLarge)
+		wantProblem(t, a, refuseTooLarge)
 		h.wantKeys()
 	})
 	h.wantRuns("/widgets/1", 0)
@@ -161,7 +159,7 @@ func TestBodyCutShort(t *testing.T) {
 	h := newHarness(t)
 	a := h.raw("POST /widgets/1 HTTP/1.1\r\nHost: test\r\nX-Test-User: alice\r\nIdempotency-Key: short\r\n"+
 		"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten b", true)
-	wantProblem(t, a, problem.MalformedRequest)
+	wantProblem(t, a, refuseMalformed)
 	h.wantKeys()
 	h.wantRuns("/widgets/1", 0)
 }

@@ -12,8 +12,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // A handler that runs longer than the lease keeps its key: the heartbeat
@@ -51,7 +49,7 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 		t.Fatalf("claimed until %v, now %v, extended until %v: want the first lease passed and extended to now + lease", claimed.LockedUntil, now, extended.LockedUntil)
 	}
 	dup := h.do(c)
-	wantProblem(t, dup, problem.KeyInProgress)
+	wantProblem(t, dup, refuseInProgress)
 	h.wantRuns("/widgets/1", 1)
 
 	g.release(1)
@@ -73,9 +71,9 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 func TestHeartbeatIsFencedByTheOwner(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
-	k := models.IdempotencyKey{
+	k := IdempotencyKey{
 		Scope: "alice", Key: "k", OperationID: "op", Method: "POST", Route: "/widgets/:id", Fingerprint: "f",
-		State: models.KeyInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		State: KeyInProgress, OwnerToken: "new-owner", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 	if err := h.db.Create(&k).Error; err != nil {
 		t.Fatal(err)
@@ -118,7 +116,7 @@ func TestLateFailureAfterTakeoverIsFenced(t *testing.T) {
 
 	g.release(1)
 	a := testkit.Recv(t, aDone, "attempt A's answer")
-	wantProblem(t, a, problem.KeyLeaseLost)
+	wantProblem(t, a, refuseLeaseLost)
 	if a.header.Get("Retry-After") != "1" {
 		t.Fatalf("lease-lost answer without Retry-After: %v", a.header)
 	}

@@ -6,8 +6,6 @@ package middleware
 import (
 	"context"
 	"time"
-
-	"github.com/shop/shop/models"
 )
 
 // KeyPosition is where a page of a scope's keys ended: the creation time
@@ -20,8 +18,8 @@ type KeyPosition struct {
 // KeysPage lists up to limit of the scope's keys, newest first, from after
 // p (from the newest when p is nil), without their stored answers; more
 // says whether any follow.
-func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []models.IdempotencyKey, more bool, err error) {
-	keys, err = m.replays.withPending(func() ([]models.IdempotencyKey, error) {
+func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
+	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
 		return m.store.page(ctx, scope, p, limit+1)
 	})
 	if len(keys) > limit {
@@ -56,8 +54,8 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 
 // Keys lists the most recent keys of a scope, newest first, with the
 // replays this instance counted and has not written yet.
-func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
-	return m.replays.withPending(func() ([]models.IdempotencyKey, error) {
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
+	return m.replays.withPending(func() ([]IdempotencyKey, error) {
 		return m.store.list(ctx, scope, limit)
 	})
 }

@@ -15,17 +15,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 const operationKey = "idempotency.operation"
 
 // operation is the claimed key as the handler sees it.
 type operation struct {
-	key models.IdempotencyKey // as claimed: its owner token, operation id, fingerprint and expiry
-	raw [sha256.Size]byte     // the request's rawDigest
-	db  *gorm.DB              // bound to a context a client disconnect cannot cancel
+	key IdempotencyKey    // as claimed: its owner token, operation id, fingerprint and expiry
+	raw [sha256.Size]byte // the request's rawDigest
+	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
 	// atomic: the claim is in tx (Atomic mode), not committed on its own.
 	atomic bool
@@ -45,16 +43,27 @@ func current(c *gin.Context) *operation {
 	return op.(*operation)
 }
 
+// Operation is the current operation as a handler hands it on to a service
+// that moves money (or anything else that must be done once) beyond the
+// handler: what Tx, DerivedKey and OnLeaseExtended give, as methods, so that
+// the service calls the middleware and never back into the handler.
+type Operation struct{ op *operation }
+
+// Current is the request's operation.
+func Current(c *gin.Context) Operation { return Operation{current(c)} }
+
 // Tx is the transaction of the current operation, begun on first use. The
 // handler's business writes go through it; the middleware commits it
 // together with the key's completion, or rolls it back.
-func Tx(c *gin.Context) *gorm.DB {
-	op := current(c)
-	if op.tx == nil {
-		op.stopHeartbeat()
-		op.tx = op.db.Begin()
+func Tx(c *gin.Context) *gorm.DB { return Current(c).Tx() }
+
+// Tx is the operation's transaction; see the function Tx.
+func (o Operation) Tx() *gorm.DB {
+	if o.op.tx == nil {
+		o.op.stopHeartbeat()
+		o.op.tx = o.op.db.Begin()
 	}
-	return op.tx
+	return o.op.tx
 }
 
 // OnLeaseExtended has fn run each time the heartbeat extends the
@@ -63,25 +72,29 @@ func Tx(c *gin.Context) *gorm.DB {
 // long as the operation does (a payment's hold on its order), so that it
 // does not run out under a slow but live attempt.
 func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Time) error) {
-	op := current(c)
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	op.onExtend = append(op.onExtend, fn)
+	Current(c).OnLeaseExtended(fn)
+}
+
+// OnLeaseExtended is the function OnLeaseExtended, for the operation.
+func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
+	o.op.mu.Lock()
+	defer o.op.mu.Unlock()
+	o.op.onExtend = append(o.op.onExtend, fn)
 }
 
 // DerivedKey is the key to pass downstream (the payment provider) and to
 // store on business rows: the same for every attempt of one operation, and
 // different for a new operation under an expired key.
-func DerivedKey(c *gin.Context) string {
-	op := current(c)
-	return deriveKey(op.key.Scope, op.key.Key, op.key.OperationID)
-}
+func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
+
+// DerivedKey is the operation's derived key; see the function DerivedKey.
+func (o Operation) DerivedKey() string { return DerivedKeyOf(o.op.key) }
 
 func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
 
 // DerivedKeyOf is the key the operation a key row names passed downstream:
 // the business rows it wrote carry it.
-func DerivedKeyOf(k models.IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
+func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
 
 func deriveKey(scope, key, operationID string) string {
 	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))

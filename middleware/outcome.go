@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 // attemptContext is the context of one attempt. From the claim on, the
@@ -29,7 +26,7 @@ func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cance
 	return ctx, cancel, detached
 }
 
-func (m *Idempotency) newOperation(ctx context.Context, k models.IdempotencyKey, raw [sha256.Size]byte) *operation {
+func (m *Idempotency) newOperation(ctx context.Context, k IdempotencyKey, raw [sha256.Size]byte) *operation {
 	return &operation{key: k, raw: raw, db: m.cfg.DB.WithContext(ctx)}
 }
 
@@ -144,9 +141,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 // again and get the answer of the attempt that owns the key.
 func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
 	m.cfg.Observe(op.key.Route, OutcomeLeaseLost)
-	p := problem.KeyLeaseLost.With("Retry with the same key to get the answer of the attempt that finished.")
-	p.RetryAfter = 1
-	m.cfg.Render(c, p)
+	m.cfg.Refuse(c, refuseLeaseLost.with("Retry with the same key to get the answer of the attempt that finished."))
 }
 
 func (op *operation) rollback() {

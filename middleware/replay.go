@@ -7,13 +7,11 @@ import (
 	"crypto/sha256"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/shop/shop/models"
 )
 
 // replayCached answers from an answer this instance has cached: replayed
 // when it is the same request, refused when the key named another.
-func (m *Idempotency) replayCached(c *gin.Context, want models.IdempotencyKey, a *cached, waited bool) {
+func (m *Idempotency) replayCached(c *gin.Context, want IdempotencyKey, a *cached, waited bool) {
 	if a.fingerprint != want.Fingerprint {
 		m.mismatch(c, want.Route, a.method, a.route)
 		return
@@ -23,7 +21,7 @@ func (m *Idempotency) replayCached(c *gin.Context, want models.IdempotencyKey, a
 
 // replayStored answers from the completed key found, and caches its answer
 // under sk for the next repeat.
-func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found models.IdempotencyKey, raw [sha256.Size]byte, waited bool) {
+func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found IdempotencyKey, raw [sha256.Size]byte, waited bool) {
 	a, err := answerOf(found)
 	if err != nil {
 		m.internal(c, "decode stored response", err)

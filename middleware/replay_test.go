@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 func TestReplayHeaders(t *testing.T) {
@@ -55,7 +54,7 @@ func TestReplayHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := h.key("alice", "k-1")
-	if k.State != models.KeyCompleted || k.Status != http.StatusCreated || k.Replays != 1 || string(k.Body) != first.body {
+	if k.State != KeyCompleted || k.Status != http.StatusCreated || k.Replays != 1 || string(k.Body) != first.body {
 		t.Fatalf("stored key = %+v, want completed 201 with the original body and one replay", k)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 // defaultFlushEvery is how often counted replays are written to the key rows
@@ -26,7 +24,7 @@ type replayOf struct {
 	operationID string
 }
 
-func replayOfKey(k models.IdempotencyKey) replayOf { return replayOf{k.Scope, k.Key, k.OperationID} }
+func replayOfKey(k IdempotencyKey) replayOf { return replayOf{k.Scope, k.Key, k.OperationID} }
 
 // replayCounter keeps the replay count off the request path: a replay writes
 // nothing, and the counts reach the database in batches, on an
@@ -116,7 +114,7 @@ func (r *replayCounter) flush(ctx context.Context) error {
 
 // withPending adds the counts not yet written to keys just read; read runs
 // while no flush is under way.
-func (r *replayCounter) withPending(read func() ([]models.IdempotencyKey, error)) ([]models.IdempotencyKey, error) {
+func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]IdempotencyKey, error) {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()
 	keys, err := read()

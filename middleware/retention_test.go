@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 // The sweeper deletes expired keys one short statement per batch, so claims
@@ -22,11 +20,11 @@ func TestSweepInBatchesDoesNotBlockClaims(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
 	const expired, batch = 120, 50
-	keys := make([]models.IdempotencyKey, expired)
+	keys := make([]IdempotencyKey, expired)
 	for i := range keys {
-		keys[i] = models.IdempotencyKey{
+		keys[i] = IdempotencyKey{
 			Scope: "alice", Key: fmt.Sprintf("old-%d", i), OperationID: fmt.Sprintf("op-%d", i), Method: "POST", Route: "/widgets/:id",
-			Fingerprint: "f", State: models.KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
+			Fingerprint: "f", State: KeyCompleted, OwnerToken: "o", LockedUntil: now.Add(-2 * time.Hour),
 			Status: http.StatusCreated, Headers: "{}", CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
 		}
 	}
@@ -80,20 +78,20 @@ func TestSweep(t *testing.T) {
 		expires, lockedUntil     time.Duration // from now
 		deleted                  bool
 	}{
-		{"alice", "done-expired", models.KeyCompleted, "o", -time.Second, time.Hour, true},
-		{"alice", "done-at-expiry", models.KeyCompleted, "o", 0, -time.Hour, true},
-		{"bob", "done-expired", models.KeyCompleted, "o", -time.Hour, -2 * time.Hour, true},
-		{"alice", "done-fresh", models.KeyCompleted, "o", time.Second, -time.Hour, false},
-		{"alice", "stalled-expired", models.KeyInProgress, "o", -time.Minute, -time.Second, true},
-		{"alice", "lease-ends-now-expired", models.KeyInProgress, "o", -time.Minute, 0, true},
-		{"alice", "released-expired", models.KeyInProgress, "", -time.Second, -2 * time.Hour, true},
-		{"alice", "running-expired", models.KeyInProgress, "o", -time.Minute, time.Minute, false},
-		{"alice", "stalled-fresh", models.KeyInProgress, "o", time.Hour, -time.Minute, false},
-		{"alice", "released-fresh", models.KeyInProgress, "", time.Hour, -time.Minute, false},
+		{"alice", "done-expired", KeyCompleted, "o", -time.Second, time.Hour, true},
+		{"alice", "done-at-expiry", KeyCompleted, "o", 0, -time.Hour, true},
+		{"bob", "done-expired", KeyCompleted, "o", -time.Hour, -2 * time.Hour, true},
+		{"alice", "done-fresh", KeyCompleted, "o", time.Second, -time.Hour, false},
+		{"alice", "stalled-expired", KeyInProgress, "o", -time.Minute, -time.Second, true},
+		{"alice", "lease-ends-now-expired", KeyInProgress, "o", -time.Minute, 0, true},
+		{"alice", "released-expired", KeyInProgress, "", -time.Second, -2 * time.Hour, true},
+		{"alice", "running-expired", KeyInProgress, "o", -time.Minute, time.Minute, false},
+		{"alice", "stalled-fresh", KeyInProgress, "o", time.Hour, -time.Minute, false},
+		{"alice", "released-fresh", KeyInProgress, "", time.Hour, -time.Minute, false},
 	}
 	var want []string
 	for _, r := range rows {
-		k := models.IdempotencyKey{
+		k := IdempotencyKey{
 			Scope: r.scope, Key: r.key, OperationID: "op-" + r.key, Method: "POST", Route: "/widgets/:id",
 			Fingerprint: "f", State: r.state, OwnerToken: r.owner, LockedUntil: now.Add(r.lockedUntil),
 			CreatedAt: now.Add(r.expires - time.Hour), ExpiresAt: now.Add(r.expires),

@@ -9,8 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
-	"github.com/shop/shop/problem"
 )
 
 func TestPanicReleasesTheKey(t *testing.T) {
@@ -74,7 +72,7 @@ func TestOutcomes(t *testing.T) {
 			wantAnswer(t, first, tt.status, false)
 			k, _ := h.key("alice", key)
 			if tt.stored {
-				if k.State != models.KeyCompleted || k.Status != tt.status || string(k.Body) != first.body {
+				if k.State != KeyCompleted || k.Status != tt.status || string(k.Body) != first.body {
 					t.Fatalf("stored key = %+v, want completed with %d and the answer", k, tt.status)
 				}
 			} else if !k.Released() || k.LockedUntil.After(h.clock.Now()) {
@@ -118,7 +116,7 @@ func TestReleasedKeyTakesACorrectedRequest(t *testing.T) {
 	h.wantWidgets(derived[1] + "#2")
 	// The key now names the corrected request.
 	wantAnswer(t, h.do(call{key: "k", path: path, body: `{"size":1}`}), 201, true)
-	wantProblem(t, h.do(call{key: "k", path: path + "?status=422", body: `{"size":-1}`}), problem.KeyReused)
+	wantProblem(t, h.do(call{key: "k", path: path + "?status=422", body: `{"size":-1}`}), refuseKeyReused)
 }
 
 // A released key takes a corrected body, but not another target: retried
@@ -128,7 +126,7 @@ func TestReleasedKeyTakesACorrectedRequest(t *testing.T) {
 func TestReleasedKeyKeepsItsTarget(t *testing.T) {
 	h := newHarness(t)
 	wantAnswer(t, h.do(call{key: "k", path: "/widgets/1?status=502", body: `{}`}), 502, false)
-	wantProblem(t, h.do(call{key: "k", path: "/widgets/2", body: `{}`}), problem.KeyReused)
+	wantProblem(t, h.do(call{key: "k", path: "/widgets/2", body: `{}`}), refuseKeyReused)
 	wantAnswer(t, h.do(call{key: "k", path: "/widgets/1", body: `{"corrected":true}`}), 201, false)
 	h.wantRuns("/widgets/1", 2)
 	h.wantRuns("/widgets/2", 0)
@@ -175,7 +173,7 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 
 			g.release(1)
 			a := testkit.Recv(t, aDone, "attempt A's answer")
-			wantProblem(t, a, problem.KeyLeaseLost)
+			wantProblem(t, a, refuseLeaseLost)
 			if a.header.Get("Retry-After") != "1" || a.header.Get("Location") != "" {
 				t.Fatalf("A's answer headers %v, want Retry-After and none of the handler's", a.header)
 			}
@@ -198,7 +196,7 @@ func TestLeaseTakeoverFencesTheLateAttempt(t *testing.T) {
 			}
 			h.wantWidgets(derived[1] + "#2") // A's row rolled back
 			k, _ := h.key("alice", "k")
-			if k.State != models.KeyCompleted || k.Status != http.StatusCreated || string(k.Body) != b.body {
+			if k.State != KeyCompleted || k.Status != http.StatusCreated || string(k.Body) != b.body {
 				t.Fatalf("key = %+v, want completed with B's answer %s", k, b.body)
 			}
 			third := h.do(c)

@@ -10,14 +10,12 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/models"
 )
 
 // list reads the most recent keys of a scope, newest first, without the
 // answers they keep.
-func (s store) list(ctx context.Context, scope string, limit int) ([]models.IdempotencyKey, error) {
-	keys := []models.IdempotencyKey{}
+func (s store) list(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
+	keys := []IdempotencyKey{}
 	err := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
 		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
 	return keys, err
@@ -25,8 +23,8 @@ func (s store) list(ctx context.Context, scope string, limit int) ([]models.Idem
 
 // page reads up to limit of a scope's keys, newest first, from after p
 // (from the newest when p is nil), without the answers they keep.
-func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]models.IdempotencyKey, error) {
-	keys := []models.IdempotencyKey{}
+func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
+	keys := []IdempotencyKey{}
 	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
 	if p != nil {
 		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
@@ -43,7 +41,7 @@ type storedResponse struct {
 }
 
 // store holds the SQL of the key lifecycle, on the table of
-// models.IdempotencyKey: the middleware reads and writes it through here
+// IdempotencyKey: the middleware reads and writes it through here
 // only. Every statement that changes
 // ownership is a single atomic statement guarded by the (scope, key) unique
 // index or by the current owner token; nothing checks and then acts.
@@ -62,18 +60,18 @@ const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, 
 // reflection (the larger part of a cold replay's allocations); both drivers
 // keep the statement prepared on each connection (pgx's statement cache,
 // SQLite's _stmt_cache_size).
-func (s store) find(ctx context.Context, scope, key string) (models.IdempotencyKey, bool, error) {
+func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
 	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
 	k, err := scanKey(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return models.IdempotencyKey{}, false, nil
+		return IdempotencyKey{}, false, nil
 	}
 	return k, err == nil, err
 }
 
 // scanKey reads one row of keyColumns.
-func scanKey(row interface{ Scan(...any) error }) (models.IdempotencyKey, error) {
-	var k models.IdempotencyKey
+func scanKey(row interface{ Scan(...any) error }) (IdempotencyKey, error) {
+	var k IdempotencyKey
 	var headers sql.NullString
 	err := row.Scan(&k.ID, &k.Scope, &k.Key, &k.OperationID, &k.Method, &k.Route, &k.Fingerprint, &k.RawDigest, &k.Target, &k.State,
 		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.Replays, &k.CreatedAt, &k.ExpiresAt)
@@ -83,7 +81,7 @@ func scanKey(row interface{ Scan(...any) error }) (models.IdempotencyKey, error)
 
 // claim inserts the key as in progress, or takes over an expired one as a new
 // operation. It reports whether this caller now owns the key.
-func (s store) claim(ctx context.Context, k models.IdempotencyKey) (bool, error) {
+func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
@@ -93,7 +91,7 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE `+claimFence,
-		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.RawDigest, k.Target, models.KeyInProgress, k.OwnerToken, k.LockedUntil,
+		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.RawDigest, k.Target, KeyInProgress, k.OwnerToken, k.LockedUntil,
 		k.CreatedAt, k.ExpiresAt)
 	return res.RowsAffected == 1, res.Error
 }
@@ -102,12 +100,12 @@ WHERE `+claimFence,
 // released — from its previous owner to a retry. The operation id stays, so
 // the re-run is the same operation to everything downstream; the request
 // becomes the retry's, which may differ only after a release.
-func (s store) takeover(ctx context.Context, want models.IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
+func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
 WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
 		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint, want.RawDigest,
-		want.Scope, want.Key, models.KeyInProgress, previousOwner, now)
+		want.Scope, want.Key, KeyInProgress, previousOwner, now)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -116,7 +114,7 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 func (s store) extend(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		until, scope, key, owner, models.KeyInProgress)
+		until, scope, key, owner, KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -130,7 +128,7 @@ func (s store) complete(db *gorm.DB, scope, key, owner string, resp storedRespon
 	}
 	res := db.Exec(`UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		models.KeyCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, models.KeyInProgress)
+		KeyCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -144,7 +142,7 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
 WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, models.KeyInProgress)
+		now, scope, key, owner, KeyInProgress)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -156,7 +154,7 @@ var claimFence = claimableSQL("idempotency_keys", "excluded.created_at")
 // claimableSQL is claimable in SQL, for the key row named table at the
 // moment now (an SQL expression): expired, and completed or its lease over.
 func claimableSQL(table, now string) string {
-	return fmt.Sprintf("%[1]s.expires_at <= %[2]s AND (%[1]s.state = '%[3]s' OR %[1]s.locked_until <= %[2]s)", table, now, models.KeyCompleted)
+	return fmt.Sprintf("%[1]s.expires_at <= %[2]s AND (%[1]s.state = '%[3]s' OR %[1]s.locked_until <= %[2]s)", table, now, KeyCompleted)
 }
 
 // sweep deletes up to batch expired keys and returns the route of each.
@@ -173,7 +171,7 @@ RETURNING route`,
 }
 
 // answerOf is a completed key's answer, as replays and the cache use it.
-func answerOf(r models.IdempotencyKey) (*cached, error) {
+func answerOf(r IdempotencyKey) (*cached, error) {
 	a := &cached{
 		replayOf: replayOfKey(r), method: r.Method, route: r.Route, fingerprint: r.Fingerprint, expiresAt: r.ExpiresAt,
 		status: r.Status, body: r.Body,

@@ -9,7 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/problem"
 )
 
 // A handler hung past Timeout stops being kept alive: its heartbeat stops,
@@ -34,7 +33,7 @@ func TestHungHandlerLetsItsLeasePassAfterTheTimeout(t *testing.T) {
 	beat := testkit.Recv(t, h.heartbeats.started, "the first attempt's heartbeat")
 	testkit.Recv(t, g.entered, "the first attempt, hung past its timeout")
 	testkit.Recv(t, beat.stopped, "the first attempt's heartbeat to stop at its timeout")
-	wantProblem(t, h.do(c), problem.KeyInProgress) // its lease has not run out yet
+	wantProblem(t, h.do(c), refuseInProgress) // its lease has not run out yet
 
 	h.clock.Advance(lease)
 	retry := h.do(c)
@@ -47,7 +46,7 @@ func TestHungHandlerLetsItsLeasePassAfterTheTimeout(t *testing.T) {
 		t.Fatalf("%d lease extensions, want none: nothing ticked", n)
 	}
 	g.release(1)
-	wantProblem(t, testkit.Recv(t, first, "the hung attempt's answer"), problem.KeyLeaseLost)
+	wantProblem(t, testkit.Recv(t, first, "the hung attempt's answer"), refuseLeaseLost)
 	h.wantKeys("alice/hung=completed")
 }
 

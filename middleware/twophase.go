@@ -8,15 +8,13 @@ import (
 	"crypto/sha256"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/shop/shop/models"
 )
 
 // runTwoPhase commits the claim on its own, then runs the handler: false
 // when another request had claimed the key first. The claim runs detached:
 // a client gone mid-statement must not leave a claim committed behind an
 // error, or an error for a claim it made.
-func (m *Idempotency) runTwoPhase(c *gin.Context, want models.IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
+func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
 		m.internal(c, "claim key", err)

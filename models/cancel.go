@@ -27,10 +27,10 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 		return Order{}, res.Error
 	}
 	if res.RowsAffected != 1 {
-		return Order{}, busy(tx, order.ID)
+		return Order{}, busy[PaymentAttempt](tx, charges, order.ID)
 	}
 	var doubts int64
-	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, AttemptInDoubt).Count(&doubts).Error; err != nil {
+	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, InDoubt).Count(&doubts).Error; err != nil {
 		return Order{}, err
 	}
 	if doubts > 0 {

@@ -1,8 +1,8 @@
 // Package models holds the shop's domain: users, tokens, products, orders and
-// payments, and the database they live in, with the table of idempotency
-// keys (IdempotencyKey), which the idempotency middleware alone writes. It
-// knows nothing about HTTP or how keys are claimed: writes that must be
-// exactly-once take the transaction and the derived key they are given.
+// payments, and the database they live in (the table of idempotency keys is
+// the middleware's own). It knows nothing about HTTP or how keys are
+// claimed: writes that must be exactly-once take the transaction and the
+// derived key they are given.
 package models
 
 import (
@@ -31,20 +31,6 @@ type PaymentStatus string
 const (
 	PaymentSucceeded PaymentStatus = "succeeded"
 	PaymentDeclined  PaymentStatus = "declined"
-)
-
-// AttemptState is where a payment attempt stands with the provider.
-type AttemptState string
-
-// Payment attempt states. An attempt is in doubt from the moment it is
-// written, before the provider is called, until the provider's answer is
-// known: succeeded or declined (a payment row records it), or failed when
-// the provider said that nothing was charged.
-const (
-	AttemptInDoubt   AttemptState = "in_doubt"
-	AttemptSucceeded AttemptState = "succeeded"
-	AttemptDeclined  AttemptState = "declined"
-	AttemptFailed    AttemptState = "failed"
 )
 
 // User is a customer. Email is stored lower-cased; only a bcrypt hash of the
@@ -117,7 +103,7 @@ func (o Order) Charged() bool { return slices.Contains(chargedStates, o.Status) 
 // provider's outcome: the order cannot be charged again until it is known.
 func (o Order) PaymentInDoubt() bool {
 	for _, a := range o.Attempts {
-		if a.State == AttemptInDoubt {
+		if a.State == InDoubt {
 			return true
 		}
 	}
@@ -150,34 +136,4 @@ type Payment struct {
 	ProviderChargeID string        `gorm:"size:64;not null"`
 	ProviderKey      string        `gorm:"size:90;not null;uniqueIndex"`
 	CreatedAt        time.Time     `gorm:"not null"`
-}
-
-// PaymentAttempt is one charge request sent, or about to be sent, to the
-// provider under ProviderKey. It is committed together with the order's
-// hold before the provider is called, so that a crash, a lost reply or a
-// lost database link can never leave a charge the shop does not know about:
-// an attempt in doubt is resolved by sending its exact request again under
-// its own key, which the provider answers with the first outcome.
-type PaymentAttempt struct {
-	ID      string `gorm:"primaryKey;size:36"`
-	OrderID string `gorm:"size:36;not null;index"`
-	// DerivedKey is the derived key of the payment operation that made the
-	// attempt. ProviderKey is the key the provider was called with: the
-	// operation's, or, for an operation whose earlier attempt the provider
-	// refused, the operation's with a number, so that a request with other
-	// parameters never reuses a key the provider has seen.
-	DerivedKey       string       `gorm:"size:80;not null;index"`
-	ProviderKey      string       `gorm:"size:90;not null;uniqueIndex"`
-	AmountCents      int64        `gorm:"not null"`
-	Currency         string       `gorm:"size:3;not null"`
-	PaymentMethod    string       `gorm:"size:64;not null"`
-	State            AttemptState `gorm:"size:16;not null;index"`
-	ProviderChargeID string       `gorm:"size:64"`
-	DeclineReason    string       `gorm:"size:200"`
-	// SentAt is when the attempt's request was last sent to the provider:
-	// a lookup that finds nothing proves nothing until every request sent
-	// has ended (see billing's roll-forward window).
-	SentAt    *time.Time
-	CreatedAt time.Time `gorm:"not null"`
-	UpdatedAt time.Time `gorm:"not null"`
 }

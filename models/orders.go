@@ -120,6 +120,6 @@ func (s Shop) withLines(db *gorm.DB) *gorm.DB {
 		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
 		Preload("Attempts", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
 		Preload("Refunds", func(db *gorm.DB) *gorm.DB {
-			return db.Where("state IN ?", []RefundState{RefundSucceeded, RefundPending}).Order("created_at, id")
+			return db.Where("state IN ?", []State{Succeeded, Pending}).Order("created_at, id")
 		})
 }

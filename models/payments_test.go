@@ -24,13 +24,13 @@ func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
 		id      string
 		heldBy  *string
 		until   *time.Time
-		state   models.AttemptState
+		state   models.State
 		wantOut bool
 	}{
-		{"00000000-0000-4000-8000-000000000001", nil, nil, models.AttemptInDoubt, false},
-		{"00000000-0000-4000-8000-000000000002", &holder, &live, models.AttemptInDoubt, true},
-		{"00000000-0000-4000-8000-000000000003", &holder, &lapsed, models.AttemptInDoubt, false},
-		{"00000000-0000-4000-8000-000000000004", nil, nil, models.AttemptSucceeded, true},
+		{"00000000-0000-4000-8000-000000000001", nil, nil, models.InDoubt, false},
+		{"00000000-0000-4000-8000-000000000002", &holder, &live, models.InDoubt, true},
+		{"00000000-0000-4000-8000-000000000003", &holder, &lapsed, models.InDoubt, false},
+		{"00000000-0000-4000-8000-000000000004", nil, nil, models.Succeeded, true},
 	}
 	for i, o := range orders {
 		order := models.Order{ID: o.id, Number: int64(1001 + i), UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100,
@@ -38,13 +38,13 @@ func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
 		if err := db.Create(&order).Error; err != nil {
 			t.Fatal(err)
 		}
-		attempt := models.PaymentAttempt{ID: o.id, OrderID: o.id, DerivedKey: order.DerivedKey, ProviderKey: order.DerivedKey,
-			AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa", State: o.state, CreatedAt: now.Add(time.Duration(i) * time.Second)}
+		attempt := models.PaymentAttempt{Request: models.Request{ID: o.id, OrderID: o.id, DerivedKey: order.DerivedKey, ProviderKey: order.DerivedKey,
+			State: o.state, CreatedAt: now.Add(time.Duration(i) * time.Second)}, AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa"}
 		if err := db.Create(&attempt).Error; err != nil {
 			t.Fatal(err)
 		}
 	}
-	stale, err := models.Shop{DB: db}.StaleAttempts(context.Background(), now, 10)
+	stale, err := models.Stale[models.PaymentAttempt](context.Background(), models.Shop{DB: db}, now, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

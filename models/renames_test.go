@@ -73,7 +73,7 @@ func TestMigrateRenamesAnEarlierSchema(t *testing.T) {
 		t.Fatalf("hold %v until %v; want idem_old/run until 10:00", order.HeldBy, order.HeldUntil)
 	}
 	var attempt models.PaymentAttempt
-	if err := db.Take(&attempt, "derived_key = ?", "idem_old").Error; err != nil || attempt.State != models.AttemptInDoubt {
+	if err := db.Take(&attempt, "derived_key = ?", "idem_old").Error; err != nil || attempt.State != models.InDoubt {
 		t.Fatalf("the attempt under its new column: %+v %v", attempt, err)
 	}
 	m := db.Migrator()

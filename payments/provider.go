@@ -88,6 +88,6 @@ type RefundRequest struct {
 // to the card), or failed with a reason (nothing given back).
 type RefundAnswer struct {
 	ID            string
-	State         models.RefundState
+	State         models.State
 	FailureReason string
 }

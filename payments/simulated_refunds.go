@@ -18,14 +18,14 @@ import (
 // keyed by the idempotency key it was asked with: the provider's refund
 // ledger, which tests count.
 type SimulatedRefund struct {
-	ID             string             `gorm:"primaryKey;size:40"`
-	IdempotencyKey string             `gorm:"size:255;not null;uniqueIndex"`
-	ChargeID       string             `gorm:"size:40;not null;index"`
-	AmountCents    int64              `gorm:"not null"`
-	Currency       string             `gorm:"size:3;not null"`
-	Status         models.RefundState `gorm:"size:16;not null"`
-	FailureReason  string             `gorm:"size:200"`
-	CreatedAt      time.Time          `gorm:"not null"`
+	ID             string       `gorm:"primaryKey;size:40"`
+	IdempotencyKey string       `gorm:"size:255;not null;uniqueIndex"`
+	ChargeID       string       `gorm:"size:40;not null;index"`
+	AmountCents    int64        `gorm:"not null"`
+	Currency       string       `gorm:"size:3;not null"`
+	Status         models.State `gorm:"size:16;not null"`
+	FailureReason  string       `gorm:"size:200"`
+	CreatedAt      time.Time    `gorm:"not null"`
 }
 
 // errNoSuchCharge and errRefundTooLarge are the simulation's refusals of a
@@ -45,12 +45,14 @@ func (s *Simulated) Refund(ctx context.Context, req RefundRequest) (RefundAnswer
 	}
 	var stored SimulatedRefund
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		refund, err := s.newRefund(tx, req)
+		refund, fresh, err := s.newRefund(tx, req)
 		if err != nil {
 			return err
 		}
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&refund).Error; err != nil {
-			return fmt.Errorf("record refund: %w", err)
+		if fresh {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&refund).Error; err != nil {
+				return fmt.Errorf("record refund: %w", err)
+			}
 		}
 		return tx.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
 	})
@@ -66,37 +68,38 @@ func (s *Simulated) Refund(ctx context.Context, req RefundRequest) (RefundAnswer
 	return stored.answer(), nil
 }
 
-// newRefund is the refund the request makes if its key is new: refused
-// when the charge is unknown or has not that much left.
-func (s *Simulated) newRefund(tx *gorm.DB, req RefundRequest) (SimulatedRefund, error) {
+// newRefund is the refund the request makes if its key is new (fresh):
+// refused when the charge is unknown or has not that much left. A repeat
+// makes none: its first answer stands.
+func (s *Simulated) newRefund(tx *gorm.DB, req RefundRequest) (refund SimulatedRefund, fresh bool, err error) {
 	var existing int64
 	if err := tx.Model(&SimulatedRefund{}).Where("idempotency_key = ?", req.IdempotencyKey).Count(&existing).Error; err != nil || existing > 0 {
-		return SimulatedRefund{}, err // a repeat: its first answer stands
+		return SimulatedRefund{}, false, err
 	}
 	var charge SimulatedCharge
-	err := tx.Where("id = ? AND status = ?", req.ChargeID, models.PaymentSucceeded).Take(&charge).Error
+	err = tx.Where("id = ? AND status = ?", req.ChargeID, models.PaymentSucceeded).Take(&charge).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return SimulatedRefund{}, errNoSuchCharge
+		return SimulatedRefund{}, false, errNoSuchCharge
 	}
 	if err != nil {
-		return SimulatedRefund{}, err
+		return SimulatedRefund{}, false, err
 	}
 	var refunded int64
 	if err := tx.Model(&SimulatedRefund{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("charge_id = ? AND status <> ?", charge.ID, models.RefundFailed).Scan(&refunded).Error; err != nil {
-		return SimulatedRefund{}, err
+		Where("charge_id = ? AND status <> ?", charge.ID, models.Failed).Scan(&refunded).Error; err != nil {
+		return SimulatedRefund{}, false, err
 	}
 	if req.AmountCents <= 0 || refunded+req.AmountCents > charge.AmountCents {
-		return SimulatedRefund{}, errRefundTooLarge
+		return SimulatedRefund{}, false, errRefundTooLarge
 	}
-	refund := SimulatedRefund{
+	refund = SimulatedRefund{
 		ID: "re_" + strings.ReplaceAll(uuid.NewString(), "-", ""), IdempotencyKey: req.IdempotencyKey, ChargeID: charge.ID,
-		AmountCents: req.AmountCents, Currency: req.Currency, Status: models.RefundSucceeded,
+		AmountCents: req.AmountCents, Currency: req.Currency, Status: models.Succeeded,
 	}
 	if charge.PaymentMethod == MethodRefundFail {
-		refund.Status, refund.FailureReason = models.RefundFailed, "The card's account is closed."
+		refund.Status, refund.FailureReason = models.Failed, "The card's account is closed."
 	}
-	return refund, nil
+	return refund, true, nil
 }
 
 func (r SimulatedRefund) answer() RefundAnswer {

@@ -47,13 +47,13 @@ func refundOfError(e *stripe.Error) (RefundAnswer, error) {
 	switch e.Code {
 	case stripe.ErrorCodeChargeAlreadyRefunded, stripe.ErrorCodeAmountTooLarge, stripe.ErrorCodeChargeDisputed, stripe.ErrorCodeRefundDisputedPayment:
 		if e.Type == stripe.ErrorTypeInvalidRequest && e.HTTPStatusCode == http.StatusBadRequest {
-			return RefundAnswer{State: models.RefundFailed, FailureReason: refundRefusal(e)}, nil
+			return RefundAnswer{State: models.Failed, FailureReason: refundRefusal(e)}, nil
 		}
 	}
 	if _, err := chargeOfError(e); err != nil {
 		return RefundAnswer{}, err
 	}
-	return RefundAnswer{State: models.RefundFailed, FailureReason: refundRefusal(e)}, nil // a card error
+	return RefundAnswer{State: models.Failed, FailureReason: refundRefusal(e)}, nil // a card error
 }
 
 // refundRefusal is Stripe's message for a refused refund, or a plain one.
@@ -83,12 +83,12 @@ func (s *Stripe) FindRefund(ctx context.Context, req RefundRequest) (RefundAnswe
 // refundAnswerOf reads a Stripe refund's state: succeeded, failed or
 // canceled (nothing given back), or pending (requires_action included).
 func refundAnswerOf(r *stripe.Refund) RefundAnswer {
-	answer := RefundAnswer{ID: r.ID, State: models.RefundPending}
+	answer := RefundAnswer{ID: r.ID, State: models.Pending}
 	switch r.Status {
 	case stripe.RefundStatusSucceeded:
-		answer.State = models.RefundSucceeded
+		answer.State = models.Succeeded
 	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
-		answer.State, answer.FailureReason = models.RefundFailed, refundFailure(r)
+		answer.State, answer.FailureReason = models.Failed, refundFailure(r)
 	}
 	return answer
 }

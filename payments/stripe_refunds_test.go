@@ -27,23 +27,23 @@ func TestStripeRefundErrorMapping(t *testing.T) {
 		cut    bool
 		want   error
 		// for an answer
-		state  models.RefundState
+		state  models.State
 		reason string
 		id     string
 	}{
-		{name: "succeeded", status: 200, body: `{"id":"re_ok","object":"refund","status":"succeeded","amount":700}`, state: models.RefundSucceeded, id: "re_ok"},
-		{name: "pending", status: 200, body: `{"id":"re_p","object":"refund","status":"pending"}`, state: models.RefundPending, id: "re_p"},
-		{name: "requires action", status: 200, body: `{"id":"re_a","object":"refund","status":"requires_action"}`, state: models.RefundPending, id: "re_a"},
+		{name: "succeeded", status: 200, body: `{"id":"re_ok","object":"refund","status":"succeeded","amount":700}`, state: models.Succeeded, id: "re_ok"},
+		{name: "pending", status: 200, body: `{"id":"re_p","object":"refund","status":"pending"}`, state: models.Pending, id: "re_p"},
+		{name: "requires action", status: 200, body: `{"id":"re_a","object":"refund","status":"requires_action"}`, state: models.Pending, id: "re_a"},
 		{name: "failed", status: 200, body: `{"id":"re_f","object":"refund","status":"failed","failure_reason":"expired_or_canceled_card"}`,
-			state: models.RefundFailed, reason: "The refund could not be sent to the card (expired or canceled card).", id: "re_f"},
-		{name: "canceled", status: 200, body: `{"id":"re_c","object":"refund","status":"canceled"}`, state: models.RefundFailed, reason: "The refund could not be sent to the card.", id: "re_c"},
+			state: models.Failed, reason: "The refund could not be sent to the card (expired or canceled card).", id: "re_f"},
+		{name: "canceled", status: 200, body: `{"id":"re_c","object":"refund","status":"canceled"}`, state: models.Failed, reason: "The refund could not be sent to the card.", id: "re_c"},
 		{name: "charge already refunded", status: 400, body: `{"error":{"type":"invalid_request_error","code":"charge_already_refunded","message":"Charge ch_1 has already been refunded."}}`,
-			state: models.RefundFailed, reason: "Charge ch_1 has already been refunded."},
+			state: models.Failed, reason: "Charge ch_1 has already been refunded."},
 		{name: "amount too large", status: 400, body: `{"error":{"type":"invalid_request_error","code":"amount_too_large","param":"amount","message":"Refund amount ($7.00) is greater than unrefunded amount on charge ($5.00)"}}`,
-			state: models.RefundFailed, reason: "Refund amount ($7.00) is greater than unrefunded amount on charge ($5.00)"},
+			state: models.Failed, reason: "Refund amount ($7.00) is greater than unrefunded amount on charge ($5.00)"},
 		{name: "disputed", status: 400, body: `{"error":{"type":"invalid_request_error","code":"charge_disputed","message":"Charge ch_1 has been charged back; cannot issue a refund."}}`,
-			state: models.RefundFailed, reason: "Charge ch_1 has been charged back; cannot issue a refund."},
-		{name: "card error", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","message":"The refund was declined."}}`, state: models.RefundFailed, reason: "The refund was declined."},
+			state: models.Failed, reason: "Charge ch_1 has been charged back; cannot issue a refund."},
+		{name: "card error", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","message":"The refund was declined."}}`, state: models.Failed, reason: "The refund was declined."},
 		{name: "no such payment intent", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"payment_intent","message":"No such payment_intent: 'pi_x'"}}`, want: ErrRefused},
 		{name: "bad parameter", status: 400, body: `{"error":{"type":"invalid_request_error","code":"parameter_invalid_integer","param":"amount","message":"Invalid integer: -1"}}`, want: ErrRefused},
 		{name: "authentication", status: 401, body: `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_***"}}`, want: ErrUnavailable},
@@ -100,11 +100,11 @@ func TestStripeRefundEventDecoding(t *testing.T) {
 		typ   stripe.EventType
 		raw   string
 		ok    bool
-		state models.RefundState
+		state models.State
 	}{
-		{stripe.EventTypeRefundUpdated, fmtRefund(refund, "succeeded"), true, models.RefundSucceeded},
-		{stripe.EventTypeRefundFailed, fmtRefund(refund, "failed"), true, models.RefundFailed},
-		{stripe.EventTypeChargeRefundUpdated, fmtRefund(refund, "pending"), true, models.RefundPending},
+		{stripe.EventTypeRefundUpdated, fmtRefund(refund, "succeeded"), true, models.Succeeded},
+		{stripe.EventTypeRefundFailed, fmtRefund(refund, "failed"), true, models.Failed},
+		{stripe.EventTypeChargeRefundUpdated, fmtRefund(refund, "pending"), true, models.Pending},
 		{stripe.EventTypeChargeRefunded, `{"id":"ch_1","object":"charge"}`, false, ""},
 		{stripe.EventTypePaymentIntentSucceeded, fmtRefund(refund, "succeeded"), false, ""},
 		{stripe.EventTypeRefundUpdated, `{"id":"re_2","object":"refund","status":"succeeded"}`, false, ""},

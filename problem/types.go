@@ -37,11 +37,11 @@ var (
 	EmailTaken = Type{"email-taken", http.StatusConflict, "Email already registered",
 		"An account with this email already exists. Log in instead."}
 	OrderPaid = Type{"order-already-paid", http.StatusConflict, "Order already paid",
-		"The order is paid; it cannot be paid again. This answer is final and is replayed for the same idempotency key."}
+		"The order is paid; it cannot be paid again, nor cancelled."}
 	PaymentInProgress = Type{"payment-in-progress", http.StatusConflict, "Another payment of this order is in progress",
 		"Another payment operation (with a different idempotency key) holds this order. Retry after `Retry-After` seconds."}
 	PaymentDeclined = Type{"payment-declined", http.StatusPaymentRequired, "Payment declined",
-		"The provider declined the payment method. The attempt is recorded on the order; this answer is final and is replayed for the same idempotency key. Use a new key to try another payment method."}
+		"The provider declined the payment method. The attempt is recorded on the order. Use a new key to try another payment method."}
 	ProviderUnavailable = Type{"payment-provider-unavailable", http.StatusBadGateway, "Payment provider unavailable",
 		"The payment provider failed or did not answer. The key was released: retry with the same key. The provider is called with a key derived from yours, so a retry never charges twice, even if the failed attempt was charged."}
 	PaymentUnconfirmed = Type{"payment-unconfirmed", http.StatusBadGateway, "Payment not confirmed yet",
@@ -51,13 +51,13 @@ var (
 	WebhookAPIVersion = Type{"webhook-api-version", http.StatusBadRequest, "Webhook event of another API version",
 		"The delivery is correctly signed, but its event is rendered in a Stripe API version this server does not read, so its objects could be read wrong. Nothing was done. Set the webhook endpoint's API version to the one the server's stripe-go pins; Stripe then delivers the event again in that version."}
 	OrderCancelled = Type{"order-cancelled", http.StatusConflict, "Order cancelled",
-		"The order was cancelled, so it cannot be paid; nothing was charged. This answer is final and is replayed for the same idempotency key."}
+		"The order was cancelled, so it cannot be paid; nothing was charged."}
 	OrderNotPaid = Type{"order-not-paid", http.StatusConflict, "Order not paid",
 		"Only a paid order can be refunded, and this one was never charged. Nothing was done."}
 	RefundExceeds = Type{"refund-exceeds-refundable", http.StatusConflict, "More than is left to refund",
 		"The amount asked is more than what can still be refunded on this order: the charge less the refunds already made or in progress. Nothing was done; the order's `refunded_cents` says how much was given back."}
 	RefundFailed = Type{"refund-failed", http.StatusConflict, "Refund failed",
-		"The payment provider could not send the refund to the card (for example, the card's account is closed). Nothing was given back, and the amount can still be refunded. This answer is final and is replayed for the same idempotency key."}
+		"The payment provider could not send the refund to the card (for example, the card's account is closed). Nothing was given back, and the amount can still be refunded."}
 	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
 		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -180,7 +181,7 @@ type leases struct{ key, hold time.Time }
 
 func (e *env) leases(idempotencyKey, orderID string) leases {
 	e.t.Helper()
-	var k models.IdempotencyKey
+	var k middleware.IdempotencyKey
 	if err := e.db.Where("\"key\" = ?", idempotencyKey).Take(&k).Error; err != nil {
 		e.t.Fatal(err)
 	}

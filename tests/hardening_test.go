@@ -392,9 +392,9 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	if err := e.db.Model(&models.Order{}).Where("id = ?", orderID).Update("held_by", other).Error; err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentDeclined} {
+	for _, status := range []models.State{models.Succeeded, models.Declined} {
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			_, err := shop.Settle(tx, start.Attempt, models.Outcome{Status: status, ChargeID: "ch_" + string(status)}, "idem_this/run")
+			_, err := shop.Settle(tx, start.Row, models.Outcome{State: status, ProviderID: "ch_" + string(status)}, "idem_this/run")
 			return err
 		})
 		if !errors.Is(err, models.ErrPaymentInProgress) {
@@ -408,7 +408,7 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	if n := e.count("payments"); n != 0 || after.Status != models.OrderPending || after.HeldBy == nil || *after.HeldBy != other {
 		t.Fatalf("%d payments, order %s held by %v; want none recorded and the other operation's hold kept", n, after.Status, after.HeldBy)
 	}
-	if e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
+	if e.count("payment_attempts", "state = ?", models.InDoubt) != 1 {
 		t.Fatal("the attempt is no longer in doubt")
 	}
 }

@@ -423,7 +423,7 @@ func TestRetryAfterALostProviderReplyChargesOnce(t *testing.T) {
 	if c, pays := e.charges(), e.count("payments"); c != 1 || pays != 0 {
 		t.Fatalf("after the lost reply: %d charges, %d payments; want 1, 0", c, pays)
 	}
-	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt); n != 1 {
 		t.Fatalf("%d attempts in doubt after the lost reply, want 1", n)
 	}
 	other := pay

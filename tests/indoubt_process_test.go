@@ -28,7 +28,7 @@ func crashMidPayment(t *testing.T, databaseURL string, settings []string) (*env,
 	pay := e.payRequest(token, orderID, "k1", payments.MethodVisa)
 	answered := e.async(pay)
 	until(t, "the attempt is recorded in doubt", func() bool {
-		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt) == 1
+		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt) == 1
 	})
 	if models.IsPostgres(e.db) {
 		lock := e.db.Begin()

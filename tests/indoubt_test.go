@@ -64,7 +64,7 @@ func (e *env) paidOnce(when, orderID string) {
 	e.t.Helper()
 	charges, payments := e.charges(), e.count("payments", "order_id = ? AND status = ?", orderID, "succeeded")
 	paid := e.count("orders", "id = ? AND status = ?", orderID, "paid")
-	doubts := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt)
+	doubts := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt)
 	if charges != 1 || payments != 1 || paid != 1 || doubts != 0 {
 		e.t.Fatalf("%s: %d succeeded charges at the provider, %d succeeded payments, order paid %v, %d attempts in doubt; want 1, 1, true, 0",
 			when, charges, payments, paid == 1, doubts)
@@ -104,7 +104,7 @@ func TestNewKeyAfterACrashedChargeIsToldTheOrderIsPaid(t *testing.T) {
 
 	dead := e.async(first)
 	testkit.Recv(t, frozen.crashed, "the first payment to die after the charge")
-	if e.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
+	if e.charges() != 1 || e.count("payments") != 0 || e.count("payment_attempts", "state = ?", models.InDoubt) != 1 {
 		t.Fatal("after the crash: want the charge made, nothing recorded, the attempt in doubt")
 	}
 	// Within the hold, another key is told a payment is being confirmed.
@@ -216,11 +216,11 @@ func TestUnanswerableResolutionChargesNothingNew(t *testing.T) {
 	if got := r.json(t)["detail"]; got != models.ErrPaymentInDoubt.Message {
 		t.Fatalf("detail %q, want the being-confirmed message", got)
 	}
-	if c, pays, doubts := e.charges(), e.count("payments"), e.count("payment_attempts", "state = ?", models.AttemptInDoubt); c != 1 || pays != 0 || doubts != 1 {
+	if c, pays, doubts := e.charges(), e.count("payments"), e.count("payment_attempts", "state = ?", models.InDoubt); c != 1 || pays != 0 || doubts != 1 {
 		t.Fatalf("after an unanswered resolution: %d charges, %d payments, %d in doubt; want 1, 0, 1", c, pays, doubts)
 	}
 	order := e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token}).json(t)
-	if attempts := order["attempts"].([]any); len(attempts) != 1 || attempts[0].(map[string]any)["state"] != string(models.AttemptInDoubt) {
+	if attempts := order["attempts"].([]any); len(attempts) != 1 || attempts[0].(map[string]any)["state"] != string(models.InDoubt) {
 		t.Fatalf("the order's attempts: %v; want one in_doubt", order["attempts"])
 	}
 
@@ -351,7 +351,7 @@ func TestARefusedResolutionNeverSettlesAnAttempt(t *testing.T) {
 	for range 2 {
 		isProblem(t, e.do(second), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	}
-	if c, doubts, attempts := e.charges(), e.count("payment_attempts", "state = ?", models.AttemptInDoubt), e.count("payment_attempts"); c != 1 || doubts != 1 || attempts != 1 {
+	if c, doubts, attempts := e.charges(), e.count("payment_attempts", "state = ?", models.InDoubt), e.count("payment_attempts"); c != 1 || doubts != 1 || attempts != 1 {
 		t.Fatalf("after refused resolutions: %d charges, %d in doubt, %d attempts; want 1, 1, 1", c, doubts, attempts)
 	}
 	// The provider answers again: the first charge is recorded, once.

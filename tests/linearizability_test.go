@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	refclient "github.com/shop/shop/client"
+	shopclient "github.com/shop/shop/clients/go"
 	"github.com/shop/shop/internal/testkit"
 )
 
@@ -193,9 +195,9 @@ type linWorker struct {
 
 func (w linWorker) round(t *testing.T, slot int, s *slotOrder, products []string) {
 	create := func(variant int) {
-		body := []refclient.Item{{ProductID: products[0], Quantity: 1 + variant}}
-		out := w.call(t, opInput{slot: slot, key: 0, variant: variant}, func(c *refclient.Client, key string) (*refclient.Response, error) {
-			return c.CreateOrder(t.Context(), key, body)
+		body := shopclient.OrderInput{Items: []shopclient.OrderLine{{ProductId: products[0], Quantity: 1 + variant}}}
+		out := w.call(t, opInput{slot: slot, key: 0, variant: variant}, func(c *shopclient.ClientWithResponses, key string) (*http.Response, error) {
+			return c.CreateOrder(t.Context(), &shopclient.CreateOrderParams{IdempotencyKey: key}, body)
 		})
 		if out.outcome == answered && out.status == http.StatusCreated {
 			s.learn(out.about)
@@ -208,8 +210,8 @@ func (w linWorker) round(t *testing.T, slot int, s *slotOrder, products []string
 	}
 	payKey, variant := 1+w.rng.IntN(payKeys), w.variant()
 	method := []string{"pm_card_visa", "pm_card_mastercard"}[variant]
-	w.call(t, opInput{slot: slot, key: payKey, variant: variant}, func(c *refclient.Client, key string) (*refclient.Response, error) {
-		return c.Pay(t.Context(), key, orderID, method)
+	w.call(t, opInput{slot: slot, key: payKey, variant: variant}, func(c *shopclient.ClientWithResponses, key string) (*http.Response, error) {
+		return c.CreatePayment(t.Context(), orderID, &shopclient.CreatePaymentParams{IdempotencyKey: key}, shopclient.PaymentInput{PaymentMethod: shopclient.PaymentInputPaymentMethod(method)})
 	})
 	if w.rng.IntN(3) == 0 {
 		create(0) // a late retry: the answer must be the first one
@@ -226,11 +228,14 @@ func (w linWorker) variant() int {
 
 // call makes one operation through the reference client, on either
 // instance, and records it.
-func (w linWorker) call(t *testing.T, in opInput, op func(*refclient.Client, string) (*refclient.Response, error)) opOutput {
+func (w linWorker) call(t *testing.T, in opInput, op func(*shopclient.ClientWithResponses, string) (*http.Response, error)) opOutput {
 	inst := w.instances[w.rng.IntN(2)]
-	c := refclient.New("http://"+inst.name, w.token)
-	c.HTTP = inst.client
-	c.Policy = refclient.Policy{MaxElapsed: 20 * time.Second, Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond, TryTimeout: 10 * time.Second}
+	c, err := refclient.New("http://"+inst.name, w.token, refclient.WithHTTPClient(inst.client),
+		refclient.WithPolicy(refclient.Policy{MaxElapsed: 20 * time.Second, Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond, TryTimeout: 10 * time.Second}))
+	if err != nil {
+		t.Error(err)
+		return opOutput{outcome: unknown}
+	}
 	key := fmt.Sprintf("lin-%d-%d", in.slot, in.key)
 	call := w.rec.now()
 	resp, err := op(c, key)
@@ -242,18 +247,19 @@ func (w linWorker) call(t *testing.T, in opInput, op func(*refclient.Client, str
 	return out
 }
 
-func outputOf(resp *refclient.Response, err error) opOutput {
+func outputOf(resp *http.Response, err error) opOutput {
 	if err != nil {
 		return opOutput{outcome: unknown}
 	}
+	answer, _ := io.ReadAll(resp.Body) // read already by the client: bytes in memory
 	var body struct{ ID, Type string }
-	_ = json.Unmarshal(resp.Body, &body)
-	sum := sha256.Sum256(resp.Body)
-	out := opOutput{outcome: answered, status: resp.Status, answer: fmt.Sprintf("%d:%s", resp.Status, hex.EncodeToString(sum[:6])), about: body.ID}
+	_ = json.Unmarshal(answer, &body)
+	sum := sha256.Sum256(answer)
+	out := opOutput{outcome: answered, status: resp.StatusCode, answer: fmt.Sprintf("%d:%s", resp.StatusCode, hex.EncodeToString(sum[:6])), about: body.ID}
 	if body.Type != "" {
 		out.about = strings.TrimPrefix(body.Type, "/problems/")
 	}
-	if resp.Status == http.StatusUnprocessableEntity && out.about == "idempotency-key-reused" {
+	if resp.StatusCode == http.StatusUnprocessableEntity && out.about == "idempotency-key-reused" {
 		out.outcome = mismatch
 	}
 	return out

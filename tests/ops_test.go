@@ -18,7 +18,7 @@ import (
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
 )
 
@@ -78,7 +78,7 @@ func onWaiting(t *testing.T, db *gorm.DB) <-chan struct{} {
 		}
 		var states []string
 		err := tx.Session(&gorm.Session{NewDB: true}).Raw(`SELECT state FROM idempotency_keys WHERE scope = ? AND "key" = ?`, tx.Statement.Vars...).Scan(&states).Error
-		if err == nil && len(states) == 1 && states[0] == models.KeyInProgress {
+		if err == nil && len(states) == 1 && states[0] == middleware.KeyInProgress {
 			select {
 			case waiting <- struct{}{}:
 			default:

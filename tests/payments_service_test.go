@@ -39,7 +39,7 @@ func TestWebhookOfAnotherAPIVersionIsRefused(t *testing.T) {
 	if got := e.sideEffects(); got != before {
 		t.Fatalf("an event of another API version wrote %+v (before: %+v)", got, before)
 	}
-	if e.count("payment_attempts", "id = ? AND state = ?", attempt.ID, models.AttemptInDoubt) != 1 {
+	if e.count("payment_attempts", "id = ? AND state = ?", attempt.ID, models.InDoubt) != 1 {
 		t.Fatal("an event of another API version resolved the attempt")
 	}
 }
@@ -55,7 +55,7 @@ func TestWebhookRecordsAChargeAfterARecordedDecline(t *testing.T) {
 	declined := e.do(e.payRequest(token, orderID, "k1", payments.MethodChargeDeclined))
 	isProblem(t, declined, http.StatusPaymentRequired, "/problems/payment-declined")
 	var attempt models.PaymentAttempt
-	if err := e.db.Take(&attempt, "order_id = ? AND state = ?", orderID, models.AttemptDeclined).Error; err != nil {
+	if err := e.db.Take(&attempt, "order_id = ? AND state = ?", orderID, models.Declined).Error; err != nil {
 		t.Fatal(err)
 	}
 	r := e.do(stripeEvent(t, "evt_late_after_decline", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded")))
@@ -137,7 +137,7 @@ func TestAttemptsPastTheRollForwardWindowAreLookedUpOnly(t *testing.T) {
 				t.Fatalf("%d charge requests after the window, want none", got-calls)
 			}
 			if !tc.charged {
-				if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptFailed); n != 1 || e.charges() != 0 {
+				if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.Failed); n != 1 || e.charges() != 0 {
 					t.Fatalf("%d failed attempts, %d charges; want the attempt settled failed, nothing charged", n, e.charges())
 				}
 				isPage(t, s.get(orderPath), http.StatusOK, "nothing was charged")
@@ -166,14 +166,14 @@ func TestALookupSoonAfterASendSettlesNothing(t *testing.T) {
 	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("reconcile a minute after a send: %d resolved, %v; want none", n, err)
 	}
-	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt); n != 1 {
 		t.Fatal("the attempt was settled although its last request may still be running")
 	}
 	e.clock.Advance(10 * time.Minute)
 	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
 		t.Fatalf("reconcile long after: %d resolved, %v; want the attempt settled", n, err)
 	}
-	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptFailed); n != 1 || e.charges() != 0 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.Failed); n != 1 || e.charges() != 0 {
 		t.Fatal("the attempt is not settled failed, with nothing charged")
 	}
 }

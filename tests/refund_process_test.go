@@ -25,7 +25,7 @@ func crashMidRefund(t *testing.T, databaseURL string, settings []string) (*env, 
 	refund := e.refundRequest(token, orderID, "r1", `{}`)
 	answered := e.async(refund)
 	until(t, "the refund is recorded in doubt", func() bool {
-		return e.count("refunds", "order_id = ? AND state = ?", orderID, models.RefundInDoubt) == 1
+		return e.count("refunds", "order_id = ? AND state = ?", orderID, models.InDoubt) == 1
 	})
 	if models.IsPostgres(e.db) {
 		lock := e.db.Begin()
@@ -39,7 +39,7 @@ func crashMidRefund(t *testing.T, databaseURL string, settings []string) (*env, 
 	if r := <-answered; r.err == nil {
 		t.Fatalf("the refund was answered before the kill: %d %s", r.Status, r.Body)
 	}
-	if n := e.count("refunds", "state = ?", models.RefundInDoubt); n != 1 {
+	if n := e.count("refunds", "state = ?", models.InDoubt); n != 1 {
 		t.Fatalf("%d refunds in doubt after the kill, want 1: the kill did not land before the commit", n)
 	}
 	return e, token, orderID, refund
@@ -87,7 +87,7 @@ func TestKill9MidRefundIsReconciledWithoutARetry(t *testing.T) {
 	until(t, "the reconciler to record the refund", func() bool {
 		return e.count("orders", "id = ? AND status = ?", orderID, models.OrderRefunded) == 1
 	})
-	if n, sum := e.refunded(); n != 1 || sum != 1900 || e.count("refunds", "state = ?", models.RefundSucceeded) != 1 {
+	if n, sum := e.refunded(); n != 1 || sum != 1900 || e.count("refunds", "state = ?", models.Succeeded) != 1 {
 		t.Fatalf("the provider refunded %d times, %d cents; want one refund, recorded", n, sum)
 	}
 }

@@ -34,10 +34,10 @@ func (e *env) refundRequest(token, orderID, k, body string) request {
 func (e *env) refunded() (int64, int64) {
 	e.t.Helper()
 	var sum int64
-	if err := e.db.Table("simulated_refunds").Where("status = ?", models.RefundSucceeded).Select("COALESCE(SUM(amount_cents), 0)").Scan(&sum).Error; err != nil {
+	if err := e.db.Table("simulated_refunds").Where("status = ?", models.Succeeded).Select("COALESCE(SUM(amount_cents), 0)").Scan(&sum).Error; err != nil {
 		e.t.Fatal(err)
 	}
-	return e.count("simulated_refunds", "status = ?", models.RefundSucceeded), sum
+	return e.count("simulated_refunds", "status = ?", models.Succeeded), sum
 }
 
 func (e *env) orderJSON(token, orderID string) map[string]any {
@@ -174,7 +174,7 @@ func TestAFailedRefundGivesNothingBack(t *testing.T) {
 	if o := e.orderJSON(token, orderID); o["status"] != models.OrderPaid || o["refunded_cents"] != 0.0 || len(o["refunds"].([]any)) != 0 {
 		t.Fatalf("after a failed refund: %v", o)
 	}
-	if n, _ := e.refunded(); n != 0 || e.count("simulated_refunds", "status = ?", models.RefundFailed) != 1 {
+	if n, _ := e.refunded(); n != 0 || e.count("simulated_refunds", "status = ?", models.Failed) != 1 {
 		t.Fatalf("the provider's ledger: %d refunds given back; want none, and one failed", n)
 	}
 }
@@ -208,7 +208,7 @@ func TestARefundInDoubtIsResolvedBeforeAnother(t *testing.T) {
 	token, orderID := e.paidOrder("lost-refund@example.com", payments.MethodVisa)
 	first := e.refundRequest(token, orderID, "r1", `{}`)
 	isProblem(t, e.do(first), http.StatusBadGateway, "/problems/refund-unconfirmed")
-	if n := e.count("refunds", "state = ?", models.RefundInDoubt); n != 1 {
+	if n := e.count("refunds", "state = ?", models.InDoubt); n != 1 {
 		t.Fatalf("%d refunds in doubt, want 1", n)
 	}
 	isProblem(t, e.do(e.refundRequest(token, orderID, "r2", `{}`)), http.StatusConflict, "/problems/refund-exceeds-refundable")

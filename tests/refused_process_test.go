@@ -27,7 +27,7 @@ func (e *env) payRefused(token, orderID string) <-chan answerOf {
 	e.t.Helper()
 	answered := e.async(e.payRequest(token, orderID, "refused", payments.MethodUnavailable))
 	until(e.t, "the refused attempt is recorded in doubt", func() bool {
-		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt) == 1
+		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt) == 1
 	})
 	return answered
 }
@@ -46,7 +46,7 @@ func (e *env) paysOnceWithANewKey(base func() string, token, orderID string) {
 		e.t.Fatalf("a new key after the refused attempt: %d %s; want 201", r.Status, r.Body)
 	}
 	e.paidOnce("after the refused attempt", orderID)
-	if n := e.count("payment_attempts", "order_id = ? AND state = ? AND payment_method = ?", orderID, models.AttemptFailed, payments.MethodUnavailable); n != 1 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ? AND payment_method = ?", orderID, models.Failed, payments.MethodUnavailable); n != 1 {
 		e.t.Fatalf("%d refused attempts settled as failed, want 1", n)
 	}
 }
@@ -71,7 +71,7 @@ func TestRefusedAttemptKilledMidCallDoesNotBlockItsOrder(t *testing.T) {
 	restarted := startShop(t, "restarted server", settings...)
 	e.url = restarted.url
 	until(t, "the reconciler to settle the refused attempt", func() bool {
-		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptFailed) == 1
+		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.Failed) == 1
 	})
 	if n := e.charges(); n != 0 {
 		t.Fatalf("%d charges for a refused attempt", n)
@@ -118,7 +118,7 @@ func TestRefusedAttemptWithTheDatabaseCutDoesNotBlockItsOrder(t *testing.T) {
 		t.Fatalf("the refused payment without its database: %d %s; want a failure", r.Status, r.Body)
 	}
 	<-restored
-	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.InDoubt); n != 1 {
 		t.Fatalf("%d attempts in doubt once the database is back; want the refused one, which its run could not record", n)
 	}
 	e.paysOnceWithANewKey(func() string { return shop.url }, token, orderID)

@@ -92,7 +92,7 @@ func TestStripeRefundsThroughStripeMock(t *testing.T) {
 		if c.method != "POST" || c.path != "/v1/refunds" || c.idempotencyKey != r.ProviderKey || c.status != http.StatusOK || c.form.Encode() != want.Encode() {
 			t.Fatalf("request %s %s Idempotency-Key %q form %v answered %d; want POST /v1/refunds under %q with %v, 200", c.method, c.path, c.idempotencyKey, c.form, c.status, r.ProviderKey, want)
 		}
-		if r.State != models.RefundSucceeded || !strings.HasPrefix(r.ProviderRefundID, "re_") {
+		if r.State != models.Succeeded || !strings.HasPrefix(r.ProviderRefundID, "re_") {
 			t.Fatalf("refund %+v, want succeeded with Stripe's refund id", r)
 		}
 	}
@@ -143,8 +143,8 @@ func TestStripeConcurrentRefundsRefundOnce(t *testing.T) {
 			t.Fatalf("a refund got %d %s", r.Status, r.Body)
 		}
 	}
-	if created != 1 || fake.refunds() != 1 || e.count("refunds", "state = ?", models.RefundSucceeded) != 1 {
-		t.Fatalf("%d refunds got 201, %d at Stripe, %d recorded succeeded; want 1, 1, 1", created, fake.refunds(), e.count("refunds", "state = ?", models.RefundSucceeded))
+	if created != 1 || fake.refunds() != 1 || e.count("refunds", "state = ?", models.Succeeded) != 1 {
+		t.Fatalf("%d refunds got 201, %d at Stripe, %d recorded succeeded; want 1, 1, 1", created, fake.refunds(), e.count("refunds", "state = ?", models.Succeeded))
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
 }
@@ -176,14 +176,14 @@ func TestStripeLostRefundReplyIsResolvedUnderItsOwnKey(t *testing.T) {
 	fake, e, token, orderID, total := lostStripeRefund(t, "stripe-refund-lost@example.com")
 	first := e.stripeRefundRequest(token, orderID, "r1", 0)
 	isProblem(t, e.do(first), http.StatusBadGateway, "/problems/refund-unconfirmed")
-	if fake.refunds() != 1 || e.count("refunds", "state = ?", models.RefundInDoubt) != 1 {
-		t.Fatalf("after the lost answer: %d refunds at Stripe, %d in doubt; want 1, 1", fake.refunds(), e.count("refunds", "state = ?", models.RefundInDoubt))
+	if fake.refunds() != 1 || e.count("refunds", "state = ?", models.InDoubt) != 1 {
+		t.Fatalf("after the lost answer: %d refunds at Stripe, %d in doubt; want 1, 1", fake.refunds(), e.count("refunds", "state = ?", models.InDoubt))
 	}
 	isProblem(t, e.do(e.stripeRefundRequest(token, orderID, "r2", 0)), http.StatusConflict, "/problems/refund-exceeds-refundable")
 	if r := e.do(first); r.Status != http.StatusCreated || r.json(t)["status"] != "succeeded" {
 		t.Fatalf("the first key's retry: %d %s; want 201", r.Status, r.Body)
 	}
-	if fake.refunds() != 1 || e.count("refunds") != 1 || e.count("refunds", "state = ? AND provider_refund_id = ?", models.RefundSucceeded, "re_fake1") != 1 {
+	if fake.refunds() != 1 || e.count("refunds") != 1 || e.count("refunds", "state = ? AND provider_refund_id = ?", models.Succeeded, "re_fake1") != 1 {
 		t.Fatalf("%d refunds at Stripe, %d recorded; want re_fake1 once", fake.refunds(), e.count("refunds"))
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
@@ -200,7 +200,7 @@ func TestStripeRefundOlderThanItsKeyIsLookedUpNotSentAgain(t *testing.T) {
 	if n, err := e.server.Payments().Reconcile(t.Context()); err != nil || n != 1 {
 		t.Fatalf("reconcile a day later: %d resolved, %v; want 1", n, err)
 	}
-	if fake.refunds() != 1 || e.count("refunds", "state = ? AND provider_refund_id = ?", models.RefundSucceeded, "re_fake1") != 1 {
+	if fake.refunds() != 1 || e.count("refunds", "state = ? AND provider_refund_id = ?", models.Succeeded, "re_fake1") != 1 {
 		t.Fatalf("%d refunds at Stripe, %d recorded; want re_fake1 once", fake.refunds(), e.count("refunds"))
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
@@ -219,7 +219,7 @@ func pendingStripeRefund(t *testing.T, email string) (*env, string, int64, model
 	}
 	var refund models.Refund
 	e.db.Take(&refund)
-	if fake.refunds() != 1 || refund.State != models.RefundPending {
+	if fake.refunds() != 1 || refund.State != models.Pending {
 		t.Fatalf("%d refunds at Stripe, refund %+v; want one pending", fake.refunds(), refund)
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
@@ -254,13 +254,13 @@ func applyOnce(t *testing.T, e *env, event request) {
 func TestStripeRefundUpdatedWebhookSettlesAPendingRefund(t *testing.T) {
 	e, orderID, total, refund := pendingStripeRefund(t, "stripe-refund-updated@example.com")
 	applyOnce(t, e, stripeEvent(t, "evt_refund_updated", stripe.EventTypeRefundUpdated, stripeRefundObject(refund, "succeeded")))
-	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.RefundSucceeded) != 1 || e.count("refunds") != 1 {
+	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.Succeeded) != 1 || e.count("refunds") != 1 {
 		t.Fatal("the refund is not succeeded, once")
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
 	// A late pending report of it changes nothing.
 	late := e.do(stripeEvent(t, "evt_refund_late", stripe.EventTypeRefundUpdated, stripeRefundObject(refund, "pending")))
-	if late.Status != http.StatusOK || late.json(t)["applied"] != false || e.count("refunds", "state = ?", models.RefundSucceeded) != 1 {
+	if late.Status != http.StatusOK || late.json(t)["applied"] != false || e.count("refunds", "state = ?", models.Succeeded) != 1 {
 		t.Fatalf("a late pending event: %d %s; want 200, not applied", late.Status, late.Body)
 	}
 }
@@ -274,7 +274,7 @@ func TestStripeRefundFailedWebhookGivesTheAmountBack(t *testing.T) {
 	failed := stripeRefundObject(refund, "failed")
 	failed["failure_reason"] = "expired_or_canceled_card"
 	applyOnce(t, e, stripeEvent(t, "evt_refund_failed", stripe.EventTypeRefundFailed, failed))
-	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.RefundFailed) != 1 {
+	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.Failed) != 1 {
 		t.Fatal("the refund is not failed")
 	}
 	orderRefunded(t, e, orderID, "paid", 0)
@@ -294,7 +294,7 @@ func TestStripeRefundWebhookForAnUnknownRefundIsNotApplied(t *testing.T) {
 			t.Fatalf("%s for an unknown refund: %d %s; want 200, not applied", typ, r.Status, r.Body)
 		}
 	}
-	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.RefundPending) != 1 || e.count("refunds") != 1 {
+	if e.count("refunds", "id = ? AND state = ?", refund.ID, models.Pending) != 1 || e.count("refunds") != 1 {
 		t.Fatal("the shop's own refund changed")
 	}
 	orderRefunded(t, e, orderID, "refunded", total)
@@ -318,7 +318,7 @@ func TestStripeRefusedRefundIsAFailedRefund(t *testing.T) {
 	if again := e.do(refund); again.Status != http.StatusConflict || !again.replayed() {
 		t.Fatalf("the refusal again: %d replayed=%v; want the stored 409", again.Status, again.replayed())
 	}
-	if fake.refunds() != 0 || e.count("refunds", "state = ?", models.RefundFailed) != 1 || e.count("refunds") != 1 {
+	if fake.refunds() != 0 || e.count("refunds", "state = ?", models.Failed) != 1 || e.count("refunds") != 1 {
 		t.Fatalf("%d refunds at Stripe, %d recorded; want none and one failed", fake.refunds(), e.count("refunds"))
 	}
 	orderRefunded(t, e, orderID, "paid", 0)

@@ -41,12 +41,12 @@ func stripeEvent(t *testing.T, id string, typ stripe.EventType, intent map[strin
 // and the attempt stays in doubt. It returns the order and the attempt.
 func inDoubt(t *testing.T) (*env, string, models.PaymentAttempt) {
 	t.Helper()
-	return lostPayment(t, &failing{err: errors.New("read: connection reset by peer"), afterCharge: true, n: 1}, models.AttemptInDoubt)
+	return lostPayment(t, &failing{err: errors.New("read: connection reset by peer"), afterCharge: true, n: 1}, models.InDoubt)
 }
 
 // lostPayment pays an order through the provider lost, and returns the
 // order and its attempt, which must be in the given state.
-func lostPayment(t *testing.T, lost *failing, state models.AttemptState) (*env, string, models.PaymentAttempt) {
+func lostPayment(t *testing.T, lost *failing, state models.State) (*env, string, models.PaymentAttempt) {
 	t.Helper()
 	e := newEnv(t, withWebhookSecret(), withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
 	token := e.signUp("webhook@example.com")
@@ -100,7 +100,7 @@ func TestWebhookRedeliveredConcurrentlyIsAppliedOnce(t *testing.T) {
 	if payment.ProviderChargeID != "pi_webhook" || payment.ProviderKey != attempt.ProviderKey {
 		t.Fatalf("payment %+v, want the event's PaymentIntent under the attempt's key", payment)
 	}
-	if e.count("payment_attempts", "id = ? AND state = ?", attempt.ID, models.AttemptSucceeded) != 1 {
+	if e.count("payment_attempts", "id = ? AND state = ?", attempt.ID, models.Succeeded) != 1 {
 		t.Fatal("the attempt is not succeeded")
 	}
 }
@@ -128,7 +128,7 @@ func TestWebhookWithoutAValidSignatureWritesNothing(t *testing.T) {
 			t.Fatalf("%s signature wrote %+v (before: %+v)", name, got, before)
 		}
 	}
-	if e.count("payment_attempts", "state = ?", models.AttemptInDoubt) != 1 {
+	if e.count("payment_attempts", "state = ?", models.InDoubt) != 1 {
 		t.Fatal("a refused event resolved the attempt")
 	}
 }
@@ -149,7 +149,7 @@ func TestWebhookOutOfOrderNeverUnpays(t *testing.T) {
 		t.Fatalf("unknown event: %d %s", unknown.Status, unknown.Body)
 	}
 	if e.count("orders", "id = ? AND status = ?", orderID, "paid") != 1 || e.count("payments") != 1 ||
-		e.count("payment_attempts", "state = ?", models.AttemptSucceeded) != 1 {
+		e.count("payment_attempts", "state = ?", models.Succeeded) != 1 {
 		t.Fatal("the order is no longer paid once")
 	}
 }
@@ -158,7 +158,7 @@ func TestWebhookOutOfOrderNeverUnpays(t *testing.T) {
 // order: a new key then pays it, and the provider holds that one charge.
 // The attempt's request was lost on its way: it charged nothing.
 func TestWebhookFailureFreesTheOrder(t *testing.T) {
-	e, orderID, attempt := lostPayment(t, &failing{err: errors.New("write: broken pipe"), n: 1}, models.AttemptInDoubt)
+	e, orderID, attempt := lostPayment(t, &failing{err: errors.New("write: broken pipe"), n: 1}, models.InDoubt)
 	intent := intentOf(attempt, "requires_payment_method")
 	intent["last_payment_error"] = map[string]any{"type": "card_error", "message": "Your card was declined."}
 	if r := e.do(stripeEvent(t, "evt_failed", stripe.EventTypePaymentIntentPaymentFailed, intent)); r.Status != http.StatusOK || r.json(t)["applied"] != true {
@@ -179,7 +179,7 @@ func TestWebhookFailureFreesTheOrder(t *testing.T) {
 // provider said nothing was charged, and was wrong): the charge is
 // recorded all the same, the order paid, and it is counted for a person.
 func TestWebhookRecordsAChargeTheShopThoughtRefused(t *testing.T) {
-	e, orderID, attempt := lostPayment(t, &failing{err: payments.ErrUnavailable, afterCharge: true, n: 1}, models.AttemptFailed)
+	e, orderID, attempt := lostPayment(t, &failing{err: payments.ErrUnavailable, afterCharge: true, n: 1}, models.Failed)
 	r := e.do(stripeEvent(t, "evt_late", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded")))
 	if r.Status != http.StatusOK || r.json(t)["applied"] != true {
 		t.Fatalf("late charge: %d %s", r.Status, r.Body)

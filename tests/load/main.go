@@ -1,18 +1,17 @@
 // Command load measures what the idempotency middleware costs. It starts
-// the shop on 127.0.0.1 over one database: with the middleware, with the
-// same handlers in a plain transaction, with a canned answer behind the same
-// authentication (the ceiling of the stack), and a second instance with the
-// middleware that has seen no key (the cold instance). It drives them over
-// real HTTP from many goroutines: fresh orders with and without the
-// middleware, replays on the instance that made the keys and, each key once,
-// on the cold one, payments with and without the middleware, and storms (one
-// operation sent k times at once). It also runs the bare SQL of the fresh
-// path (the key read, then one transaction with the claim, the order, its
-// lines and the completion) straight on the same pool, as the database's
-// limit for the work. It prints throughput, latency percentiles, the ratios,
-// and an exactly-once audit read back from the database. Each phase stops
-// issuing work after its time or -ops, whichever comes first, and lets what
-// is in flight finish.
+// the shop on 127.0.0.1 over one database: with the middleware, behind a
+// canned answer that the shop authenticates (the ceiling of the stack:
+// ceiling.go), and two more instances with the middleware that only replay
+// (the other instance, and the cold one that has seen no key). It drives
+// them over real HTTP from many goroutines: fresh orders, replays on the
+// instance that made the keys and, each key once, on the other and the cold
+// one, payments, and storms (one operation sent k times at once). It also
+// runs the bare SQL of the fresh path (the key read, then one transaction
+// with the claim, the order, its lines and the completion) straight on the
+// same pool, as the database's limit for the work. It prints throughput,
+// latency percentiles, the ratios, and an exactly-once audit read back from
+// the database. Each phase stops issuing work after its time or -ops,
+// whichever comes first, and lets what is in flight finish.
 //
 //	go run ./tests/load                                  # SQLite in a temporary directory
 //	go run ./tests/load -db 'postgres://…/loaddb?sslmode=disable'

@@ -94,13 +94,17 @@ type shop struct {
 	db     *gorm.DB // its own connection pool, closed with it; nil when shared
 }
 
-func start(server *handlers.Server) (*shop, error) {
+// start serves the server, through handler when it is not nil.
+func start(server *handlers.Server, handler http.Handler) (*shop, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	s := &shop{url: "http://" + ln.Addr().String(), server: server}
-	s.http = &http.Server{Handler: s.server, ReadHeaderTimeout: 10 * time.Second}
+	if handler == nil {
+		handler = server
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(ln) }()
 	return s, nil
 }
@@ -123,19 +127,19 @@ type bench struct {
 	postgres bool
 	bare     bareSQL
 	deps     handlers.Deps
-	// once has the middleware and tx the same handlers in a plain
-	// transaction; ceiling is once's build with a canned answer added.
-	// other and cold are more instances with the middleware, each on a pool
-	// of its own, which only ever replay keys once made, each once: other
-	// as deployed (on PostgreSQL, once pushes its answers to it), cold
-	// without pushes, so that each of its replays reads the database.
-	once, tx, ceiling, other, cold *shop
-	client                         *http.Client
-	products                       []models.Product
-	users                          map[string][]user // by phase
-	orderBody                      string
-	run                            string
-	began                          time.Time
+	// once has the middleware; ceiling is the same build behind a canned
+	// answer (ceilingOf). other and cold are more instances with the
+	// middleware, each on a pool of its own, which only ever replay keys
+	// once made, each once: other as deployed (on PostgreSQL, once pushes
+	// its answers to it), cold without pushes, so that each of its replays
+	// reads the database.
+	once, ceiling, other, cold *shop
+	client                     *http.Client
+	products                   []models.Product
+	users                      map[string][]user // by phase
+	orderBody                  string
+	run                        string
+	began                      time.Time
 
 	mu sync.Mutex
 	// made are the keys once answered, with the answer; made[:next[s]]
@@ -145,7 +149,7 @@ type bench struct {
 	// completed counts the operations once completed (each storm one).
 	completed atomic.Int64
 	// unpaid are orders to pay, per worker: those once made (warm-up and
-	// fresh), those tx made (without middleware), and the storms'.
+	// fresh), and the storms'.
 	unpaid map[string][][]order
 	// first is the first order's answer: the size of the ceiling's, and
 	// the answer the bare SQL stores.
@@ -177,25 +181,22 @@ type report struct {
 const (
 	phaseWarmup   = "warm-up (with middleware)"
 	phaseFresh    = "fresh order, with middleware"
-	phasePlain    = "fresh order, without middleware"
 	phaseBareSQL  = "bare SQL of the fresh path"
 	phaseCeiling  = "ceiling (canned answer, same server and auth)"
 	phaseHit      = "replay (hit)"
 	phaseOther    = "replay (other instance)"
 	phaseCold     = "replay (cold instance, database read)"
 	phasePay      = "payment, with middleware"
-	phasePayPlain = "payment, without middleware"
 	phaseStorm    = "storm"
 	phasePayStorm = "payment storm"
 	phaseMemory   = "fresh order, up to the memory count"
 )
 
-var reported = []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseHit, phaseOther, phaseCold, phasePay, phasePayPlain, phaseStorm, phasePayStorm, phaseMemory}
+var reported = []string{phaseWarmup, phaseFresh, phaseBareSQL, phaseCeiling, phaseHit, phaseOther, phaseCold, phasePay, phaseStorm, phasePayStorm, phaseMemory}
 
 // The pools of unpaid orders.
 const (
 	unpaidOnce  = "once"  // made with the middleware, by the warm-up and the fresh phase
-	unpaidTx    = "tx"    // made without it
 	unpaidStorm = "storm" // made by the storm
 )
 
@@ -223,7 +224,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	b.bare = newBareSQL(b.postgres)
 	defer b.client.CloseIdleConnections()
-	for _, pool := range []string{unpaidOnce, unpaidTx, unpaidStorm} {
+	for _, pool := range []string{unpaidOnce, unpaidStorm} {
 		b.unpaid[pool] = make([][]order, cfg.Workers)
 	}
 	if err := db.Order("sku").Limit(2).Find(&b.products).Error; err != nil || len(b.products) < 2 {
@@ -239,19 +240,15 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	defer func() { _ = b.stop(servers) }()
 	pushing := b.deps
 	pushing.PushAnswers = true // as main runs the shop
-	if b.once, err = start(handlers.NewServer(pushing)); err != nil {
+	if b.once, err = start(handlers.NewServer(pushing), nil); err != nil {
 		return nil, err
 	}
 	servers = append(servers, b.once)
-	if b.tx, err = start(handlers.NewBaselineServer(b.deps)); err != nil {
-		return nil, err
-	}
-	servers = append(servers, b.tx)
 	if b.other, err = b.startSecond(true); err != nil {
 		return nil, err
 	}
 	servers = append(servers, b.other)
-	for _, name := range []string{phaseWarmup, phaseFresh, phasePlain, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory} {
+	for _, name := range []string{phaseWarmup, phaseFresh, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory} {
 		if err := b.signUp(ctx, name); err != nil {
 			return nil, err
 		}
@@ -266,7 +263,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, fmt.Errorf("the warm-up made no order: %v", rep.phases[phaseWarmup].failures)
 	}
 	// The ceiling answers what the first order was answered, byte for byte.
-	if b.ceiling, err = start(handlers.NewCeilingServer(b.deps, b.first.status, b.first.header, b.first.body)); err != nil {
+	ceiling := handlers.NewServer(b.deps)
+	if b.ceiling, err = start(ceiling, ceilingOf(ceiling, b.first)); err != nil {
 		return nil, err
 	}
 	servers = append(servers, b.ceiling)
@@ -280,7 +278,6 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		work func(ctx context.Context, w, i int) (int, error)
 	}{
 		{phaseFresh, b.fresh(phaseFresh)},
-		{phasePlain, b.plain},
 		{phaseBareSQL, func(ctx context.Context, w, i int) (int, error) {
 			return 1, b.bareFresh(ctx, b.users[phaseBareSQL][w].id)
 		}},
@@ -288,8 +285,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		{phaseHit, b.replayHit},
 		{phaseOther, b.replayOnce(b.other)},
 		{phaseCold, b.replayOnce(b.cold)},
-		{phasePay, b.pay(unpaidOnce)},
-		{phasePayPlain, b.pay(unpaidTx)},
+		{phasePay, b.pay},
 	}
 	rounds := rep.rounds
 	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
@@ -354,7 +350,7 @@ func (b *bench) startSecond(push bool) (*shop, error) {
 	}
 	deps := b.deps
 	deps.DB, deps.Provider, deps.PushAnswers = db, &payments.Simulated{DB: db}, push
-	s, err := start(handlers.NewServer(deps))
+	s, err := start(handlers.NewServer(deps), nil)
 	if err != nil {
 		return nil, errors.Join(err, models.Close(db))
 	}
@@ -400,25 +396,9 @@ func (b *bench) fresh(name string) func(ctx context.Context, w, i int) (int, err
 	}
 }
 
-// plain places an order on the instance without the middleware.
-func (b *bench) plain(ctx context.Context, w, i int) (int, error) {
-	u := b.users[phasePlain][w]
-	a, err := b.post(ctx, b.tx.url+"/api/v1/orders", u.token, "", b.orderBody)
-	if err == nil && a.status != http.StatusCreated {
-		err = fmt.Errorf("order without middleware: %d %s", a.status, a.body)
-	}
-	if err != nil {
-		return 1, err
-	}
-	b.mu.Lock()
-	b.unpaid[unpaidTx][w] = append(b.unpaid[unpaidTx][w], order{u.token, a.id()})
-	b.mu.Unlock()
-	return 1, nil
-}
-
 // toCeiling sends what a replay sends, to the canned answer.
 func (b *bench) toCeiling(ctx context.Context, w, i int) (int, error) {
-	a, err := b.post(ctx, b.ceiling.url+handlers.CeilingPath, b.users[phaseCeiling][w].token, uuid.NewString(), b.orderBody)
+	a, err := b.post(ctx, b.ceiling.url+ceilingPath, b.users[phaseCeiling][w].token, uuid.NewString(), b.orderBody)
 	if err == nil && (a.status != b.first.status || len(a.body) != len(b.first.body)) {
 		err = fmt.Errorf("ceiling: %d, %d bytes; want %d, %d bytes", a.status, len(a.body), b.first.status, len(b.first.body))
 	}
@@ -459,27 +439,20 @@ func (b *bench) replay(ctx context.Context, s *shop, k made) error {
 	return err
 }
 
-// pay pays the next unpaid order of the pool, once: with a key on the
-// instance with the middleware, without one on the instance without.
-func (b *bench) pay(pool string) func(ctx context.Context, w, i int) (int, error) {
-	s, key := b.once, uuid.NewString
-	if pool == unpaidTx {
-		s, key = b.tx, func() string { return "" }
+// pay pays the next unpaid order once made, with a new key.
+func (b *bench) pay(ctx context.Context, w, i int) (int, error) {
+	o, ok := b.nextUnpaid(unpaidOnce, w)
+	if !ok {
+		return 0, errNothingLeft
 	}
-	return func(ctx context.Context, w, i int) (int, error) {
-		o, ok := b.nextUnpaid(pool, w)
-		if !ok {
-			return 0, errNothingLeft
-		}
-		a, err := b.post(ctx, s.url+"/api/v1/orders/"+o.id+"/payments", o.token, key(), paymentRequest)
-		if err == nil && a.status != http.StatusCreated {
-			err = fmt.Errorf("payment: %d %s", a.status, a.body)
-		}
-		if err == nil && s == b.once {
-			b.completed.Add(1)
-		}
-		return 1, err
+	a, err := b.post(ctx, b.once.url+"/api/v1/orders/"+o.id+"/payments", o.token, uuid.NewString(), paymentRequest)
+	if err == nil && a.status != http.StatusCreated {
+		err = fmt.Errorf("payment: %d %s", a.status, a.body)
 	}
+	if err == nil {
+		b.completed.Add(1)
+	}
+	return 1, err
 }
 
 func (b *bench) nextUnpaid(pool string, w int) (order, bool) {

@@ -60,8 +60,8 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 		return n
 	}
 	// The users whose orders the instances with the middleware made, and
-	// paid; plain's orders were made and paid without it.
-	once, plain, bare, ceiling := ids(phaseWarmup, phaseFresh, phaseStorm, phaseMemory), ids(phasePlain), ids(phaseBareSQL), ids(phaseCeiling)
+	// paid.
+	once, bare, ceiling := ids(phaseWarmup, phaseFresh, phaseStorm, phaseMemory), ids(phaseBareSQL), ids(phaseCeiling)
 	var replays int64
 	errs = append(errs, db.Table("idempotency_keys").Where("scope IN ?", once).
 		Select("COALESCE(SUM(replays), 0)").Scan(&replays).Error)
@@ -70,19 +70,15 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 	a := audit{
 		{"failed operations", failed, 0},
 		{"orders, with middleware (warm-up, fresh, storm, memory)", count("orders", "user_id IN ?", once), ops(phaseWarmup, phaseFresh, phaseStorm, phaseMemory)},
-		{"orders, without middleware", count("orders", "user_id IN ?", plain), ops(phasePlain)},
 		{"orders, bare SQL", count("orders", "user_id IN ?", bare), ops(phaseBareSQL)},
 		{"orders and keys, ceiling", count("orders", "user_id IN ?", ceiling) + count("idempotency_keys", "scope IN ?", ceiling), 0},
 		{"completed keys, with middleware (orders and payments)", count("idempotency_keys", "scope IN ? AND state = ?", once, "completed"),
 			ops(phaseWarmup, phaseFresh, phaseStorm, phasePay, phasePayStorm, phaseMemory)},
 		{"completed keys, bare SQL", count("idempotency_keys", "scope IN ? AND state = ?", bare, "completed"), ops(phaseBareSQL)},
-		{"keys, without middleware", count("idempotency_keys", "scope IN ?", plain), 0},
 		// Charges belong to no user: those since the run began.
-		{"successful charges", count("simulated_charges", "status = ? AND created_at >= ?", "succeeded", b.began), ops(phasePay, phasePayPlain, phasePayStorm)},
+		{"successful charges", count("simulated_charges", "status = ? AND created_at >= ?", "succeeded", b.began), ops(phasePay, phasePayStorm)},
 		{"paid orders, with middleware", count("orders", "user_id IN ? AND status = ?", once, "paid"), ops(phasePay, phasePayStorm)},
 		{"payments, with middleware", count("payments", payments, once), ops(phasePay, phasePayStorm)},
-		{"paid orders, without middleware", count("orders", "user_id IN ? AND status = ?", plain, "paid"), ops(phasePayPlain)},
-		{"payments, without middleware", count("payments", payments, plain), ops(phasePayPlain)},
 		{"replays counted on the keys (hit, other, cold, storms)", replays, ops(phaseHit, phaseOther, phaseCold) + (k-1)*ops(phaseStorm, phasePayStorm)},
 	}
 	for _, err := range errs {
@@ -127,10 +123,8 @@ var ratios = []ratio{
 	{"replay (hit) / ceiling", per(phaseHit, phaseCeiling), 0.8, 0.8, false},
 	{"replay (other instance) / ceiling", per(phaseOther, phaseCeiling), 0.6, 0.6, false},
 	{"replay (cold instance, database read) / ceiling", per(phaseCold, phaseCeiling), 0, 0, false},
-	{"fresh order with / without middleware", per(phaseFresh, phasePlain), 0.85, 0.85, false},
 	{"fresh order / bare SQL", per(phaseFresh, phaseBareSQL), 0.8, 0.75, false},
 	{"fresh order with middleware, p99 / p50", tail(phaseFresh), 10, 0, true},
-	{"payment with / without middleware (provider latency 0)", per(phasePay, phasePayPlain), 0, 0, false},
 }
 
 func (r ratio) verdict(rep *report) string {

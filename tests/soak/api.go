@@ -5,48 +5,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 
 	refclient "github.com/shop/shop/client"
+	shopclient "github.com/shop/shop/clients/go"
 )
 
 // apiOrder is one API customer's order: placed, paid (now and then with a
 // card that is declined first), sometimes paid again under another key
 // (which must be told it is paid already), sometimes placed again under
 // its key (which must replay the first answer).
-func (t *traffic) apiOrder(c *refclient.Client) {
+func (t *traffic) apiOrder(c *shopclient.ClientWithResponses) {
 	ctx := context.Background()
-	items := []refclient.Item{{ProductID: t.products[rand.IntN(len(t.products))], Quantity: 1 + rand.IntN(3)}}
-	orderKey := refclient.NewKey()
-	created, ok := t.apiCall(ctx, "create", func(ctx context.Context) (*refclient.Response, error) { return c.CreateOrder(ctx, orderKey, items) })
-	if !ok || created.Status != http.StatusCreated {
+	items := shopclient.OrderInput{Items: []shopclient.OrderLine{{ProductId: t.products[rand.IntN(len(t.products))], Quantity: 1 + rand.IntN(3)}}}
+	orderKey := &shopclient.CreateOrderParams{IdempotencyKey: refclient.NewKey()}
+	created, ok := t.apiCall(ctx, "create", func(ctx context.Context) (*http.Response, error) { return c.CreateOrder(ctx, orderKey, items) })
+	if !ok || created.status != http.StatusCreated {
 		return
 	}
-	orderID := idOf(created.Body, "id")
-	if rand.IntN(10) == 0 {
-		payKey := refclient.NewKey()
-		t.apiCall(ctx, "pay declined", func(ctx context.Context) (*refclient.Response, error) {
-			return c.Pay(ctx, payKey, orderID, "pm_card_declined")
+	orderID := idOf(created.body, "id")
+	pay := func(what, method string) (*answer, bool) {
+		key := &shopclient.CreatePaymentParams{IdempotencyKey: refclient.NewKey()}
+		return t.apiCall(ctx, what, func(ctx context.Context) (*http.Response, error) {
+			return c.CreatePayment(ctx, orderID, key, shopclient.PaymentInput{PaymentMethod: shopclient.PaymentInputPaymentMethod(method)})
 		})
 	}
-	payKey := refclient.NewKey()
-	paid, ok := t.apiCall(ctx, "pay", func(ctx context.Context) (*refclient.Response, error) {
-		return c.Pay(ctx, payKey, orderID, "pm_card_visa")
-	})
-	if ok && paid.Status == http.StatusCreated && rand.IntN(4) == 0 {
-		otherKey := refclient.NewKey()
-		t.apiCall(ctx, "pay again", func(ctx context.Context) (*refclient.Response, error) {
-			return c.Pay(ctx, otherKey, orderID, "pm_card_mastercard")
-		})
+	if rand.IntN(10) == 0 {
+		pay("pay declined", "pm_card_declined")
+	}
+	if paid, ok := pay("pay", "pm_card_visa"); ok && paid.status == http.StatusCreated && rand.IntN(4) == 0 {
+		pay("pay again", "pm_card_mastercard")
 	}
 	if rand.IntN(4) == 0 {
-		again, ok := t.apiCall(ctx, "create again", func(ctx context.Context) (*refclient.Response, error) { return c.CreateOrder(ctx, orderKey, items) })
-		if ok && (!again.Replayed || !bytes.Equal(again.Body, created.Body)) {
-			t.breach(fmt.Sprintf("order key %s: a retry answered %d %s, not the first answer replayed", orderKey, again.Status, again.Body))
+		again, ok := t.apiCall(ctx, "create again", func(ctx context.Context) (*http.Response, error) { return c.CreateOrder(ctx, orderKey, items) })
+		if ok && (!again.replayed || !bytes.Equal(again.body, created.body)) {
+			t.breach(fmt.Sprintf("order key %s: a retry answered %d %s, not the first answer replayed", orderKey.IdempotencyKey, again.status, again.body))
 		}
 	}
+}
+
+// answer is an operation's final answer.
+type answer struct {
+	status   int
+	body     []byte
+	replayed bool
 }
 
 // apiAnswers are the final answers each API operation may get.
@@ -57,13 +62,13 @@ var apiAnswers = map[string][]int{
 // apiCall makes one operation, counts its answer and checks it is one the
 // operation may get. An operation without a final answer is kept, to be
 // made again (same key, same body) once the faults are over.
-func (t *traffic) apiCall(ctx context.Context, what string, op func(context.Context) (*refclient.Response, error)) (*refclient.Response, bool) {
-	resp, err := op(ctx)
+func (t *traffic) apiCall(ctx context.Context, what string, op func(context.Context) (*http.Response, error)) (*answer, bool) {
+	resp, err := answerOf(op(ctx))
 	var gaveUp *refclient.GaveUpError
 	if errors.As(err, &gaveUp) {
 		t.count("api "+what+" unknown", false)
 		t.later(func(ctx context.Context) bool {
-			resp, err := op(ctx)
+			resp, err := answerOf(op(ctx))
 			if err == nil {
 				t.checkAPI(what, resp)
 			}
@@ -79,18 +84,27 @@ func (t *traffic) apiCall(ctx context.Context, what string, op func(context.Cont
 	return resp, true
 }
 
-func (t *traffic) checkAPI(what string, resp *refclient.Response) {
-	t.count(fmt.Sprintf("api %s %d", what, resp.Status), resp.Replayed)
+// answerOf reads the answer the client has in memory.
+func answerOf(resp *http.Response, err error) (*answer, error) {
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	return &answer{status: resp.StatusCode, body: body, replayed: refclient.Replayed(resp)}, err
+}
+
+func (t *traffic) checkAPI(what string, resp *answer) {
+	t.count(fmt.Sprintf("api %s %d", what, resp.status), resp.replayed)
 	for _, ok := range apiAnswers[what] {
-		if resp.Status == ok {
+		if resp.status == ok {
 			switch {
 			case strings.HasPrefix(what, "create"):
-				t.promise(idOf(resp.Body, "id"), false)
+				t.promise(idOf(resp.body, "id"), false)
 			case what == "pay" && ok == http.StatusCreated:
-				t.promise(idOf(resp.Body, "order_id"), true)
+				t.promise(idOf(resp.body, "order_id"), true)
 			}
 			return
 		}
 	}
-	t.breach(fmt.Sprintf("api %s answered %d %s", what, resp.Status, resp.Body))
+	t.breach(fmt.Sprintf("api %s answered %d %s", what, resp.status, resp.body))
 }

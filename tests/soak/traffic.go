@@ -13,13 +13,14 @@ import (
 	"time"
 
 	refclient "github.com/shop/shop/client"
+	shopclient "github.com/shop/shop/clients/go"
 )
 
 // traffic is the clients, and what their answers promised.
 type traffic struct {
 	f        *fleet
 	products []string
-	api      []*refclient.Client
+	api      []*shopclient.ClientWithResponses
 	shoppers []*shopper
 
 	mu       sync.Mutex
@@ -57,9 +58,11 @@ func newTraffic(f *fleet, cfg config) (*traffic, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := refclient.New("http://"+host, token)
-		c.HTTP = &http.Client{Transport: f.transport()}
-		c.Policy = refclient.Policy{MaxElapsed: 30 * time.Second, Initial: 50 * time.Millisecond, Max: 2 * time.Second, TryTimeout: 20 * time.Second}
+		c, err := refclient.New("http://"+host, token, refclient.WithHTTPClient(&http.Client{Transport: f.transport()}),
+			refclient.WithPolicy(refclient.Policy{MaxElapsed: 30 * time.Second, Initial: 50 * time.Millisecond, Max: 2 * time.Second, TryTimeout: 20 * time.Second}))
+		if err != nil {
+			return nil, err
+		}
 		t.api = append(t.api, c)
 	}
 	for i := range cfg.shoppers {

@@ -1,6 +1,10 @@
-package models
+package middleware
 
-import "time"
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
 
 // Idempotency key states, as the column holds them. A third state, released,
 // is in progress with no owner: see IdempotencyKey.Released.
@@ -11,8 +15,8 @@ const (
 
 // IdempotencyKey is what the server remembers of one operation: who owns it
 // while it runs (the lease), and the answer to replay once it is done. The
-// idempotency middleware owns the table and writes it only through its own
-// SQL; the rest of the shop reads it to show a user's activity.
+// middleware owns the table and writes it only through its own SQL; an
+// application may read it, to show a user's activity.
 //
 // (Scope, Key) is unique: the index idx_idempotency_scope_key is what makes
 // two claims of one key impossible, on every instance at once.
@@ -59,3 +63,8 @@ func (r IdempotencyKey) Released() bool { return r.State == KeyInProgress && r.O
 func (r IdempotencyKey) Lapsed(now time.Time) bool {
 	return r.Released() || r.State == KeyInProgress && !r.LockedUntil.After(now)
 }
+
+// Migrate creates the key's table, or brings it up to date (GORM's
+// AutoMigrate): run it before serving, in the application's own migration
+// (its transaction and lock) when it has one.
+func Migrate(db *gorm.DB) error { return db.AutoMigrate(&IdempotencyKey{}) }

@@ -1,0 +1,90 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/shop/shop/billing"
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
+)
+
+// Every final error is one the Activity page knows a form to get, or tells
+// by its trace; told in words of its own and never with a button to send
+// it again. Errors of one form and one status are told alike, since the
+// list of keys keeps their status only.
+func TestActivityTellsEveryFinalAnswer(t *testing.T) {
+	told := map[string]bool{}
+	check := func(form string, e *models.Error) {
+		told[e.Type.Slug] = true
+		if !e.Final || e.Shopper.Outcome == "" || e.Shopper.Text == "" || e.Shopper.Retry != "" {
+			t.Errorf("%s on %s: final %v, words %+v; want final, told, with no retry", e.Type.Slug, form, e.Final, e.Shopper)
+		}
+	}
+	check("/payments", models.ErrPaymentDeclined) // told by its trace
+	check("/refunds", models.ErrRefundFailed)     // told by its trace
+	for suffix, finals := range storedRefusals {
+		for _, e := range finals {
+			check(suffix, e)
+			if e.Shopper.Outcome != finals[0].Shopper.Outcome {
+				t.Errorf("%s: answers told apart (%q, %q), which the Activity page cannot", suffix, finals[0].Shopper.Outcome, e.Shopper.Outcome)
+			}
+		}
+	}
+	for _, typ := range models.FinalTypes() {
+		if !told[typ.Slug] {
+			t.Errorf("the final %s is no form's on the Activity page", typ.Slug)
+		}
+	}
+}
+
+// The errors that are not the shopper's doing are told as such, and each
+// of a refund in its own words, not a payment's.
+func TestRefundErrorsAreToldAsRefunds(t *testing.T) {
+	for _, e := range []*models.Error{billing.ErrRefundUnconfirmed, billing.ErrEarlierRefundUnconfirmed, billing.ErrRefundUnavailable} {
+		if text := e.Shopper.Heading + " " + e.Shopper.Text; strings.Contains(text, "charged") || strings.Contains(text, "payment ") || !strings.Contains(text, "refund") {
+			t.Errorf("%s is told in a payment's words: %q", e.Type.Slug, text)
+		}
+	}
+	for _, typ := range []problem.Type{problem.KeyReused, problem.Internal} {
+		if text := models.Declared(typ.URI()).Shopper.Text; strings.Contains(text, "charged") {
+			t.Errorf("%s, which any form may get, speaks of charges: %q", typ.Slug, text)
+		}
+	}
+}
+
+// Each problem type's page says whether its answer is final as its error
+// declares it, and the index lists every final answer.
+func TestProblemPagesTellFinality(t *testing.T) {
+	db := testkit.NewDB(t)
+	if err := Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}})
+	get := func(path string) string {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		return w.Body.String()
+	}
+	final := map[string]bool{}
+	index := get("/problems")
+	for _, typ := range models.FinalTypes() {
+		final[typ.Slug] = true
+		if !strings.Contains(index, fmt.Sprintf(`%d <a href="%s">%s</a>`, typ.Status, typ.URI(), typ.Title)) {
+			t.Errorf("the index does not list the final %s", typ.Slug)
+		}
+	}
+	for _, typ := range problem.All {
+		if page := get(typ.URI()); strings.Contains(page, "A final answer") != final[typ.Slug] {
+			t.Errorf("%s: the page says final %v, the error %v", typ.Slug, !final[typ.Slug], final[typ.Slug])
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package middleware
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Refusal is an answer of the middleware's own, sent instead of the
+// handler's: the request brought no valid key or body, its key names
+// another request or is still running, its attempt lost its lease, or the
+// key's table failed. Nothing of the handler's was kept. Its JSON is the
+// RFC 9457 problem document the default renderer sends.
+type Refusal struct {
+	// Type names the refusal for machines, stably: "idempotency-key-reused".
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail says what was wrong with this request.
+	Detail string `json:"detail,omitempty"`
+	// RetryAfter, when positive, is the Retry-After to send, in seconds.
+	RetryAfter int `json:"-"`
+}
+
+// The refusals, without their detail.
+var (
+	refuseUnauthenticated = Refusal{Status: http.StatusUnauthorized, Type: "unauthorized", Title: "Authentication required"}
+	refuseKeyMissing      = Refusal{Status: http.StatusBadRequest, Type: "idempotency-key-missing", Title: "Idempotency key required"}
+	refuseKeyInvalid      = Refusal{Status: http.StatusBadRequest, Type: "idempotency-key-invalid", Title: "Idempotency key invalid"}
+	refuseTooLarge        = Refusal{Status: http.StatusRequestEntityTooLarge, Type: "request-too-large", Title: "Request body too large"}
+	refuseMalformed       = Refusal{Status: http.StatusBadRequest, Type: "malformed-request", Title: "Malformed request"}
+	refuseKeyReused       = Refusal{Status: http.StatusUnprocessableEntity, Type: "idempotency-key-reused", Title: "Idempotency key reused with a different request"}
+	refuseInProgress      = Refusal{Status: http.StatusConflict, Type: "idempotency-key-in-progress", Title: "Request with this idempotency key still in progress", RetryAfter: 1}
+	refuseLeaseLost       = Refusal{Status: http.StatusConflict, Type: "idempotency-lease-lost", Title: "Request took too long and was taken over", RetryAfter: 1}
+	refuseInternal        = Refusal{Status: http.StatusInternalServerError, Type: "internal", Title: "Internal error"}
+)
+
+// Refusals lists every refusal the middleware sends, without its detail:
+// for an application that documents its error types, or renders them in
+// its own words, to check that it knows each one.
+var Refusals = []Refusal{
+	refuseUnauthenticated, refuseKeyMissing, refuseKeyInvalid, refuseTooLarge, refuseMalformed,
+	refuseKeyReused, refuseInProgress, refuseLeaseLost, refuseInternal,
+}
+
+func (r Refusal) with(detail string) Refusal {
+	r.Detail = detail
+	return r
+}
+
+// writeRefusal is the renderer Config.Refuse defaults to: the refusal as
+// problem+json, its Type a relative URI.
+func writeRefusal(c *gin.Context, r Refusal) {
+	if r.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(r.RetryAfter))
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Header("Content-Type", "application/problem+json") // kept by c.JSON
+	c.JSON(r.Status, r)
+}
