@@ -15,6 +15,15 @@ import (
 // planted is named above each test). They steer the provider with
 // scripted, and hold requests at it with gates.
 
+// The states of a payment attempt's or a refund's row, as the tables hold
+// them.
+const (
+	stateInDoubt   = "in_doubt"
+	stateSucceeded = "succeeded"
+	statePending   = "pending"
+	stateFailed    = "failed"
+)
+
 // scripted is a provider the test steers request by request: each charge
 // and each refund request meets the next fate of its script, and a request
 // beyond its script goes through to the provider it wraps. It records what

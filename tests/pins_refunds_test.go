@@ -54,7 +54,7 @@ func TestARunThatLostItsHoldNeitherSettlesTheRefundNorFreesTheOrder(t *testing.T
 
 	first.open()
 	late := testkit.Recv(t, slow, "the first run's answer")
-	if n := e.count("refunds", "order_id = ? AND state = ?", orderID, models.RefundInDoubt); n != 1 {
+	if n := e.count("refunds", "order_id = ? AND state = ?", orderID, stateInDoubt); n != 1 {
 		t.Error("the run that lost its hold settled the refund")
 	}
 	if now := e.heldBy(orderID); now != reconciler {
@@ -119,7 +119,7 @@ func TestARefundInDoubtIsNeverRefundedOver(t *testing.T) {
 			t.Fatalf("the provider was asked to refund %d cents under %d keys of a 1900-cent charge", asked, keys)
 		}
 	}
-	if n := e.count("refunds", "order_id = ? AND state IN ?", orderID, []models.RefundState{models.RefundInDoubt, models.RefundSucceeded, models.RefundPending}); n != 1 {
+	if n := e.count("refunds", "order_id = ? AND state IN ?", orderID, []string{stateInDoubt, stateSucceeded, statePending}); n != 1 {
 		t.Fatalf("%d refunds in doubt or given back, want the first only", n)
 	}
 

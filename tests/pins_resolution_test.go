@@ -45,7 +45,7 @@ func TestALookupSoonAfterAResolutionsResendSettlesNothing(t *testing.T) {
 	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a lookup a minute after the re-send: %d resolved, %v; want none", n, err)
 	}
-	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt); n != 1 {
+	if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, stateInDoubt); n != 1 {
 		t.Fatal("a lookup a minute after the re-send settled the attempt")
 	}
 	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status == http.StatusCreated || e.charges() != 1 {
@@ -83,7 +83,7 @@ func TestAPaymentResolvesAtMostThreeEarlierAttempts(t *testing.T) {
 
 			pay := e.payRequest(token, orderID, "k2", payments.MethodVisa)
 			r := e.do(pay)
-			failed := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptFailed)
+			failed := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, stateFailed)
 			if earlier == 3 {
 				if r.Status != http.StatusCreated || failed != 3 {
 					t.Fatalf("with 3 earlier attempts: %d %s, %d settled failed; want 201, all 3", r.Status, r.Body, failed)
@@ -92,7 +92,7 @@ func TestAPaymentResolvesAtMostThreeEarlierAttempts(t *testing.T) {
 				return
 			}
 			isProblem(t, r, http.StatusConflict, "/problems/payment-in-progress")
-			if doubts, attempts := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.AttemptInDoubt), e.count("payment_attempts"); failed != 3 || doubts != 1 || attempts != 4 || e.charges() != 0 {
+			if doubts, attempts := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, stateInDoubt), e.count("payment_attempts"); failed != 3 || doubts != 1 || attempts != 4 || e.charges() != 0 {
 				t.Fatalf("with 4 earlier attempts: %d settled failed, %d in doubt, %d attempts, %d charges; want 3, 1, 4, 0", failed, doubts, attempts, e.charges())
 			}
 			if again := e.do(pay); again.Status != http.StatusCreated {
@@ -108,7 +108,7 @@ func TestAPaymentResolvesAtMostThreeEarlierAttempts(t *testing.T) {
 func (e *env) copyAttemptInDoubt(orderID string, n int) {
 	e.t.Helper()
 	var attempt models.PaymentAttempt
-	if err := e.db.Where("order_id = ? AND state = ?", orderID, models.AttemptInDoubt).Take(&attempt).Error; err != nil {
+	if err := e.db.Where("order_id = ? AND state = ?", orderID, stateInDoubt).Take(&attempt).Error; err != nil {
 		e.t.Fatal(err)
 	}
 	for i := 1; i <= n; i++ {
