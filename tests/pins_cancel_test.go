@@ -79,8 +79,9 @@ func TestACancelWaitsForTheOrdersHold(t *testing.T) {
 }
 
 // Pins: a payment takes the order's hold only while the order is pending.
-// Planted: BeginPayment (models/payments.go) taking the hold without its
-// condition "status = pending". Failed on PostgreSQL: "status 201, want
+// Planted: begin (models/requests.go; BeginPayment before the one
+// protocol) taking the hold without its condition on the order's status
+// (pending, for a payment). Failed on PostgreSQL: "status 201, want
 // 409" (the cancelled order was charged, and marked paid); on SQLite it
 // passes, as the race cannot happen there (below).
 //

@@ -14,9 +14,9 @@ import (
 )
 
 // Pins: only the run that holds the order settles its refund, and lets go
-// of the hold. Planted: SettleRefund (models/refunds.go) updating the
-// order without its fence "held_by = holder" (and its check that one row
-// changed). Failed: "the run that lost its hold settled the refund", "the
+// of the hold. Planted: the settlement (settle in models/requests.go;
+// SettleRefund before the one protocol) updating the order without its
+// fence "held_by = holder" (and its check that one row changed). Failed: "the run that lost its hold settled the refund", "the
 // order is held by "", want still by the reconciler, "reconciler/…"", and
 // "the run that lost its hold answered <nil> 201".
 //
@@ -93,8 +93,9 @@ func (e *env) heldBy(orderID string) string {
 }
 
 // Pins: a refund in doubt counts as given back. Planted: givingBack
-// (models/refunds.go) without RefundInDoubt, together with BeginRefund
-// not handing back the refund in doubt to resolve first. Failed: "the
+// (models/refunds.go) without the state in doubt, together with begin
+// (models/requests.go; BeginRefund before the one protocol) not handing
+// back the refund in doubt to resolve first. Failed: "the
 // provider was asked to refund 3800 cents under 2 keys of a 1900-cent
 // charge". Either one alone keeps the refund from being sent today: the
 // amount refundable is computed only once no refund of the order is in

@@ -60,10 +60,10 @@ func TestALookupSoonAfterAResolutionsResendSettlesNothing(t *testing.T) {
 }
 
 // Pins: a payment resolves at most three earlier attempts in doubt before
-// it gives up. Planted: maxResolutions (billing/pay.go) 4, then 2. Failed:
-// with 4, "status 201, want 409" (four earlier attempts resolved, and the
-// order charged); with 2, "with 3 earlier attempts: 409 …, 2 settled
-// failed; want 201, all 3".
+// it gives up. Planted: maxResolutions (billing/protocol.go) 4, then 2.
+// Failed: with 4, "status 201, want 409" (four earlier attempts resolved,
+// and the order charged); with 2, "with 3 earlier attempts: 409 …, 2
+// settled failed; want 201, all 3".
 //
 // Attempts in doubt pile up only in a database written by hand (a payment
 // makes none while one is in doubt): the test copies one. Each earlier
