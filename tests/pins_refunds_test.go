@@ -16,9 +16,10 @@ import (
 // Pins: only the run that holds the order settles its refund, and lets go
 // of the hold. Planted: the settlement (settle in models/requests.go;
 // SettleRefund before the one protocol) updating the order without its
-// fence "held_by = holder" (and its check that one row changed). Failed: "the run that lost its hold settled the refund", "the
-// order is held by "", want still by the reconciler, "reconciler/…"", and
-// "the run that lost its hold answered <nil> 201".
+// fence "held_by = holder" (and its check that one row changed).
+// Failed: "the run that lost its hold settled the refund", "the order is
+// held by "", want still by the reconciler, "reconciler/…"", and "the run
+// that lost its hold answered <nil> 201".
 //
 // A refund's request is slow at the provider, its run's hold lapses, and
 // the reconciler takes the order over and sends the request again. The
