@@ -43,7 +43,7 @@
 //     that a re-run, or a reconciler, finds the attempt and asks the
 //     provider what became of it rather than charging anew;
 //   - fenced by a hold of its own (on the order, say), taken in its own
-//     write, extended with the lease through OnLeaseExtended and checked by
+//     write, extended with the lease through Operation.OnLeaseExtended and checked by
 //     every later write, since the owner token fences Tx only: a run that
 //     lost the key must not write over the run that took it over;
 //   - what it still writes through Tx (settling the attempt) is checked

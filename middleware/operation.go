@@ -1,8 +1,8 @@
 package middleware
 
-// The handler's side of an operation: Tx, DerivedKey, Final and
-// OnLeaseExtended, which a handler behind the middleware calls while it owns
-// the key. Their contract (write through Tx; call out before it, with
+// The handler's side of an operation: Tx, DerivedKey, Final and Current (the
+// Operation, with OnLeaseExtended), which a handler behind the middleware
+// calls while it owns the key. Their contract (write through Tx; call out before it, with
 // DerivedKey; never commit Tx; make what it commits itself idempotent and
 // fenced on its own) is the package documentation's, in idempotency.go.
 
@@ -71,11 +71,6 @@ func (o Operation) Tx() *gorm.DB {
 // transaction begins: for a hold of the handler's own that must last as
 // long as the operation does (a payment's hold on its order), so that it
 // does not run out under a slow but live attempt.
-func OnLeaseExtended(c *gin.Context, fn func(ctx context.Context, until time.Time) error) {
-	Current(c).OnLeaseExtended(fn)
-}
-
-// OnLeaseExtended is the function OnLeaseExtended, for the operation.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()

@@ -47,7 +47,6 @@ var charges = Kind{
 func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (Begun[PaymentAttempt], error) {
 	return begin(s.DB.WithContext(ctx), charges, userID, orderID, derivedKey, holder, now, until,
 		func(_ *gorm.DB, order Order, req Request) (PaymentAttempt, error) {
-			req.ID = uuid.NewString()
 			return PaymentAttempt{Request: req, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method}, nil
 		})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
@@ -70,7 +69,6 @@ func (s Shop) BeginRefund(ctx context.Context, userID, orderID, derivedKey, hold
 			if refundable <= 0 || amount > refundable {
 				return Refund{}, ErrRefundExceeds
 			}
-			req.ID = uuid.NewString()
 			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason}, nil
 		})
 }

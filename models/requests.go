@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
@@ -14,7 +15,7 @@ import (
 // are two uses of one protocol for a provider request in doubt, each of
 // whose writes is fenced by the order's hold (holds.go):
 //
-//   - Begin takes the hold and, in the same transaction, records the
+//   - begin (BeginPayment, BeginRefund) takes the hold and, in the same transaction, records the
 //     operation's request in doubt — but only if no earlier request of its
 //     kind is in doubt for the order. The provider is called after that
 //     commit.
@@ -103,7 +104,7 @@ type Outcome struct {
 // busy says of it.
 type Kind struct {
 	// admits says why an order cannot take a request of the kind, if it
-	// cannot: the rule Begin checks before it takes the hold.
+	// cannot: the rule begin checks before it takes the hold.
 	admits func(Order) error
 	// holdable are the order states in which the hold may be taken for it.
 	holdable []string
@@ -111,7 +112,7 @@ type Kind struct {
 	inDoubt *Error
 }
 
-// Begun is what Begin found and did: the row to send, just recorded in
+// Begun is what begin found and did: the row to send, just recorded in
 // doubt, or, when Unresolved, an earlier request of the kind for the order
 // still in doubt (perhaps the operation's own, from a run that died), to
 // resolve first.
@@ -150,18 +151,18 @@ func begin[R Row](db *gorm.DB, kind Kind, userID, orderID, derivedKey, holder st
 		case !errors.Is(err, gorm.ErrRecordNotFound):
 			return err
 		}
-		req := Request{OrderID: order.ID, DerivedKey: derivedKey, State: InDoubt, SentAt: &now}
+		req := Request{ID: uuid.NewString(), OrderID: order.ID, DerivedKey: derivedKey, State: InDoubt, SentAt: &now}
 		if req.ProviderKey, err = providerKey[R](tx, derivedKey); err != nil {
 			return err
 		}
 		if begun.Row, err = newRow(tx, order, req); err != nil {
 			return err
 		}
-		if err := tx.Create(&begun.Row).Error; errors.Is(err, gorm.ErrDuplicatedKey) {
+		err = tx.Create(&begun.Row).Error
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			return ErrPaymentInProgress // another run of the operation has just written the same row
-		} else {
-			return err
 		}
+		return err
 	})
 	return begun, err
 }
@@ -272,7 +273,7 @@ func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]a
 	if current.Base().State != InDoubt {
 		return ErrPaymentInProgress
 	}
-	// The order first, then the row: the order that Begin and
+	// The order first, then the row: the order that begin and
 	// HoldForResolution lock in, so that two transactions never wait on
 	// each other.
 	res := tx.Model(&Order{}).Where("id = ? AND held_by = ?", row.Base().OrderID, holder).Updates(order)
