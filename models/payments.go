@@ -119,22 +119,15 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	// A declined attempt has its payment row already: it becomes the charge,
 	// under the same id, so that the declined answer's Location shows it.
 	var payment Payment
-	err = tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
-	if err == nil {
-		payment.Status, payment.ProviderChargeID, payment.DeclineReason = PaymentSucceeded, outcome.ProviderID, ""
-		if err := tx.Save(&payment).Error; err != nil {
-			return Payment{}, err
-		}
-		return payment, updateRefunded(tx, attempt.OrderID)
-	}
-	if !errors.Is(err, gorm.ErrRecordNotFound) {
+	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		payment = Payment{ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
+			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey}
+	case err != nil:
 		return Payment{}, err
 	}
-	payment = Payment{
-		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: PaymentSucceeded, AmountCents: attempt.AmountCents,
-		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderChargeID: outcome.ProviderID, ProviderKey: attempt.ProviderKey,
-	}
-	if err := tx.Create(&payment).Error; err != nil {
+	payment.Status, payment.ProviderChargeID, payment.DeclineReason = PaymentSucceeded, outcome.ProviderID, ""
+	if err := tx.Save(&payment).Error; err != nil {
 		return Payment{}, err
 	}
 	// Paid, or still partly refunded: the late charge counts as charged.
