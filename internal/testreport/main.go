@@ -46,9 +46,7 @@ type report struct {
 func main() {
 	skips := flag.String("skips", "report", "report: list skipped tests last; fail: also exit 1 if any")
 	flag.Parse()
-	ticker := time.NewTicker(progressEvery)
-	defer ticker.Stop()
-	r := follow(lines(os.Stdin), ticker.C, time.Now(), os.Stdout)
+	r := follow(lines(os.Stdin), time.NewTicker(progressEvery).C, time.Now(), os.Stdout)
 	if len(r.skipped) > 0 {
 		fmt.Printf("\n%d test(s) skipped, each with what enables it:\n", len(r.skipped))
 		for _, s := range r.skipped {

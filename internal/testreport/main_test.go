@@ -92,6 +92,7 @@ func TestProgressNamesWhatIsStillRunning(t *testing.T) {
 	s.event(43*time.Second, "pass", "shop/tests", "TestA", "")
 	s.event(45*time.Second, "output", "shop/fast", "", "ok  \tshop/fast\t4.0s\n")
 	s.event(45*time.Second, "pass", "shop/fast", "", "")
+	s.event(50*time.Second, "run", "shop/tests", "TestB", "")
 	s.tick(60 * time.Second)
 	s.event(70*time.Second, "pass", "shop/tests", "TestB", "")
 	s.tick(90 * time.Second)
@@ -101,8 +102,8 @@ func TestProgressNamesWhatIsStillRunning(t *testing.T) {
 	want := strings.Join([]string{
 		"[30s] go test is compiling: no package is running; 0 package(s) finished",
 		"ok  \tshop/fast\t4.0s",
-		"[1m0s] still running: shop/tests (for 20s, 1 test(s) passed so far); 1 package(s) finished",
-		"[1m30s] still running: shop/tests (for 50s, 2 test(s) passed so far); 1 package(s) finished",
+		"[1m0s] still running: shop/tests (for 20s, 1 test(s) passed so far, 1 running); 1 package(s) finished",
+		"[1m30s] still running: shop/tests (for 50s, 2 test(s) passed so far, 0 running); 1 package(s) finished",
 		"ok  \tshop/tests\t55.0s",
 	}, "\n") + "\n"
 	if printed != want || r.passed != 2 || r.failed {
@@ -111,16 +112,22 @@ func TestProgressNamesWhatIsStillRunning(t *testing.T) {
 }
 
 // Two packages running at once are both named, in order, each with its own
-// count; a failed test is counted as no pass.
+// counts; a failed test is no pass, and a test run but not ended (a
+// parallel one, paused) is running.
 func TestProgressNamesEveryRunningPackage(t *testing.T) {
 	s := newScript(t)
 	s.event(time.Second, "start", "shop/b", "", "")
 	s.event(time.Second, "start", "shop/a", "", "")
+	s.event(2*time.Second, "run", "shop/a", "TestOne", "")
 	s.event(2*time.Second, "pass", "shop/a", "TestOne", "")
+	s.event(3*time.Second, "run", "shop/b", "TestTwo", "")
 	s.event(3*time.Second, "fail", "shop/b", "TestTwo", "")
+	s.event(4*time.Second, "run", "shop/b", "TestThree", "")
+	s.event(4*time.Second, "pause", "shop/b", "TestThree", "")
 	s.tick(30 * time.Second)
 	_, printed := s.end()
-	want := "[30s] still running: shop/a (for 29s, 1 test(s) passed so far), shop/b (for 29s, 0 test(s) passed so far); 0 package(s) finished\n"
+	want := "[30s] still running: shop/a (for 29s, 1 test(s) passed so far, 0 running), " +
+		"shop/b (for 29s, 0 test(s) passed so far, 1 running); 0 package(s) finished\n"
 	if printed != want {
 		t.Fatalf("printed:\n%q\nwant:\n%q", printed, want)
 	}
