@@ -18,14 +18,7 @@ import (
 // and cursors (and Date, Content-Length and the security headers, which the
 // page leaves out).
 func TestAPIWalkThrough(t *testing.T) {
-	for _, tool := range []string{"sh", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed: failing, CI=true", tool)
-			}
-			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
-		}
-	}
+	needShellTools(t)
 	readme, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
@@ -239,14 +232,7 @@ func shortened(shown, got string) error {
 // order sent twice with one key is one order, the second answer the first
 // one replayed.
 func TestREADMEReplay(t *testing.T) {
-	for _, tool := range []string{"sh", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed: failing, CI=true", tool)
-			}
-			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
-		}
-	}
+	needShellTools(t)
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -265,10 +251,33 @@ func TestREADMEReplay(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("the replay failed: %v\n%s", err, stderr.String())
 	}
-	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(stdout.String(), "\r", "")), "\n")
+	wantOneOrderReplayed(t, e, stdout.String())
+}
+
+// needShellTools skips the test where the tools of the documented shell
+// blocks are missing, and fails it in CI, which installs them.
+func needShellTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"sh", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed: failing, CI=true", tool)
+			}
+			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
+		}
+	}
+}
+
+// wantOneOrderReplayed checks what a documented block that sends one order
+// twice printed, `grep`ped to its status, Location and Idempotent-Replayed
+// lines, and the database: one order, the second answer the first one
+// replayed.
+func wantOneOrderReplayed(t *testing.T, e *env, printed string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(printed, "\r", "")), "\n")
 	if len(lines) != 5 || lines[0] != "HTTP/1.1 201 Created" || lines[2] != lines[0] ||
 		!strings.HasPrefix(lines[1], "Location: /api/v1/orders/") || lines[4] != lines[1] || lines[3] != "Idempotent-Replayed: true" {
-		t.Fatalf("the replay printed:\n%s\nwant 201 and a Location twice, the second marked replayed", stdout.String())
+		t.Fatalf("the block printed:\n%s\nwant 201 and a Location twice, the second marked replayed", printed)
 	}
 	if orders, keys := e.count("orders"), e.count("idempotency_keys", "state = ?", "completed"); orders != 1 || keys != 1 {
 		t.Fatalf("%d orders and %d completed keys, want 1 and 1", orders, keys)

@@ -19,8 +19,9 @@ import (
 )
 
 // The stripe-mock recipe of docs/operations.md runs as printed, from the
-// repository's root — only its port is a free one, and the shop's address
+// repository's root — only its ports are free ones, and the shop's address
 // and database come from the environment — and pm_card_visa pays.
+// stripe-mock listens on 127.0.0.1 only, for HTTP and for HTTPS.
 func TestStripeMockRecipePays(t *testing.T) {
 	gopath, err := exec.Command("go", "env", "GOPATH").Output()
 	if err != nil {
@@ -30,13 +31,14 @@ func TestStripeMockRecipePays(t *testing.T) {
 		needStripeMock(t)
 	}
 	recipe := operationsBlock(t, "**stripe-mock locally**")
-	const mockAddr = "127.0.0.1:12111"
-	if strings.Count(recipe, mockAddr) != 2 || !strings.HasSuffix(strings.TrimSpace(recipe), "go run .") {
-		t.Fatalf("the recipe does not run stripe-mock at %s and then the shop:\n%s", mockAddr, recipe)
+	const mockAddr, mockTLSAddr = "127.0.0.1:12111", "127.0.0.1:12112"
+	if strings.Count(recipe, "-http-addr "+mockAddr) != 1 || strings.Count(recipe, mockAddr) != 2 ||
+		strings.Count(recipe, "-https-addr "+mockTLSAddr) != 1 || !strings.HasSuffix(strings.TrimSpace(recipe), "go run .") {
+		t.Fatalf("the recipe does not run stripe-mock at %s (HTTPS at %s) and then the shop:\n%s", mockAddr, mockTLSAddr, recipe)
 	}
 	dbURL := testkit.URL(t)
-	mock := freeAddr(t)
-	cmd := exec.Command("sh", "-c", strings.ReplaceAll(recipe, mockAddr, mock))
+	mock, mockTLS := freeAddr(t), freeAddr(t)
+	cmd := exec.Command("sh", "-c", strings.NewReplacer(mockAddr, mock, mockTLSAddr, mockTLS).Replace(recipe))
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "HOST=127.0.0.1", "PORT=0", "DATABASE_URL="+dbURL)
 	ownGroup(cmd)
@@ -80,13 +82,14 @@ func TestStripeMockRecipePays(t *testing.T) {
 	// stripe-mock, started first, may still be loading Stripe's
 	// specification when a built shop is already serving: a shopper pays
 	// once both are up, and so does the test.
-	for !listening(mock) {
+	for !listening(mock) || !listening(mockTLS) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("stripe-mock is not listening at %s:\n%s", mock, printed())
+			t.Fatalf("stripe-mock is not listening at %s and %s:\n%s", mock, mockTLS, printed())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	onLoopbackOnly(t, mock, mockTLS)
 	e := &env{t: t, url: url, db: testkit.Open(t, dbURL), dbURL: dbURL}
 	token := e.signUp("recipe@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
@@ -121,6 +124,24 @@ func listening(addr string) bool {
 		conn.Close()
 	}
 	return err == nil
+}
+
+// onLoopbackOnly fails the test if a port of addrs (each 127.0.0.1:port)
+// answers on another address of this machine.
+func onLoopbackOnly(t *testing.T, addrs ...string) {
+	t.Helper()
+	ips, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		_, port, _ := net.SplitHostPort(a)
+		for _, ip := range ips {
+			if n, ok := ip.(*net.IPNet); ok && !n.IP.IsLoopback() && listening(net.JoinHostPort(n.IP.String(), port)) {
+				t.Fatalf("port %s answers on %s too, not on 127.0.0.1 only", port, n.IP)
+			}
+		}
+	}
 }
 
 // freeAddr is an address of 127.0.0.1 that nothing listened on a moment ago.
