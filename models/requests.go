@@ -15,16 +15,16 @@ import (
 // are two uses of one protocol for a provider request in doubt, each of
 // whose writes is fenced by the order's hold (holds.go):
 //
-//   - begin (BeginPayment, BeginRefund) takes the hold and, in the same transaction, records the
-//     operation's request in doubt — but only if no earlier request of its
-//     kind is in doubt for the order. The provider is called after that
-//     commit.
+//   - begin (BeginPayment, BeginRefund) takes the hold and, in the same
+//     transaction, records the operation's request in doubt — but only if
+//     no earlier request of its kind is in doubt for the order. The
+//     provider is called after that commit.
 //   - A request in doubt is resolved before another of its kind may be
 //     written for the order, by whoever holds the order: the next operation,
 //     the reconciler or a webhook (HoldForResolution). Only the provider's
 //     word on the request's own key resolves it: an outcome, or a
 //     definitive refusal, which proves nothing was or will be done under
-//     that key (Fail). A passing refusal of a later request under the key
+//     that key (settled Failed). A passing refusal of a later request under the key
 //     ("rate limited", "unauthorized") says nothing about the first.
 //   - The settling transaction writes what the outcome does to the order:
 //     paid, or what it has been given back.

@@ -1,0 +1,110 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/models"
+)
+
+// The browser's account pages: sign up, log in, log out.
+
+type accountView struct {
+	layout
+	Email  string
+	Next   string
+	Errors map[string]string
+}
+
+func (s *Server) signupPage(c *gin.Context) {
+	if s.signedInAlready(c) {
+		return
+	}
+	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
+}
+
+// signedInAlready sends a signed-in shopper on from the sign-up and log-in
+// pages, to where they were going.
+func (s *Server) signedInAlready(c *gin.Context) bool {
+	if currentUser(c).ID == "" {
+		return false
+	}
+	c.Redirect(http.StatusSeeOther, localPath(c.Query("next")))
+	return true
+}
+
+// signup creates the account and signs it in. A second submission of the
+// same form (a double-click) finds the account and, the password being
+// right, signs in too instead of saying the email is taken.
+func (s *Server) signup(c *gin.Context) {
+	email, password := c.PostForm("email"), c.PostForm("password")
+	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
+	if errors.Is(err, models.ErrEmailTaken) {
+		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.RemoteIP()); loginErr == nil {
+			user, err = existing, nil
+		}
+	}
+	next := localPath(c.PostForm("next"))
+	view := accountView{layout: s.layout(c), Email: email, Next: next, Errors: map[string]string{}}
+	var invalid *models.Error
+	switch {
+	case errors.Is(err, models.ErrEmailTaken):
+		view.Notice = errorNotice(models.ErrEmailTaken.Shopper.Text)
+	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
+		view.Notice = errorNotice("Please correct the fields below.")
+		for _, f := range invalid.Fields {
+			view.Errors[f.Field] = f.Message
+		}
+	case err != nil:
+		s.fail(c, err)
+		return
+	}
+	if view.Notice != nil {
+		s.renderPage(c, http.StatusUnprocessableEntity, "signup.html", view)
+		return
+	}
+	s.signIn(c, user, next)
+}
+
+func (s *Server) loginPage(c *gin.Context) {
+	if s.signedInAlready(c) {
+		return
+	}
+	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
+}
+
+func (s *Server) login(c *gin.Context) {
+	email := c.PostForm("email")
+	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
+	if errors.Is(err, models.ErrBadCredentials) {
+		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
+		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
+		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.signIn(c, user, localPath(c.PostForm("next")))
+}
+
+func (s *Server) signIn(c *gin.Context, user models.User, next string) {
+	if err := s.startSession(c, user); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) logout(c *gin.Context) {
+	s.endSession(c)
+	c.Redirect(http.StatusSeeOther, "/")
+}
+
+// howItWorks tells a shopper why sending a form twice is safe.
+func (s *Server) howItWorks(c *gin.Context) {
+	s.renderPage(c, http.StatusOK, "how.html", s.layout(c))
+}
