@@ -223,7 +223,7 @@ func paymentMethods() []paymentMethod {
 func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "base", data); err != nil {
-		s.deps.Logger.Error("render page", "page", name, "err", err)
+		s.deps.Logger.ErrorContext(c.Request.Context(), "render page", "page", name, "err", err)
 		c.Abort()
 		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("The page could not be shown; please try again."))
 		return
@@ -244,6 +244,8 @@ type errorView struct {
 	Heading string
 	Retry   *retryForm
 	Links   []link
+	// RequestID is what the shopper may quote to support.
+	RequestID string
 }
 
 // retryForm sends the very form that failed again, its key included: the

@@ -72,7 +72,7 @@ func (m *Idempotency) runAtomic(c *gin.Context, want models.IdempotencyKey, raw 
 		gate.CompareAndSwap(armed, timedOut) // the attempt's own deadline came first
 		abandon(r, got, result)
 		if gate.Load() == left {
-			c.AbortWithStatus(statusClientClosed)
+			c.AbortWithStatus(StatusClientClosed)
 		}
 		return false, true // timed out: the caller looks once more, then answers 409
 	}
