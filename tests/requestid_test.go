@@ -144,7 +144,9 @@ func TestLogLinesCarryTheRequestID(t *testing.T) {
 	var logs testkit.Buffer
 	e := newEnv(t,
 		func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
-		withProvider(func(p payments.Provider) payments.Provider { return &failing{Provider: p, err: errors.New("connection reset"), n: 1} }))
+		withProvider(func(p payments.Provider) payments.Provider {
+			return &failing{Provider: p, err: errors.New("connection reset"), n: 1}
+		}))
 	token := e.signUp("log-ids@example.com")
 	orderID := e.createOrder(token, "log-order", orderBody(e.products()[0], 1))
 	pay := request{method: "POST", path: "/api/v1/orders/" + orderID + "/payments", token: token, key: key("log-pay"), body: payBody(payments.MethodVisa), header: withRequestID("log-me-1")}
