@@ -37,7 +37,6 @@ func (s *Server) fail(c *gin.Context, err error) {
 	e := explain(c, words)
 	e.layout = s.layout(c)
 	e.Notice = errorNotice(words.Text)
-	e.RequestID = requestIDOf(c.Request.Context())
 	s.renderPage(c, p.Status, "error.html", e)
 }
 

@@ -238,13 +238,13 @@ type link struct{ Href, Text string }
 
 // errorView is a problem told to a shopper: what happened, a button that
 // sends the same form again when trying again is the answer, and where to
-// go next. It never shows a key, a status code or a route.
+// go next, and the request's id to quote. It never shows a key, a status
+// code or a route.
 type errorView struct {
 	layout
-	Heading string
-	Retry   *retryForm
-	Links   []link
-	// RequestID is what the shopper may quote to support.
+	Heading   string
+	Retry     *retryForm
+	Links     []link
 	RequestID string
 }
 
@@ -275,7 +275,7 @@ func explain(c *gin.Context, words models.Words) errorView {
 	if currentUser(c).ID == "" {
 		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}
-	view := errorView{Heading: words.Heading, Links: links}
+	view := errorView{Heading: words.Heading, Links: links, RequestID: requestIDOf(c.Request.Context())}
 	if words.Retry != "" {
 		view.Retry = retryOf(c, words.Retry)
 	}
