@@ -8,9 +8,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// RequestIDHeader carries the request's id, on every answer: what a client
+// requestIDHeader carries the request's id, on every answer: what a client
 // quotes to support, and what joins the log lines of one request.
-const RequestIDHeader = "X-Request-Id"
+const requestIDHeader = "X-Request-Id"
 
 // maxRequestID bounds a client's own id, in bytes.
 const maxRequestID = 64
@@ -24,11 +24,11 @@ type requestIDKey struct{}
 // middleware never stores it: a replay carries the id of the request it
 // answers.
 func requestID(c *gin.Context) {
-	id := c.GetHeader(RequestIDHeader)
+	id := c.GetHeader(requestIDHeader)
 	if !isToken(id) {
 		id = uuid.NewString()
 	}
-	c.Header(RequestIDHeader, id)
+	c.Header(requestIDHeader, id)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
 }
 

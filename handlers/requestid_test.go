@@ -6,9 +6,9 @@ import (
 )
 
 // A request id is the client's own only when it is 1 to 64 bytes of
-// visible ASCII: the characters net/http lets through but a log line or a
-// header should not carry (controls, DEL, bytes beyond ASCII) are refused
-// here too, each at its edge.
+// visible ASCII, each edge checked: what net/http refuses before a handler
+// sees it (controls but the tab, DEL) is refused here too, and so is what
+// it lets through (spaces, tabs, bytes beyond ASCII).
 func TestRequestIDIsAVisibleASCIIToken(t *testing.T) {
 	cases := map[string]bool{
 		"":                      false,
