@@ -101,7 +101,7 @@ func newLogger(cfg config, stdout io.Writer) *slog.Logger {
 	if cfg.LogJSON {
 		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
 	}
-	return slog.New(logs)
+	return slog.New(handlers.RequestIDs(logs))
 }
 
 // openDatabase opens the database, migrates and seeds it; the returned

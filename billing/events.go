@@ -41,7 +41,7 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 		return err
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "late_charge").Inc()
-	s.cfg.Logger.Error("the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — refund it if the order was paid twice",
+	s.cfg.Logger.ErrorContext(tx.Statement.Context, "the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — refund it if the order was paid twice",
 		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", event.Charge.ID)
 	return nil
 }
@@ -78,11 +78,11 @@ func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refu
 	log := s.cfg.Logger.With("refund", refund.ID, "order", refund.OrderID, "event", event.ID, "provider_refund", event.Refund.ID)
 	if state == models.Excess {
 		s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund_excess").Inc()
-		log.Error("the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover")
+		log.ErrorContext(tx.Statement.Context, "the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover")
 		return true, nil
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund").Inc()
-	log.Error("the provider made a refund the shop had recorded as failed; recorded now")
+	log.ErrorContext(tx.Statement.Context, "the provider made a refund the shop had recorded as failed; recorded now")
 	return true, nil
 }
 
@@ -111,6 +111,6 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 		return false, err
 	}
 	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
-	f.s.cfg.Logger.Info(f.by+" in doubt resolved by a provider event", f.by, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
+	f.s.cfg.Logger.InfoContext(ctx, f.by+" in doubt resolved by a provider event", f.by, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
 	return true, nil
 }

@@ -152,7 +152,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 			_, settleErr := f.settle(tx, row, failed(f.reasons.unavailable), holder)
 			return settleErr
 		}); err != nil {
-			f.s.cfg.Logger.Error("record a refused "+f.by, "err", err, "id", row.Base().ID)
+			f.s.cfg.Logger.ErrorContext(ctx, "record a refused "+f.by, "err", err, "id", row.Base().ID)
 		}
 		return none, f.errs.unavailable
 	case err != nil:
@@ -160,7 +160,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 		// that nothing else is sent for the order before the provider is
 		// asked again under its key; the hold is let go so that a retry,
 		// another operation or the reconciler can do so at once.
-		f.s.cfg.Logger.Warn("payment provider failed", "err", err, "by", f.by, "id", row.Base().ID)
+		f.s.cfg.Logger.WarnContext(ctx, "payment provider failed", "err", err, "by", f.by, "id", row.Base().ID)
 		f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		return none, f.errs.unconfirmed
 	}

@@ -48,9 +48,9 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 	f.s.metrics.resolutions.WithLabelValues(by, f.label(state)).Inc()
 	log := f.s.cfg.Logger.With(f.by, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
 	if state == models.InDoubt {
-		log.Warn(f.by+" still in doubt: the provider could not say what became of it", "err", err)
+		log.WarnContext(ctx, f.by+" still in doubt: the provider could not say what became of it", "err", err)
 	} else {
-		log.Info(f.by + " in doubt resolved with the provider")
+		log.InfoContext(ctx, f.by+" in doubt resolved with the provider")
 	}
 	return state, answer
 }

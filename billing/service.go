@@ -96,6 +96,6 @@ func (s *Service) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 // releaseHold lets go of the order's hold, whatever became of the request.
 func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
 	if err := s.shop.ReleaseHold(context.WithoutCancel(ctx), orderID, holder); err != nil {
-		s.cfg.Logger.Error("release an order's hold", "err", err, "order", orderID)
+		s.cfg.Logger.ErrorContext(ctx, "release an order's hold", "err", err, "order", orderID)
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"strconv"
 
@@ -13,11 +14,20 @@ import (
 
 // fail is the one way handlers report an error: a domain error as its
 // problem, a problem as it is, anything else logged and answered with 500;
-// rendered as problem+json for the API and as a page for the browser.
+// rendered as problem+json for the API and as a page for the browser, with
+// the request's id. A request whose client hung up is answered with
+// nothing, and counted and logged as the middleware's client-closed status:
+// no one reads the answer, and it is no fault of the server's.
 func (s *Server) fail(c *gin.Context, err error) {
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		c.AbortWithStatus(middleware.StatusClientClosed)
+		return
+	}
 	p, words, _ := s.answerOf(c, err)
 	if !isPage(c) {
-		problem.Write(c, p)
+		withID := *p // p may be an error's own, shared: the id is this request's
+		withID.RequestID = requestIDOf(c.Request.Context())
+		problem.Write(c, &withID)
 		return
 	}
 	if p.RetryAfter > 0 {
@@ -51,7 +61,7 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 	case models.IsUnstorableText(err):
 		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
 	default:
-		s.deps.Logger.Error("request failed", "err", err, "route", c.FullPath())
+		s.deps.Logger.ErrorContext(c.Request.Context(), "request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
 	if e == nil || e.Shopper.Heading == "" {
@@ -104,7 +114,7 @@ func declared(uri string) *models.Error {
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {
-	s.deps.Logger.Error("panic", "err", err, "route", c.FullPath())
+	s.deps.Logger.ErrorContext(c.Request.Context(), "panic", "err", err, "route", c.FullPath())
 	s.fail(c, problem.Internal.With("The request could not be processed."))
 }
 

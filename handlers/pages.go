@@ -223,7 +223,7 @@ func paymentMethods() []paymentMethod {
 func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "base", data); err != nil {
-		s.deps.Logger.Error("render page", "page", name, "err", err)
+		s.deps.Logger.ErrorContext(c.Request.Context(), "render page", "page", name, "err", err)
 		c.Abort()
 		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("The page could not be shown; please try again."))
 		return
@@ -238,12 +238,14 @@ type link struct{ Href, Text string }
 
 // errorView is a problem told to a shopper: what happened, a button that
 // sends the same form again when trying again is the answer, and where to
-// go next. It never shows a key, a status code or a route.
+// go next, and the request's id to quote. It never shows a key, a status
+// code or a route.
 type errorView struct {
 	layout
-	Heading string
-	Retry   *retryForm
-	Links   []link
+	Heading   string
+	Retry     *retryForm
+	Links     []link
+	RequestID string
 }
 
 // retryForm sends the very form that failed again, its key included: the
@@ -273,7 +275,7 @@ func explain(c *gin.Context, words models.Words) errorView {
 	if currentUser(c).ID == "" {
 		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}
-	view := errorView{Heading: words.Heading, Links: links}
+	view := errorView{Heading: words.Heading, Links: links, RequestID: requestIDOf(c.Request.Context())}
 	if words.Retry != "" {
 		view.Retry = retryOf(c, words.Retry)
 	}

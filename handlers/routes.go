@@ -17,7 +17,7 @@ import (
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
+	r.Use(requestID, s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 

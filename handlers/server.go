@@ -113,6 +113,7 @@ func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	deps.Logger = slog.New(RequestIDs(deps.Logger.Handler()))
 	accounts, err := models.NewAccounts(deps.DB, deps.BcryptCost)
 	if err != nil {
 		panic(err) // only a bcrypt cost out of range, which Deps documents

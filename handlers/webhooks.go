@@ -38,7 +38,7 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 	}
 	event, err := payments.VerifyStripeEvent(payload, c.GetHeader("Stripe-Signature"), s.deps.StripeWebhookSecret)
 	if err != nil {
-		s.deps.Logger.Warn("stripe webhook refused", "err", err)
+		s.deps.Logger.WarnContext(c.Request.Context(), "stripe webhook refused", "err", err)
 		p := problem.WebhookSignature.With(err.Error())
 		if errors.Is(err, payments.ErrEventAPIVersion) {
 			p = problem.WebhookAPIVersion.With(err.Error())

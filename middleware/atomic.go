@@ -70,7 +70,7 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 		gate.CompareAndSwap(armed, timedOut) // the attempt's own deadline came first
 		abandon(r, got, result)
 		if gate.Load() == left {
-			c.AbortWithStatus(statusClientClosed)
+			c.AbortWithStatus(StatusClientClosed)
 		}
 		return false, true // timed out: the caller looks once more, then answers 409
 	}

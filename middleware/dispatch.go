@@ -92,7 +92,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 		first = nil
 		found, ok, err := look.found, look.ok, look.err
 		if err != nil && ctx.Err() != nil {
-			c.AbortWithStatus(statusClientClosed) // the client left before anything was claimed
+			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
 			return
 		}
 		if err != nil {
@@ -136,7 +136,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			return
 		}
 		if !m.sleep(ctx, sk, min(delay, time.Until(waitUntil))) {
-			c.AbortWithStatus(statusClientClosed) // the client left; nobody is waiting for an answer
+			c.AbortWithStatus(StatusClientClosed) // the client left; nobody is waiting for an answer
 			return
 		}
 		delay = min(2*delay, 100*time.Millisecond)

@@ -33,16 +33,16 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 			case <-ctx.Done():
 				// Past Timeout: a handler still running is presumed hung;
 				// the lease runs out and a retry may take over.
-				m.cfg.Logger.Warn("idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.key.Route)
+				m.cfg.Logger.WarnContext(ctx, "idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.key.Route)
 				return
 			case <-ticks:
 			}
 			held, err := m.store.extend(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now().Add(m.cfg.Lease))
 			switch {
 			case err != nil:
-				m.cfg.Logger.Error("extend idempotency lease", "err", err, "route", op.key.Route)
+				m.cfg.Logger.ErrorContext(ctx, "extend idempotency lease", "err", err, "route", op.key.Route)
 			case !held:
-				m.cfg.Logger.Warn("idempotency lease lost while the handler ran", "route", op.key.Route)
+				m.cfg.Logger.WarnContext(ctx, "idempotency lease lost while the handler ran", "route", op.key.Route)
 				return
 			default:
 				op.mu.Lock()
@@ -50,7 +50,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 				op.mu.Unlock()
 				for _, fn := range onExtend {
 					if err := fn(ctx, m.now().Add(m.cfg.Lease)); err != nil {
-						m.cfg.Logger.Error("extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
+						m.cfg.Logger.ErrorContext(ctx, "extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
 					}
 				}
 			}

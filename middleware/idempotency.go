@@ -84,9 +84,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// statusClientClosed is what logs and metrics record for a request whose
+// StatusClientClosed is what logs and metrics record for a request whose
 // client left before it was answered (nginx's 499); nothing is sent.
-const statusClientClosed = 499
+const StatusClientClosed = 499
 
 // ReplayedHeader marks an answer that was replayed, not produced anew.
 const ReplayedHeader = "Idempotent-Replayed"
@@ -259,6 +259,6 @@ func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
 }
 
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {
-	m.cfg.Logger.Error("idempotency: "+what, "err", err, "route", c.FullPath())
+	m.cfg.Logger.ErrorContext(c.Request.Context(), "idempotency: "+what, "err", err, "route", c.FullPath())
 	m.cfg.Refuse(c, refuseInternal.with("The request could not be processed; retry with the same key."))
 }

@@ -123,7 +123,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 		if held, err = m.store.release(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now()); err == nil {
 			break
 		}
-		m.cfg.Logger.Error("release idempotency key", "err", err, "try", try)
+		m.cfg.Logger.ErrorContext(ctx, "release idempotency key", "err", err, "try", try)
 		if try < releaseTries {
 			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 		}

@@ -66,6 +66,9 @@ type Problem struct {
 	Errors any `json:"errors,omitempty"`
 	// Payment is the declined payment of a payment-declined problem.
 	Payment any `json:"payment,omitempty"`
+	// RequestID is the id of the request answered (the X-Request-Id header
+	// of its answer): a stored answer's replay keeps the first request's.
+	RequestID string `json:"request_id,omitempty"`
 	// RetryAfter, when set, is sent as the Retry-After header, in seconds.
 	RetryAfter int `json:"-"`
 }

@@ -266,6 +266,7 @@ func TestContractRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"undocumented header", get("/api/v1/products"), 200, withHeader(jsonHeader(), "X-Debug", "1"), `{"products":[]}`, "X-Debug"},
 		{"wrong type", get("/api/v1/products"), 200, jsonHeader(), `{"products":[{"id":"x"}]}`, "required"},
 		{"wrong format", post("/api/v1/users", `{"email":"a@example.com","password":"long enough"}`), 201, jsonHeader(), `{"id":"not-a-uuid","email":"a@example.com"}`, "uuid"},
+		{"missing request id", get("/api/v1/products"), 200, http.Header{"Content-Type": {"application/json"}}, `{"products":[]}`, "X-Request-Id"},
 		{"missing documented header", post("/api/v1/tokens", `{"email":"a@example.com","password":"long enough"}`), 201, jsonHeader(), `{"token":"shp_` + strings.Repeat("a", 43) + `","token_type":"Bearer"}`, "Cache-Control"},
 		{"request breaks the document", post("/api/v1/users", `{"email":"a@example.com"}`), 201, jsonHeader(), `{"id":"f3a9d313-06ed-40e2-a528-58578348a7d5","email":"a@example.com"}`, "password"},
 		{"unknown API path", get("/api/v1/nothing"), 404, jsonHeader(), `{}`, "not in openapi.yaml"},
@@ -311,11 +312,11 @@ func offContractRequest(method, path string) *http.Request {
 const methodNotAllowed = `{"type":"/problems/method-not-allowed","title":"Method not allowed","status":405}`
 
 func problemHeader() http.Header {
-	return http.Header{"Content-Type": {"application/problem+json"}}
+	return http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req-1"}}
 }
 
 func jsonHeader() http.Header {
-	return http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	return http.Header{"Content-Type": {"application/json; charset=utf-8"}, "X-Request-Id": {"req-1"}}
 }
 
 func withHeader(h http.Header, name, value string) http.Header {

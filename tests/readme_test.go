@@ -135,8 +135,9 @@ func normalise(s string) string {
 }
 
 // unshownHeaders are left out of the walk-through's answers: they vary, or,
-// for the security headers, come with every answer (docs/api.md says so).
-var unshownHeaders = []string{"date", "content-length",
+// for the security headers and the request id, come with every answer
+// (docs/api.md says so).
+var unshownHeaders = []string{"date", "content-length", "x-request-id",
 	"content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy"}
 
 // answer is one HTTP answer as `curl -si` prints it.

@@ -3111,11 +3111,15 @@ type DeclinedProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError         `json:"errors,omitempty"`
-	Payment Payment               `json:"payment"`
-	Status  DeclinedProblemStatus `json:"status"`
-	Title   string                `json:"title"`
-	Type    DeclinedProblemType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment Payment       `json:"payment"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string               `json:"request_id,omitempty"`
+	Status    DeclinedProblemStatus `json:"status"`
+	Title     string                `json:"title"`
+	Type      DeclinedProblemType   `json:"type"`
 }
 
 // DeclinedProblemStatus defines model for DeclinedProblem.Status.
@@ -3282,8 +3286,12 @@ type Problem struct {
 	// Errors `validation` only: each field that breaks a rule.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
-	Status  int           `json:"status"`
-	Title   string        `json:"title"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string `json:"request_id,omitempty"`
+	Status    int     `json:"status"`
+	Title     string  `json:"title"`
 
 	// Type A page of this server, `/problems/<slug>`, documenting the problem.
 	Type string `json:"type"`
@@ -3353,11 +3361,15 @@ type ValidationProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  []FieldError            `json:"errors"`
-	Payment *Payment                `json:"payment,omitempty"`
-	Status  ValidationProblemStatus `json:"status"`
-	Title   string                  `json:"title"`
-	Type    ValidationProblemType   `json:"type"`
+	Errors  []FieldError `json:"errors"`
+	Payment *Payment     `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                 `json:"request_id,omitempty"`
+	Status    ValidationProblemStatus `json:"status"`
+	Title     string                  `json:"title"`
+	Type      ValidationProblemType   `json:"type"`
 }
 
 // ValidationProblemStatus defines model for ValidationProblem.Status.
@@ -3383,11 +3395,15 @@ type BadCredentials struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError        `json:"errors,omitempty"`
-	Payment *Payment             `json:"payment,omitempty"`
-	Status  BadCredentialsStatus `json:"status"`
-	Title   string               `json:"title"`
-	Type    BadCredentialsType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string              `json:"request_id,omitempty"`
+	Status    BadCredentialsStatus `json:"status"`
+	Title     string               `json:"title"`
+	Type      BadCredentialsType   `json:"type"`
 }
 
 // BadCredentialsStatus defines model for BadCredentials.Status.
@@ -3404,11 +3420,15 @@ type EmailTaken struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError    `json:"errors,omitempty"`
-	Payment *Payment         `json:"payment,omitempty"`
-	Status  EmailTakenStatus `json:"status"`
-	Title   string           `json:"title"`
-	Type    EmailTakenType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string          `json:"request_id,omitempty"`
+	Status    EmailTakenStatus `json:"status"`
+	Title     string           `json:"title"`
+	Type      EmailTakenType   `json:"type"`
 }
 
 // EmailTakenStatus defines model for EmailTaken.Status.
@@ -3422,11 +3442,15 @@ type Internal struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError  `json:"errors,omitempty"`
-	Payment *Payment       `json:"payment,omitempty"`
-	Status  InternalStatus `json:"status"`
-	Title   string         `json:"title"`
-	Type    InternalType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string        `json:"request_id,omitempty"`
+	Status    InternalStatus `json:"status"`
+	Title     string         `json:"title"`
+	Type      InternalType   `json:"type"`
 }
 
 // InternalStatus defines model for Internal.Status.
@@ -3443,11 +3467,15 @@ type InvalidOrKeyReused struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError            `json:"errors,omitempty"`
-	Payment *Payment                 `json:"payment,omitempty"`
-	Status  InvalidOrKeyReusedStatus `json:"status"`
-	Title   string                   `json:"title"`
-	Type    InvalidOrKeyReusedType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                  `json:"request_id,omitempty"`
+	Status    InvalidOrKeyReusedStatus `json:"status"`
+	Title     string                   `json:"title"`
+	Type      InvalidOrKeyReusedType   `json:"type"`
 }
 
 // InvalidOrKeyReusedStatus defines model for InvalidOrKeyReused.Status.
@@ -3461,11 +3489,15 @@ type InvalidParameter struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError          `json:"errors,omitempty"`
-	Payment *Payment               `json:"payment,omitempty"`
-	Status  InvalidParameterStatus `json:"status"`
-	Title   string                 `json:"title"`
-	Type    InvalidParameterType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                `json:"request_id,omitempty"`
+	Status    InvalidParameterStatus `json:"status"`
+	Title     string                 `json:"title"`
+	Type      InvalidParameterType   `json:"type"`
 }
 
 // InvalidParameterStatus defines model for InvalidParameter.Status.
@@ -3479,11 +3511,15 @@ type KeyInProgress struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError       `json:"errors,omitempty"`
-	Payment *Payment            `json:"payment,omitempty"`
-	Status  KeyInProgressStatus `json:"status"`
-	Title   string              `json:"title"`
-	Type    KeyInProgressType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string             `json:"request_id,omitempty"`
+	Status    KeyInProgressStatus `json:"status"`
+	Title     string              `json:"title"`
+	Type      KeyInProgressType   `json:"type"`
 }
 
 // KeyInProgressStatus defines model for KeyInProgress.Status.
@@ -3497,11 +3533,15 @@ type KeyOrBodyMalformed struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError            `json:"errors,omitempty"`
-	Payment *Payment                 `json:"payment,omitempty"`
-	Status  KeyOrBodyMalformedStatus `json:"status"`
-	Title   string                   `json:"title"`
-	Type    KeyOrBodyMalformedType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                  `json:"request_id,omitempty"`
+	Status    KeyOrBodyMalformedStatus `json:"status"`
+	Title     string                   `json:"title"`
+	Type      KeyOrBodyMalformedType   `json:"type"`
 }
 
 // KeyOrBodyMalformedStatus defines model for KeyOrBodyMalformed.Status.
@@ -3515,11 +3555,15 @@ type Malformed struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError   `json:"errors,omitempty"`
-	Payment *Payment        `json:"payment,omitempty"`
-	Status  MalformedStatus `json:"status"`
-	Title   string          `json:"title"`
-	Type    MalformedType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string         `json:"request_id,omitempty"`
+	Status    MalformedStatus `json:"status"`
+	Title     string          `json:"title"`
+	Type      MalformedType   `json:"type"`
 }
 
 // MalformedStatus defines model for Malformed.Status.
@@ -3533,11 +3577,15 @@ type NotFound struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError  `json:"errors,omitempty"`
-	Payment *Payment       `json:"payment,omitempty"`
-	Status  NotFoundStatus `json:"status"`
-	Title   string         `json:"title"`
-	Type    NotFoundType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string        `json:"request_id,omitempty"`
+	Status    NotFoundStatus `json:"status"`
+	Title     string         `json:"title"`
+	Type      NotFoundType   `json:"type"`
 }
 
 // NotFoundStatus defines model for NotFound.Status.
@@ -3551,11 +3599,15 @@ type PaymentConflict struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError         `json:"errors,omitempty"`
-	Payment *Payment              `json:"payment,omitempty"`
-	Status  PaymentConflictStatus `json:"status"`
-	Title   string                `json:"title"`
-	Type    PaymentConflictType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string               `json:"request_id,omitempty"`
+	Status    PaymentConflictStatus `json:"status"`
+	Title     string                `json:"title"`
+	Type      PaymentConflictType   `json:"type"`
 }
 
 // PaymentConflictStatus defines model for PaymentConflict.Status.
@@ -3569,11 +3621,15 @@ type ProviderUnavailable struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError             `json:"errors,omitempty"`
-	Payment *Payment                  `json:"payment,omitempty"`
-	Status  ProviderUnavailableStatus `json:"status"`
-	Title   string                    `json:"title"`
-	Type    ProviderUnavailableType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                   `json:"request_id,omitempty"`
+	Status    ProviderUnavailableStatus `json:"status"`
+	Title     string                    `json:"title"`
+	Type      ProviderUnavailableType   `json:"type"`
 }
 
 // ProviderUnavailableStatus defines model for ProviderUnavailable.Status.
@@ -3587,11 +3643,15 @@ type RefundConflict struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError        `json:"errors,omitempty"`
-	Payment *Payment             `json:"payment,omitempty"`
-	Status  RefundConflictStatus `json:"status"`
-	Title   string               `json:"title"`
-	Type    RefundConflictType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string              `json:"request_id,omitempty"`
+	Status    RefundConflictStatus `json:"status"`
+	Title     string               `json:"title"`
+	Type      RefundConflictType   `json:"type"`
 }
 
 // RefundConflictStatus defines model for RefundConflict.Status.
@@ -3605,11 +3665,15 @@ type Throttled struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError   `json:"errors,omitempty"`
-	Payment *Payment        `json:"payment,omitempty"`
-	Status  ThrottledStatus `json:"status"`
-	Title   string          `json:"title"`
-	Type    ThrottledType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string         `json:"request_id,omitempty"`
+	Status    ThrottledStatus `json:"status"`
+	Title     string          `json:"title"`
+	Type      ThrottledType   `json:"type"`
 }
 
 // ThrottledStatus defines model for Throttled.Status.
@@ -3623,11 +3687,15 @@ type TooLarge struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError  `json:"errors,omitempty"`
-	Payment *Payment       `json:"payment,omitempty"`
-	Status  TooLargeStatus `json:"status"`
-	Title   string         `json:"title"`
-	Type    TooLargeType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string        `json:"request_id,omitempty"`
+	Status    TooLargeStatus `json:"status"`
+	Title     string         `json:"title"`
+	Type      TooLargeType   `json:"type"`
 }
 
 // TooLargeStatus defines model for TooLarge.Status.
@@ -3641,11 +3709,15 @@ type Unauthorized struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError      `json:"errors,omitempty"`
-	Payment *Payment           `json:"payment,omitempty"`
-	Status  UnauthorizedStatus `json:"status"`
-	Title   string             `json:"title"`
-	Type    UnauthorizedType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string            `json:"request_id,omitempty"`
+	Status    UnauthorizedStatus `json:"status"`
+	Title     string             `json:"title"`
+	Type      UnauthorizedType   `json:"type"`
 }
 
 // UnauthorizedStatus defines model for Unauthorized.Status.
@@ -3659,11 +3731,15 @@ type UnsupportedMediaType struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError              `json:"errors,omitempty"`
-	Payment *Payment                   `json:"payment,omitempty"`
-	Status  UnsupportedMediaTypeStatus `json:"status"`
-	Title   string                     `json:"title"`
-	Type    UnsupportedMediaTypeType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                    `json:"request_id,omitempty"`
+	Status    UnsupportedMediaTypeStatus `json:"status"`
+	Title     string                     `json:"title"`
+	Type      UnsupportedMediaTypeType   `json:"type"`
 }
 
 // UnsupportedMediaTypeStatus defines model for UnsupportedMediaType.Status.
@@ -6262,23 +6338,27 @@ type ClientWithResponsesInterface interface {
 
 // ListIdempotencyKeysResponse200Headers the declared response headers of an HTTP 200 response for ListIdempotencyKeys
 type ListIdempotencyKeysResponse200Headers struct {
-	Link *string
+	Link       *string
+	XRequestId string
 }
 
 // ListIdempotencyKeysResponse400Headers the declared response headers of an HTTP 400 response for ListIdempotencyKeys
 type ListIdempotencyKeysResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // ListIdempotencyKeysResponse401Headers the declared response headers of an HTTP 401 response for ListIdempotencyKeys
 type ListIdempotencyKeysResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // ListIdempotencyKeysResponse500Headers the declared response headers of an HTTP 500 response for ListIdempotencyKeys
 type ListIdempotencyKeysResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ListIdempotencyKeysResponse struct {
@@ -6361,15 +6441,22 @@ func (r ListIdempotencyKeysResponse) ContentType() string {
 	return ""
 }
 
+// MeResponse200Headers the declared response headers of an HTTP 200 response for Me
+type MeResponse200Headers struct {
+	XRequestId string
+}
+
 // MeResponse401Headers the declared response headers of an HTTP 401 response for Me
 type MeResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // MeResponse500Headers the declared response headers of an HTTP 500 response for Me
 type MeResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type MeResponse struct {
@@ -6381,6 +6468,8 @@ type MeResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MeResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MeResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -6433,23 +6522,27 @@ func (r MeResponse) ContentType() string {
 
 // ListOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListOrders
 type ListOrdersResponse200Headers struct {
-	Link *string
+	Link       *string
+	XRequestId string
 }
 
 // ListOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListOrders
 type ListOrdersResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // ListOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListOrders
 type ListOrdersResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // ListOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListOrders
 type ListOrdersResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ListOrdersResponse struct {
@@ -6534,43 +6627,51 @@ func (r ListOrdersResponse) ContentType() string {
 type CreateOrderResponse201Headers struct {
 	IdempotentReplayed *string
 	Location           string
+	XRequestId         string
 }
 
 // CreateOrderResponse400Headers the declared response headers of an HTTP 400 response for CreateOrder
 type CreateOrderResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateOrderResponse401Headers the declared response headers of an HTTP 401 response for CreateOrder
 type CreateOrderResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // CreateOrderResponse409Headers the declared response headers of an HTTP 409 response for CreateOrder
 type CreateOrderResponse409Headers struct {
 	CacheControl string
 	RetryAfter   string
+	XRequestId   string
 }
 
 // CreateOrderResponse413Headers the declared response headers of an HTTP 413 response for CreateOrder
 type CreateOrderResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateOrderResponse415Headers the declared response headers of an HTTP 415 response for CreateOrder
 type CreateOrderResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateOrderResponse422Headers the declared response headers of an HTTP 422 response for CreateOrder
 type CreateOrderResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateOrderResponse500Headers the declared response headers of an HTTP 500 response for CreateOrder
 type CreateOrderResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type CreateOrderResponse struct {
@@ -6679,20 +6780,28 @@ func (r CreateOrderResponse) ContentType() string {
 	return ""
 }
 
+// GetOrderResponse200Headers the declared response headers of an HTTP 200 response for GetOrder
+type GetOrderResponse200Headers struct {
+	XRequestId string
+}
+
 // GetOrderResponse401Headers the declared response headers of an HTTP 401 response for GetOrder
 type GetOrderResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // GetOrderResponse404Headers the declared response headers of an HTTP 404 response for GetOrder
 type GetOrderResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // GetOrderResponse500Headers the declared response headers of an HTTP 500 response for GetOrder
 type GetOrderResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type GetOrderResponse struct {
@@ -6706,6 +6815,8 @@ type GetOrderResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOrderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOrderResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -6766,22 +6877,26 @@ func (r GetOrderResponse) ContentType() string {
 // CancelOrderResponse200Headers the declared response headers of an HTTP 200 response for CancelOrder
 type CancelOrderResponse200Headers struct {
 	IdempotentReplayed *string
+	XRequestId         string
 }
 
 // CancelOrderResponse400Headers the declared response headers of an HTTP 400 response for CancelOrder
 type CancelOrderResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CancelOrderResponse401Headers the declared response headers of an HTTP 401 response for CancelOrder
 type CancelOrderResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // CancelOrderResponse404Headers the declared response headers of an HTTP 404 response for CancelOrder
 type CancelOrderResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CancelOrderResponse409Headers the declared response headers of an HTTP 409 response for CancelOrder
@@ -6789,26 +6904,31 @@ type CancelOrderResponse409Headers struct {
 	CacheControl       *string
 	IdempotentReplayed *string
 	RetryAfter         *string
+	XRequestId         string
 }
 
 // CancelOrderResponse413Headers the declared response headers of an HTTP 413 response for CancelOrder
 type CancelOrderResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CancelOrderResponse415Headers the declared response headers of an HTTP 415 response for CancelOrder
 type CancelOrderResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CancelOrderResponse422Headers the declared response headers of an HTTP 422 response for CancelOrder
 type CancelOrderResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CancelOrderResponse500Headers the declared response headers of an HTTP 500 response for CancelOrder
 type CancelOrderResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type CancelOrderResponse struct {
@@ -6930,17 +7050,20 @@ func (r CancelOrderResponse) ContentType() string {
 type CreatePaymentResponse201Headers struct {
 	IdempotentReplayed *string
 	Location           string
+	XRequestId         string
 }
 
 // CreatePaymentResponse400Headers the declared response headers of an HTTP 400 response for CreatePayment
 type CreatePaymentResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse401Headers the declared response headers of an HTTP 401 response for CreatePayment
 type CreatePaymentResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // CreatePaymentResponse402Headers the declared response headers of an HTTP 402 response for CreatePayment
@@ -6948,11 +7071,13 @@ type CreatePaymentResponse402Headers struct {
 	CacheControl       *string
 	IdempotentReplayed *string
 	Location           string
+	XRequestId         string
 }
 
 // CreatePaymentResponse404Headers the declared response headers of an HTTP 404 response for CreatePayment
 type CreatePaymentResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse409Headers the declared response headers of an HTTP 409 response for CreatePayment
@@ -6960,32 +7085,38 @@ type CreatePaymentResponse409Headers struct {
 	CacheControl       *string
 	IdempotentReplayed *string
 	RetryAfter         *string
+	XRequestId         string
 }
 
 // CreatePaymentResponse413Headers the declared response headers of an HTTP 413 response for CreatePayment
 type CreatePaymentResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse415Headers the declared response headers of an HTTP 415 response for CreatePayment
 type CreatePaymentResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse422Headers the declared response headers of an HTTP 422 response for CreatePayment
 type CreatePaymentResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse500Headers the declared response headers of an HTTP 500 response for CreatePayment
 type CreatePaymentResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreatePaymentResponse502Headers the declared response headers of an HTTP 502 response for CreatePayment
 type CreatePaymentResponse502Headers struct {
 	CacheControl string
 	RetryAfter   string
+	XRequestId   string
 }
 
 type CreatePaymentResponse struct {
@@ -7121,20 +7252,28 @@ func (r CreatePaymentResponse) ContentType() string {
 	return ""
 }
 
+// GetPaymentResponse200Headers the declared response headers of an HTTP 200 response for GetPayment
+type GetPaymentResponse200Headers struct {
+	XRequestId string
+}
+
 // GetPaymentResponse401Headers the declared response headers of an HTTP 401 response for GetPayment
 type GetPaymentResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // GetPaymentResponse404Headers the declared response headers of an HTTP 404 response for GetPayment
 type GetPaymentResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // GetPaymentResponse500Headers the declared response headers of an HTTP 500 response for GetPayment
 type GetPaymentResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type GetPaymentResponse struct {
@@ -7148,6 +7287,8 @@ type GetPaymentResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetPaymentResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetPaymentResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -7209,22 +7350,26 @@ func (r GetPaymentResponse) ContentType() string {
 type CreateRefundResponse201Headers struct {
 	IdempotentReplayed *string
 	Location           string
+	XRequestId         string
 }
 
 // CreateRefundResponse400Headers the declared response headers of an HTTP 400 response for CreateRefund
 type CreateRefundResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse401Headers the declared response headers of an HTTP 401 response for CreateRefund
 type CreateRefundResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // CreateRefundResponse404Headers the declared response headers of an HTTP 404 response for CreateRefund
 type CreateRefundResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse409Headers the declared response headers of an HTTP 409 response for CreateRefund
@@ -7232,32 +7377,38 @@ type CreateRefundResponse409Headers struct {
 	CacheControl       *string
 	IdempotentReplayed *string
 	RetryAfter         *string
+	XRequestId         string
 }
 
 // CreateRefundResponse413Headers the declared response headers of an HTTP 413 response for CreateRefund
 type CreateRefundResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse415Headers the declared response headers of an HTTP 415 response for CreateRefund
 type CreateRefundResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse422Headers the declared response headers of an HTTP 422 response for CreateRefund
 type CreateRefundResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse500Headers the declared response headers of an HTTP 500 response for CreateRefund
 type CreateRefundResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse502Headers the declared response headers of an HTTP 502 response for CreateRefund
 type CreateRefundResponse502Headers struct {
 	CacheControl string
 	RetryAfter   string
+	XRequestId   string
 }
 
 type CreateRefundResponse struct {
@@ -7384,20 +7535,28 @@ func (r CreateRefundResponse) ContentType() string {
 	return ""
 }
 
+// GetRefundResponse200Headers the declared response headers of an HTTP 200 response for GetRefund
+type GetRefundResponse200Headers struct {
+	XRequestId string
+}
+
 // GetRefundResponse401Headers the declared response headers of an HTTP 401 response for GetRefund
 type GetRefundResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // GetRefundResponse404Headers the declared response headers of an HTTP 404 response for GetRefund
 type GetRefundResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // GetRefundResponse500Headers the declared response headers of an HTTP 500 response for GetRefund
 type GetRefundResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type GetRefundResponse struct {
@@ -7411,6 +7570,8 @@ type GetRefundResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetRefundResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetRefundResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -7468,9 +7629,15 @@ func (r GetRefundResponse) ContentType() string {
 	return ""
 }
 
+// ListProductsResponse200Headers the declared response headers of an HTTP 200 response for ListProducts
+type ListProductsResponse200Headers struct {
+	XRequestId string
+}
+
 // ListProductsResponse500Headers the declared response headers of an HTTP 500 response for ListProducts
 type ListProductsResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ListProductsResponse struct {
@@ -7482,6 +7649,8 @@ type ListProductsResponse struct {
 	}
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListProductsResponse200Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListProductsResponse500Headers
 }
@@ -7530,37 +7699,44 @@ func (r ListProductsResponse) ContentType() string {
 // CreateTokenResponse201Headers the declared response headers of an HTTP 201 response for CreateToken
 type CreateTokenResponse201Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateTokenResponse400Headers the declared response headers of an HTTP 400 response for CreateToken
 type CreateTokenResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateToken
 type CreateTokenResponse401Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateTokenResponse413Headers the declared response headers of an HTTP 413 response for CreateToken
 type CreateTokenResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateTokenResponse415Headers the declared response headers of an HTTP 415 response for CreateToken
 type CreateTokenResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
 type CreateTokenResponse429Headers struct {
 	CacheControl string
 	RetryAfter   *string
+	XRequestId   string
 }
 
 // CreateTokenResponse500Headers the declared response headers of an HTTP 500 response for CreateToken
 type CreateTokenResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type CreateTokenResponse struct {
@@ -7660,15 +7836,22 @@ func (r CreateTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeTokenResponse204Headers the declared response headers of an HTTP 204 response for RevokeToken
+type RevokeTokenResponse204Headers struct {
+	XRequestId string
+}
+
 // RevokeTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeToken
 type RevokeTokenResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
+	XRequestId      string
 }
 
 // RevokeTokenResponse500Headers the declared response headers of an HTTP 500 response for RevokeToken
 type RevokeTokenResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type RevokeTokenResponse struct {
@@ -7678,6 +7861,8 @@ type RevokeTokenResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RevokeTokenResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeTokenResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -7723,40 +7908,52 @@ func (r RevokeTokenResponse) ContentType() string {
 	return ""
 }
 
+// CreateUserResponse201Headers the declared response headers of an HTTP 201 response for CreateUser
+type CreateUserResponse201Headers struct {
+	XRequestId string
+}
+
 // CreateUserResponse400Headers the declared response headers of an HTTP 400 response for CreateUser
 type CreateUserResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateUserResponse409Headers the declared response headers of an HTTP 409 response for CreateUser
 type CreateUserResponse409Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateUserResponse413Headers the declared response headers of an HTTP 413 response for CreateUser
 type CreateUserResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateUserResponse415Headers the declared response headers of an HTTP 415 response for CreateUser
 type CreateUserResponse415Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateUserResponse422Headers the declared response headers of an HTTP 422 response for CreateUser
 type CreateUserResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // CreateUserResponse429Headers the declared response headers of an HTTP 429 response for CreateUser
 type CreateUserResponse429Headers struct {
 	CacheControl string
 	RetryAfter   *string
+	XRequestId   string
 }
 
 // CreateUserResponse500Headers the declared response headers of an HTTP 500 response for CreateUser
 type CreateUserResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type CreateUserResponse struct {
@@ -7778,6 +7975,8 @@ type CreateUserResponse struct {
 	ApplicationproblemJSON429 *Throttled
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateUserResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *CreateUserResponse400Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -7866,6 +8065,7 @@ func (r CreateUserResponse) ContentType() string {
 // ApiReferenceResponse200Headers the declared response headers of an HTTP 200 response for ApiReference
 type ApiReferenceResponse200Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ApiReferenceResponse struct {
@@ -7904,11 +8104,18 @@ func (r ApiReferenceResponse) ContentType() string {
 	return ""
 }
 
+// HealthzResponse200Headers the declared response headers of an HTTP 200 response for Healthz
+type HealthzResponse200Headers struct {
+	XRequestId string
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Status
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *HealthzResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7945,9 +8152,16 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse200Headers the declared response headers of an HTTP 200 response for Metrics
+type MetricsResponse200Headers struct {
+	XRequestId string
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MetricsResponse200Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -7982,6 +8196,7 @@ func (r MetricsResponse) ContentType() string {
 // OpenapiJSONResponse200Headers the declared response headers of an HTTP 200 response for OpenapiJSON
 type OpenapiJSONResponse200Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type OpenapiJSONResponse struct {
@@ -8030,6 +8245,7 @@ func (r OpenapiJSONResponse) ContentType() string {
 // OpenapiYAMLResponse200Headers the declared response headers of an HTTP 200 response for OpenapiYAML
 type OpenapiYAMLResponse200Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type OpenapiYAMLResponse struct {
@@ -8078,6 +8294,7 @@ func (r OpenapiYAMLResponse) ContentType() string {
 // ProblemIndexResponse200Headers the declared response headers of an HTTP 200 response for ProblemIndex
 type ProblemIndexResponse200Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ProblemIndexResponse struct {
@@ -8119,11 +8336,13 @@ func (r ProblemIndexResponse) ContentType() string {
 // ProblemPageResponse200Headers the declared response headers of an HTTP 200 response for ProblemPage
 type ProblemPageResponse200Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // ProblemPageResponse404Headers the declared response headers of an HTTP 404 response for ProblemPage
 type ProblemPageResponse404Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type ProblemPageResponse struct {
@@ -8134,11 +8353,15 @@ type ProblemPageResponse struct {
 		Detail *string `json:"detail,omitempty"`
 
 		// Errors `validation` only: each field that breaks a rule.
-		Errors  *[]FieldError                                              `json:"errors,omitempty"`
-		Payment *Payment                                                   `json:"payment,omitempty"`
-		Status  ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-		Title   string                                                     `json:"title"`
-		Type    ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+		Errors  *[]FieldError `json:"errors,omitempty"`
+		Payment *Payment      `json:"payment,omitempty"`
+
+		// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+		// replayed answer. Absent from answers stored before request ids.
+		RequestId *string                                                    `json:"request_id,omitempty"`
+		Status    ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+		Title     string                                                     `json:"title"`
+		Type      ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 	}
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ProblemPageResponse200Headers
@@ -8151,11 +8374,15 @@ func (r ProblemPageResponse) GetApplicationproblemJSON404() *struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError                                              `json:"errors,omitempty"`
-	Payment *Payment                                                   `json:"payment,omitempty"`
-	Status  ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-	Title   string                                                     `json:"title"`
-	Type    ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                                                    `json:"request_id,omitempty"`
+	Status    ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+	Title     string                                                     `json:"title"`
+	Type      ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 } {
 	return r.ApplicationproblemJSON404
 }
@@ -8189,6 +8416,16 @@ func (r ProblemPageResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzResponse200Headers the declared response headers of an HTTP 200 response for Readyz
+type ReadyzResponse200Headers struct {
+	XRequestId string
+}
+
+// ReadyzResponse503Headers the declared response headers of an HTTP 503 response for Readyz
+type ReadyzResponse503Headers struct {
+	XRequestId string
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8196,6 +8433,10 @@ type ReadyzResponse struct {
 	JSON200 *Status
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Status
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReadyzResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8240,11 +8481,13 @@ func (r ReadyzResponse) ContentType() string {
 // StripeWebhookResponse200Headers the declared response headers of an HTTP 200 response for StripeWebhook
 type StripeWebhookResponse200Headers struct {
 	IdempotentReplayed *string
+	XRequestId         string
 }
 
 // StripeWebhookResponse400Headers the declared response headers of an HTTP 400 response for StripeWebhook
 type StripeWebhookResponse400Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // StripeWebhookResponse409Headers the declared response headers of an HTTP 409 response for StripeWebhook
@@ -8252,21 +8495,25 @@ type StripeWebhookResponse409Headers struct {
 	CacheControl       *string
 	IdempotentReplayed *string
 	RetryAfter         *string
+	XRequestId         string
 }
 
 // StripeWebhookResponse413Headers the declared response headers of an HTTP 413 response for StripeWebhook
 type StripeWebhookResponse413Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // StripeWebhookResponse422Headers the declared response headers of an HTTP 422 response for StripeWebhook
 type StripeWebhookResponse422Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 // StripeWebhookResponse500Headers the declared response headers of an HTTP 500 response for StripeWebhook
 type StripeWebhookResponse500Headers struct {
 	CacheControl string
+	XRequestId   string
 }
 
 type StripeWebhookResponse struct {
@@ -8282,11 +8529,15 @@ type StripeWebhookResponse struct {
 		Detail *string `json:"detail,omitempty"`
 
 		// Errors `validation` only: each field that breaks a rule.
-		Errors  *[]FieldError                                                `json:"errors,omitempty"`
-		Payment *Payment                                                     `json:"payment,omitempty"`
-		Status  StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-		Title   string                                                       `json:"title"`
-		Type    StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+		Errors  *[]FieldError `json:"errors,omitempty"`
+		Payment *Payment      `json:"payment,omitempty"`
+
+		// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+		// replayed answer. Absent from answers stored before request ids.
+		RequestId *string                                                      `json:"request_id,omitempty"`
+		Status    StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+		Title     string                                                       `json:"title"`
+		Type      StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 	}
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *PaymentConflict
@@ -8323,11 +8574,15 @@ func (r StripeWebhookResponse) GetApplicationproblemJSON400() *struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError                                                `json:"errors,omitempty"`
-	Payment *Payment                                                     `json:"payment,omitempty"`
-	Status  StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-	Title   string                                                       `json:"title"`
-	Type    StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string                                                      `json:"request_id,omitempty"`
+	Status    StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+	Title     string                                                       `json:"title"`
+	Type      StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 } {
 	return r.ApplicationproblemJSON400
 }
@@ -8880,6 +9135,13 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 			}
 			headers.Link = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers ListIdempotencyKeysResponse400Headers
@@ -8889,6 +9151,13 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -8907,6 +9176,13 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListIdempotencyKeysResponse500Headers
@@ -8916,6 +9192,13 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -8961,6 +9244,16 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers MeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers MeResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -8977,6 +9270,13 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 500:
 		var headers MeResponse500Headers
@@ -8986,6 +9286,13 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -9051,6 +9358,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			}
 			headers.Link = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers ListOrdersResponse400Headers
@@ -9060,6 +9374,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -9078,6 +9399,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListOrdersResponse500Headers
@@ -9087,6 +9415,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -9183,6 +9518,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			}
 			headers.Location = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateOrderResponse400Headers
@@ -9192,6 +9534,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -9210,6 +9559,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateOrderResponse409Headers
@@ -9227,6 +9583,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			}
 			headers.RetryAfter = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateOrderResponse413Headers
@@ -9236,6 +9599,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
@@ -9247,6 +9617,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 422:
 		var headers CreateOrderResponse422Headers
@@ -9257,6 +9634,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateOrderResponse500Headers
@@ -9266,6 +9650,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -9318,6 +9709,16 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOrderResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetOrderResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -9334,6 +9735,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetOrderResponse404Headers
@@ -9344,6 +9752,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetOrderResponse500Headers
@@ -9353,6 +9768,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -9449,6 +9871,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			}
 			headers.IdempotentReplayed = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers CancelOrderResponse400Headers
@@ -9458,6 +9887,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -9476,6 +9912,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers CancelOrderResponse404Headers
@@ -9485,6 +9928,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
@@ -9510,6 +9960,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CancelOrderResponse413Headers
@@ -9519,6 +9976,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
@@ -9530,6 +9994,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 422:
 		var headers CancelOrderResponse422Headers
@@ -9540,6 +10011,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 500:
 		var headers CancelOrderResponse500Headers
@@ -9549,6 +10027,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -9666,6 +10151,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			}
 			headers.Location = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreatePaymentResponse400Headers
@@ -9675,6 +10167,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -9692,6 +10191,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 402:
@@ -9717,6 +10223,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			}
 			headers.Location = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers402 = &headers
 	case rsp.StatusCode == 404:
 		var headers CreatePaymentResponse404Headers
@@ -9726,6 +10239,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
@@ -9751,6 +10271,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreatePaymentResponse413Headers
@@ -9760,6 +10287,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
@@ -9771,6 +10305,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 422:
 		var headers CreatePaymentResponse422Headers
@@ -9781,6 +10322,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreatePaymentResponse500Headers
@@ -9790,6 +10338,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	case rsp.StatusCode == 502:
@@ -9807,6 +10362,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers502 = &headers
 	}
@@ -9859,6 +10421,16 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetPaymentResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetPaymentResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -9875,6 +10447,13 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetPaymentResponse404Headers
@@ -9885,6 +10464,13 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetPaymentResponse500Headers
@@ -9894,6 +10480,13 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10004,6 +10597,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			}
 			headers.Location = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateRefundResponse400Headers
@@ -10013,6 +10613,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -10031,6 +10638,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers CreateRefundResponse404Headers
@@ -10040,6 +10654,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
@@ -10065,6 +10686,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateRefundResponse413Headers
@@ -10074,6 +10702,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
@@ -10085,6 +10720,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 422:
 		var headers CreateRefundResponse422Headers
@@ -10095,6 +10737,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateRefundResponse500Headers
@@ -10104,6 +10753,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	case rsp.StatusCode == 502:
@@ -10121,6 +10777,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 				return nil, err
 			}
 			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers502 = &headers
 	}
@@ -10173,6 +10836,16 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetRefundResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetRefundResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -10189,6 +10862,13 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetRefundResponse404Headers
@@ -10199,6 +10879,13 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers404 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetRefundResponse500Headers
@@ -10208,6 +10895,13 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10248,6 +10942,16 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListProductsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListProductsResponse500Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -10256,6 +10960,13 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10338,6 +11049,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateTokenResponse400Headers
@@ -10347,6 +11065,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -10358,6 +11083,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateTokenResponse413Headers
@@ -10368,6 +11100,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateTokenResponse415Headers
@@ -10377,6 +11116,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
@@ -10395,6 +11141,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateTokenResponse500Headers
@@ -10404,6 +11157,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10445,6 +11205,16 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RevokeTokenResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeTokenResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -10461,6 +11231,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 			}
 			headers.WWWAuthenticate = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers401 = &headers
 	case rsp.StatusCode == 500:
 		var headers RevokeTokenResponse500Headers
@@ -10470,6 +11247,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10550,6 +11334,16 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateUserResponse201Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateUserResponse400Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -10558,6 +11352,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 409:
@@ -10569,6 +11370,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateUserResponse413Headers
@@ -10578,6 +11386,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 415:
@@ -10589,6 +11404,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers415 = &headers
 	case rsp.StatusCode == 422:
 		var headers CreateUserResponse422Headers
@@ -10598,6 +11420,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
@@ -10616,6 +11445,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateUserResponse500Headers
@@ -10625,6 +11461,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}
@@ -10655,6 +11498,13 @@ func ParseApiReferenceResponse(rsp *http.Response) (*ApiReferenceResponse, error
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	}
 
@@ -10684,6 +11534,19 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers HealthzResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
 	return response, nil
 }
 
@@ -10698,6 +11561,19 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers MetricsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
@@ -10735,6 +11611,13 @@ func ParseOpenapiJSONResponse(rsp *http.Response) (*OpenapiJSONResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
 	}
@@ -10775,6 +11658,13 @@ func ParseOpenapiYAMLResponse(rsp *http.Response) (*OpenapiYAMLResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	}
 
@@ -10804,6 +11694,13 @@ func ParseProblemIndexResponse(rsp *http.Response) (*ProblemIndexResponse, error
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	}
 
@@ -10829,11 +11726,15 @@ func ParseProblemPageResponse(rsp *http.Response) (*ProblemPageResponse, error) 
 			Detail *string `json:"detail,omitempty"`
 
 			// Errors `validation` only: each field that breaks a rule.
-			Errors  *[]FieldError                                              `json:"errors,omitempty"`
-			Payment *Payment                                                   `json:"payment,omitempty"`
-			Status  ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-			Title   string                                                     `json:"title"`
-			Type    ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+			Errors  *[]FieldError `json:"errors,omitempty"`
+			Payment *Payment      `json:"payment,omitempty"`
+
+			// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+			// replayed answer. Absent from answers stored before request ids.
+			RequestId *string                                                    `json:"request_id,omitempty"`
+			Status    ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+			Title     string                                                     `json:"title"`
+			Type      ProblemPage404ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -10855,6 +11756,13 @@ func ParseProblemPageResponse(rsp *http.Response) (*ProblemPageResponse, error) 
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 404:
 		var headers ProblemPageResponse404Headers
@@ -10864,6 +11772,13 @@ func ParseProblemPageResponse(rsp *http.Response) (*ProblemPageResponse, error) 
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
 	}
@@ -10901,6 +11816,29 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReadyzResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -10933,11 +11871,15 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 			Detail *string `json:"detail,omitempty"`
 
 			// Errors `validation` only: each field that breaks a rule.
-			Errors  *[]FieldError                                                `json:"errors,omitempty"`
-			Payment *Payment                                                     `json:"payment,omitempty"`
-			Status  StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
-			Title   string                                                       `json:"title"`
-			Type    StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
+			Errors  *[]FieldError `json:"errors,omitempty"`
+			Payment *Payment      `json:"payment,omitempty"`
+
+			// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+			// replayed answer. Absent from answers stored before request ids.
+			RequestId *string                                                      `json:"request_id,omitempty"`
+			Status    StripeWebhook400ApplicationProblemPlusJSONResponseBodyStatus `json:"status"`
+			Title     string                                                       `json:"title"`
+			Type      StripeWebhook400ApplicationProblemPlusJSONResponseBodyType   `json:"type"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -10984,6 +11926,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 			}
 			headers.IdempotentReplayed = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers StripeWebhookResponse400Headers
@@ -10993,6 +11942,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 409:
@@ -11018,6 +11974,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers StripeWebhookResponse413Headers
@@ -11027,6 +11990,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
 	case rsp.StatusCode == 422:
@@ -11038,6 +12008,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 			}
 			headers.CacheControl = value
 		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
 		response.Headers422 = &headers
 	case rsp.StatusCode == 500:
 		var headers StripeWebhookResponse500Headers
@@ -11047,6 +12024,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
 	}

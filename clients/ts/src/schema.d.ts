@@ -614,6 +614,11 @@ export interface components {
             /** @description `validation` only: each field that breaks a rule. */
             errors?: components["schemas"]["FieldError"][];
             payment?: components["schemas"]["Payment"];
+            /**
+             * @description The `X-Request-Id` of the request this problem answered: of the first request, in a
+             *     replayed answer. Absent from answers stored before request ids.
+             */
+            request_id?: string;
         };
         FieldError: {
             /** @example items[0].quantity */
@@ -639,6 +644,7 @@ export interface components {
         /** @description The body is not one JSON object of this endpoint's shape (`malformed-request`). */
         Malformed: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -658,6 +664,7 @@ export interface components {
          */
         KeyOrBodyMalformed: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -673,6 +680,7 @@ export interface components {
         /** @description `limit` is not 1–100, or `after` is not a cursor this listing returned (`invalid-parameter`). */
         InvalidParameter: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -692,6 +700,7 @@ export interface components {
          */
         Unauthorized: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
                 [name: string]: unknown;
@@ -708,6 +717,7 @@ export interface components {
         /** @description The email or password is wrong (`bad-credentials`). */
         BadCredentials: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -726,6 +736,7 @@ export interface components {
          */
         Declined: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
                 Location: components["headers"]["PaymentLocation"];
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
@@ -738,6 +749,7 @@ export interface components {
         /** @description Missing, or another account's (`not-found`). */
         NotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -753,6 +765,7 @@ export interface components {
         /** @description An account with this email exists (`email-taken`). */
         EmailTaken: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -772,6 +785,7 @@ export interface components {
          */
         KeyInProgress: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "Retry-After": components["headers"]["RetryAfterOne"];
                 [name: string]: unknown;
@@ -794,6 +808,7 @@ export interface components {
          */
         PaymentConflict: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
                 "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
@@ -819,6 +834,7 @@ export interface components {
          */
         RefundConflict: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
                 "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
@@ -836,6 +852,7 @@ export interface components {
         /** @description The body is over 1 MiB (`request-too-large`). Nothing was done. */
         TooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -851,6 +868,7 @@ export interface components {
         /** @description The body is not `application/json` (`unsupported-media-type`). Nothing was done. */
         UnsupportedMediaType: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -866,6 +884,7 @@ export interface components {
         /** @description Some fields break the rules listed in `errors` (`validation`). Nothing was done. */
         Invalid: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -879,6 +898,7 @@ export interface components {
          */
         InvalidOrKeyReused: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -894,6 +914,7 @@ export interface components {
         /** @description Too many attempts with these credentials or from this client (`too-many-requests`); wait `Retry-After` seconds. Nothing was done. */
         Throttled: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "Retry-After": components["headers"]["RetryAfterIfSent"];
                 [name: string]: unknown;
@@ -910,6 +931,7 @@ export interface components {
         /** @description Something failed on the server (`internal`). The key was released; retry with the same key. */
         Internal: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
@@ -931,6 +953,7 @@ export interface components {
          */
         ProviderUnavailable: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
@@ -968,6 +991,14 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description This request's id, to quote to support; every log line of the request carries it as
+         *     `request_id`. It is the client's own `X-Request-Id` when that is 1 to 64 characters of
+         *     visible ASCII (`!` to `~`: no space, no control character, nothing beyond ASCII), else one
+         *     the server makes, a UUID. A replayed answer carries the id of the request it answers;
+         *     its stored body keeps the first request's `request_id`.
+         */
+        RequestId: string;
         /** @description Never cached. */
         NoStore: "no-store";
         /** @description Never cached. A replay of a stored answer may not carry it yet. */
@@ -1017,6 +1048,7 @@ export interface operations {
             /** @description The account was created. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1048,6 +1080,7 @@ export interface operations {
             /** @description A new token. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -1075,6 +1108,7 @@ export interface operations {
             /** @description The token is revoked. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1095,6 +1129,7 @@ export interface operations {
             /** @description The account, and until when the token works. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1117,6 +1152,7 @@ export interface operations {
             /** @description Every product, by name. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1148,6 +1184,7 @@ export interface operations {
             /** @description One page of the orders. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     Link: components["headers"]["NextLink"];
                     [name: string]: unknown;
                 };
@@ -1190,6 +1227,7 @@ export interface operations {
             /** @description The order was placed (or, with `Idempotent-Replayed`, the answer of when it was). */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     Location: components["headers"]["OrderLocation"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
@@ -1222,6 +1260,7 @@ export interface operations {
             /** @description The order, with its lines and every payment attempt. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1263,6 +1302,7 @@ export interface operations {
             /** @description The order is paid. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     Location: components["headers"]["PaymentLocation"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
@@ -1300,6 +1340,7 @@ export interface operations {
             /** @description The payment, succeeded or declined. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1341,6 +1382,7 @@ export interface operations {
             /** @description The refund, succeeded or pending (on its way to the card). */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     Location: components["headers"]["RefundLocation"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
@@ -1377,6 +1419,7 @@ export interface operations {
             /** @description The refund. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1418,6 +1461,7 @@ export interface operations {
             /** @description The order, cancelled. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -1455,6 +1499,7 @@ export interface operations {
             /** @description One page of the keys, with how often each answer was replayed. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     Link: components["headers"]["NextLink"];
                     [name: string]: unknown;
                 };
@@ -1482,6 +1527,7 @@ export interface operations {
             /** @description The process is up. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1502,6 +1548,7 @@ export interface operations {
             /** @description The database answers and the schema is in place. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1511,6 +1558,7 @@ export interface operations {
             /** @description The database does not answer, or the schema is missing. */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1531,6 +1579,7 @@ export interface operations {
             /** @description The metrics, in Prometheus' text format. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1551,6 +1600,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["Public"];
                     [name: string]: unknown;
                 };
@@ -1572,6 +1622,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["Public"];
                     [name: string]: unknown;
                 };
@@ -1593,6 +1644,7 @@ export interface operations {
             /** @description The API reference page. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["Public"];
                     [name: string]: unknown;
                 };
@@ -1614,6 +1666,7 @@ export interface operations {
             /** @description A page listing every problem type and the idempotency policy. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["PageCache"];
                     [name: string]: unknown;
                 };
@@ -1638,6 +1691,7 @@ export interface operations {
             /** @description What the problem means and what to do about it. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["PageCache"];
                     [name: string]: unknown;
                 };
@@ -1651,6 +1705,7 @@ export interface operations {
              */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     /** @description `private, no-cache` on the page, `no-store` on the problem document. */
                     "Cache-Control": "no-store" | "private, no-cache";
                     [name: string]: unknown;
@@ -1692,6 +1747,7 @@ export interface operations {
             /** @description The event was received; `applied` says whether it changed a payment. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
@@ -1711,6 +1767,7 @@ export interface operations {
              */
             400: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };

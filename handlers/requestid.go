@@ -1,0 +1,80 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+)
+
+// requestIDHeader carries the request's id, on every answer: what a client
+// quotes to support, and what joins the log lines of one request.
+const requestIDHeader = "X-Request-Id"
+
+// maxRequestID bounds a client's own id, in bytes.
+const maxRequestID = 64
+
+type requestIDKey struct{}
+
+// requestID names the request: the client's own id when it is a token (see
+// isToken), else a new uuid. The id is in the request's context, for the
+// log lines (RequestIDs) and problem bodies written with it, and in the
+// answer's header, set here on the real writer so that the idempotency
+// middleware never stores it: a replay carries the id of the request it
+// answers.
+func requestID(c *gin.Context) {
+	id := c.GetHeader(requestIDHeader)
+	if !isToken(id) {
+		id = uuid.NewString()
+	}
+	c.Header(requestIDHeader, id)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
+}
+
+// isToken: 1 to maxRequestID bytes of visible ASCII, '!' to '~'. No space,
+// control character or byte beyond ASCII gets into a header or a log line
+// from a client.
+func isToken(id string) bool {
+	if id == "" || len(id) > maxRequestID {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < '!' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// RequestIDs makes every record logged with a request's context (the
+// Logger's …Context methods) carry its request_id; wrapping twice adds it
+// once.
+func RequestIDs(h slog.Handler) slog.Handler {
+	if _, ok := h.(requestIDs); ok {
+		return h
+	}
+	return requestIDs{h}
+}
+
+type requestIDs struct{ slog.Handler }
+
+func (h requestIDs) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestIDOf(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDs{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDs) WithGroup(name string) slog.Handler {
+	return requestIDs{h.Handler.WithGroup(name)}
+}
