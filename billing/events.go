@@ -111,6 +111,6 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 		return false, err
 	}
 	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
-	f.s.cfg.Logger.InfoContext(ctx, f.by+" in doubt resolved by a provider event", f.by, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
+	f.s.cfg.Logger.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", f.what, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
 	return true, nil
 }

@@ -24,7 +24,7 @@ func newMetrics(shop models.Shop, now func() time.Time) *metrics {
 		}, []string{"result"}),
 		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_payment_resolutions_total",
-			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, failed (nothing charged), unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused or declined); refunds as refund_succeeded, refund_pending, refund_failed, and late_refund (a refund the provider made after the shop recorded it failed).",
+			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, failed (nothing charged), unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused or declined); refunds as refund_succeeded, refund_pending, refund_failed, late_refund (a refund the provider made after the shop recorded it failed) and late_refund_excess (such a refund of a charge already given back in full: recorded excess, for staff).",
 		}, []string{"by", "outcome"}),
 		inDoubt: &inDoubtCollector{
 			shop: shop, now: now,

@@ -21,7 +21,7 @@ func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method
 // payment it makes.
 func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 	return flow[models.PaymentAttempt, models.Payment]{
-		s: s, by: byPayment,
+		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
 		answerOf: s.shop.PaymentOf,
 		send: func(ctx context.Context, a models.PaymentAttempt) (models.Outcome, error) {
 			charge, err := s.cfg.Provider.Charge(ctx, chargeRequest(a))

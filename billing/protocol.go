@@ -44,9 +44,10 @@ const maxResolutions = 3
 //     operation on the order, the reconciler or a webhook.
 type flow[R models.Row, T any] struct {
 	s *Service
-	// by names the operations of the use in logs and metrics ("payment",
-	// "refund"); prefix starts its metrics' labels.
-	by, prefix string
+	// by names the operations of the use in metrics ("payment", "refund"),
+	// prefix starts its metrics' labels; what names its request in logs
+	// ("attempt", "refund"), and noun in their messages.
+	by, prefix, what, noun string
 	answerOf   func(ctx context.Context, derivedKey string) (T, bool, error)
 	send       func(ctx context.Context, row R) (models.Outcome, error)
 	find       func(ctx context.Context, row R) (models.Outcome, bool, error)
@@ -152,7 +153,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 			_, settleErr := f.settle(tx, row, failed(f.reasons.unavailable), holder)
 			return settleErr
 		}); err != nil {
-			f.s.cfg.Logger.ErrorContext(ctx, "record a refused "+f.by, "err", err, "id", row.Base().ID)
+			f.s.cfg.Logger.ErrorContext(ctx, "record a refused "+f.noun, "err", err, f.what, row.Base().ID)
 		}
 		return none, f.errs.unavailable
 	case err != nil:
@@ -160,7 +161,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 		// that nothing else is sent for the order before the provider is
 		// asked again under its key; the hold is let go so that a retry,
 		// another operation or the reconciler can do so at once.
-		f.s.cfg.Logger.WarnContext(ctx, "payment provider failed", "err", err, "by", f.by, "id", row.Base().ID)
+		f.s.cfg.Logger.WarnContext(ctx, "payment provider failed", "err", err, f.what, row.Base().ID)
 		f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		return none, f.errs.unconfirmed
 	}

@@ -27,7 +27,7 @@ func (s *Service) Refund(ctx context.Context, op Operation, userID, orderID stri
 // answer, and the provider's refusal of a refund is final.
 func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
 	return flow[models.Refund, models.Refund]{
-		s: s, by: byRefund, prefix: "refund_",
+		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
 		answerOf: s.shop.RefundOf,
 		send: func(ctx context.Context, r models.Refund) (models.Outcome, error) {
 			answer, err := s.cfg.Provider.Refund(ctx, refundRequest(r))

@@ -46,11 +46,11 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 		state, answer, err = f.record(ctx, row, outcome, holder)
 	}
 	f.s.metrics.resolutions.WithLabelValues(by, f.label(state)).Inc()
-	log := f.s.cfg.Logger.With(f.by, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
+	log := f.s.cfg.Logger.With(f.what, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
 	if state == models.InDoubt {
-		log.WarnContext(ctx, f.by+" still in doubt: the provider could not say what became of it", "err", err)
+		log.WarnContext(ctx, f.noun+" still in doubt: the provider could not say what became of it", "err", err)
 	} else {
-		log.InfoContext(ctx, f.by+" in doubt resolved with the provider")
+		log.InfoContext(ctx, f.noun+" in doubt resolved with the provider", "provider_id", outcome.ProviderID)
 	}
 	return state, answer
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -15,7 +16,7 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	case err != nil:
 		return Order{}, err
 	case order.Status == OrderCancelled:
-		return order, nil
+		return ownOrder(s.withLines(tx), userID, orderID)
 	case order.Status != OrderPending:
 		return Order{}, ErrOrderPaid
 	}
@@ -27,7 +28,12 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 		return Order{}, res.Error
 	}
 	if res.RowsAffected != 1 {
-		return Order{}, busy[PaymentAttempt](tx, charges, order.ID)
+		err := busy[PaymentAttempt](tx, charges, order.ID)
+		if errors.Is(err, ErrOrderCancelled) {
+			// Cancelled meanwhile, by another cancel: so is this one.
+			return ownOrder(s.withLines(tx), userID, orderID)
+		}
+		return Order{}, err
 	}
 	var doubts int64
 	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, InDoubt).Count(&doubts).Error; err != nil {

@@ -74,6 +74,14 @@ func (e *Error) With(message string) *Error {
 	return &again
 }
 
+// ForNow is the error, not final: the same request may get another answer
+// later.
+func (e *Error) ForNow() *Error {
+	again := *e
+	again.Final = false
+	return &again
+}
+
 // Invalid returns an EINVALID error listing the fields at fault.
 func Invalid(fields ...FieldError) *Error {
 	return &Error{Code: EINVALID, Message: "The request has invalid fields.", Fields: fields}

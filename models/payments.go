@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +73,10 @@ func (s Shop) PaymentOf(ctx context.Context, derivedKey string) (Payment, bool, 
 // attempt must still be in doubt (ErrPaymentInProgress otherwise, and
 // nothing is written).
 func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string) (Payment, error) {
+	if !slices.Contains([]State{Succeeded, Declined, Failed}, outcome.State) {
+		// Not an outcome: the attempt stays in doubt, to be asked again.
+		return Payment{}, fmt.Errorf("models: %q is not the outcome of a charge", outcome.State)
+	}
 	order := map[string]any{"held_by": nil, "held_until": nil}
 	if outcome.State == Succeeded {
 		order["status"] = OrderPaid

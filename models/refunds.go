@@ -67,10 +67,23 @@ func (s Shop) BeginRefund(ctx context.Context, userID, orderID, derivedKey, hold
 				amount = *in.AmountCents
 			}
 			if refundable <= 0 || amount > refundable {
-				return Refund{}, ErrRefundExceeds
+				return Refund{}, exceeds(tx, order.ID)
 			}
 			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason}, nil
 		})
+}
+
+// exceeds refuses a refund of more than is left: finally, unless a refund
+// of the order is still pending, which may yet fail and give its amount back.
+func exceeds(tx *gorm.DB, orderID string) error {
+	var pending int64
+	if err := tx.Model(&Refund{}).Where("order_id = ? AND state = ?", orderID, Pending).Count(&pending).Error; err != nil {
+		return err
+	}
+	if pending > 0 {
+		return ErrRefundExceeds.ForNow()
+	}
+	return ErrRefundExceeds
 }
 
 // refundableCharge is the order's first succeeded charge with something
@@ -126,10 +139,18 @@ func (s Shop) UpdateRefundState(tx *gorm.DB, refund Refund, outcome Outcome) (bo
 // was taken: if the charge has nothing left to give back (refunds in doubt
 // counted), the money went back twice, and the refund is recorded Excess,
 // for staff to recover, and not counted as given back. It reports the state
-// recorded, or "" if the refund was no longer failed.
+// recorded, or "" if the refund was no longer failed; ErrPaymentInProgress
+// while another refund of the charge is unsettled.
 func (s Shop) RecordLateRefund(tx *gorm.DB, refund Refund, outcome Outcome) (State, error) {
 	if err := lockOrder(tx, refund.OrderID); err != nil {
 		return "", err
+	}
+	// Decided on settled facts only: while another refund of the charge is
+	// in doubt or pending, the event waits for the provider's next delivery.
+	var unsettled int64
+	if err := tx.Model(&Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID, []State{InDoubt, Pending}).
+		Count(&unsettled).Error; err != nil || unsettled > 0 {
+		return "", errors.Join(err, ErrPaymentInProgress)
 	}
 	var charge Payment
 	if err := tx.Where("id = ?", refund.PaymentID).Take(&charge).Error; err != nil {
@@ -158,7 +179,7 @@ func moveRefund(tx *gorm.DB, refund Refund, from State, outcome Outcome) (bool, 
 		return false, err
 	}
 	res := tx.Model(&Refund{}).Where("id = ? AND state = ?", refund.ID, from).
-		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason})
+		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason, "provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)})
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
 	}

@@ -6,6 +6,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v82"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
@@ -162,4 +164,78 @@ func TestLateRefundsNeverGiveBackMoreThanTheCharge(t *testing.T) {
 		!strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_refund"} 1`) {
 		t.Fatal("the late refund and the excess one are not counted once each")
 	}
+}
+
+// A late report that a failed refund succeeded, while another refund of the
+// charge is still in doubt, waits for the provider's next delivery: decided
+// on settled facts, it is counted once that one has failed, and not
+// recorded as excess against money that was never given back.
+func TestALateRefundWaitsForTheChargesOtherRefunds(t *testing.T) {
+	lost := &lostRefund{}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
+	token, orderID := e.paidOrder("late-refund-waits@example.com", payments.MethodRefundFail)
+	isProblem(t, e.do(e.refundRequest(token, orderID, "r1", `{}`)), http.StatusConflict, "/problems/refund-failed")
+	lost.mu.Lock()
+	lost.n = 1
+	lost.mu.Unlock()
+	isProblem(t, e.do(e.refundRequest(token, orderID, "r2", `{}`)), http.StatusBadGateway, "/problems/refund-unconfirmed")
+	var first models.Refund
+	if err := e.db.Where("state = ?", models.Failed).Take(&first).Error; err != nil {
+		t.Fatal(err)
+	}
+	late := payments.RefundEvent{ID: "evt_late", ProviderKey: first.ProviderKey, Refund: payments.RefundAnswer{ID: "re_late", State: models.Succeeded}}
+	apply := func() (bool, error) {
+		var applied bool
+		err := e.db.Transaction(func(tx *gorm.DB) error {
+			var err error
+			applied, err = e.server.Payments().ApplyRefundEvent(context.Background(), func() *gorm.DB { return tx }, late)
+			return err
+		})
+		return applied, err
+	}
+	if applied, err := apply(); applied || !errors.Is(err, models.ErrPaymentInProgress) {
+		t.Fatalf("the late report with a refund in doubt: applied %v, %v; want it to wait", applied, err)
+	}
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile: %d, %v; want the refund in doubt resolved", n, err)
+	}
+	if applied, err := apply(); !applied || err != nil {
+		t.Fatalf("the late report again: applied %v, %v", applied, err)
+	}
+	var order models.Order
+	if err := e.db.Where("id = ?", orderID).Take(&order).Error; err != nil {
+		t.Fatal(err)
+	}
+	if order.RefundedCents != 1900 || e.count("refunds", "state = ?", models.Excess) != 0 ||
+		e.count("refunds", "id = ? AND state = ? AND provider_refund_id = ?", first.ID, models.Succeeded, "re_late") != 1 {
+		t.Fatalf("the order: %d cents given back, %d excess; want the late refund counted, with its provider id", order.RefundedCents, e.count("refunds", "state = ?", models.Excess))
+	}
+}
+
+// A refund of more than is left while another refund of the order is still
+// pending is refused for now, not finally: the pending one may fail and give
+// its amount back, and then the same key's retry refunds.
+func TestARefundBeyondAPendingRefundIsRefusedForNow(t *testing.T) {
+	fake, base := newFakeStripe(t)
+	fake.refundStatus = "pending"
+	e := newEnv(t, withWebhookSecret(), withStripe(base, http.DefaultTransport))
+	token, orderID, total := paidStripeOrder(t, e, "refund-beyond-pending@example.com")
+	if r := e.do(e.stripeRefundRequest(token, orderID, "r1", 0)); r.Status != http.StatusCreated {
+		t.Fatalf("refund: %d %s", r.Status, r.Body)
+	}
+	second := e.stripeRefundRequest(token, orderID, "r2", 0)
+	isProblem(t, e.do(second), http.StatusConflict, "/problems/refund-exceeds-refundable")
+	if again := e.do(second); again.replayed() {
+		t.Fatal("the refusal was stored as final while the first refund is pending")
+	}
+	var first models.Refund
+	if err := e.db.Take(&first).Error; err != nil {
+		t.Fatal(err)
+	}
+	applyOnce(t, e, stripeEvent(t, "evt_first_failed", stripe.EventTypeRefundFailed, stripeRefundObject(first, "failed")))
+	fake.refundStatus = "succeeded"
+	if r := e.do(second); r.Status != http.StatusCreated || r.replayed() {
+		t.Fatalf("the second key's retry once the first failed: %d %s", r.Status, r.Body)
+	}
+	orderRefunded(t, e, orderID, "refunded", total)
 }
