@@ -48,10 +48,10 @@ type flow[R models.Row, T any] struct {
 	// prefix starts its metrics' labels; what names its request in logs
 	// ("attempt", "refund"), and noun in their messages.
 	by, prefix, what, noun string
-	answerOf   func(ctx context.Context, derivedKey string) (T, bool, error)
-	send       func(ctx context.Context, row R) (models.Outcome, error)
-	find       func(ctx context.Context, row R) (models.Outcome, bool, error)
-	settle     func(tx *gorm.DB, row R, outcome models.Outcome, holder string) (T, error)
+	answerOf               func(ctx context.Context, derivedKey string) (T, bool, error)
+	send                   func(ctx context.Context, row R) (models.Outcome, error)
+	find                   func(ctx context.Context, row R) (models.Outcome, bool, error)
+	settle                 func(tx *gorm.DB, row R, outcome models.Outcome, holder string) (T, error)
 	// refusalAnswers: a definitive refusal of the first request is the
 	// operation's final answer (a failed refund), rather than a passing
 	// failure that a retry asks again under a new provider key (a charge).
