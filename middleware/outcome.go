@@ -147,13 +147,16 @@ func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
 }
 
 // observe tells Config.Observe what the middleware did for a request, and
-// marks the request's span with it (idempotency.claimed, …, true): a span
-// shows each step of its request, claimed then stored, say.
-func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome, more ...attribute.KeyValue) {
+// marks the request's span with it (idempotency.claimed, …, true), which
+// it returns: a span shows each step of its request, claimed then stored,
+// say. Untraced, the span is a no-op, and nothing is allocated for it.
+func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome) trace.Span {
 	m.cfg.Observe(route, outcome)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(append(more, attribute.Bool("idempotency."+string(outcome), true))...)
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("idempotency."+string(outcome), true))
 	}
+	return span
 }
 
 func (op *operation) rollback() {

@@ -50,7 +50,9 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue,
 	if waited {
 		outcome = OutcomeWaitedReplayed
 	}
-	m.observe(c.Request.Context(), c.FullPath(), outcome, from)
+	if span := m.observe(c.Request.Context(), c.FullPath(), outcome); span.IsRecording() {
+		span.SetAttributes(from)
+	}
 	send(c.Writer, a.headers, ReplayedHeader, a.status, a.body)
 	c.Abort()
 }
