@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/joho/godotenv"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -64,7 +66,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer closeDB()
-	srv := newServer(cfg, db, logger)
+	tracer, stopTracing, err := tracing.Start(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(stopTracing, logger)
+	if err := tracing.Database(db, tracer); err != nil {
+		return err
+	}
+	srv := newServer(cfg, db, logger, tracer)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -125,10 +135,10 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 
 // newServer builds the payment provider and the HTTP handlers, and warns
 // of the settings left to their development defaults.
-func newServer(cfg config, db *gorm.DB, logger *slog.Logger) *handlers.Server {
+func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
 	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency}
 	if cfg.PaymentProvider == "stripe" {
-		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
+		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
 	}
 	service := billing.New(billing.Config{
 		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
@@ -148,6 +158,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger) *handlers.Server {
 		TokenCacheTTL:        cfg.TokenCacheTTL,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
+		Tracer: tracer,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
@@ -175,6 +186,16 @@ func shutdown(httpServer *http.Server, srv *handlers.Server, logger *slog.Logger
 	}
 	logger.Info("shut down: every request answered")
 	return nil
+}
+
+// flushTraces sends the spans not yet exported, for at most five seconds:
+// a collector that is down must not hold up the shutdown.
+func flushTraces(stop func(context.Context) error, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		logger.Warn("flush traces", "err", err)
+	}
 }
 
 // reconcile resolves payment attempts left in doubt, at start-up and then

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/problem"
 	"github.com/shop/shop/static"
@@ -17,6 +18,9 @@ import (
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	if tracing.On(s.deps.Tracer) {
+		r.Use(tracing.Requests(s.deps.Tracer)) // first: every span of the request is under its own
+	}
 	r.Use(requestID, s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })

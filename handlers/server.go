@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/securecookie"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
@@ -67,6 +68,10 @@ type Deps struct {
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
+	// Tracer traces each request in a span named by its route, which the
+	// idempotency middleware marks with its outcome; nil or a no-op
+	// provider: no tracing (see internal/tracing).
+	Tracer trace.TracerProvider
 }
 
 // Server serves the shop.

@@ -83,7 +83,7 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 		tx.Rollback()
 		return false, blocked
 	}
-	m.cfg.Observe(want.Route, outcome)
+	m.observe(ctx, want.Route, outcome)
 	op := m.newOperation(ctx, want, raw)
 	op.db, op.tx, op.atomic = tx, tx, true
 	op.stopHeartbeat = func() {} // nothing is committed to extend: a crash leaves no claim

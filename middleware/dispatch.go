@@ -191,14 +191,14 @@ func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.
 
 // mismatch refuses a request whose key was first used for another.
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
-	m.cfg.Observe(route, OutcomeMismatch)
+	m.observe(c.Request.Context(), route, OutcomeMismatch)
 	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
 }
 
 // stillRunning answers a duplicate whose original did not finish within
 // the wait: 409, to be retried with the same key.
 func (m *Idempotency) stillRunning(c *gin.Context, route string) {
-	m.cfg.Observe(route, OutcomeInProgress)
+	m.observe(c.Request.Context(), route, OutcomeInProgress)
 	m.cfg.Refuse(c, refuseInProgress.with("The original request is still running; retry with the same key to get its answer."))
 }
 

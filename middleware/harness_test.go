@@ -102,6 +102,8 @@ type harness struct {
 	entered atomic.Int64
 	// mode is the route's; two-phase unless withMode.
 	mode Mode
+	// first, when set, runs before anything else of each request.
+	first gin.HandlerFunc
 	// outcomes records what the middleware observed, in order.
 	outcomes struct {
 		sync.Mutex
@@ -117,6 +119,7 @@ func withOnSend(f func(db *gorm.DB)) option { return func(h *harness) { h.onSend
 func withLease(d time.Duration) option      { return func(h *harness) { h.lease = d } }
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
+func withFirst(f gin.HandlerFunc) option    { return func(h *harness) { h.first = f } }
 func withRefuse(r func(*gin.Context, Refusal)) option {
 	return func(h *harness) { h.refuse = r }
 }
@@ -188,6 +191,9 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	})
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
+	if h.first != nil {
+		r.Use(h.first)
+	}
 	r.Use(h.observe, h.authenticate)
 	require := h.mw.Require()
 	if h.mode == Atomic {

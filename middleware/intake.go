@@ -69,7 +69,7 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 	var first *lookup
 	if a, ok := m.answers.get(sk); ok {
 		if a.raw == raw {
-			m.replay(c, a, false)
+			m.replay(c, a, fromMemory, false)
 			return
 		}
 	} else {

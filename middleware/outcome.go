@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // attemptContext is the context of one attempt. From the claim on, the
@@ -91,7 +93,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 		op.rollback()
 		m.leaseLost(c, op)
 	default:
-		m.cfg.Observe(op.key.Route, OutcomeStored)
+		m.observe(ctx, op.key.Route, OutcomeStored)
 		k := op.key
 		a := &cached{
 			replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: op.raw, expiresAt: k.ExpiresAt,
@@ -114,7 +116,7 @@ const releaseTries = 3
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
 	if op.atomic {
-		m.cfg.Observe(op.key.Route, OutcomeReleased)
+		m.observe(ctx, op.key.Route, OutcomeReleased)
 		return true
 	}
 	var held bool
@@ -132,7 +134,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 		held = true // unknown: the handler's answer is the best there is
 	}
 	if held {
-		m.cfg.Observe(op.key.Route, OutcomeReleased)
+		m.observe(ctx, op.key.Route, OutcomeReleased)
 	}
 	return held
 }
@@ -140,8 +142,21 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 // leaseLost answers an attempt that was taken over: its client should ask
 // again and get the answer of the attempt that owns the key.
 func (m *Idempotency) leaseLost(c *gin.Context, op *operation) {
-	m.cfg.Observe(op.key.Route, OutcomeLeaseLost)
+	m.observe(c.Request.Context(), op.key.Route, OutcomeLeaseLost)
 	m.cfg.Refuse(c, refuseLeaseLost.with("Retry with the same key to get the answer of the attempt that finished."))
+}
+
+// observe tells Config.Observe what the middleware did for a request, and
+// marks the request's span with it (idempotency.claimed, …, true), which
+// it returns: a span shows each step of its request, claimed then stored,
+// say. Untraced, the span is a no-op, and nothing is allocated for it.
+func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome) trace.Span {
+	m.cfg.Observe(route, outcome)
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("idempotency."+string(outcome), true))
+	}
+	return span
 }
 
 func (op *operation) rollback() {

@@ -7,6 +7,13 @@ import (
 	"crypto/sha256"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Where a replayed answer was found: this instance's cache, or the key's row.
+var (
+	fromMemory   = attribute.String("idempotency.replayed_from", "memory")
+	fromDatabase = attribute.String("idempotency.replayed_from", "database")
 )
 
 // replayCached answers from an answer this instance has cached: replayed
@@ -16,7 +23,7 @@ func (m *Idempotency) replayCached(c *gin.Context, want IdempotencyKey, a *cache
 		m.mismatch(c, want.Route, a.method, a.route)
 		return
 	}
-	m.replay(c, a, waited)
+	m.replay(c, a, fromMemory, waited)
 }
 
 // replayStored answers from the completed key found, and caches its answer
@@ -29,11 +36,12 @@ func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found Idempoten
 	}
 	a.raw = raw
 	m.answers.put(sk, a)
-	m.replay(c, a, waited)
+	m.replay(c, a, fromDatabase, waited)
 }
 
-// replay sends the stored answer verbatim, marked as replayed.
-func (m *Idempotency) replay(c *gin.Context, a *cached, waited bool) {
+// replay sends the stored answer verbatim, marked as replayed; from says
+// where the answer was found, on the request's span.
+func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue, waited bool) {
 	// Counted in memory before the answer goes out, so that what a client
 	// has seen is already in the count Keys reports; the row is updated
 	// later, in a batch, so a replay writes nothing.
@@ -42,7 +50,9 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, waited bool) {
 	if waited {
 		outcome = OutcomeWaitedReplayed
 	}
-	m.cfg.Observe(c.FullPath(), outcome)
+	if span := m.observe(c.Request.Context(), c.FullPath(), outcome); span.IsRecording() {
+		span.SetAttributes(from)
+	}
 	send(c.Writer, a.headers, ReplayedHeader, a.status, a.body)
 	c.Abort()
 }

@@ -23,7 +23,7 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	if !claimed {
 		return false
 	}
-	m.cfg.Observe(want.Route, outcome)
+	m.observe(c.Request.Context(), want.Route, outcome)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
 	op := m.newOperation(ctx, want, raw)

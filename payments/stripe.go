@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/models"
 )
 
@@ -34,6 +36,8 @@ type StripeConfig struct {
 	APIBase string
 	// HTTPClient is the client requests go through; optional.
 	HTTPClient *http.Client
+	// Tracer traces each request to Stripe in a client span; optional.
+	Tracer trace.TracerProvider
 }
 
 // NewStripe builds the Stripe provider. stripe-go does not retry on its own
@@ -47,8 +51,18 @@ func NewStripe(cfg StripeConfig) *Stripe {
 	if cfg.APIBase != "" {
 		backend.URL = stripe.String(strings.TrimRight(cfg.APIBase, "/"))
 	}
-	if cfg.HTTPClient != nil {
-		backend.HTTPClient = cfg.HTTPClient
+	client := cfg.HTTPClient
+	if tracing.On(cfg.Tracer) {
+		// stripe-go's own client, when none is given: an 80-second timeout.
+		traced := http.Client{Timeout: 80 * time.Second}
+		if client != nil {
+			traced = *client
+		}
+		traced.Transport = tracing.Transport(traced.Transport, cfg.Tracer)
+		client = &traced
+	}
+	if client != nil {
+		backend.HTTPClient = client
 	}
 	api := stripe.GetBackendWithConfig(stripe.APIBackend, backend)
 	return &Stripe{client: stripe.NewClient(cfg.SecretKey, stripe.WithBackends(&stripe.Backends{API: api, Connect: api, Uploads: api, MeterEvents: api}))}

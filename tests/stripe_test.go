@@ -151,7 +151,7 @@ func (r *recording) all() []stripeCall {
 func withStripe(base string, transport http.RoundTripper) option {
 	return func(deps *handlers.Deps) {
 		deps.Provider = payments.NewStripe(payments.StripeConfig{
-			SecretKey: "sk_test_shop", APIBase: base, HTTPClient: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+			SecretKey: "sk_test_shop", APIBase: base, HTTPClient: &http.Client{Transport: transport, Timeout: 30 * time.Second}, Tracer: deps.Tracer,
 		})
 	}
 }
