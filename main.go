@@ -112,7 +112,7 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 		return nil, nil, err
 	}
 	closeDB := func() { _ = models.Close(db) }
-	if err := handlers.Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		closeDB()
 		return nil, nil, err
 	}

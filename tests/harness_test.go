@@ -85,7 +85,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	dbURL := testkit.URL(t)
 	db := testkit.Open(t, dbURL)
-	if err := handlers.Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	if err := models.Seed(db); err != nil {
