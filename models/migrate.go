@@ -2,12 +2,12 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 	"gorm.io/gorm"
 )
 
@@ -20,20 +20,19 @@ var migrations embed.FS
 // Migrate applies the migrations the database has not had, and records
 // them in goose's version table. On PostgreSQL it holds the migration lock,
 // so that instances starting together migrate one after the other.
-//
-// SQLite has no lock that spans goose's transactions: an instance that
-// loses a race on a fresh file (the version table, or a migration, made
-// by another meanwhile) tries again, and finds the work done.
 func Migrate(db *gorm.DB) error {
 	p, err := migrator(db)
 	if err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		_, err = p.Up(context.Background())
-		if err == nil || IsPostgres(db) || attempt == 3 {
-			break
-		}
+	ctx := context.Background()
+	_, err = p.Up(ctx)
+	if err != nil && !IsPostgres(db) {
+		// SQLite has no lock that spans goose's reading of the versions and
+		// its transactions: an instance that lost the race to apply a
+		// migration (it failed, already done) tries again, and finds it
+		// applied. Migration 1 (IF NOT EXISTS) never fails so.
+		_, err = p.Up(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -61,13 +60,7 @@ func migrator(db *gorm.DB) (*goose.Provider, error) {
 	var opts []goose.ProviderOption
 	if IsPostgres(db) {
 		dialect, dir = goose.DialectPostgres, "migrations/postgres"
-		// Tried every second, for up to ten minutes: the lock is held for as
-		// long as another instance's migrations take.
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLock), lock.WithLockTimeout(1, 600))
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
+		opts = append(opts, goose.WithSessionLocker(migrationLock{}))
 	}
 	fsys, err := fs.Sub(migrations, dir)
 	if err != nil {
@@ -76,7 +69,21 @@ func migrator(db *gorm.DB) (*goose.Provider, error) {
 	return goose.NewProvider(dialect, sqlDB, fsys, opts...)
 }
 
-// migrationLock is the advisory lock id of schema migrations: the one the
-// release before goose took, so an instance of it and one of this release
-// never migrate at once.
-const migrationLock = 7243190515
+// migrationLock is goose's lock on PostgreSQL: the advisory lock the
+// release before took to migrate, so an instance of it and one of this
+// release never migrate at once. pg_advisory_lock waits for it; goose's own
+// locker would poll, a second at a time, and the tests migrate hundreds of
+// schemas of one database.
+type migrationLock struct{}
+
+const migrationLockID = 7243190515
+
+func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrationLockID)
+	return err
+}
+
+func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", migrationLockID)
+	return err
+}
