@@ -60,6 +60,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	if len(args) > 1 && args[1] == "migrate" {
+		return migrateCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
+	}
 	logger := newLogger(cfg, stdout)
 	db, closeDB, err := openDatabase(cfg)
 	if err != nil {
@@ -122,7 +125,7 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 		return nil, nil, err
 	}
 	closeDB := func() { _ = models.Close(db) }
-	if err := handlers.Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		closeDB()
 		return nil, nil, err
 	}

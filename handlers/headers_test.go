@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -18,7 +19,7 @@ import (
 // and no policy lets a script run from anywhere but the shop.
 func TestEveryRouteCarriesTheSecurityHeaders(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test"})

@@ -89,11 +89,6 @@ type Server struct {
 	addresses   *models.AddressLimit // nil: not throttled
 }
 
-// Migrate creates or updates every table the server uses.
-func Migrate(db *gorm.DB) error {
-	return models.Migrate(db, middleware.Migrate, &payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
-}
-
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up

@@ -62,7 +62,7 @@ func TestRefundErrorsAreToldAsRefunds(t *testing.T) {
 // declares it, and the index lists every final answer.
 func TestProblemPagesTellFinality(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}})

@@ -65,6 +65,7 @@ func (r IdempotencyKey) Lapsed(now time.Time) bool {
 }
 
 // Migrate creates the key's table, or brings it up to date (GORM's
-// AutoMigrate): run it before serving, in the application's own migration
-// (its transaction and lock) when it has one.
+// AutoMigrate), for an application without versioned migrations: run it
+// before serving. An application with them creates the table in its own,
+// as the shop's migration 1 does, so that one tool records its schema.
 func Migrate(db *gorm.DB) error { return db.AutoMigrate(&IdempotencyKey{}) }

@@ -137,46 +137,6 @@ func sqlitePath(databaseURL string) string {
 // IsPostgres reports whether db talks to PostgreSQL.
 func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
 
-// Migrate creates or updates the domain tables, and those of other layers
-// passed in more: a model to AutoMigrate, or the migration
-// (func(*gorm.DB) error) of a package that owns its table. It runs in one
-// transaction — holding an advisory lock on PostgreSQL, the write lock on
-// SQLite — so that instances starting together on an empty database
-// migrate one after the other.
-func Migrate(db *gorm.DB, more ...any) error {
-	tables := []any{&User{}, &APIToken{}, &Product{}, &Order{}, &OrderItem{}, &Payment{}, &PaymentAttempt{}, &Refund{}}
-	err := db.Transaction(func(tx *gorm.DB) error {
-		if IsPostgres(tx) {
-			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrationLock).Error; err != nil {
-				return err
-			}
-		}
-		if err := renameColumns(tx); err != nil {
-			return err
-		}
-		if err := tx.AutoMigrate(tables...); err != nil {
-			return err
-		}
-		for _, m := range more {
-			migrate, owned := m.(func(*gorm.DB) error)
-			if !owned {
-				migrate = func(tx *gorm.DB) error { return tx.AutoMigrate(m) }
-			}
-			if err := migrate(tx); err != nil {
-				return err
-			}
-		}
-		return migrateOrderNumbers(tx)
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
-}
-
-// migrationLock is the advisory lock id of schema migrations.
-const migrationLock = 7243190515
-
 // catalogNamespace makes product ids stable: the same SKU has the same id on
 // every database and every instance.
 var catalogNamespace = uuid.MustParse("6f1c1f0e-4c1a-4bb4-9a5e-6b0f3d2a7c11")

@@ -23,28 +23,3 @@ func nextOrderNumber(tx *gorm.DB) (int64, error) {
 	err := tx.Raw("SELECT COALESCE(MAX(number), ?) + 1 FROM orders", FirstOrderNumber-1).Scan(&n).Error
 	return n, err
 }
-
-// migrateOrderNumbers makes PostgreSQL's sequence and numbers the orders
-// made before there were numbers, oldest first, in the migration's
-// transaction.
-func migrateOrderNumbers(tx *gorm.DB) error {
-	if IsPostgres(tx) {
-		if err := tx.Exec("CREATE SEQUENCE IF NOT EXISTS order_numbers START WITH 1001").Error; err != nil {
-			return err
-		}
-	}
-	var unnumbered []string
-	if err := tx.Model(&Order{}).Where("number IS NULL").Order("created_at, id").Pluck("id", &unnumbered).Error; err != nil {
-		return err
-	}
-	for _, id := range unnumbered {
-		n, err := nextOrderNumber(tx)
-		if err != nil {
-			return err
-		}
-		if err := tx.Model(&Order{}).Where("id = ?", id).Update("number", n).Error; err != nil {
-			return err
-		}
-	}
-	return nil
-}

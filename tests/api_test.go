@@ -9,7 +9,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -219,7 +218,7 @@ func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
 	for _, db := range dbs {
 		go func() {
 			<-start
-			err := handlers.Migrate(db)
+			err := models.Migrate(db)
 			if err == nil {
 				err = models.Seed(db)
 			}

@@ -85,9 +85,15 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	dbURL := testkit.URL(t)
 	db := testkit.Open(t, dbURL)
-	if err := handlers.Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, dbURL, db, opts...)
+}
+
+// newEnvOn is newEnv on a database the test made, as it made it.
+func newEnvOn(t *testing.T, dbURL string, db *gorm.DB, opts ...option) *env {
+	t.Helper()
 	if err := models.Seed(db); err != nil {
 		t.Fatal(err)
 	}

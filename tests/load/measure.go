@@ -208,7 +208,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	defer models.Close(db)
-	if err := handlers.Migrate(db); err != nil {
+	if err := models.Migrate(db); err != nil {
 		return nil, err
 	}
 	if err := models.Seed(db); err != nil {

@@ -1,0 +1,187 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// autoMigrateLastRelease makes the schema as the release before versioned
+// migrations did at every start: AutoMigrate on the GORM structs, and the
+// order numbers' sequence on PostgreSQL. It stays here, and only here, as
+// the reference migration 1 must match.
+func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &models.Product{}, &models.Order{}, &models.OrderItem{},
+		&models.Payment{}, &models.PaymentAttempt{}, &models.Refund{}, &middleware.IdempotencyKey{},
+		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
+	if err == nil && models.IsPostgres(db) {
+		err = db.Exec("CREATE SEQUENCE order_numbers START WITH 1001").Error
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// schemaQueries describe a schema, leaving out goose's own table: every
+// table's and index's definition on SQLite (as SQLite keeps the CREATE
+// statement, without IF NOT EXISTS); columns, indexes, constraints and
+// sequences on PostgreSQL, named without the schema.
+var schemaQueries = map[bool][]string{
+	false: {`SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master WHERE tbl_name NOT LIKE 'goose%' AND name != 'sqlite_sequence'`},
+	true: {
+		`SELECT table_name, column_name, ordinal_position, data_type, COALESCE(character_maximum_length, 0), is_nullable, COALESCE(column_default, '')
+		   FROM information_schema.columns WHERE table_schema = current_schema() AND table_name NOT LIKE 'goose%'`,
+		`SELECT tablename, indexname, replace(indexdef, current_schema() || '.', '') FROM pg_indexes
+		  WHERE schemaname = current_schema() AND tablename NOT LIKE 'goose%'`,
+		`SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
+		  WHERE connamespace = current_schema()::regnamespace AND conrelid::regclass::text NOT LIKE 'goose%'`,
+		`SELECT sequence_name, data_type, start_value FROM information_schema.sequences
+		  WHERE sequence_schema = current_schema() AND sequence_name NOT LIKE 'goose%'`,
+	},
+}
+
+// schemaOf is the schema as sorted lines, one a column, index, constraint
+// or sequence.
+func schemaOf(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	var lines []string
+	for _, q := range schemaQueries[models.IsPostgres(db)] {
+		rows, err := db.Raw(q).Rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var a, b, c, d, e, f, g any
+			dest := []any{&a, &b, &c, &d, &e, &f, &g}
+			cols, _ := rows.Columns()
+			if err := rows.Scan(dest[:len(cols)]...); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, fmt.Sprintf("%v", []any{a, b, c, d, e, f, g}[:len(cols)]))
+		}
+		rows.Close()
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// A fresh database that the migrations made has exactly the schema the
+// last release's AutoMigrate made: every table, column, type, default,
+// index, constraint and sequence, so the two cannot drift apart.
+func TestMigrationsMakeTheSchemaAutoMigrateMade(t *testing.T) {
+	auto := testkit.NewDB(t)
+	autoMigrateLastRelease(t, auto)
+	migrated := testkit.NewDB(t)
+	if err := models.Migrate(migrated); err != nil {
+		t.Fatal(err)
+	}
+	want, got := schemaOf(t, auto), schemaOf(t, migrated)
+	if len(want) < 40 {
+		t.Fatalf("the reference schema has %d lines: %q", len(want), want)
+	}
+	sameLines(t, "migrations", want, got)
+}
+
+// sameLines reports each line that is in only one of want and got.
+func sameLines(t *testing.T, what string, want, got []string) {
+	t.Helper()
+	for _, line := range want {
+		if !slices.Contains(got, line) {
+			t.Errorf("%s lack: %s", what, line)
+		}
+	}
+	for _, line := range got {
+		if !slices.Contains(want, line) {
+			t.Errorf("%s add: %s", what, line)
+		}
+	}
+}
+
+// rowsOf is every row of every table, as sorted lines: all but goose's
+// table, and SQLite's counters, which count goose's rows too.
+func rowsOf(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	tables, err := db.Migrator().GetTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, table := range tables {
+		if table == "goose_db_version" || table == "sqlite_sequence" {
+			continue
+		}
+		var rows []map[string]any
+		if err := db.Table(table).Find(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			lines = append(lines, fmt.Sprintf("%s %v", table, r))
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// A database the last release made and used — orders, payments, payment
+// attempts, refunds, and idempotency keys holding their answers — is
+// recognised as being at migration 1: migrating it changes no row, and a
+// new server replays every stored answer byte for byte.
+func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
+	dbURL := testkit.URL(t)
+	db := testkit.Open(t, dbURL)
+	autoMigrateLastRelease(t, db)
+	e := newEnvOn(t, dbURL, db)
+	token, orderID := e.paidOrder("upgrade@example.com", "pm_card_visa")
+	declined := e.createOrder(token, "order-declined", orderBody(e.productPriced(1900), 2))
+	requests := []request{
+		{method: "POST", path: "/api/v1/orders", token: token, key: key("order-upgrade@example.com"), body: orderBody(e.productPriced(1900), 1)},
+		e.payRequest(token, orderID, "pay-upgrade@example.com", "pm_card_visa"),
+		e.refundRequest(token, orderID, "refund-upgrade", `{"amount_cents":500}`),
+		e.payRequest(token, declined, "pay-declined", "pm_card_declined"),
+	}
+	answers := make([]response, len(requests))
+	for i, r := range requests[2:] {
+		answers[i+2] = e.do(r)
+	}
+	for i, r := range requests[:2] { // made by paidOrder: their stored answers
+		answers[i] = e.do(r)
+	}
+	if stored := e.count("idempotency_keys", "state = ?", middleware.KeyCompleted); stored != int64(len(requests)+1) {
+		t.Fatalf("%d stored answers, want %d (the requests and the declined order)", stored, len(requests)+1)
+	}
+	before := rowsOf(t, db)
+
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	if status, err := models.MigrationStatus(t.Context(), db); err != nil || len(status) == 0 || status[0].State != "applied" {
+		t.Fatalf("migration status %v (%v), want migration 1 applied", status, err)
+	}
+	if len(before) < 20 {
+		t.Fatalf("only %d rows before the upgrade: %q", len(before), before)
+	}
+	sameLines(t, "rows after the upgrade", before, rowsOf(t, db))
+	e.ownServer() // nothing in memory: answers come from the database
+	for i, r := range requests {
+		got := e.do(r)
+		if !got.replayed() || got.Status != answers[i].Status || !bytes.Equal(got.Body, answers[i].Body) {
+			t.Errorf("%s %s after the upgrade: %d %s, want the replay of %d %s", r.method, r.path, got.Status, got.Body, answers[i].Status, answers[i].Body)
+		}
+	}
+	if got := e.count("orders"); got != 2 {
+		t.Fatalf("%d orders after the upgrade, want 2", got)
+	}
+	if r := e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token}); r.Status != http.StatusOK {
+		t.Fatalf("the order after the upgrade: %d %s", r.Status, r.Body)
+	}
+}
