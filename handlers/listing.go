@@ -59,10 +59,11 @@ func pageQuery(c *gin.Context, valid func(id string) bool) (limit int, after *cu
 // parseCursor reads a cursor the listing made: base64 of "nanos.id", where
 // nanos is a positive Unix time in nanoseconds and valid says whether the id
 // is one of the listing's. Anything else — including a number out of range
-// for the database — is not a cursor.
+// for the database, and base64 the listing would not write (the decoder
+// skips CR and LF even when strict) — is not a cursor.
 func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil {
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
 		return nil, false
 	}
 	nanos, id, found := strings.Cut(string(raw), ".")
