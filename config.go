@@ -43,6 +43,8 @@ type config struct {
 	// attempt in doubt may still be sent again, and so charged; older ones
 	// are only looked up (billing.Config.RollForward).
 	RollForward time.Duration
+	// AuthExpiry: PAYMENT_AUTH_EXPIRY (config_auth.go).
+	AuthExpiry time.Duration
 	// ReadTimeout bounds reading a whole request, body included, so that a
 	// client sending its body a byte at a time cannot hold a connection
 	// (or a shutdown); IdleTimeout bounds a keep-alive connection between
@@ -89,6 +91,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadLogging(getenv)...)
 	errs = append(errs, cfg.loadDeployment(getenv)...)
 	errs = append(errs, cfg.loadStripe(getenv)...)
+	errs = append(errs, loadAuthExpiry(&cfg, getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

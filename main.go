@@ -139,13 +139,13 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 // newServer builds the payment provider and the HTTP handlers, and warns
 // of the settings left to their development defaults.
 func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
-	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency}
+	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency, AuthExpiry: cfg.AuthExpiry}
 	if cfg.PaymentProvider == "stripe" {
 		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
 	}
 	service := billing.New(billing.Config{
 		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
-		RollForward: cfg.RollForward, Logger: logger,
+		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, Logger: logger,
 	})
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,

@@ -91,7 +91,7 @@ func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refu
 // from another connection while tx is open (on SQLite it would wait for
 // tx's write lock): it lapses after one lease.
 func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome models.Outcome) (bool, error) {
-	if row.Base().State != models.InDoubt {
+	if !row.Base().State.Open() {
 		return false, nil // its outcome is already recorded
 	}
 	holder := models.NewHolder(byWebhook + ":" + eventID)
@@ -100,7 +100,7 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 	switch {
 	case err != nil:
 		return false, err
-	case !held && row.Base().State == models.InDoubt:
+	case !held && row.Base().State.Open():
 		// A live operation holds the order and will record the outcome;
 		// if it does not, the provider delivers the event again.
 		return false, models.ErrPaymentInProgress

@@ -24,12 +24,12 @@ func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
 		answerOf: s.shop.PaymentOf,
 		send: func(ctx context.Context, a models.PaymentAttempt) (models.Outcome, error) {
-			charge, err := s.cfg.Provider.Charge(ctx, chargeRequest(a))
-			return chargeOutcome(charge), err
+			charge, err := s.cfg.Provider.Charge(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), err
 		},
 		find: func(ctx context.Context, a models.PaymentAttempt) (models.Outcome, bool, error) {
-			charge, found, err := s.cfg.Provider.Find(ctx, chargeRequest(a))
-			return chargeOutcome(charge), found, err
+			charge, found, err := s.cfg.Provider.Find(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), found, err
 		},
 		settle: s.shop.Settle,
 		errs: flowErrors{
@@ -39,12 +39,13 @@ func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 	}
 }
 
-func chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
+func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
 	return payments.ChargeRequest{
 		IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
+		ReturnURL: s.cfg.ReturnURL(a.OrderID), ChargeID: a.ProviderChargeID,
 	}
 }
 
 func chargeOutcome(charge payments.Charge) models.Outcome {
-	return models.Outcome{State: models.State(charge.Status), ProviderID: charge.ID, Reason: charge.DeclineReason}
+	return models.Outcome{State: models.State(charge.Status), ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
 }

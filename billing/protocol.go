@@ -130,6 +130,9 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 		case state == models.InDoubt:
 			f.s.releaseHold(ctx, orderID, holder)
 			return row, answer, false, f.errs.earlierUnconfirmed
+		case state == models.RequiresAction && !own:
+			// It waits for the shopper, and holds the order again.
+			return row, answer, false, f.errs.inDoubt
 		case own && state != models.Failed:
 			return row, resolved, true, nil // this operation's own answer, from a run that died
 		}

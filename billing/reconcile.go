@@ -43,9 +43,11 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 		if !held {
 			continue // resolved meanwhile, or taken by a live operation or another reconciler
 		}
-		if state, _ := f.resolve(ctx, byReconciler, row, holder); state != models.InDoubt {
+		if state, _ := f.resolve(ctx, byReconciler, row, holder); !state.Open() {
 			resolved++
 		} else {
+			// Let go; or, still waiting for the shopper, already handed
+			// back to the attempt.
 			f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		}
 	}

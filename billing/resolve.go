@@ -47,18 +47,21 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 	}
 	f.s.metrics.resolutions.WithLabelValues(by, f.label(state)).Inc()
 	log := f.s.cfg.Logger.With(f.what, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
-	if state == models.InDoubt {
+	switch state {
+	case models.InDoubt:
 		log.WarnContext(ctx, f.noun+" still in doubt: the provider could not say what became of it", "err", err)
-	} else {
+	case models.RequiresAction:
+		log.InfoContext(ctx, f.noun+" still waits for the shopper to authenticate")
+	default:
 		log.InfoContext(ctx, f.noun+" in doubt resolved with the provider", "provider_id", outcome.ProviderID)
 	}
 	return state, answer
 }
 
 // label names a resolution in metrics: the request's state, or
-// "unresolved".
+// "unresolved" while it is open.
 func (f *flow[R, T]) label(state models.State) string {
-	if state == models.InDoubt {
+	if state.Open() {
 		return "unresolved"
 	}
 	return f.prefix + string(state)
@@ -70,7 +73,10 @@ func (f *flow[R, T]) label(state models.State) string {
 // never arrived. An older request is only looked up, so that nothing is
 // done long after the shopper gave up.
 func (f *flow[R, T]) ask(ctx context.Context, row R) (models.Outcome, error) {
-	if f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
+	// A request that requires action was answered: there is nothing to
+	// send again, only the shopper's answer to look up.
+	waiting := row.Base().State == models.RequiresAction
+	if !waiting && f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
 		if err := models.MarkSent(ctx, f.s.shop, row, f.s.now()); err != nil {
 			return models.Outcome{}, err
 		}
@@ -123,7 +129,7 @@ func (f *flow[R, T]) record(ctx context.Context, row R, outcome models.Outcome, 
 func (f *flow[R, T]) recorded(ctx context.Context, row R) (models.State, T, error) {
 	var none T
 	now, found, err := models.ByKey[R](ctx, f.s.shop, row.Base().ProviderKey)
-	if err != nil || !found || now.Base().State == models.InDoubt {
+	if err != nil || !found || now.Base().State.Open() {
 		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}
 	if now.Base().State == models.Failed {

@@ -53,6 +53,13 @@ type Config struct {
 	// zero; never shorter than an attempt may live (AttemptTimeout + Lease),
 	// so that no request under a key looked up is still running.
 	RollForward time.Duration
+	// AuthExpiry is how long a charge that asks the shopper to
+	// authenticate holds its order (payments.DefaultAuthExpiry when zero):
+	// the provider's own expiry of the authentication.
+	AuthExpiry time.Duration
+	// ReturnURL is the page a provider sends the shopper back to after an
+	// authentication: the order's page. "/orders/{id}" when nil.
+	ReturnURL func(orderID string) string
 	// Now is the clock of holds and attempt ages; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -75,6 +82,12 @@ func New(cfg Config) *Service {
 	cfg.RollForward = max(cfg.RollForward, cfg.AttemptTimeout+cfg.Lease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AuthExpiry == 0 {
+		cfg.AuthExpiry = payments.DefaultAuthExpiry
+	}
+	if cfg.ReturnURL == nil {
+		cfg.ReturnURL = func(orderID string) string { return "/orders/" + orderID }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

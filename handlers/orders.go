@@ -38,11 +38,25 @@ type paymentJSON struct {
 	Currency         string               `json:"currency"`
 	ProviderChargeID string               `json:"provider_charge_id"`
 	DeclineReason    string               `json:"decline_reason,omitempty"`
-	CreatedAt        time.Time            `json:"created_at"`
+	// NextAction is what a payment that requires action asks of the
+	// shopper, shaped as Stripe's PaymentIntent next_action.
+	NextAction *nextActionJSON `json:"next_action,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+}
+
+type nextActionJSON struct {
+	Type          string        `json:"type"`
+	RedirectToURL redirectToURL `json:"redirect_to_url"`
+}
+
+type redirectToURL struct {
+	URL       string `json:"url"`
+	ReturnURL string `json:"return_url"`
 }
 
 // attemptJSON is one request to the provider: in_doubt until its outcome
-// is known, then succeeded, declined or failed (nothing charged).
+// is known, requires_action while it waits for the shopper to
+// authenticate, then succeeded, declined or failed (nothing charged).
 type attemptJSON struct {
 	ID            string       `json:"id"`
 	State         models.State `json:"state"`
@@ -134,7 +148,7 @@ func (s *Server) createOrder(c *gin.Context) {
 }
 
 func (s *Server) getOrder(c *gin.Context) {
-	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -161,11 +175,16 @@ func (s *Server) createPayment(c *gin.Context) {
 		return
 	}
 	c.Header("Location", paymentLocation(payment))
-	if payment.Status == models.PaymentDeclined {
+	switch payment.Status {
+	case models.PaymentDeclined:
 		s.fail(c, models.DeclinedError(payment))
-		return
+	case models.PaymentRequiresAction:
+		v := paymentView(payment)
+		v.NextAction = &nextActionJSON{Type: "redirect_to_url", RedirectToURL: redirectToURL{URL: payment.NextActionURL, ReturnURL: s.payments.ReturnURL(payment.OrderID)}}
+		c.JSON(http.StatusAccepted, v)
+	default:
+		c.JSON(http.StatusCreated, paymentView(payment))
 	}
-	c.JSON(http.StatusCreated, paymentView(payment))
 }
 
 // operationOf is the idempotent operation a payment or refund runs in: the

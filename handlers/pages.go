@@ -160,12 +160,13 @@ var methodLabels = map[string]string{
 	payments.MethodDeclined:          "Test card that is declined",
 	payments.MethodUnavailable:       "Test card whose provider is down",
 	payments.MethodRefundFail:        "Test Visa card (is charged; refunds fail: account closed)",
+	payments.MethodAuthentication:    "Test card that asks you to authenticate (3-D Secure)",
 }
 
 // formMethods are the pay form's choices: Stripe's test cards, which either
 // provider accepts, and the simulation's outage. The API accepts the older
 // pm_card_declined too.
-var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable, payments.MethodRefundFail}
+var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable, payments.MethodRefundFail, payments.MethodAuthentication}
 
 // cardNames are the test cards as a payment's history names them: the card,
 // without what choosing it does.
@@ -177,6 +178,7 @@ var cardNames = map[string]string{
 	payments.MethodDeclined:          "Test declined card",
 	payments.MethodUnavailable:       "Test card of a provider that is down",
 	payments.MethodRefundFail:        "Test Visa card",
+	payments.MethodAuthentication:    "Test card that asks to authenticate",
 }
 
 func cardName(value string) string {
@@ -191,6 +193,9 @@ func cardName(value string) string {
 // for a decline.
 func paymentSentence(p models.Payment) string {
 	amount, card := money(p.AmountCents, p.Currency), cardName(p.PaymentMethod)
+	if p.Status == models.PaymentRequiresAction {
+		return amount + " on the " + card + ", waiting for you to authenticate it. Nothing is charged until you do."
+	}
 	if p.Status != models.PaymentSucceeded {
 		return amount + " declined on the " + card + ". " + strings.TrimSpace(declineReason(p.DeclineReason)+" Nothing was charged.")
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
 	"github.com/shop/shop/static"
 )
@@ -44,6 +45,8 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET("/login", s.loginPage)
 	web.POST("/login", s.throttleAddress, limitBody, s.login)
 	web.POST("/logout", s.logout)
+	web.GET(payments.AuthPath+":charge", s.authenticationPage)
+	web.POST(payments.AuthPath+":charge", limitBody, s.authenticate)
 	shopper := web.Group("", s.requireSession)
 	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.placeOrder)
 	shopper.GET("/orders", s.ordersPage)

@@ -30,6 +30,9 @@ type Deps struct {
 	// clock and logger.
 	Payments *billing.Service
 	Provider payments.Provider
+	// AuthExpiry is how long a payment that asks the shopper to
+	// authenticate holds its order (billing.Config.AuthExpiry).
+	AuthExpiry time.Duration
 	// TTL, Lease and Wait configure the idempotency middleware.
 	TTL, Lease, Wait time.Duration
 	// ReplayCacheBytes bounds the middleware's cache of completed answers:
@@ -145,7 +148,7 @@ func NewServer(deps Deps) *Server {
 	if s.payments == nil {
 		s.payments = billing.New(billing.Config{
 			DB: deps.DB, Provider: deps.Provider, Lease: deps.Lease, AttemptTimeout: s.idempotency.AttemptTimeout(),
-			Now: deps.Now, Logger: deps.Logger,
+			AuthExpiry: deps.AuthExpiry, Now: deps.Now, Logger: deps.Logger,
 		})
 	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)

@@ -159,7 +159,7 @@ type orderPageView struct {
 }
 
 func (s *Server) orderPage(c *gin.Context) {
-	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -188,6 +188,8 @@ func orderOutcome(order models.Order, repeated string) *notice {
 		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
 		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
+	case order.AwaitingAction() != nil:
+		return &notice{Kind: noticeInfo, Title: "Authenticate to pay.", Text: "Your card provider asks you to confirm this payment. Nothing is charged until you do; if you do not, the payment lapses and you can pay again.", Also: twice}
 	case order.PaymentInDoubt():
 		return &notice{Kind: noticeInfo, Title: "Your last payment is being confirmed.", Text: "We are checking with the card provider whether it went through. You will not be charged twice; this page shows the result once it is known.", Also: twice}
 	case lastAttemptFailed(order):
@@ -263,11 +265,16 @@ func (s *Server) payOrder(c *gin.Context) {
 		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 		return
 	}
-	_, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
+	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
 	if errors.Is(err, models.ErrOrderPaid) {
 		s.markOrderPage(c, alreadyPaid)
 	} else if err != nil {
 		s.fail(c, err)
+		return
+	}
+	if payment.Status == models.PaymentRequiresAction {
+		// To the card provider's page; it sends the shopper back to the order.
+		c.Redirect(http.StatusSeeOther, payment.NextActionURL)
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))

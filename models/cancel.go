@@ -36,7 +36,7 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 		return Order{}, err
 	}
 	var doubts int64
-	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state = ?", order.ID, InDoubt).Count(&doubts).Error; err != nil {
+	if err := tx.Model(&PaymentAttempt{}).Where("order_id = ? AND state IN ?", order.ID, open).Count(&doubts).Error; err != nil {
 		return Order{}, err
 	}
 	if doubts > 0 {

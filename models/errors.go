@@ -178,6 +178,11 @@ var (
 	// reconciler.
 	ErrPaymentInDoubt = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last payment of this order is being confirmed with the payment provider; nothing more was charged. Try again in a moment.",
 		Shopper: Words{Heading: "Your last payment is being confirmed", Text: "The card provider has not yet told us whether the last payment of this order went through, so nothing more was done. Look at the order again in a moment."}})
+	// ErrPaymentAwaiting: an earlier payment of the order waits for the
+	// shopper to authenticate it. Not final: once it has ended, failed or
+	// expired, the order can be paid again.
+	ErrPaymentAwaiting = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last payment of this order waits for the cardholder to authenticate it; nothing more was charged. Retry once it has ended.",
+		Shopper: Words{Heading: "Authenticate to pay", Text: "The last payment of this order waits for you to authenticate it with your card provider, so nothing more was done. Open the order to authenticate."}})
 	// ErrRefundInDoubt: an earlier refund of the order reached the provider
 	// and its outcome is not known yet. Not final: nothing more was
 	// refunded by this request.

@@ -16,9 +16,14 @@ import (
 // takeHold gives the order's hold to holder until the given time, if it is
 // free, already holder's, or lapsed; q may narrow the orders that qualify.
 func takeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, error) {
+	return takeHoldFrom(q, orderID, holder, holder, now, until)
+}
+
+// takeHoldFrom is takeHold that also takes the hold over from from.
+func takeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time) (bool, error) {
 	res := q.Model(&Order{}).
 		Where("id = ?", orderID).
-		Where("held_by IS NULL OR held_by = ? OR held_until <= ?", holder, now).
+		Where("held_by IS NULL OR held_by IN ? OR held_until <= ?", []string{holder, from}, now).
 		Updates(map[string]any{"held_by": holder, "held_until": until})
 	return res.RowsAffected == 1, res.Error
 }

@@ -31,6 +31,9 @@ type PaymentStatus string
 const (
 	PaymentSucceeded PaymentStatus = "succeeded"
 	PaymentDeclined  PaymentStatus = "declined"
+	// PaymentRequiresAction: the shopper is to authenticate at
+	// NextActionURL; neither paid nor declined yet.
+	PaymentRequiresAction PaymentStatus = "requires_action"
 )
 
 // User is a customer. Email is stored lower-cased; only a bcrypt hash of the
@@ -99,6 +102,17 @@ type Order struct {
 // Charged reports whether the order was paid, whatever was refunded since.
 func (o Order) Charged() bool { return slices.Contains(chargedStates, o.Status) }
 
+// AwaitingAction is the order's payment that waits for the shopper to
+// authenticate, if there is one.
+func (o Order) AwaitingAction() *Payment {
+	for i, p := range o.Payments {
+		if p.Status == PaymentRequiresAction {
+			return &o.Payments[i]
+		}
+	}
+	return nil
+}
+
 // PaymentInDoubt reports an attempt of the order still waiting for the
 // provider's outcome: the order cannot be charged again until it is known.
 func (o Order) PaymentInDoubt() bool {
@@ -136,4 +150,7 @@ type Payment struct {
 	ProviderChargeID string        `gorm:"size:64;not null"`
 	ProviderKey      string        `gorm:"size:90;not null;uniqueIndex"`
 	CreatedAt        time.Time     `gorm:"not null"`
+	// NextActionURL is where the shopper authenticates a payment that
+	// requires action (a PaymentAction, not a column of its own).
+	NextActionURL string `gorm:"-"`
 }

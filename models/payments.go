@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // PaymentAttempt is one charge request sent, or about to be sent, to the
@@ -22,6 +23,15 @@ type PaymentAttempt struct {
 	PaymentMethod    string `gorm:"size:64;not null"`
 	ProviderChargeID string `gorm:"size:64"`
 	DeclineReason    string `gorm:"size:200"`
+}
+
+// PaymentAction is what an attempt that requires action asks of the
+// shopper: where to authenticate, and until when (the order's hold lasts as
+// long). Keyed by the attempt's provider key, as its payment is.
+type PaymentAction struct {
+	ProviderKey string    `gorm:"primaryKey;size:90"`
+	URL         string    `gorm:"size:2048;not null"`
+	ExpiresAt   time.Time `gorm:"not null"`
 }
 
 func (PaymentAttempt) TableName() string { return "payment_attempts" }
@@ -40,6 +50,7 @@ var charges = Kind{
 	},
 	holdable: []string{OrderPending},
 	inDoubt:  ErrPaymentInDoubt,
+	awaiting: ErrPaymentAwaiting,
 }
 
 // BeginPayment takes the hold on the user's pending order for holder, a run
@@ -63,37 +74,102 @@ func (s Shop) PaymentOf(ctx context.Context, derivedKey string) (Payment, bool, 
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Payment{}, false, nil
 	}
+	if err == nil && payment.Status == PaymentRequiresAction {
+		var action PaymentAction
+		action, _, err = s.ActionOf(ctx, payment.ProviderKey)
+		payment.NextActionURL = action.URL
+	}
 	return payment, err == nil, err
 }
 
 // Settle records through tx, which the caller commits, the provider's
-// answer to an attempt in doubt: the attempt resolved, the hold let go, and,
+// answer to an open attempt: the attempt resolved, the hold let go, and,
 // unless the provider charged nothing (Failed), a payment row, the order
-// paid if the charge succeeded. holder must still hold the order, and the
-// attempt must still be in doubt (ErrPaymentInProgress otherwise, and
-// nothing is written).
+// paid if the charge succeeded. An answer that requires action keeps the
+// order held (see awaitingHold). holder must still hold the order, and the
+// attempt must still be open (ErrPaymentInProgress otherwise, and nothing
+// is written).
 func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string) (Payment, error) {
-	if !slices.Contains([]State{Succeeded, Declined, Failed}, outcome.State) {
+	if !slices.Contains([]State{Succeeded, Declined, Failed, RequiresAction}, outcome.State) {
 		// Not an outcome: the attempt stays in doubt, to be asked again.
 		return Payment{}, fmt.Errorf("models: %q is not the outcome of a charge", outcome.State)
 	}
 	order := map[string]any{"held_by": nil, "held_until": nil}
-	if outcome.State == Succeeded {
-		order["status"] = OrderPaid
-	}
 	update := map[string]any{"state": outcome.State}
+	switch outcome.State {
+	case Succeeded:
+		order["status"] = OrderPaid
+	case RequiresAction:
+		order = awaitingHold(attempt, outcome.Until)
+	}
 	if outcome.State != Failed {
 		update["provider_charge_id"], update["decline_reason"] = outcome.ProviderID, outcome.Reason
 	}
-	if err := settle(tx, attempt, holder, order, update); err != nil || outcome.State == Failed {
+	if err := settle(tx, attempt, holder, order, update); err != nil {
 		return Payment{}, err
 	}
-	payment := Payment{
-		ID: uuid.NewString(), OrderID: attempt.OrderID, Status: PaymentStatus(outcome.State), AmountCents: attempt.AmountCents,
-		Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, DeclineReason: outcome.Reason,
-		ProviderChargeID: outcome.ProviderID, ProviderKey: attempt.ProviderKey,
+	if outcome.State == RequiresAction {
+		action := PaymentAction{ProviderKey: attempt.ProviderKey, URL: outcome.NextActionURL, ExpiresAt: outcome.Until}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&action).Error; err != nil {
+			return Payment{}, err
+		}
 	}
-	return payment, tx.Create(&payment).Error
+	payment, err := recordPayment(tx, attempt, outcome)
+	if outcome.State == RequiresAction {
+		payment.NextActionURL = outcome.NextActionURL
+	}
+	return payment, err
+}
+
+// awaitingHold is the order's hold while its attempt waits for the shopper
+// to authenticate. No request runs meanwhile, so no heartbeat extends a
+// lease: the attempt holds the order itself, until the authentication
+// expires. Until then no other key may charge the order (as for an attempt
+// in doubt: the shopper may still complete it, and be charged); after
+// that, the hold has lapsed by itself, so a crashed or restarted shop
+// never blocks the order for longer, and the reconciler or the next
+// payment asks the provider, which has expired the authentication by then.
+// Whoever resolves the attempt meanwhile takes this hold over
+// (HoldForResolution), and hands it back if the shopper is still to answer.
+func awaitingHold(attempt PaymentAttempt, until time.Time) map[string]any {
+	return map[string]any{"held_by": awaitingHolder(attempt.ID), "held_until": until}
+}
+
+// recordPayment writes the payment an answer makes — none when nothing was
+// charged (Failed) — or updates the one an answer that required action
+// made, declined if the authentication came to nothing.
+func recordPayment(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome) (Payment, error) {
+	status := PaymentStatus(outcome.State)
+	if outcome.State == Failed {
+		status = PaymentDeclined
+	}
+	var payment Payment
+	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == Failed:
+		return Payment{}, nil
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		payment = Payment{
+			ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
+			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey,
+		}
+		payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
+		return payment, tx.Create(&payment).Error
+	case err != nil:
+		return Payment{}, err
+	}
+	payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
+	return payment, tx.Save(&payment).Error
+}
+
+// ActionOf is what the attempt sent under providerKey asks of the shopper,
+// if it ever required action.
+func (s Shop) ActionOf(ctx context.Context, providerKey string) (PaymentAction, bool, error) {
+	var action PaymentAction
+	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&action).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return action, false, nil
+	}
+	return action, err == nil, err
 }
 
 // RecordLateCharge records, through tx, a charge the provider reports for
@@ -126,6 +202,8 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	// under the same id, so that the declined answer's Location shows it.
 	var payment Payment
 	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == Failed:
+		return Payment{}, nil
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		payment = Payment{ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
 			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey}

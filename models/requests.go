@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,7 +38,9 @@ import (
 // moment it is written, before the provider is called, until the provider
 // answers; then succeeded, declined (a charge), pending (a refund: money on
 // its way back), or failed (nothing was done, and nothing will be under its
-// key); or excess (below).
+// key); or excess (below). A charge may also wait for the shopper to
+// authenticate (requires action): neither paid nor failed, it holds its
+// order as a request in doubt does, until the provider says how it ended.
 type State string
 
 const (
@@ -49,7 +52,22 @@ const (
 	// Excess is a refund the provider made of a charge already given back
 	// in full: money given back twice, for staff to recover, not counted.
 	Excess State = "excess"
+	// RequiresAction is a charge the provider answered by asking the
+	// shopper to authenticate (3-D Secure): it ends on the shopper's
+	// completion or failure, or the authentication's expiry.
+	RequiresAction State = "requires_action"
 )
+
+// open are the states of a request whose outcome is still to come: no
+// other request of its kind may be written for the order while one is.
+var open = []State{InDoubt, RequiresAction}
+
+// Open reports whether a request in the state may still end otherwise.
+func (s State) Open() bool { return slices.Contains(open, s) }
+
+// awaitingHolder is who holds an order while its attempt waits for the
+// shopper: the attempt itself, since no running request does.
+func awaitingHolder(requestID string) string { return "awaiting/" + requestID }
 
 // Request is what a payment attempt and a refund share: one request sent,
 // or about to be sent, to the provider under ProviderKey, committed with
@@ -98,6 +116,10 @@ type Outcome struct {
 	State      State
 	ProviderID string
 	Reason     string
+	// NextActionURL is where the shopper authenticates, and Until when
+	// that authentication expires, for an outcome that requires action.
+	NextActionURL string
+	Until         time.Time
 }
 
 // Kind is one use of the protocol: what may hold an order for it, and what
@@ -108,8 +130,9 @@ type Kind struct {
 	admits func(Order) error
 	// holdable are the order states in which the hold may be taken for it.
 	holdable []string
-	// inDoubt is busy's answer when a request of the kind is in doubt.
-	inDoubt *Error
+	// inDoubt is busy's answer when a request of the kind is in doubt;
+	// awaiting when one waits for the shopper to authenticate.
+	inDoubt, awaiting *Error
 }
 
 // Begun is what begin found and did: the row to send, just recorded in
@@ -143,7 +166,7 @@ func begin[R Row](db *gorm.DB, kind Kind, userID, orderID, derivedKey, holder st
 		if !held {
 			return busy[R](tx, kind, order.ID)
 		}
-		err = tx.Where("order_id = ? AND state = ?", order.ID, InDoubt).Order("created_at, id").Take(&begun.Row).Error
+		err = tx.Where("order_id = ? AND state IN ?", order.ID, open).Order("created_at, id").Take(&begun.Row).Error
 		switch {
 		case err == nil:
 			begun.Unresolved = true
@@ -190,36 +213,41 @@ func busy[R Row](tx *gorm.DB, kind Kind, orderID string) error {
 	if err := kind.admits(order); err != nil {
 		return err
 	}
-	var doubts int64
-	if err := tx.Model(new(R)).Where("order_id = ? AND state = ?", orderID, InDoubt).Count(&doubts).Error; err != nil {
+	var states []State
+	if err := tx.Model(new(R)).Where("order_id = ? AND state IN ?", orderID, open).Distinct().Pluck("state", &states).Error; err != nil {
 		return err
 	}
-	if doubts > 0 {
+	switch {
+	case slices.Contains(states, RequiresAction) && kind.awaiting != nil:
+		return kind.awaiting
+	case len(states) > 0:
 		return kind.inDoubt
 	}
 	return ErrPaymentInProgress
 }
 
 // HoldForResolution takes the hold of the row's order for holder, if no
-// live operation holds it and the row is still in doubt, in one
-// transaction, and marks the row asked about now. Many instances may call
-// it at once for one row: one gets the hold.
+// live operation holds it and the row is still open, in one transaction,
+// and marks the row asked about now. A row that waits for the shopper holds
+// its order itself: that hold is taken over, and handed back by settle if
+// the shopper is still to answer. Many instances may call it at once for
+// one row: one gets the hold.
 func HoldForResolution[R Row](ctx context.Context, s Shop, id, holder string, now, until time.Time) (R, bool, error) {
 	var row R
 	held := false
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil || row.Base().State != InDoubt {
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil || !row.Base().State.Open() {
 			return err
 		}
 		var err error
-		if held, err = takeHold(tx, row.Base().OrderID, holder, now, until); err != nil || !held {
+		if held, err = takeHoldFrom(tx, row.Base().OrderID, holder, awaitingHolder(id), now, until); err != nil || !held {
 			return err
 		}
 		// Read again under the hold: its last holder may have resolved it.
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 			return err
 		}
-		if row.Base().State != InDoubt {
+		if !row.Base().State.Open() {
 			held = false
 			return tx.Model(&Order{}).Where("id = ? AND held_by = ?", row.Base().OrderID, holder).Updates(released).Error
 		}
@@ -229,16 +257,17 @@ func HoldForResolution[R Row](ctx context.Context, s Shop, id, holder string, no
 }
 
 // Stale lists rows in doubt whose order no live operation holds — their
-// own operation died, lost its database link, or gave up — those asked
-// about least recently first, so that a request the provider cannot answer
-// does not keep the others waiting.
+// own operation died, lost its database link, or gave up — and rows that
+// wait for the shopper, to be looked up; those asked about least recently
+// first, so that a request the provider cannot answer does not keep the
+// others waiting.
 func Stale[R Row](ctx context.Context, s Shop, now time.Time, limit int) ([]R, error) {
 	var rows []R
 	t := (*new(R)).TableName()
 	err := s.DB.WithContext(ctx).Model(new(R)).
 		Joins("JOIN orders ON orders.id = "+t+".order_id").
-		Where(t+".state = ?", InDoubt).
-		Where("orders.held_by IS NULL OR orders.held_until <= ?", now).
+		Where(t+".state IN ?", open).
+		Where("orders.held_by IS NULL OR orders.held_until <= ? OR orders.held_by = 'awaiting/' || "+t+".id", now).
 		Order(t + ".updated_at, " + t + ".id").Limit(limit).
 		Find(&rows).Error
 	return rows, err
@@ -262,15 +291,15 @@ func MarkSent[R Row](ctx context.Context, s Shop, row R, now time.Time) error {
 // settle writes, through tx, what the provider answered a row in doubt:
 // the order's update (its hold let go, and what the outcome does to it)
 // and the row's. holder must still hold the order, and the row must still
-// be in doubt: otherwise another run took the order over, or already
-// recorded this answer, and nothing is written (ErrPaymentInProgress).
+// be open: otherwise another run took the order over, or already recorded
+// this answer, and nothing is written (ErrPaymentInProgress).
 func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]any) error {
 	// Already recorded: nothing to write. A read takes no lock.
 	var current R
 	if err := tx.Select("state").Where("id = ?", row.Base().ID).Take(&current).Error; err != nil {
 		return err
 	}
-	if current.Base().State != InDoubt {
+	if !current.Base().State.Open() {
 		return ErrPaymentInProgress
 	}
 	// The order first, then the row: the order that begin and
@@ -283,7 +312,7 @@ func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]a
 	if res.RowsAffected != 1 {
 		return ErrPaymentInProgress // the hold passed to another run, which resolves the row itself
 	}
-	res = tx.Model(&row).Where("id = ? AND state = ?", row.Base().ID, InDoubt).Updates(update)
+	res = tx.Model(&row).Where("id = ? AND state = ?", row.Base().ID, current.Base().State).Updates(update)
 	if res.Error == nil && res.RowsAffected != 1 {
 		return ErrPaymentInProgress
 	}

@@ -21,10 +21,11 @@ const (
 	MethodDeclined          = "pm_card_declined"                        // declined by the issuer (the simulation's older id)
 	MethodUnavailable       = "pm_card_unavailable"                     // the provider fails transiently; Stripe knows no such method, and refuses it: nothing charged either way
 	MethodRefundFail        = "pm_card_refundFail"                      // succeeds; its refunds fail, as if the card account were closed (Stripe's id)
+	MethodAuthentication    = "pm_card_authenticationRequired"          // asks the shopper to authenticate (3-D Secure), then succeeds or fails as they answer (Stripe's id)
 )
 
 // Methods lists the payment methods the shop accepts.
-var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail}
+var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 
 // ErrUnavailable is a passing refusal of this request before it charged
 // anything (unavailable, rate limited, unauthorized): the same call may
@@ -47,14 +48,33 @@ type ChargeRequest struct {
 	AmountCents    int64
 	Currency       string
 	PaymentMethod  string
+	// ReturnURL is where the provider sends the shopper back after an
+	// authentication the card asks for.
+	ReturnURL string
+	// ChargeID is the provider's id of what the key made, once known: Find
+	// reads it directly rather than searching.
+	ChargeID string
 }
 
-// Charge is the provider's answer: succeeded, or declined with a reason.
+// Charge is the provider's answer: succeeded, declined with a reason, or
+// requires action — the shopper is to authenticate at NextActionURL.
 type Charge struct {
 	ID            string
 	Status        models.PaymentStatus
 	DeclineReason string
+	NextActionURL string
 }
+
+// DefaultAuthExpiry is how long an authentication waits for the shopper
+// before it expires as failed, when none is configured.
+const DefaultAuthExpiry = 15 * time.Minute
+
+// authFailed and authExpired are why a charge that asked the shopper to
+// authenticate was declined.
+const (
+	authFailed  = "The card's authentication failed."
+	authExpired = "The card's authentication was not completed in time."
+)
 
 // Provider charges payment methods, and looks up what it did under a key.
 //

@@ -38,7 +38,19 @@ type SimulatedCharge struct {
 type Simulated struct {
 	DB      *gorm.DB
 	Latency time.Duration
-	calls   atomic.Int64
+	// AuthExpiry is how long a charge that asks the shopper to
+	// authenticate waits for them (DefaultAuthExpiry when zero); Now is the
+	// clock it is measured by (time.Now when nil).
+	AuthExpiry time.Duration
+	Now        func() time.Time
+	calls      atomic.Int64
+}
+
+func (s *Simulated) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
 }
 
 // wait sleeps for d, or returns the context's error when it ends first.
@@ -75,8 +87,11 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 		Currency:       req.Currency,
 		PaymentMethod:  req.PaymentMethod,
 		Status:         models.PaymentSucceeded,
+		CreatedAt:      s.now(),
 	}
 	switch req.PaymentMethod {
+	case MethodAuthentication:
+		charge.Status = models.PaymentRequiresAction
 	case MethodDeclined, MethodChargeDeclined:
 		charge.Status, charge.DeclineReason = models.PaymentDeclined, "Your card was declined."
 	case MethodInsufficientFunds:
@@ -85,6 +100,9 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 	db := s.DB.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
 		return Charge{}, fmt.Errorf("record charge: %w", err)
+	}
+	if err := s.expire(db, "idempotency_key = ?", req.IdempotencyKey); err != nil {
+		return Charge{}, fmt.Errorf("expire authentication: %w", err)
 	}
 	var stored SimulatedCharge
 	if err := db.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error; err != nil {
@@ -96,24 +114,32 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 	if err := wait(ctx, s.Latency-s.Latency/2); err != nil {
 		return Charge{}, err // charged, and the reply lost
 	}
-	return stored.answer(), nil
+	return stored.answer(req), nil
 }
 
-func (c SimulatedCharge) answer() Charge {
-	return Charge{ID: c.ID, Status: c.Status, DeclineReason: c.DeclineReason}
+func (c SimulatedCharge) answer(req ChargeRequest) Charge {
+	charge := Charge{ID: c.ID, Status: c.Status, DeclineReason: c.DeclineReason}
+	if c.Status == models.PaymentRequiresAction {
+		charge.NextActionURL = authURL(c.ID, req.ReturnURL)
+	}
+	return charge
 }
 
 // Find implements Provider: the simulation's ledger is its record.
 func (s *Simulated) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
+	db := s.DB.WithContext(ctx)
+	if err := s.expire(db, "idempotency_key = ?", req.IdempotencyKey); err != nil {
+		return Charge{}, false, fmt.Errorf("expire authentication: %w", err)
+	}
 	var stored SimulatedCharge
-	err := s.DB.WithContext(ctx).Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
+	err := db.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Charge{}, false, nil
 	}
 	if err != nil {
 		return Charge{}, false, fmt.Errorf("read charge: %w", err)
 	}
-	return stored.answer(), true, nil
+	return stored.answer(req), true, nil
 }
 
 // KeyLifetime implements Provider: the simulation never forgets a key.

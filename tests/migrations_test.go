@@ -23,7 +23,8 @@ func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	t.Helper()
 	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &models.Product{}, &models.Order{}, &models.OrderItem{},
 		&models.Payment{}, &models.PaymentAttempt{}, &models.Refund{}, &middleware.IdempotencyKey{},
-		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
+		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{},
+		&models.PaymentAction{})
 	if err == nil && models.IsPostgres(db) {
 		err = db.Exec("CREATE SEQUENCE order_numbers START WITH 1001").Error
 	}

@@ -1,0 +1,108 @@
+package billing
+
+import (
+	"context"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// byReturn names the shopper's return from an authentication in logs and
+// metrics, beside the other resolvers.
+const byReturn = "return"
+
+// awaiting dates a provider's answer that asks the shopper to authenticate:
+// it expires AuthExpiry after the attempt first got it, and with it the
+// order's hold. Past that, an authentication the provider still waits for
+// is the shop's to end: declined, so that the order is payable again.
+func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome models.Outcome) models.Outcome {
+	if outcome.State != models.RequiresAction {
+		return outcome
+	}
+	outcome.Until = s.now().Add(s.cfg.AuthExpiry)
+	action, found, err := s.shop.ActionOf(ctx, a.ProviderKey)
+	switch {
+	case err != nil || !found:
+		return outcome // first asked now (or, unread, as if it were)
+	case !s.now().Before(action.ExpiresAt):
+		return models.Outcome{State: models.Declined, ProviderID: outcome.ProviderID, Reason: "The card's authentication was not completed in time."}
+	}
+	outcome.Until = action.ExpiresAt
+	return outcome
+}
+
+// Awaited is one of the user's orders, once the provider has been asked
+// about its payment that waits for the shopper to authenticate: the
+// shopper's return from the authentication page lands here, and records
+// what they did, through the same resolution as the reconciler's — so a
+// second return, or a double-click on the provider's page, charges nothing
+// more.
+func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
+	order, err := s.shop.Order(ctx, userID, orderID)
+	if err != nil || order.AwaitingAction() == nil {
+		return order, err
+	}
+	attempt, found, err := models.ByKey[models.PaymentAttempt](ctx, s.shop, order.AwaitingAction().ProviderKey)
+	if err != nil || !found || attempt.State != models.RequiresAction {
+		return order, err
+	}
+	holder := models.NewHolder(byReturn)
+	now := s.now()
+	row, held, err := models.HoldForResolution[models.PaymentAttempt](ctx, s.shop, attempt.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
+	if err != nil {
+		return order, err
+	}
+	if held { // else resolved meanwhile, or being resolved: the order shows it waiting
+		s.charges.resolve(ctx, byReturn, row, holder)
+		s.releaseHold(ctx, orderID, holder) // unless the resolution let go of it, or handed it back to the attempt
+		if order, err = s.shop.Order(ctx, userID, orderID); err != nil {
+			return order, err
+		}
+	}
+	return order, s.withAction(ctx, order)
+}
+
+// withAction fills in where the shopper authenticates the order's payment
+// that waits for them.
+func (s *Service) withAction(ctx context.Context, order models.Order) error {
+	waiting := order.AwaitingAction()
+	if waiting == nil {
+		return nil
+	}
+	action, _, err := s.shop.ActionOf(ctx, waiting.ProviderKey)
+	waiting.NextActionURL = action.URL
+	return err
+}
+
+// Authentication is the simulated provider's record of a charge that asks
+// the shopper to authenticate, for its page; models.ErrNotFound when the
+// provider has no page of its own (Stripe's is its own site).
+func (s *Service) Authentication(ctx context.Context, chargeID string) (payments.Authentication, error) {
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	a, found, err := auth.Authentication(ctx, chargeID)
+	if err == nil && !found {
+		err = models.ErrNotFound
+	}
+	return a, err
+}
+
+// Authenticate records the shopper's answer on the simulated provider's
+// page, at the provider: the shop learns it on the shopper's return.
+func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	a, found, err := auth.Authenticate(ctx, chargeID, complete)
+	if err == nil && !found {
+		err = models.ErrNotFound
+	}
+	return a, err
+}
+
+// ReturnURL is where a provider sends the shopper back to after an
+// authentication of the order's payment.
+func (s *Service) ReturnURL(orderID string) string { return s.cfg.ReturnURL(orderID) }

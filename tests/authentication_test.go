@@ -1,0 +1,140 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
+)
+
+// payToAuthenticate pays the order with the card that asks to authenticate,
+// and returns the 202 and the authentication page's path.
+func (e *env) payToAuthenticate(token, orderID, k string) (response, string) {
+	e.t.Helper()
+	r := e.do(e.payRequest(token, orderID, k, payments.MethodAuthentication))
+	if r.Status != http.StatusAccepted {
+		e.t.Fatalf("pay with %s: %d %s, want 202", payments.MethodAuthentication, r.Status, r.Body)
+	}
+	v := r.json(e.t)
+	next, _ := v["next_action"].(map[string]any)
+	redirect, _ := next["redirect_to_url"].(map[string]any)
+	page, _ := redirect["url"].(string)
+	if v["status"] != "requires_action" || next["type"] != "redirect_to_url" || page == "" || redirect["return_url"] != "/orders/"+orderID {
+		e.t.Fatalf("the 202: %s", r.Body)
+	}
+	return r, page
+}
+
+// authenticate answers the simulated provider's page as the shopper does.
+func (e *env) authenticate(page, outcome string) {
+	e.t.Helper()
+	u, err := url.Parse(page)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	form := url.Values{"outcome": {outcome}, "return_url": {u.Query().Get("return_url")}}
+	r := e.do(request{method: "POST", path: u.Path, body: form.Encode(), contentType: "application/x-www-form-urlencoded"})
+	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != u.Query().Get("return_url") {
+		e.t.Fatalf("%s the authentication: %d to %q", outcome, r.Status, r.Header.Get("Location"))
+	}
+}
+
+func (e *env) attemptState(token, orderID string) models.State {
+	e.t.Helper()
+	r := e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token})
+	attempts, _ := r.json(e.t)["attempts"].([]any)
+	last, _ := attempts[len(attempts)-1].(map[string]any)
+	state, _ := last["state"].(string)
+	return models.State(state)
+}
+
+// While the shopper authenticates, a retry with the same key gets the same
+// 202 byte for byte, and no second authentication; another key gets 409
+// payment-in-progress with Retry-After. A double-click on Complete charges
+// once, and the order's GET shows it paid.
+func TestAuthenticationIsAskedOnceAndChargesOnce(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("auth-once@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	first, page := e.payToAuthenticate(token, orderID, "k1")
+
+	again := e.do(e.payRequest(token, orderID, "k1", payments.MethodAuthentication))
+	if again.Status != http.StatusAccepted || !again.replayed() || !bytes.Equal(again.Body, first.Body) {
+		t.Fatalf("the retry: %d replayed=%v %s, want the same 202", again.Status, again.replayed(), again.Body)
+	}
+	other := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa))
+	isProblem(t, other, http.StatusConflict, "/problems/payment-in-progress")
+	if other.Header.Get("Retry-After") == "" {
+		t.Fatal("the 409 has no Retry-After")
+	}
+	if n := e.count("simulated_charges"); n != 1 {
+		t.Fatalf("%d requests at the provider while waiting, want 1", n)
+	}
+	if state := e.attemptState(token, orderID); state != models.RequiresAction {
+		t.Fatalf("the order shows its attempt %q, want requires_action", state)
+	}
+
+	e.authenticate(page, "complete")
+	e.authenticate(page, "complete")
+	if state := e.attemptState(token, orderID); state != models.Succeeded {
+		t.Fatalf("after the return, the attempt is %q", state)
+	}
+	e.paidOnce("after a double-click on Complete", orderID)
+}
+
+// A failed authentication leaves the order payable; another card then pays
+// it, once.
+func TestFailedAuthenticationLeavesTheOrderPayable(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("auth-fail@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	_, page := e.payToAuthenticate(token, orderID, "k1")
+	e.authenticate(page, "fail")
+	if state := e.attemptState(token, orderID); state != models.Declined {
+		t.Fatalf("after a failed authentication the attempt is %q, want declined", state)
+	}
+	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("another card: %d %s", r.Status, r.Body)
+	}
+	e.paidOnce("after another card", orderID)
+}
+
+// An authentication nobody completes expires after the auth expiry: the
+// reconciler settles it declined, and the order is payable again.
+func TestAbandonedAuthenticationIsSettledByTheReconciler(t *testing.T) {
+	const expiry = time.Minute
+	e := newEnv(t, func(d *handlers.Deps) { d.AuthExpiry = expiry })
+	e.provider.AuthExpiry, e.provider.Now = expiry, e.clock.Now
+	token := e.signUp("auth-abandon@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	e.payToAuthenticate(token, orderID, "k1")
+
+	reconcile := func() int {
+		n, err := e.server.Payments().Reconcile(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := reconcile(); n != 0 || e.count("payment_attempts", "state = ?", models.RequiresAction) != 1 {
+		t.Fatalf("before the expiry the reconciler resolved %d", n)
+	}
+	isProblem(t, e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)), http.StatusConflict, "/problems/payment-in-progress")
+	e.clock.Advance(expiry + time.Second)
+	if n := reconcile(); n != 1 {
+		t.Fatalf("after the expiry the reconciler resolved %d, want 1", n)
+	}
+	if e.count("payment_attempts", "state = ?", models.Declined) != 1 || e.count("orders", "id = ? AND held_by IS NULL", orderID) != 1 {
+		t.Fatal("the abandoned attempt is not settled declined with the order free")
+	}
+	if r := e.do(e.payRequest(token, orderID, "k3", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("pay again: %d %s", r.Status, r.Body)
+	}
+	e.paidOnce("after the expiry", orderID)
+}
