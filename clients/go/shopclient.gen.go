@@ -71,6 +71,21 @@ func (e IdempotencyKeyState) Valid() bool {
 	}
 }
 
+// Defines values for NextActionType.
+const (
+	RedirectToUrl NextActionType = "redirect_to_url"
+)
+
+// Valid indicates whether the value is a known member of the NextActionType enum.
+func (e NextActionType) Valid() bool {
+	switch e {
+	case RedirectToUrl:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OrderStatus.
 const (
 	OrderStatusCancelled         OrderStatus = "cancelled"
@@ -100,14 +115,17 @@ func (e OrderStatus) Valid() bool {
 
 // Defines values for PaymentStatus.
 const (
-	PaymentStatusDeclined  PaymentStatus = "declined"
-	PaymentStatusSucceeded PaymentStatus = "succeeded"
+	PaymentStatusDeclined       PaymentStatus = "declined"
+	PaymentStatusRequiresAction PaymentStatus = "requires_action"
+	PaymentStatusSucceeded      PaymentStatus = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the PaymentStatus enum.
 func (e PaymentStatus) Valid() bool {
 	switch e {
 	case PaymentStatusDeclined:
+		return true
+	case PaymentStatusRequiresAction:
 		return true
 	case PaymentStatusSucceeded:
 		return true
@@ -118,10 +136,11 @@ func (e PaymentStatus) Valid() bool {
 
 // Defines values for PaymentAttemptState.
 const (
-	PaymentAttemptStateDeclined  PaymentAttemptState = "declined"
-	PaymentAttemptStateFailed    PaymentAttemptState = "failed"
-	PaymentAttemptStateInDoubt   PaymentAttemptState = "in_doubt"
-	PaymentAttemptStateSucceeded PaymentAttemptState = "succeeded"
+	PaymentAttemptStateDeclined       PaymentAttemptState = "declined"
+	PaymentAttemptStateFailed         PaymentAttemptState = "failed"
+	PaymentAttemptStateInDoubt        PaymentAttemptState = "in_doubt"
+	PaymentAttemptStateRequiresAction PaymentAttemptState = "requires_action"
+	PaymentAttemptStateSucceeded      PaymentAttemptState = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the PaymentAttemptState enum.
@@ -133,6 +152,8 @@ func (e PaymentAttemptState) Valid() bool {
 		return true
 	case PaymentAttemptStateInDoubt:
 		return true
+	case PaymentAttemptStateRequiresAction:
+		return true
 	case PaymentAttemptStateSucceeded:
 		return true
 	default:
@@ -142,6 +163,7 @@ func (e PaymentAttemptState) Valid() bool {
 
 // Defines values for PaymentInputPaymentMethod.
 const (
+	PmCardAuthenticationRequired          PaymentInputPaymentMethod = "pm_card_authenticationRequired"
 	PmCardChargeDeclined                  PaymentInputPaymentMethod = "pm_card_chargeDeclined"
 	PmCardChargeDeclinedInsufficientFunds PaymentInputPaymentMethod = "pm_card_chargeDeclinedInsufficientFunds"
 	PmCardDeclined                        PaymentInputPaymentMethod = "pm_card_declined"
@@ -154,6 +176,8 @@ const (
 // Valid indicates whether the value is a known member of the PaymentInputPaymentMethod enum.
 func (e PaymentInputPaymentMethod) Valid() bool {
 	switch e {
+	case PmCardAuthenticationRequired:
+		return true
 	case PmCardChargeDeclined:
 		return true
 	case PmCardChargeDeclinedInsufficientFunds:
@@ -3165,6 +3189,20 @@ type Me struct {
 	TokenExpiresAt time.Time `json:"token_expires_at"`
 }
 
+// NextAction What a payment in `requires_action` asks of the shopper, shaped as Stripe's PaymentIntent
+// `next_action`: send them to `url`; the card provider sends them back to `return_url`, the
+// order's page, where the outcome is recorded. The order's GET shows it afterwards.
+type NextAction struct {
+	RedirectToUrl struct {
+		ReturnUrl string `json:"return_url"`
+		Url       string `json:"url"`
+	} `json:"redirect_to_url"`
+	Type NextActionType `json:"type"`
+}
+
+// NextActionType defines model for NextAction.Type.
+type NextActionType string
+
 // NextCursor Pass it as `after` to get the next page; null on the last page.
 type NextCursor = string
 
@@ -3231,8 +3269,13 @@ type Payment struct {
 	Currency Currency `json:"currency"`
 
 	// DeclineReason Present only on declined payments.
-	DeclineReason    *string            `json:"decline_reason,omitempty"`
-	Id               openapi_types.UUID `json:"id"`
+	DeclineReason *string            `json:"decline_reason,omitempty"`
+	Id            openapi_types.UUID `json:"id"`
+
+	// NextAction What a payment in `requires_action` asks of the shopper, shaped as Stripe's PaymentIntent
+	// `next_action`: send them to `url`; the card provider sends them back to `return_url`, the
+	// order's page, where the outcome is recorded. The order's GET shows it afterwards.
+	NextAction       *NextAction        `json:"next_action,omitempty"`
 	OrderId          openapi_types.UUID `json:"order_id"`
 	ProviderChargeId string             `json:"provider_charge_id"`
 	Status           PaymentStatus      `json:"status"`
@@ -3262,7 +3305,7 @@ type PaymentInput struct {
 	// PaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 	// accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 	// `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-	// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
+	// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed); `pm_card_authenticationRequired` asks the shopper to authenticate (3-D Secure): 202, with a `next_action`. Anything else: 422.
 	//
 	//
 	// Examples: pm_card_visa
@@ -3272,7 +3315,7 @@ type PaymentInput struct {
 // PaymentInputPaymentMethod A test payment method, Stripe's test PaymentMethod ids, which either provider
 // accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
 // `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
+// (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed); `pm_card_authenticationRequired` asks the shopper to authenticate (3-D Secure): 202, with a `next_action`. Anything else: 422.
 //
 // Examples: pm_card_visa
 type PaymentInputPaymentMethod string
@@ -7053,6 +7096,13 @@ type CreatePaymentResponse201Headers struct {
 	XRequestId         string
 }
 
+// CreatePaymentResponse202Headers the declared response headers of an HTTP 202 response for CreatePayment
+type CreatePaymentResponse202Headers struct {
+	IdempotentReplayed *string
+	Location           string
+	XRequestId         string
+}
+
 // CreatePaymentResponse400Headers the declared response headers of an HTTP 400 response for CreatePayment
 type CreatePaymentResponse400Headers struct {
 	CacheControl string
@@ -7124,6 +7174,8 @@ type CreatePaymentResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Payment
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Payment
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *KeyOrBodyMalformed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -7146,6 +7198,8 @@ type CreatePaymentResponse struct {
 	ApplicationproblemJSON502 *ProviderUnavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreatePaymentResponse201Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreatePaymentResponse202Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *CreatePaymentResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -7171,6 +7225,11 @@ type CreatePaymentResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreatePaymentResponse) GetJSON201() *Payment {
 	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r CreatePaymentResponse) GetJSON202() *Payment {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -10062,6 +10121,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Payment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest KeyOrBodyMalformed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10159,6 +10225,30 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 202:
+		var headers CreatePaymentResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreatePaymentResponse400Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {

@@ -520,11 +520,11 @@ export interface components {
              * @description A test payment method, Stripe's test PaymentMethod ids, which either provider
              *     accepts: `pm_card_visa` and `pm_card_mastercard` succeed; `pm_card_chargeDeclined`,
              *     `pm_card_chargeDeclinedInsufficientFunds` and the older `pm_card_declined` are declined
-             *     (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed). Anything else: 422.
+             *     (402); `pm_card_unavailable` fails before anything is charged (502); `pm_card_refundFail` succeeds, and its refunds fail (the card's account is closed); `pm_card_authenticationRequired` asks the shopper to authenticate (3-D Secure): 202, with a `next_action`. Anything else: 422.
              * @example pm_card_visa
              * @enum {string}
              */
-            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable" | "pm_card_refundFail";
+            payment_method: "pm_card_visa" | "pm_card_mastercard" | "pm_card_chargeDeclined" | "pm_card_chargeDeclinedInsufficientFunds" | "pm_card_declined" | "pm_card_unavailable" | "pm_card_refundFail" | "pm_card_authenticationRequired";
         };
         Payment: {
             /** Format: uuid */
@@ -532,14 +532,28 @@ export interface components {
             /** Format: uuid */
             order_id: string;
             /** @enum {string} */
-            status: "succeeded" | "declined";
+            status: "succeeded" | "declined" | "requires_action";
             amount_cents: number;
             currency: components["schemas"]["Currency"];
             provider_charge_id: string;
             /** @description Present only on declined payments. */
             decline_reason?: string;
+            next_action?: components["schemas"]["NextAction"];
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description What a payment in `requires_action` asks of the shopper, shaped as Stripe's PaymentIntent
+         *     `next_action`: send them to `url`; the card provider sends them back to `return_url`, the
+         *     order's page, where the outcome is recorded. The order's GET shows it afterwards.
+         */
+        NextAction: {
+            /** @enum {string} */
+            type: "redirect_to_url";
+            redirect_to_url: {
+                url: string;
+                return_url: string;
+            };
         };
         RefundInput: {
             /** @description How much to refund; everything still refundable when left out. */
@@ -565,7 +579,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             /** @enum {string} */
-            state: "in_doubt" | "succeeded" | "declined" | "failed";
+            state: "in_doubt" | "requires_action" | "succeeded" | "declined" | "failed";
             amount_cents: number;
             currency: components["schemas"]["Currency"];
             payment_method: string;
@@ -1301,6 +1315,24 @@ export interface operations {
         responses: {
             /** @description The order is paid. */
             201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    Location: components["headers"]["PaymentLocation"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Payment"];
+                };
+            };
+            /**
+             * @description The card asks the shopper to authenticate (3-D Secure): the payment is in
+             *     `requires_action`, with its `next_action`. Nothing is charged yet, and the order is held
+             *     (409 `payment-in-progress` to other keys) until the shopper completes or fails the
+             *     authentication, or it expires (`PAYMENT_AUTH_EXPIRY`). A retry with the same key gets
+             *     this same answer, never a second authentication.
+             */
+            202: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     Location: components["headers"]["PaymentLocation"];
