@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -34,7 +35,12 @@ func (s *Server) authenticationPage(c *gin.Context) {
 // authenticate records the shopper's answer at the provider, once, and
 // sends them back to the shop (303), whichever button, however often.
 func (s *Server) authenticate(c *gin.Context) {
-	if _, err := s.payments.Authenticate(c.Request.Context(), c.Param("charge"), c.PostForm("outcome") == "complete"); err != nil {
+	outcome := c.PostForm("outcome")
+	if outcome != "complete" && outcome != "fail" {
+		s.fail(c, models.Invalid(models.FieldError{Field: "outcome", Message: "must be complete or fail"}))
+		return
+	}
+	if _, err := s.payments.Authenticate(c.Request.Context(), c.Param("charge"), outcome == "complete"); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -325,6 +325,21 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	a.says("order-cancelled", "status", "This order was cancelled; nothing was charged.")
 	a.audit("order-cancelled", false)
 	visit("account-refunds", "/account", 200, false)
+
+	// A card that asks to authenticate: the provider's page, the order
+	// waiting for it, then paid on the return.
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
+	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
+	waiting, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+	submit(t, ctx, 200, chromedp.Click(`input[value="`+payments.MethodAuthentication+`"]`), chromedp.Click(`form[action$="/payments"] button`))
+	a.audit("authenticate", false)
+	visit("order-authenticate", strings.TrimPrefix(waiting, srv), 200, false)
+	a.says("order-authenticate", "status", "Authenticate to pay.")
+	submit(t, ctx, 200, chromedp.Click(`main a[href^="`+payments.AuthPath+`"]`))
+	submit(t, ctx, 200, chromedp.Click(`button[value="complete"]`))
+	a.says("order-authenticated", "status", "Paid.")
+	a.audit("order-authenticated", false)
 	if shop, provider := e.refunds(); shop != 2 || provider != 2 || e.count("orders", "status = ?", "cancelled") != 1 {
 		t.Fatalf("%d refunds, %d at the provider, %d cancelled orders: want 2, 2, 1", shop, provider, e.count("orders", "status = ?", "cancelled"))
 	}
@@ -412,6 +427,10 @@ func TestPagesAreValidHTML(t *testing.T) {
 	s.post(cancelled+"/cancel", url.Values{"idempotency_key": {keyOfForm(t, s.get(cancelled), cancelled+"/cancel")}})
 	page("order-cancelled", s.get(cancelled))
 	page("account-refunds", s.get("/account"))
+	waiting := s.placeOrder(s.checkout(ids[0], 1))
+	authPage := s.post(waiting+"/payments", s.payForm(waiting, payments.MethodAuthentication)).Header.Get("Location")
+	page("authenticate", s.get(authPage))
+	page("order-authenticate", s.get(waiting))
 
 	cmd := exec.Command(java, append([]string{"-jar", vnu, "--format", "json", "--exit-zero-always"}, files...)...)
 	out, err := cmd.CombinedOutput()

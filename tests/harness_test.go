@@ -53,6 +53,16 @@ func (f *failing) Charge(ctx context.Context, req payments.ChargeRequest) (payme
 	return payments.Charge{}, f.err
 }
 
+// Authentication and Authenticate are the wrapped simulation's page, which
+// never fails.
+func (f *failing) Authentication(ctx context.Context, chargeID string) (payments.Authentication, bool, error) {
+	return f.Provider.(payments.Authenticator).Authentication(ctx, chargeID)
+}
+
+func (f *failing) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, bool, error) {
+	return f.Provider.(payments.Authenticator).Authenticate(ctx, chargeID, complete)
+}
+
 // env is one running shop and its database.
 type env struct {
 	t        *testing.T
