@@ -140,12 +140,15 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 // of the settings left to their development defaults.
 func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
 	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency, AuthExpiry: cfg.AuthExpiry}
+	var cards []string
+	var providerName string
 	if cfg.PaymentProvider == "stripe" {
 		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
+		cards, providerName = payments.StripeCards, "Stripe"
 	}
 	service := billing.New(billing.Config{
 		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
-		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, Logger: logger,
+		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, TestCards: cards, ProviderName: providerName, Logger: logger,
 	})
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,

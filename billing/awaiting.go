@@ -106,3 +106,9 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 // ReturnURL is where a provider sends the shopper back to after an
 // authentication of the order's payment.
 func (s *Service) ReturnURL(orderID string) string { return s.cfg.ReturnURL(orderID) }
+
+// TestCards are the provider's test cards, and the provider's name for the
+// shopper.
+func (s *Service) TestCards() (provider string, cards []string) {
+	return s.cfg.ProviderName, s.cfg.TestCards
+}

@@ -60,6 +60,11 @@ type Config struct {
 	// ReturnURL is the page a provider sends the shopper back to after an
 	// authentication: the order's page. "/orders/{id}" when nil.
 	ReturnURL func(orderID string) string
+	// TestCards are the provider's test cards, which the pay form offers,
+	// and ProviderName names the provider to the shopper beside them:
+	// payments.SimulatedCards and "the simulated provider" when empty.
+	TestCards    []string
+	ProviderName string
 	// Now is the clock of holds and attempt ages; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -85,6 +90,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.AuthExpiry == 0 {
 		cfg.AuthExpiry = payments.DefaultAuthExpiry
+	}
+	if len(cfg.TestCards) == 0 {
+		cfg.TestCards, cfg.ProviderName = payments.SimulatedCards, "the simulated provider"
 	}
 	if cfg.ReturnURL == nil {
 		cfg.ReturnURL = func(orderID string) string { return "/orders/" + orderID }

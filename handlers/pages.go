@@ -163,11 +163,6 @@ var methodLabels = map[string]string{
 	payments.MethodAuthentication:    "Test card that asks you to authenticate (3-D Secure)",
 }
 
-// formMethods are the pay form's choices: Stripe's test cards, which either
-// provider accepts, and the simulation's outage. The API accepts the older
-// pm_card_declined too.
-var formMethods = []string{payments.MethodVisa, payments.MethodMastercard, payments.MethodChargeDeclined, payments.MethodInsufficientFunds, payments.MethodUnavailable, payments.MethodRefundFail, payments.MethodAuthentication}
-
 // cardNames are the test cards as a payment's history names them: the card,
 // without what choosing it does.
 var cardNames = map[string]string{
@@ -214,14 +209,22 @@ func methodName(value string) string {
 	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
 }
 
-// paymentMethods are the pay form's choices.
-func paymentMethods() []paymentMethod {
-	out := make([]paymentMethod, 0, len(formMethods))
-	for _, m := range formMethods {
-		out = append(out, paymentMethod{m, methodName(m)})
-	}
-	return out
+// cardChoice is the pay form's choices: the provider's own test cards
+// (the API accepts the older pm_card_declined too), and whose they are.
+type cardChoice struct {
+	Provider string
+	Cards    []paymentMethod
 }
+
+func (s *Server) cardChoice() cardChoice {
+	provider, cards := s.payments.TestCards()
+	choice := cardChoice{Provider: provider, Cards: make([]paymentMethod, 0, len(cards))}
+	for _, m := range cards {
+		choice.Cards = append(choice.Cards, paymentMethod{m, methodName(m)})
+	}
+	return choice
+}
+
 
 // renderPage renders a page into a buffer first, so that a template error
 // sends an error page instead of half a page.

@@ -152,7 +152,7 @@ type orderPageView struct {
 	layout
 	Order       models.Order
 	Key         string
-	Methods     []paymentMethod
+	Methods     cardChoice
 	MethodError string
 	// The Refund form: its own key, and what was typed when it was refused.
 	RefundKey, RefundAmount, RefundReason, RefundError string
@@ -164,7 +164,7 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods(), RefundKey: uuid.NewString()}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), RefundKey: uuid.NewString()}
 	view.Notice = orderOutcome(order, s.takeRepeat(c))
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
@@ -258,7 +258,7 @@ func (s *Server) payOrder(c *gin.Context) {
 			return
 		}
 		view := orderPageView{
-			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: paymentMethods(),
+			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: s.cardChoice(),
 			MethodError: "Choose a card to pay with.",
 		}
 		view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")

@@ -108,7 +108,7 @@ func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final
 		return
 	}
 	form := postForm(c)
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: paymentMethods(),
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(),
 		RefundKey: form.Get(middleware.FormKeyField), RefundAmount: form.Get("amount"), RefundReason: form.Get("reason")}
 	if final {
 		view.RefundKey = uuid.NewString()

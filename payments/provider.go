@@ -24,6 +24,14 @@ const (
 	MethodAuthentication    = "pm_card_authenticationRequired"          // asks the shopper to authenticate (3-D Secure), then succeeds or fails as they answer (Stripe's id)
 )
 
+// SimulatedCards are the test cards the simulated provider knows, as the
+// pay form offers them; StripeCards those of Stripe's test mode (it knows
+// no card whose provider is down). The API accepts every one of Methods.
+var (
+	SimulatedCards = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodUnavailable, MethodRefundFail, MethodAuthentication}
+	StripeCards    = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodRefundFail, MethodAuthentication}
+)
+
 // Methods lists the payment methods the shop accepts.
 var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -137,4 +139,37 @@ func TestAbandonedAuthenticationIsSettledByTheReconciler(t *testing.T) {
 		t.Fatalf("pay again: %d %s", r.Status, r.Body)
 	}
 	e.paidOnce("after the expiry", orderID)
+}
+
+// The pay form offers the cards of the provider the shop runs with, named
+// as its test cards: with Stripe, not the simulation's card whose provider
+// is down; with the simulation, that one too.
+func TestPayFormOffersTheProvidersOwnTestCards(t *testing.T) {
+	for _, c := range []struct {
+		provider string
+		cards    []string
+		absent   string
+	}{
+		{"Stripe", payments.StripeCards, "Test card whose provider is down"},
+		{"the simulated provider", payments.SimulatedCards, ""},
+	} {
+		t.Run(c.provider, func(t *testing.T) {
+			e := newEnv(t, func(d *handlers.Deps) {
+				d.Payments = billing.New(billing.Config{DB: d.DB, Provider: d.Provider, Lease: d.Lease, AttemptTimeout: time.Minute,
+					TestCards: c.cards, ProviderName: c.provider, Now: d.Now})
+			})
+			s := e.shopper()
+			s.signUp("cards@example.com")
+			page := string(s.get(s.placeOrder(s.checkout(e.products()[0], 1))).Body)
+			if !strings.Contains(page, "with a test card of "+c.provider) {
+				t.Fatalf("the pay form does not name %s", c.provider)
+			}
+			if n := strings.Count(page, `name="payment_method"`); n != len(c.cards) {
+				t.Fatalf("the pay form offers %d cards, want %d", n, len(c.cards))
+			}
+			if c.absent != "" && strings.Contains(page, c.absent) {
+				t.Fatalf("the pay form offers %q with %s", c.absent, c.provider)
+			}
+		})
+	}
 }
