@@ -225,7 +225,6 @@ func (s *Server) cardChoice() cardChoice {
 	return choice
 }
 
-
 // renderPage renders a page into a buffer first, so that a template error
 // sends an error page instead of half a page.
 func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
