@@ -77,6 +77,10 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 		PaymentMethodTypes: []*string{stripe.String("card")},
 		Confirm:            stripe.Bool(true),
 	}
+	if req.ReturnURL != "" {
+		// Where Stripe sends the shopper back after 3-D Secure.
+		params.ReturnURL = stripe.String(req.ReturnURL)
+	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
 	params.AddMetadata("order_id", req.OrderID)
 	params.AddMetadata(stripeKeyMetadata, req.IdempotencyKey)
@@ -105,9 +109,18 @@ const stripeDeclined = "The payment was not completed."
 // margin.
 func (s *Stripe) KeyLifetime() time.Duration { return 23 * time.Hour }
 
-// Find implements Provider: the PaymentIntent created under the key, by the
-// metadata every charge carries.
+// Find implements Provider: the PaymentIntent created under the key — read
+// by its id once known (a 3-D Secure return must see it at once), else
+// searched by the metadata every charge carries.
 func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
+	if req.ChargeID != "" {
+		intent, err := s.client.V1PaymentIntents.Retrieve(ctx, req.ChargeID, nil)
+		if err != nil {
+			return Charge{}, false, fmt.Errorf("%w: retrieve: %w", ErrInDoubt, err)
+		}
+		charge, err := chargeOfIntent(intent)
+		return charge, err == nil, err
+	}
 	params := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{
 		Query: fmt.Sprintf("metadata['%s']:'%s'", stripeKeyMetadata, req.IdempotencyKey),
 	}}
@@ -129,9 +142,15 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 	case stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
 		// Confirmation failed: the payment method was refused.
 		return Charge{ID: intent.ID, Status: models.PaymentDeclined, DeclineReason: declineReason(intent)}, nil
+	case stripe.PaymentIntentStatusRequiresAction:
+		if next := intent.NextAction; next != nil && next.RedirectToURL != nil && next.RedirectToURL.URL != "" {
+			// 3-D Secure: the shopper authenticates on Stripe's page.
+			return Charge{ID: intent.ID, Status: models.PaymentRequiresAction, NextActionURL: next.RedirectToURL.URL}, nil
+		}
 	}
-	// processing, requires_action, requires_capture…: not final yet; the
-	// webhook or a later resolution learns the outcome.
+	// processing, requires_capture, an action without a page to send the
+	// shopper to…: not final yet; the webhook or a later resolution learns
+	// the outcome.
 	return Charge{}, fmt.Errorf("%w: PaymentIntent %s is %s", ErrInDoubt, intent.ID, intent.Status)
 }
 

@@ -273,6 +273,10 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveRefunds(w, r)
 		return
 	}
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/") {
+		f.retrieve(w, strings.TrimPrefix(r.URL.Path, "/v1/payment_intents/"))
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	form, _ := url.ParseQuery(string(body))
 	key := r.Header.Get("Idempotency-Key")
@@ -283,6 +287,9 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		prior = fakeIntent{params: form.Encode(), body: fmt.Appendf(nil,
 			`{"id":"pi_fake%d","object":"payment_intent","status":"succeeded","amount":%s,"currency":%q,"metadata":{"idempotency_key":%q}}`,
 			f.ledger, form.Get("amount"), form.Get("currency"), key)}
+		if form.Get("payment_method") == payments.MethodAuthentication {
+			prior.body = awaitingIntent(f.ledger, form, key)
+		}
 		f.byKey[key] = prior
 		f.kept[key] = prior
 	}
