@@ -43,8 +43,9 @@ type config struct {
 	// attempt in doubt may still be sent again, and so charged; older ones
 	// are only looked up (billing.Config.RollForward).
 	RollForward time.Duration
-	// AuthExpiry: PAYMENT_AUTH_EXPIRY (config_auth.go).
+	// AuthExpiry, PublicURL: PAYMENT_AUTH_EXPIRY, PUBLIC_URL (config_auth.go).
 	AuthExpiry time.Duration
+	PublicURL  string
 	// ReadTimeout bounds reading a whole request, body included, so that a
 	// client sending its body a byte at a time cannot hold a connection
 	// (or a shutdown); IdleTimeout bounds a keep-alive connection between

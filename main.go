@@ -149,6 +149,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 	service := billing.New(billing.Config{
 		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
 		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, TestCards: cards, ProviderName: providerName, Logger: logger,
+		ReturnURL: func(orderID string) string { return cfg.PublicURL + "/orders/" + orderID },
 	})
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,
