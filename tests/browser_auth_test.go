@@ -12,7 +12,8 @@ import (
 )
 
 // With JavaScript off, Pay with the card that asks to authenticate is
-// double-clicked, and so is Complete authentication on the provider's page:
+// double-clicked, sent again from the back button (its stored 303 leads to
+// the same authentication), and Complete authentication is double-clicked:
 // both pairs of submissions reach the server, the first of each held back
 // until the second leaves the browser, and the shopper lands on the order
 // page, paid, with one charge in the provider's ledger.
@@ -45,6 +46,23 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 	if e.charges() != 0 || e.count("simulated_charges", "status = ?", "requires_action") != 1 {
 		t.Fatal("on the authentication page: want nothing charged, one authentication waiting")
 	}
+	authPage, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+
+	// The back button, and Pay again on the page as it was: the same
+	// authentication, not a second one.
+	must(t, chromedp.Do(ctx,
+		chromedp.NavigateBack(),
+		chromedp.WaitVisible(`form[action$="/payments"]`),
+		chromedp.Click(`input[value="`+payments.MethodAuthentication+`"]`),
+		chromedp.Click(`form[action$="/payments"] button`),
+		chromedp.WaitVisible(`button[value="complete"]`),
+	))
+	again, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+	if again != authPage || e.count("simulated_charges") != 1 {
+		t.Fatalf("Pay again from the back button led to %s (first %s), %d requests at the provider; want the same page, 1", again, authPage, e.count("simulated_charges"))
+	}
 	counter.mu.Lock()
 	counter.second = make(chan struct{})
 	counter.mu.Unlock()
@@ -68,8 +86,8 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 		}
 	}
 	counter.mu.Unlock()
-	if pays != 2 || auths != 2 {
-		t.Fatalf("the server received %d payments and %d authentications, want the double-clicks' 2 each", pays, auths)
+	if pays != 3 || auths != 2 {
+		t.Fatalf("the server received %d payments and %d authentications, want the double-click's 2 and the back button's 1, and the double-click's 2", pays, auths)
 	}
 	if got := e.sideEffects(); got.orders != 1 || got.payments != 1 || e.charges() != 1 {
 		t.Fatalf("side effects %+v, charges %d: want one order, one payment, one charge", got, e.charges())
