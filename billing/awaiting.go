@@ -14,7 +14,7 @@ const byReturn = "return"
 // awaiting dates a provider's answer that asks the shopper to authenticate:
 // it expires AuthExpiry after the attempt first got it, and with it the
 // order's hold. Past that, an authentication the provider still waits for
-// is the shop's to end: declined, so that the order is payable again.
+// is the shop's to end (expire), so that the order is payable again.
 func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome models.Outcome) models.Outcome {
 	if outcome.State != models.RequiresAction {
 		return outcome
@@ -25,10 +25,33 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 	case err != nil || !found:
 		return outcome // first asked now (or, unread, as if it were)
 	case !s.now().Before(action.ExpiresAt):
-		return models.Outcome{State: models.Declined, ProviderID: outcome.ProviderID, Reason: "The card's authentication was not completed in time."}
+		return s.expire(ctx, a, outcome)
 	}
 	outcome.Until = action.ExpiresAt
 	return outcome
+}
+
+// expire ends an authentication past its expiry that the provider still
+// waits for: the provider is told to stop, if it must be (Stripe), and the
+// attempt declined — or, if the provider cannot say, left waiting, its
+// hold lapsed, to be asked again by the reconciler's next pass.
+func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting models.Outcome) models.Outcome {
+	declined := models.Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
+	expirer, ok := s.cfg.Provider.(payments.Expirer)
+	if !ok {
+		return declined
+	}
+	charge, err := expirer.Expire(ctx, s.chargeRequest(a))
+	switch outcome := chargeOutcome(charge); {
+	case err != nil || outcome.State == models.RequiresAction:
+		s.cfg.Logger.WarnContext(ctx, "an expired authentication could not be ended at the provider", "err", err, "attempt", a.ID)
+		waiting.Until = s.now()
+		return waiting
+	case outcome.State == models.Declined:
+		return declined
+	default:
+		return outcome
+	}
 }
 
 // Awaited is one of the user's orders, once the provider has been asked

@@ -73,6 +73,13 @@ type Charge struct {
 	NextActionURL string
 }
 
+// Expirer is a provider that keeps waiting for an authentication until
+// told to stop (Stripe): Expire ends the charge under the key, and answers
+// what became of it. The simulation expires its own.
+type Expirer interface {
+	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
+}
+
 // DefaultAuthExpiry is how long an authentication waits for the shopper
 // before it expires as failed, when none is configured.
 const DefaultAuthExpiry = 15 * time.Minute

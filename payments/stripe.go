@@ -134,6 +134,23 @@ func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, err
 	return Charge{}, false, nil
 }
 
+// Expire implements Expirer: Stripe keeps a PaymentIntent that requires
+// action for as long as the customer may come back, so the shop cancels it
+// once its authentication has expired; one that succeeded meanwhile cannot
+// be, and is answered as it is.
+func (s *Stripe) Expire(ctx context.Context, req ChargeRequest) (Charge, error) {
+	intent, err := s.client.V1PaymentIntents.Cancel(ctx, req.ChargeID, nil)
+	var stripeErr *stripe.Error
+	if errors.As(err, &stripeErr) && stripeErr.HTTPStatusCode == http.StatusBadRequest {
+		charge, _, err := s.Find(ctx, req)
+		return charge, err
+	}
+	if err != nil {
+		return Charge{}, fmt.Errorf("%w: cancel: %w", ErrInDoubt, err)
+	}
+	return chargeOfIntent(intent)
+}
+
 // chargeOfIntent reads the outcome of a confirmed PaymentIntent.
 func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 	switch intent.Status {

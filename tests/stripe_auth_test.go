@@ -1,14 +1,18 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
 )
 
 // awaitingIntent is a PaymentIntent that asks its customer to authenticate,
@@ -21,16 +25,30 @@ func awaitingIntent(n int, form url.Values, key string) []byte {
 }
 
 // retrieve answers GET /v1/payment_intents/{id}: the PaymentIntent as it is
-// now, which a replay of its creation under its key does not show.
+// now, which a replay of its creation under its key does not show; and
+// POST /v1/payment_intents/{id}/cancel, which cancels one still waiting.
 func (f *fakeStripe) retrieve(w http.ResponseWriter, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	for _, intent := range f.kept {
-		if strings.Contains(string(intent.body), `"id":"`+id+`"`) {
-			w.Write(intent.body)
-			return
+	id, cancel := strings.CutSuffix(id, "/cancel")
+	for key, intent := range f.kept {
+		if !strings.Contains(string(intent.body), `"id":"`+id+`"`) {
+			continue
 		}
+		if cancel {
+			body := string(intent.body)
+			if !strings.Contains(body, `"status":"requires_action"`) {
+				w.WriteHeader(http.StatusBadRequest)
+				w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"payment_intent_unexpected_state","message":"This PaymentIntent cannot be canceled."}}`))
+				return
+			}
+			body = strings.Replace(body, `"status":"requires_action"`, `"status":"canceled"`, 1)
+			intent.body = []byte(body[:strings.Index(body, `,"next_action"`)] + "}")
+			f.kept[key] = intent
+		}
+		w.Write(intent.body)
+		return
 	}
 	w.WriteHeader(http.StatusNotFound)
 	w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such payment_intent"}}`))
@@ -99,5 +117,36 @@ func TestStripeAuthenticationIsRecordedOnceOnReturnAndWebhook(t *testing.T) {
 				t.Fatalf("%d PaymentIntents, %d succeeded payments: want 1, 1 and the order paid", fake.charges(), e.count("payments", "status = ?", "succeeded"))
 			}
 		})
+	}
+}
+
+// Against a fake Stripe, which never expires a PaymentIntent on its own: an
+// authentication nobody completes is cancelled at Stripe by the reconciler
+// once PAYMENT_AUTH_EXPIRY has passed, and settled declined; the order is
+// payable again, and another card pays it once.
+func TestStripeAbandonedAuthenticationIsCancelled(t *testing.T) {
+	const expiry = time.Minute
+	fake, base := newFakeStripe(t)
+	e := newEnv(t, withStripe(base, http.DefaultTransport), func(d *handlers.Deps) { d.AuthExpiry = expiry })
+	token := e.signUp("stripe-3ds-abandon@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	e.payToAuthenticate(token, orderID, "k1")
+	e.clock.Advance(expiry + time.Second)
+	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
+		t.Fatalf("the reconciler resolved %d (%v), want 1", n, err)
+	}
+	var attempt models.PaymentAttempt
+	must(t, e.db.Where("order_id = ?", orderID).Take(&attempt).Error)
+	fake.mu.Lock()
+	cancelled := strings.Contains(string(fake.kept[attempt.ProviderKey].body), `"status":"canceled"`)
+	fake.mu.Unlock()
+	if attempt.State != models.Declined || !cancelled {
+		t.Fatalf("after the expiry the attempt is %q, the PaymentIntent cancelled %v; want declined, true", attempt.State, cancelled)
+	}
+	if r := e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("another card: %d %s", r.Status, r.Body)
+	}
+	if e.count("payments", "status = ?", "succeeded") != 1 || e.count("orders", "id = ? AND status = ?", orderID, "paid") != 1 {
+		t.Fatal("want the order paid once")
 	}
 }

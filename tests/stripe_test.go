@@ -273,8 +273,8 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveRefunds(w, r)
 		return
 	}
-	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/") {
-		f.retrieve(w, strings.TrimPrefix(r.URL.Path, "/v1/payment_intents/"))
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/payment_intents/"); ok && id != "" && (r.Method == http.MethodGet || strings.HasSuffix(id, "/cancel")) {
+		f.retrieve(w, id)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
