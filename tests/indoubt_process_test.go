@@ -106,3 +106,32 @@ func TestKill9MidPaymentIsReconciledWithoutARetry(t *testing.T) {
 		t.Fatalf("%d payment rows, want 1", n)
 	}
 }
+
+// A payment waiting for the shopper to authenticate, with real processes:
+// the server is killed with SIGKILL during the wait, and restarted. The
+// order stays held by the attempt itself (a new key is refused while the
+// authentication may still be completed); once PAYMENT_AUTH_EXPIRY has
+// passed, the restarted server's reconciler settles it declined, and
+// another card pays the order once.
+func TestKill9DuringAuthenticationIsSettledAfterTheExpiry(t *testing.T) {
+	databaseURL := testkit.URL(t)
+	settings := []string{"DATABASE_URL=" + databaseURL, "IDEMPOTENCY_LEASE=1s", "PAYMENT_LATENCY=0s", "PAYMENT_RECONCILE_EVERY=200ms", "PAYMENT_AUTH_EXPIRY=6s"}
+	first := startShop(t, "server that dies", settings...)
+	e := &env{t: t, db: testkit.Open(t, databaseURL), url: first.url}
+	token := e.signUp("auth-process@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	if r := e.do(e.payRequest(token, orderID, "k1", payments.MethodAuthentication)); r.Status != http.StatusAccepted {
+		t.Fatalf("pay: %d %s, want 202", r.Status, r.Body)
+	}
+	first.kill()
+	restarted := startShop(t, "restarted server", settings...)
+	e.url = restarted.url
+	isProblem(t, e.do(e.payRequest(token, orderID, "k2", payments.MethodVisa)), http.StatusConflict, "/problems/payment-in-progress")
+	until(t, "the reconciler to settle the expired authentication", func() bool {
+		return e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.Declined) == 1
+	})
+	if r := e.do(e.payRequest(token, orderID, "k3", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("another card after the expiry: %d %s", r.Status, r.Body)
+	}
+	e.paidOnce("after the expiry", orderID)
+}
