@@ -28,6 +28,10 @@ func takeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time
 	return res.RowsAffected == 1, res.Error
 }
 
+// awaitingHolder is who holds an order while its attempt waits for the
+// shopper: the attempt itself, since no running request does.
+func awaitingHolder(requestID string) string { return "awaiting/" + requestID }
+
 // released is the update that lets go of an order's hold.
 var released = map[string]any{"held_by": nil, "held_until": nil}
 

@@ -65,10 +65,6 @@ var open = []State{InDoubt, RequiresAction}
 // Open reports whether a request in the state may still end otherwise.
 func (s State) Open() bool { return slices.Contains(open, s) }
 
-// awaitingHolder is who holds an order while its attempt waits for the
-// shopper: the attempt itself, since no running request does.
-func awaitingHolder(requestID string) string { return "awaiting/" + requestID }
-
 // Request is what a payment attempt and a refund share: one request sent,
 // or about to be sent, to the provider under ProviderKey, committed with
 // the order's hold before the call, so that a crash, a lost reply or a lost
