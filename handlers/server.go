@@ -36,7 +36,8 @@ type Deps struct {
 	// middleware.DefaultCacheBytes when zero; no cache when negative.
 	ReplayCacheBytes int64
 	// PushAnswers: on PostgreSQL, completed answers are pushed to the other
-	// instances' caches (middleware.Config.PushAnswers).
+	// instances' caches (middleware.Config.PushAnswers), signed with a key
+	// derived from SessionSecret; not without a SessionSecret.
 	PushAnswers bool
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
@@ -92,6 +93,8 @@ type Server struct {
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
+	// Derived before a random session secret is made: no other instance would share it.
+	push := pushSecret(deps.SessionSecret)
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -136,6 +139,7 @@ func NewServer(deps Deps) *Server {
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		PushAnswers: deps.PushAnswers,
+		PushSecret:  push,
 		Scope:       scope,
 		Refuse:      s.refuse,
 		Observe:     s.metrics.idempotencyOutcome,
@@ -149,6 +153,7 @@ func NewServer(deps Deps) *Server {
 		})
 	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
+	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}

@@ -127,8 +127,14 @@ type Config struct {
 	// PushAnswers: on PostgreSQL, send each answer this instance completes
 	// to the other instances' caches, and keep those they send (push.go),
 	// so that a retry landing on another instance replays from memory.
-	// Ignored on SQLite.
+	// Ignored on SQLite, and without a PushSecret.
 	PushAnswers bool
+	// PushSecret signs pushed answers (pushauth.go): an instance keeps only
+	// those signed with it. Give every instance of one deployment the same
+	// secret, of MinPushSecret bytes at least, and keep it out of the
+	// database: anyone who can connect there can send a push. None: answers
+	// are not pushed.
+	PushSecret []byte
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
 	FlushEvery time.Duration
@@ -199,8 +205,11 @@ func New(cfg Config) *Idempotency {
 		cfg.FlushEvery = defaultFlushEvery
 	}
 	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
+	if n := len(cfg.PushSecret); n > 0 && n < MinPushSecret {
+		panic("middleware: Config.PushSecret must be at least 32 bytes")
+	}
 	if cfg.PushAnswers {
-		m.push = newPusher(cfg.DB, m.answers, cfg.Logger)
+		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}
 	return m
 }
