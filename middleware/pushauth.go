@@ -9,9 +9,10 @@ package middleware
 // another keeps. The MAC covers every byte the receiver reads, so nothing
 // of a signed answer (scope, key, fingerprint, expiry, status, headers,
 // body) can be changed, and the channel, so that a payload is not kept in
-// another schema's shop. Each field is JSON-encoded by the sender and
-// verified as received, before it is parsed: there is no second encoding
-// whose ambiguities could be exploited.
+// another schema's shop. The MAC is of the JSON message as sent, checked
+// before it is parsed, so there is no second encoding of the fields whose
+// ambiguities could be exploited; the channel, an identifier, cannot hold
+// the NUL that ends it.
 //
 // Anyone who can LISTEN can read a payload and send it again. That is
 // harmless: it is a committed answer, the one its key's row holds, and the
@@ -45,7 +46,7 @@ func (a *pushAuth) mac(channel string, msg []byte) []byte {
 	h := hmac.New(sha256.New, a.secret)
 	h.Write([]byte(pushLabel))
 	h.Write([]byte(channel))
-	h.Write([]byte{0}) // a channel is an identifier: it holds no NUL
+	h.Write([]byte{0})
 	h.Write(msg)
 	return h.Sum(nil)
 }
