@@ -72,7 +72,7 @@ type pushed struct {
 }
 
 // pusher sends this instance's completed answers and puts the other
-// instances' into its cache. nil: not pushing (SQLite, or not asked).
+// instances' into its cache. nil: not pushing (SQLite, not asked, no secret).
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
