@@ -11,9 +11,10 @@ import (
 )
 
 // Intake: what a request brings to the state machine. The key, from the
-// header or a form's hidden field (which wins); the body, read once and bounded; the
-// fingerprint of what the request asks. A request that brings none of these
-// properly is refused here, before anything is claimed.
+// header or a form's hidden field (which wins over the header); the body,
+// read once and bounded; the fingerprint of what the request asks. A
+// request that brings none of these properly is refused here, before
+// anything is claimed.
 
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
