@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -63,6 +64,9 @@ type config struct {
 	// production when SESSION_SECRET is unset: the server then makes a random
 	// one at start, and sessions end when it restarts.
 	SessionSecret []byte
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (TRUSTED_PROXIES); none by default.
+	TrustedProxies []netip.Prefix
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -89,6 +93,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadLogging(getenv)...)
 	errs = append(errs, cfg.loadDeployment(getenv)...)
 	errs = append(errs, cfg.loadStripe(getenv)...)
+	errs = append(errs, cfg.loadNetwork(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

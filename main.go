@@ -161,7 +161,8 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		TokenCacheTTL:        cfg.TokenCacheTTL,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
-		Tracer: tracer,
+		Tracer:         tracer,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")

@@ -18,6 +18,7 @@ import (
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	trustProxies(r, s.deps.TrustedProxies)
 	if tracing.On(s.deps.Tracer) {
 		r.Use(tracing.Requests(s.deps.Tracer)) // first: every span of the request is under its own
 	}

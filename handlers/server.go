@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -69,6 +70,10 @@ type Deps struct {
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
+	// TrustedProxies are the reverse proxies (load balancers) whose
+	// X-Forwarded-For names the client, for throttles, failed log-ins and
+	// logs; none: the client is always the connection's peer.
+	TrustedProxies []netip.Prefix
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).

@@ -42,7 +42,7 @@ func (s *Server) signup(c *gin.Context) {
 	email, password := c.PostForm("email"), c.PostForm("password")
 	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
 	if errors.Is(err, models.ErrEmailTaken) {
-		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.RemoteIP()); loginErr == nil {
+		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.ClientIP()); loginErr == nil {
 			user, err = existing, nil
 		}
 	}
@@ -77,7 +77,7 @@ func (s *Server) loginPage(c *gin.Context) {
 
 func (s *Server) login(c *gin.Context) {
 	email := c.PostForm("email")
-	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
+	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.ClientIP())
 	if errors.Is(err, models.ErrBadCredentials) {
 		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
 		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
