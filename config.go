@@ -63,6 +63,8 @@ type config struct {
 	// production when SESSION_SECRET is unset: the server then makes a random
 	// one at start, and sessions end when it restarts.
 	SessionSecret []byte
+	// CORSOrigins may call the API from their pages (CORS_ORIGINS; config_cors.go).
+	CORSOrigins []string
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -74,6 +76,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.DatabaseURL = defaultDatabase
 	}
 	errs := cfg.loadServer(getenv)
+	errs = append(errs, cfg.loadCORS(getenv)...)
 	timing := cfg.loadDurations(getenv)
 	timing = append(timing, cfg.loadLimits(getenv)...)
 	errs = append(errs, timing...)

@@ -68,6 +68,9 @@ type Deps struct {
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
+	// call the API from a browser; none when empty (see crossOriginAPI).
+	CORSOrigins []string
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).
