@@ -67,6 +67,8 @@ type config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (TRUSTED_PROXIES); none by default.
 	TrustedProxies []netip.Prefix
+	// CORSOrigins may call the API from their pages (CORS_ORIGINS; config_cors.go).
+	CORSOrigins []string
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -78,6 +80,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.DatabaseURL = defaultDatabase
 	}
 	errs := cfg.loadServer(getenv)
+	errs = append(errs, cfg.loadCORS(getenv)...)
 	timing := cfg.loadDurations(getenv)
 	timing = append(timing, cfg.loadLimits(getenv)...)
 	errs = append(errs, timing...)

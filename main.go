@@ -156,6 +156,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		PushAnswers:          true,
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
+		CORSOrigins:          cfg.CORSOrigins,
 		Logger:               logger,
 		TokenTTL:             cfg.TokenTTL,
 		TokenCacheTTL:        cfg.TokenCacheTTL,

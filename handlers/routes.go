@@ -23,6 +23,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 		r.Use(tracing.Requests(s.deps.Tracer)) // first: every span of the request is under its own
 	}
 	r.Use(requestID, s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
+	if len(s.deps.CORSOrigins) > 0 {
+		r.Use(crossOriginAPI(s.deps.CORSOrigins)) // before every route's own middleware: a preflight has no token
+	}
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 
@@ -56,7 +59,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/account", s.accountPage)
 
 	// The JSON API: bearer tokens.
-	api := r.Group("/api/v1")
+	api := r.Group(apiPrefix)
 	api.POST("/users", s.throttleAddress, s.createUser)
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)

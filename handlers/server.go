@@ -74,6 +74,9 @@ type Deps struct {
 	// X-Forwarded-For names the client, for throttles, failed log-ins and
 	// logs; none: the client is always the connection's peer.
 	TrustedProxies []netip.Prefix
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
+	// call the API from a browser; none when empty (see crossOriginAPI).
+	CORSOrigins []string
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).
