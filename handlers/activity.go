@@ -77,6 +77,9 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
+	case strings.HasSuffix(k.Route, "/password"):
+		a.What = "Changed your password"
+		done = "your other browsers were signed out"
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {

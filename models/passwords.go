@@ -1,0 +1,69 @@
+package models
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+)
+
+// passwordProblem is what is wrong with a new password, "" when nothing:
+// the one rule of sign-up and of a password change. bcrypt reads at most
+// 72 bytes, so a longer password would be cut short without a word.
+func passwordProblem(password string) string {
+	switch {
+	case utf8.RuneCountInString(password) < 8:
+		return "must be at least 8 characters"
+	case len(password) > 72:
+		return "must be at most 72 bytes"
+	}
+	return ""
+}
+
+// wrongPassword refuses a password change whose current password is not
+// the user's.
+func wrongPassword() *Error {
+	return Invalid(FieldError{"current_password", "is not your current password"})
+}
+
+// ChangePassword sets the user's password to next when current is theirs,
+// and ends what the old password let in: every session of the user but
+// keep, and every bearer token of theirs (revoked at now). The checks and
+// the bcrypt work come first; only then is tx called, and every write goes
+// through it, so that the writes commit together or not at all and the
+// transaction (SQLite's write lock) is not held through bcrypt. A wrong
+// current password, or one changed meanwhile by another change, is an
+// EINVALID error naming current_password; a bad next one names
+// new_password.
+//
+// A revoked token is refused at once by an instance that has not looked it
+// up lately; one that has (this one included) trusts its cached lookup for
+// up to its TokenCache TTL, as with any revocation made elsewhere.
+func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user User, current, next string, keep int64, now time.Time) error {
+	if compareHash([]byte(user.PasswordHash), []byte(current)) != nil {
+		return wrongPassword()
+	}
+	if problem := passwordProblem(next); problem != "" {
+		return Invalid(FieldError{"new_password", problem})
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(next), a.BcryptCost)
+	if err != nil {
+		return err
+	}
+	db := tx().WithContext(ctx)
+	// Fenced by the hash that was checked: a change that lost a race with
+	// another changes nothing.
+	res := db.Model(&User{}).Where("id = ? AND password_hash = ?", user.ID, user.PasswordHash).Update("password_hash", string(hash))
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return wrongPassword()
+	}
+	if _, err := (Sessions{DB: db}).EndOthersOf(ctx, user.ID, keep); err != nil {
+		return err
+	}
+	return db.Model(&APIToken{}).Where("user_id = ? AND revoked_at IS NULL", user.ID).Update("revoked_at", now.UTC()).Error
+}
