@@ -60,7 +60,7 @@ func newSessionCodec(secret []byte, maxAge time.Duration) *securecookie.SecureCo
 // session fixation) is never the one signed in. A session the browser had
 // is ended.
 func (s *Server) startSession(c *gin.Context, user models.User) error {
-	if err := s.endSession(c); err != nil {
+	if err := s.forgetSession(c); err != nil {
 		return err
 	}
 	token, _, err := s.sessions.Start(c.Request.Context(), user.ID, s.deps.Now())
@@ -87,13 +87,20 @@ func (s *Server) secureCookies(c *gin.Context) bool {
 // endSession ends the request's session, if it has one, on the server and
 // in the browser.
 func (s *Server) endSession(c *gin.Context) error {
-	if session, ok := currentSession(c); ok {
-		if err := s.sessions.End(c.Request.Context(), session.ID); err != nil {
-			return err
-		}
+	if err := s.forgetSession(c); err != nil {
+		return err
 	}
 	s.dropCookie(c)
 	return nil
+}
+
+// forgetSession ends the request's session, if it has one, on the server.
+func (s *Server) forgetSession(c *gin.Context) error {
+	session, ok := currentSession(c)
+	if !ok {
+		return nil
+	}
+	return s.sessions.End(c.Request.Context(), session.ID)
 }
 
 func (s *Server) dropCookie(c *gin.Context) {
