@@ -79,7 +79,7 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 		done = "nothing was charged"
 	case strings.HasSuffix(k.Route, "/password"):
 		a.What = "Changed your password"
-		done = "your other browsers were signed out"
+		done = "your other browsers and apps were signed out"
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {

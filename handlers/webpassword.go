@@ -50,7 +50,7 @@ func (s *Server) changePassword(c *gin.Context) {
 	default:
 		view.Changed = true
 		view.Notice = &notice{Kind: noticeSuccess, Title: "Password changed.",
-			Text: "Every other browser signed in to your account was signed out, and the app's tokens were revoked."}
+			Text: "Every other browser and app signed in to your account was signed out."}
 		s.renderPage(c, http.StatusOK, "password.html", view)
 	}
 }

@@ -136,7 +136,7 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 			t.Fatalf("log in with %q: %d, want %d", password, r.Status, want)
 		}
 	}
-	isPage(t, here.get("/account"), http.StatusOK, "Changed your password — your other browsers were signed out (you sent it twice; it happened once).")
+	isPage(t, here.get("/account"), http.StatusOK, "Changed your password — your other browsers and apps were signed out (you sent it twice; it happened once).")
 }
 
 func TestIdleAndOldSessionsEnd(t *testing.T) {
