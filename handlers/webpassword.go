@@ -30,12 +30,14 @@ func (s *Server) passwordPage(c *gin.Context) {
 
 // changePassword changes the password. A wrong current password or a new
 // one that breaks the rules gets the form again (422) with the same key:
-// nothing is stored under it, so the corrected form runs with it.
+// nothing is stored under it, so the corrected form runs with it. Wrong
+// current passwords count as failed log-ins (models.PasswordChange).
 func (s *Server) changePassword(c *gin.Context) {
 	form := postForm(c)
 	session, _ := currentSession(c)
 	tx := func() *gorm.DB { return middleware.Tx(c) }
-	err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), form.Get("current_password"), form.Get("new_password"), session.ID, s.deps.Now())
+	change := models.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), KeepSession: session.ID, Address: c.RemoteIP()}
+	err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), change, s.deps.Now())
 	view := passwordView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), Errors: map[string]string{}}
 	var invalid *models.Error
 	switch {

@@ -28,27 +28,46 @@ func wrongPassword() *Error {
 	return Invalid(FieldError{"current_password", "is not your current password"})
 }
 
-// ChangePassword sets the user's password to next when current is theirs,
-// and ends what the old password let in: every session of the user but
-// keep, and every bearer token of theirs (revoked at now). The checks and
-// the bcrypt work come first; only then is tx called, and every write goes
-// through it, so that the writes commit together or not at all and the
-// transaction (SQLite's write lock) is not held through bcrypt. A wrong
-// current password, or one changed meanwhile by another change, is an
-// EINVALID error naming current_password; a bad next one names
-// new_password.
+// PasswordChange is what a password change form sends, and where from.
+type PasswordChange struct {
+	Current, New string
+	// KeepSession is the session that made the change, which stays.
+	KeepSession int64
+	// Address is the client's, for the Throttle: a wrong current password
+	// counts as a failed log-in of the account from there, so that a
+	// session alone (a lifted cookie) cannot guess the password for ever.
+	Address string
+}
+
+// ChangePassword sets the user's password to change.New when
+// change.Current is theirs, and ends what the old password let in: every
+// session of the user but change.KeepSession, and every bearer token of
+// theirs (revoked at now). The checks and the bcrypt work come first; only
+// then is tx called, and every write of the change goes through it, so
+// that they commit together or not at all and the transaction (SQLite's
+// write lock) is not held through bcrypt. A wrong current password, or one
+// changed meanwhile by another change, is an EINVALID error naming
+// current_password; a bad new one names new_password. With a Throttle, a
+// wrong current password is a failed log-in, and too many of them get a
+// *ThrottledError before any bcrypt work.
 //
 // A revoked token is refused at once by an instance that has not looked it
 // up lately; one that has (this one included) trusts its cached lookup for
 // up to its TokenCache TTL, as with any revocation made elsewhere.
-func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user User, current, next string, keep int64, now time.Time) error {
-	if compareHash([]byte(user.PasswordHash), []byte(current)) != nil {
+func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user User, change PasswordChange, now time.Time) error {
+	if err := a.checkFailures(ctx, user.Email, change.Address); err != nil {
+		return err
+	}
+	if compareHash([]byte(user.PasswordHash), []byte(change.Current)) != nil {
+		if err := a.recordFailure(ctx, user.Email, change.Address); err != nil {
+			return err
+		}
 		return wrongPassword()
 	}
-	if problem := passwordProblem(next); problem != "" {
+	if problem := passwordProblem(change.New); problem != "" {
 		return Invalid(FieldError{"new_password", problem})
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(next), a.BcryptCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(change.New), a.BcryptCost)
 	if err != nil {
 		return err
 	}
@@ -62,7 +81,10 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user U
 	if res.RowsAffected == 0 {
 		return wrongPassword()
 	}
-	if _, err := (Sessions{DB: db}).EndOthersOf(ctx, user.ID, keep); err != nil {
+	if _, err := (Sessions{DB: db}).EndOthersOf(ctx, user.ID, change.KeepSession); err != nil {
+		return err
+	}
+	if err := (Accounts{DB: db, Throttle: a.Throttle}).forgetFailures(ctx, user.Email, change.Address); err != nil {
 		return err
 	}
 	return db.Model(&APIToken{}).Where("user_id = ? AND revoked_at IS NULL", user.ID).Update("revoked_at", now.UTC()).Error

@@ -139,6 +139,35 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 	isPage(t, here.get("/account"), http.StatusOK, "Changed your password — your other browsers and apps were signed out (you sent it twice; it happened once).")
 }
 
+// A session alone (a lifted cookie) cannot guess the password through the
+// change form: wrong current passwords count as failed log-ins of the
+// account from that address, and past the limit even the right one is
+// refused until the failures leave the window.
+func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
+	const window = 15 * time.Minute
+	e, _, s := signedIn(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = 2, window })
+	var before models.User
+	if err := e.db.Take(&before).Error; err != nil {
+		t.Fatal(err)
+	}
+	change := url.Values{"idempotency_key": {formKey(t, s.get("/account/password"))}, "current_password": {"guess one"}, "new_password": {"a new password"}}
+	for _, guess := range []string{"guess one", "guess two"} {
+		e.clock.Advance(time.Minute) // past the wait each failure adds
+		change.Set("current_password", guess)
+		isPage(t, s.post("/account/password", change), http.StatusUnprocessableEntity, "The password is not your current password")
+	}
+	e.clock.Advance(time.Minute)
+	change.Set("current_password", webPassword)
+	r := s.post("/account/password", change)
+	isPage(t, r, http.StatusTooManyRequests)
+	var after models.User
+	if err := e.db.Take(&after).Error; err != nil || after.PasswordHash != before.PasswordHash {
+		t.Fatalf("a refused change changed the password (%v)", err)
+	}
+	e.clock.Advance(window)
+	isPage(t, s.post("/account/password", change), http.StatusOK, "Password changed.")
+}
+
 func TestIdleAndOldSessionsEnd(t *testing.T) {
 	const idle, maxAge = time.Hour, 3 * time.Hour
 	e, ids, s := signedIn(t, func(d *handlers.Deps) { d.SessionIdle, d.SessionMaxAge = idle, maxAge })
