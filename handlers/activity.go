@@ -78,7 +78,10 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
 	case strings.HasSuffix(k.Route, "/password"):
-		a.What = "Changed your password"
+		a.What = "Tried to change your password"
+		if k.State == middleware.KeyCompleted {
+			a.What = "Changed your password"
+		}
 		done = "your other browsers and apps were signed out"
 	default:
 		a.What = "Tried to place an order"

@@ -164,8 +164,10 @@ func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 	if err := e.db.Take(&after).Error; err != nil || after.PasswordHash != before.PasswordHash {
 		t.Fatalf("a refused change changed the password (%v)", err)
 	}
+	isPage(t, s.get("/account"), http.StatusOK, "Tried to change your password — it did not go through and nothing was saved")
 	e.clock.Advance(window)
 	isPage(t, s.post("/account/password", change), http.StatusOK, "Password changed.")
+	isPage(t, s.get("/account"), http.StatusOK, "Changed your password — your other browsers and apps were signed out.")
 }
 
 func TestIdleAndOldSessionsEnd(t *testing.T) {
