@@ -71,7 +71,10 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user U
 	if err != nil {
 		return err
 	}
-	db := tx().WithContext(ctx)
+	// The writes run in tx's own context: the caller's may end with a client
+	// that hung up, and tx's outlives it to commit or roll back as one.
+	db := tx()
+	ctx = db.Statement.Context
 	// Fenced by the hash that was checked: a change that lost a race with
 	// another changes nothing.
 	res := db.Model(&User{}).Where("id = ? AND password_hash = ?", user.ID, user.PasswordHash).Update("password_hash", string(hash))
