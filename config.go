@@ -69,6 +69,7 @@ type config struct {
 	TrustedProxies []netip.Prefix
 	// CORSOrigins may call the API from their pages (CORS_ORIGINS; config_cors.go).
 	CORSOrigins []string
+	sessionConfig
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -97,6 +98,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadDeployment(getenv)...)
 	errs = append(errs, cfg.loadStripe(getenv)...)
 	errs = append(errs, cfg.loadNetwork(getenv)...)
+	errs = append(errs, cfg.loadSessions(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

@@ -157,6 +157,8 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
 		CORSOrigins:          cfg.CORSOrigins,
+		SessionIdle:          cfg.SessionIdle,
+		SessionMaxAge:        cfg.SessionMaxAge,
 		Logger:               logger,
 		TokenTTL:             cfg.TokenTTL,
 		TokenCacheTTL:        cfg.TokenCacheTTL,
@@ -238,6 +240,11 @@ func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {
 				logger.Error("sweep idempotency keys", "err", err)
 			} else if n > 0 {
 				logger.Info("swept expired idempotency keys", "deleted", n)
+			}
+			if n, err := srv.SweepSessions(ctx); err != nil {
+				logger.Error("sweep sessions", "err", err)
+			} else if n > 0 {
+				logger.Info("swept sessions that ran out", "deleted", n)
 			}
 		}
 	}

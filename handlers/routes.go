@@ -57,6 +57,8 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.POST("/orders/:id/refunds", s.markRepeats(repeatedRefund), once, s.refundOrder)
 	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
 	shopper.GET("/account", s.accountPage)
+	shopper.GET("/account/password", s.passwordPage)
+	shopper.POST("/account/password", once, s.changePassword)
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix)

@@ -56,6 +56,10 @@ type Deps struct {
 	// the same on every instance. When empty, a random secret is made, and
 	// sessions end when the process does.
 	SessionSecret []byte
+	// SessionIdle ends a browser session after this long without a
+	// request, SessionMaxAge this long after it began, however busy;
+	// DefaultSessionIdle and DefaultSessionMaxAge when zero.
+	SessionIdle, SessionMaxAge time.Duration
 	// SecureCookies marks the session cookie Secure even when the request
 	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
 	SecureCookies bool
@@ -91,7 +95,8 @@ type Server struct {
 	idempotency *middleware.Idempotency
 	payments    *billing.Service
 	pages       map[string]*template.Template
-	sessions    *securecookie.SecureCookie
+	cookies     *securecookie.SecureCookie
+	sessions    models.Sessions
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
@@ -118,6 +123,12 @@ func NewServer(deps Deps) *Server {
 	if deps.TokenCacheTTL == 0 {
 		deps.TokenCacheTTL = models.DefaultTokenCacheTTL
 	}
+	if deps.SessionIdle == 0 {
+		deps.SessionIdle = DefaultSessionIdle
+	}
+	if deps.SessionMaxAge == 0 {
+		deps.SessionMaxAge = DefaultSessionMaxAge
+	}
 	if deps.BcryptCost == 0 {
 		deps.BcryptCost = bcrypt.DefaultCost
 	}
@@ -140,7 +151,8 @@ func NewServer(deps Deps) *Server {
 		accounts:    accounts,
 		shop:        models.Shop{DB: deps.DB},
 		pages:       mustParsePages(),
-		sessions:    newSessionCodec(deps.SessionSecret),
+		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
+		sessions:    models.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
 		metrics:     newMetrics(),
 	}
@@ -198,6 +210,12 @@ func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(c
 
 // ReplayCache reports what the idempotency middleware's replay cache holds.
 func (s *Server) ReplayCache() middleware.CacheStats { return s.idempotency.CacheStats() }
+
+// SweepSessions deletes the browser sessions that ran out, idle or past
+// their absolute end.
+func (s *Server) SweepSessions(ctx context.Context) (int64, error) {
+	return s.sessions.Sweep(ctx, s.deps.Now())
+}
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {

@@ -9,7 +9,8 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// The browser's account pages: sign up, log in, log out.
+// The browser's account pages: sign up, log in, log out (the password's
+// page is webpassword.go).
 
 type accountView struct {
 	layout
@@ -99,8 +100,13 @@ func (s *Server) signIn(c *gin.Context, user models.User, next string) {
 	c.Redirect(http.StatusSeeOther, next)
 }
 
+// logout ends the session on the server, not only in this browser: a copy
+// of its cookie signs no one in afterwards.
 func (s *Server) logout(c *gin.Context) {
-	s.endSession(c)
+	if err := s.endSession(c); err != nil {
+		s.fail(c, err)
+		return
+	}
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
