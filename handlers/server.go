@@ -107,7 +107,7 @@ type Server struct {
 func NewServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
 	// Derived before a random session secret is made: no other instance would share it.
-	push := pushSecret(deps.SessionSecret)
+	keys := deriveKeys(deps.SessionSecret)
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -159,7 +159,8 @@ func NewServer(deps Deps) *Server {
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		PushAnswers: deps.PushAnswers,
-		PushSecret:  push,
+		PushSecret:  keys.push,
+		DigestKey:   keys.digest,
 		Scope:       scope,
 		Refuse:      s.refuse,
 		Observe:     s.metrics.idempotencyOutcome,

@@ -106,6 +106,8 @@ type harness struct {
 	first gin.HandlerFunc
 	// logs, when set, receives the middleware's log as text; else it is discarded.
 	logs io.Writer
+	// digestKey is the middleware's Config.DigestKey.
+	digestKey []byte
 	// outcomes records what the middleware observed, in order.
 	outcomes struct {
 		sync.Mutex
@@ -123,6 +125,7 @@ func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeou
 func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
 func withFirst(f gin.HandlerFunc) option    { return func(h *harness) { h.first = f } }
 func withLogs(w io.Writer) option           { return func(h *harness) { h.logs = w } }
+func withDigestKey(k []byte) option         { return func(h *harness) { h.digestKey = k } }
 func withRefuse(r func(*gin.Context, Refusal)) option {
 	return func(h *harness) { h.refuse = r }
 }
@@ -181,7 +184,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Refuse: h.refuse,
-		Logger: logger,
+		Logger: logger, DigestKey: h.digestKey,
 		Observe: func(_ string, o Outcome) {
 			h.outcomes.Lock()
 			defer h.outcomes.Unlock()

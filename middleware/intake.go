@@ -60,7 +60,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 // instance that has not seen the key. Anything else is fingerprinted and
 // executed, with the row already read.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
-	raw := rawDigest(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
+	raw := m.digest.raw(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
 	sk := scopedKey{scope, key}
 	var first *lookup
 	if a, ok := m.answers.get(sk); ok {
@@ -79,12 +79,12 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
 	}
-	fingerprint, err := fingerprintOf(req)
+	fingerprint, plain, err := m.digest.fingerprints(req)
 	if err != nil {
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}
+	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req), plainFingerprint: plain}
 	m.execute(c, want, mode, raw, first)
 }
 

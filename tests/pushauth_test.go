@@ -63,7 +63,9 @@ func (e *env) forgeAnswer(key string) string {
 // of the shop, which share SESSION_SECRET, drop and count it, and the
 // retry on either gets the answer the database holds, without the forged
 // status, Location, Set-Cookie or body. The instances' own pushes still
-// arrive, and an instance under another SESSION_SECRET keeps none of them.
+// arrive, and an instance under another SESSION_SECRET keeps none of them
+// (nor can it tell the deployment's keyed request hashes: a retry there is
+// refused 422 and writes nothing — every instance must share the secret).
 // (On SQLite nothing is pushed, and nothing can be forged: the retries
 // replay the stored answer.)
 func TestForgedNotifyChangesNoShoppersAnswer(t *testing.T) {
@@ -113,7 +115,10 @@ func TestForgedNotifyChangesNoShoppersAnswer(t *testing.T) {
 		})
 	}
 
-	for name, base := range map[string]string{"this": e.url, "other": other.URL, "stranger": stranger.URL} {
+	if got := e.at(stranger.URL, order("order-1")); got.Status != http.StatusUnprocessableEntity || got.replayed() {
+		t.Fatalf("retry on the stranger instance: %d replayed=%v %s; want 422, nothing replayed", got.Status, got.replayed(), got.Body)
+	}
+	for name, base := range map[string]string{"this": e.url, "other": other.URL} {
 		got := e.at(base, order("order-1"))
 		if got.Status != real.Status || !bytes.Equal(got.Body, real.Body) || !got.replayed() ||
 			got.Header.Get("Location") != real.Header.Get("Location") || got.Header.Values("Set-Cookie") != nil {
