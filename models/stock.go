@@ -65,7 +65,11 @@ func outOfStock(items []OrderItem, short []Shortage) *Error {
 		}
 		s := short[j]
 		said = append(said, fmt.Sprintf("%s: %s, %d asked", s.Name, unitsLeft(s.Left), s.Asked))
-		fields = append(fields, FieldError{fmt.Sprintf("items[%d].quantity", i), "is more than the " + unitsLeft(s.Left)})
+		message := fmt.Sprintf("is more than the %d left", s.Left)
+		if s.Left == 0 {
+			message = "is more than is left: none"
+		}
+		fields = append(fields, FieldError{fmt.Sprintf("items[%d].quantity", i), message})
 	}
 	e := ErrOutOfStock.With(strings.Join(said, "; ") + ". Nothing was ordered.")
 	e.Fields, e.Shortages = fields, short
