@@ -20,6 +20,8 @@ type productJSON struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
 	Currency   string `json:"currency"`
+	// Stock is the units on hand: an order of more is refused, out-of-stock.
+	Stock int `json:"stock"`
 }
 
 type itemJSON struct {
@@ -125,7 +127,7 @@ func (s *Server) listProducts(c *gin.Context) {
 	}
 	out := make([]productJSON, 0, len(products))
 	for _, p := range products {
-		out = append(out, productJSON{ID: p.ID, SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Currency: p.Currency})
+		out = append(out, productJSON{ID: p.ID, SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Currency: p.Currency, Stock: p.Stock})
 	}
 	c.JSON(http.StatusOK, gin.H{"products": out})
 }

@@ -95,6 +95,10 @@ func (s *Server) placeOrder(c *gin.Context) {
 	}
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), items)
 	var invalidErr *models.Error
+	if errors.As(err, &invalidErr) && invalidErr.Shortages != nil {
+		s.shortForm(c, view, invalidErr.Shortages)
+		return
+	}
 	if errors.As(err, &invalidErr) && invalidErr.Code == models.EINVALID {
 		// The catalog changed under the form (a product gone, say): the
 		// details are the API's words, not a shopper's.

@@ -9,7 +9,8 @@ import (
 
 // CancelOrder cancels one of the user's pending orders through tx, if no
 // operation holds it and no payment attempt of it is in doubt: nothing was
-// charged, and nothing can be any more.
+// charged, and nothing can be any more. Its units come back to stock in
+// the same transaction, once.
 func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (Order, error) {
 	order, err := ownOrder(tx, userID, orderID)
 	switch {
@@ -23,7 +24,7 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	// The order's row first, as BeginPayment takes it: the two serialize.
 	res := tx.Model(&Order{}).Where("id = ? AND status = ?", order.ID, OrderPending).
 		Where("held_by IS NULL OR held_until <= ?", now).
-		Updates(map[string]any{"status": OrderCancelled, "held_by": nil, "held_until": nil})
+		Updates(map[string]any{"status": OrderCancelled, "cancel_reason": CancelledByShopper, "held_by": nil, "held_until": nil})
 	if res.Error != nil {
 		return Order{}, res.Error
 	}
@@ -41,6 +42,10 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	}
 	if doubts > 0 {
 		return Order{}, ErrPaymentInDoubt
+	}
+	// Only the cancel that cancelled it gets here; returnStock guards anyway.
+	if err := returnStock(tx, order.ID, now); err != nil {
+		return Order{}, err
 	}
 	return ownOrder(s.withLines(tx), userID, orderID)
 }

@@ -141,18 +141,21 @@ func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
 // every database and every instance.
 var catalogNamespace = uuid.MustParse("6f1c1f0e-4c1a-4bb4-9a5e-6b0f3d2a7c11")
 
-// Catalog is the seeded product list.
+// Catalog is the seeded product list, with the stock each starts with:
+// one product nearly gone and one sold out, as a shop has.
 var Catalog = []Product{
-	{SKU: "TEE-BLK-M", Name: "Black T-shirt (M)", PriceCents: 1900, Currency: "USD"},
-	{SKU: "MUG-WHT", Name: "White mug", PriceCents: 1200, Currency: "USD"},
-	{SKU: "CAP-NVY", Name: "Navy cap", PriceCents: 2200, Currency: "USD"},
-	{SKU: "STK-PACK", Name: "Sticker pack", PriceCents: 500, Currency: "USD"},
-	{SKU: "HOOD-GRY-L", Name: "Grey hoodie (L)", PriceCents: 4900, Currency: "USD"},
-	{SKU: "BOOK-IDEM", Name: "Book: Retries Without Fear", PriceCents: 3500, Currency: "USD"},
+	{SKU: "TEE-BLK-M", Name: "Black T-shirt (M)", PriceCents: 1900, Currency: "USD", Stock: 10000},
+	{SKU: "MUG-WHT", Name: "White mug", PriceCents: 1200, Currency: "USD", Stock: 10000},
+	{SKU: "CAP-NVY", Name: "Navy cap", PriceCents: 2200, Currency: "USD", Stock: 10000},
+	{SKU: "STK-PACK", Name: "Sticker pack", PriceCents: 500, Currency: "USD", Stock: 10000},
+	{SKU: "HOOD-GRY-L", Name: "Grey hoodie (L)", PriceCents: 4900, Currency: "USD", Stock: 10000},
+	{SKU: "BOOK-IDEM", Name: "Book: Retries Without Fear", PriceCents: 3500, Currency: "USD", Stock: 10000},
+	{SKU: "TOTE-CNV", Name: "Canvas tote bag", PriceCents: 1500, Currency: "USD", Stock: 3},
+	{SKU: "VINYL-LTD", Name: "Vinyl record (limited edition)", PriceCents: 2900, Currency: "USD", Stock: 0},
 }
 
 // Seed inserts the catalog. It is safe to run from several instances at
-// once: existing SKUs are left alone.
+// once: existing SKUs are left alone, their stock too.
 func Seed(db *gorm.DB) error {
 	products := make([]Product, len(Catalog))
 	for i, p := range Catalog {

@@ -39,6 +39,8 @@ type Error struct {
 	RetryAfter int
 	// Payment is the declined payment a payment-declined answer carries.
 	Payment *Payment
+	// Shortages are the lines an out-of-stock answer could not cover.
+	Shortages []Shortage
 }
 
 // Words tell an error to a shopper: on the browser's pages, and on the
@@ -188,6 +190,11 @@ var (
 	// refunded by this request.
 	ErrRefundInDoubt = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment.",
 		Shopper: Words{Heading: "Your last refund is being confirmed", Text: "The card provider has not yet told us whether the last refund of this order went through, so nothing more was refunded. Look at the order again in a moment."}})
+	// ErrOutOfStock: a line of an order asks for more than the product has
+	// left. Not final: nothing was reserved nor kept, and once restocked
+	// the same order may succeed with the same key.
+	ErrOutOfStock = Declare(&Error{Type: problem.OutOfStock, Message: "There is not enough in stock for this order; nothing was ordered.",
+		Shopper: Words{Heading: "Not enough in stock", Text: "Someone bought the last units first, so there is not enough left for your order, and nothing was ordered. Lower the quantities marked, or remove them, and place the order again."}})
 	// ErrEmailTaken: sign up with an address that already has an account.
 	ErrEmailTaken = Declare(&Error{Type: problem.EmailTaken, Message: "An account with this email already exists.",
 		Shopper: Words{Heading: "Email already registered", Text: "An account with this email already exists. Log in instead."}})

@@ -20,6 +20,12 @@ const (
 	OrderCancelled         = "cancelled"
 )
 
+// Why an order was cancelled.
+const (
+	CancelledByShopper = "shopper" // its shopper cancelled it
+	CancelledExpired   = "expired" // nobody paid it in time (ORDER_EXPIRY)
+)
+
 // chargedStates are the states of an order that was charged.
 var chargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
 
@@ -65,6 +71,9 @@ type Product struct {
 	Name       string `gorm:"size:200;not null"`
 	PriceCents int64  `gorm:"not null"`
 	Currency   string `gorm:"size:3;not null"`
+	// Stock is the units on hand now: what orders reserved is already
+	// taken off, and it never goes below 0 (see ReserveStock).
+	Stock int `gorm:"not null"`
 }
 
 // Order is one checkout. DerivedKey is the key the idempotency middleware
@@ -96,7 +105,13 @@ type Order struct {
 	// order, nor record its answer.
 	HeldBy    *string `gorm:"size:100"`
 	HeldUntil *time.Time
-	CreatedAt time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+	// CancelReason says why a cancelled order was: CancelledByShopper, or
+	// CancelledExpired; empty while it is not cancelled.
+	CancelReason string `gorm:"size:24;not null"`
+	// RestockedAt is when a cancelled order's units came back to stock: set
+	// by the one statement that returns them, so they come back once.
+	RestockedAt *time.Time
+	CreatedAt   time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
 
 // Charged reports whether the order was paid, whatever was refunded since.

@@ -34,8 +34,9 @@ func (s Shop) Products(ctx context.Context) ([]Product, error) {
 	return products, err
 }
 
-// CreateOrder validates the items against the catalog and writes the order
-// through tx, under the operation's derived key.
+// CreateOrder validates the items against the catalog, reserves their
+// quantities and writes the order through tx, under the operation's derived
+// key: all of it or, rolled back, none.
 func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (Order, error) {
 	if len(items) == 0 {
 		return Order{}, Invalid(FieldError{"items", "must list at least one product"})
@@ -82,6 +83,9 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	}
 	if fields != nil {
 		return Order{}, Invalid(fields...)
+	}
+	if err := reserve(tx, order.Items); err != nil {
+		return Order{}, err
 	}
 	number, err := nextOrderNumber(tx)
 	if err != nil {

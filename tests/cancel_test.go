@@ -41,10 +41,16 @@ func TestCancelAPendingOrder(t *testing.T) {
 }
 
 // An order with a payment attempt in doubt cannot be cancelled yet: 409
-// payment-in-progress with Retry-After, and the order stays pending.
+// payment-in-progress with Retry-After, and the order stays pending, its
+// units still its own: a charge may land.
 func TestCancelWaitsForAPaymentInDoubt(t *testing.T) {
 	e, orderID, _ := inDoubt(t)
 	token := e.signUpAgain("webhook@example.com")
+	var line models.OrderItem
+	if err := e.db.Take(&line, "order_id = ?", orderID).Error; err != nil {
+		t.Fatal(err)
+	}
+	left := unitsLeft(t, e.db, line.ProductID)
 	r := e.do(e.cancelRequest(token, orderID, "c1", `{}`))
 	isProblem(t, r, http.StatusConflict, "/problems/payment-in-progress")
 	if r.Header.Get("Retry-After") == "" {
@@ -52,6 +58,9 @@ func TestCancelWaitsForAPaymentInDoubt(t *testing.T) {
 	}
 	if n := e.count("orders", "id = ? AND status = ?", orderID, models.OrderPending); n != 1 {
 		t.Fatal("the order is no longer pending")
+	}
+	if now := unitsLeft(t, e.db, line.ProductID); now != left {
+		t.Fatalf("%d units in stock after the refused cancel, want %d: nothing given back", now, left)
 	}
 }
 

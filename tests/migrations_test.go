@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
@@ -23,7 +24,7 @@ import (
 // the reference migration 1 must match.
 func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	t.Helper()
-	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &models.Product{}, &models.Order{}, &models.OrderItem{},
+	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &lastReleaseProduct{}, &lastReleaseOrder{}, &models.OrderItem{},
 		&models.Payment{}, &models.PaymentAttempt{}, &models.Refund{}, &middleware.IdempotencyKey{},
 		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
 	if err == nil && models.IsPostgres(db) {
@@ -32,6 +33,49 @@ func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lastReleaseProduct and lastReleaseOrder are the last release's structs
+// of the tables later migrations changed (migration 3 gave products their
+// stock, orders their cancel reason and restock time).
+type lastReleaseProduct struct {
+	ID         string `gorm:"primaryKey;size:36"`
+	SKU        string `gorm:"size:64;not null;uniqueIndex"`
+	Name       string `gorm:"size:200;not null"`
+	PriceCents int64  `gorm:"not null"`
+	Currency   string `gorm:"size:3;not null"`
+}
+
+func (lastReleaseProduct) TableName() string { return "products" }
+
+type lastReleaseOrder struct {
+	ID            string                  `gorm:"primaryKey;size:36"`
+	Number        int64                   `gorm:"uniqueIndex"`
+	UserID        string                  `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
+	Status        string                  `gorm:"size:24;not null"`
+	Currency      string                  `gorm:"size:3;not null"`
+	TotalCents    int64                   `gorm:"not null"`
+	DerivedKey    string                  `gorm:"size:80;not null;uniqueIndex"`
+	Items         []models.OrderItem      `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
+	Payments      []models.Payment        `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
+	Attempts      []models.PaymentAttempt `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
+	Refunds       []models.Refund         `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
+	RefundedCents int64                   `gorm:"not null;default:0"`
+	HeldBy        *string                 `gorm:"size:100"`
+	HeldUntil     *time.Time
+	CreatedAt     time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+}
+
+func (lastReleaseOrder) TableName() string { return "orders" }
+
+// addedTables are the tables migrations after 1 add.
+var addedTables = []any{"sessions"}
+
+// addedColumns are the columns migrations after 1 add to the last
+// release's tables, with the value each gives the rows already there.
+var addedColumns = map[string]map[string]any{
+	"products": {"stock": int64(10000)},
+	"orders":   {"cancel_reason": "", "restocked_at": nil},
 }
 
 // schemaQueries describe a schema, leaving out goose's own table: every
@@ -136,7 +180,8 @@ func sameLines(t *testing.T, what string, want, got []string) {
 }
 
 // rowsOf is every row of every table, as sorted lines: all but goose's
-// table, and SQLite's counters, which count goose's rows too.
+// table, and SQLite's counters, which count goose's rows too; without the
+// columns later migrations added (addedColumns).
 func rowsOf(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
 	tables, err := db.Migrator().GetTables()
@@ -153,11 +198,35 @@ func rowsOf(t *testing.T, db *gorm.DB) []string {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
+			for column := range addedColumns[table] {
+				delete(r, column)
+			}
 			lines = append(lines, fmt.Sprintf("%s %v", table, r))
 		}
 	}
 	slices.Sort(lines)
 	return lines
+}
+
+// rewindToLastRelease makes a database the migrations made, and this
+// release used, into one the last release made, its rows kept: without the
+// tables and columns later migrations added, nor goose's table. Its schema is then
+// exactly the one the last release's AutoMigrate makes.
+func rewindToLastRelease(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	for table, columns := range addedColumns {
+		for column := range columns {
+			if err := db.Exec(fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", table, column)).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Migrator().DropTable(append(addedTables, "goose_db_version")...); err != nil {
+		t.Fatal(err)
+	}
+	reference := testkit.NewDB(t)
+	autoMigrateLastRelease(t, reference)
+	sameLines(t, "the rewound schema", schemaOf(t, reference), schemaOf(t, db))
 }
 
 // A database the last release made and used — orders, payments, payment
@@ -167,7 +236,9 @@ func rowsOf(t *testing.T, db *gorm.DB) []string {
 func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	dbURL := testkit.URL(t)
 	db := testkit.Open(t, dbURL)
-	autoMigrateLastRelease(t, db)
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
 	e := newEnvOn(t, dbURL, db)
 	token, orderID := e.paidOrder("upgrade@example.com", "pm_card_visa")
 	declined := e.createOrder(token, "order-declined", orderBody(e.productPriced(1900), 2))
@@ -187,11 +258,16 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	if stored := e.count("idempotency_keys", "state = ?", middleware.KeyCompleted); stored != int64(len(requests)+1) {
 		t.Fatalf("%d stored answers, want %d (the requests and the declined order)", stored, len(requests)+1)
 	}
-	before := rowsOf(t, db)
+	rewindToLastRelease(t, db)
+	// Each release reads through a pool of its own: PostgreSQL refuses a
+	// statement cached before its table changed.
+	before := rowsOf(t, testkit.Open(t, dbURL))
 
 	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
+	db = testkit.Open(t, dbURL)
+	e.db, e.deps.DB = db, db
 	if status, err := models.MigrationStatus(t.Context(), db); err != nil || len(status) == 0 || status[0].State != "applied" {
 		t.Fatalf("migration status %v (%v), want migration 1 applied", status, err)
 	}
@@ -199,6 +275,17 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 		t.Fatalf("only %d rows before the upgrade: %q", len(before), before)
 	}
 	sameLines(t, "rows after the upgrade", before, rowsOf(t, db))
+	for table, columns := range addedColumns {
+		for column, want := range columns {
+			var values []any
+			if err := db.Table(table).Distinct(column).Pluck(column, &values).Error; err != nil {
+				t.Fatal(err)
+			}
+			if len(values) != 1 || fmt.Sprint(values[0]) != fmt.Sprint(want) {
+				t.Errorf("%s.%s after the upgrade: %v, want every row %v", table, column, values, want)
+			}
+		}
+	}
 	e.ownServer() // nothing in memory: answers come from the database
 	for i, r := range requests {
 		got := e.do(r)

@@ -413,39 +413,6 @@ func (e InvalidParameterType) Valid() bool {
 	}
 }
 
-// Defines values for KeyInProgressStatus.
-const (
-	KeyInProgressStatusN409 KeyInProgressStatus = 409
-)
-
-// Valid indicates whether the value is a known member of the KeyInProgressStatus enum.
-func (e KeyInProgressStatus) Valid() bool {
-	switch e {
-	case KeyInProgressStatusN409:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for KeyInProgressType.
-const (
-	KeyInProgressTypeProblemsidempotencyKeyInProgress KeyInProgressType = "/problems/idempotency-key-in-progress"
-	KeyInProgressTypeProblemsidempotencyLeaseLost     KeyInProgressType = "/problems/idempotency-lease-lost"
-)
-
-// Valid indicates whether the value is a known member of the KeyInProgressType enum.
-func (e KeyInProgressType) Valid() bool {
-	switch e {
-	case KeyInProgressTypeProblemsidempotencyKeyInProgress:
-		return true
-	case KeyInProgressTypeProblemsidempotencyLeaseLost:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for KeyOrBodyMalformedStatus.
 const (
 	KeyOrBodyMalformedStatusN400 KeyOrBodyMalformedStatus = 400
@@ -536,6 +503,42 @@ const (
 func (e NotFoundType) Valid() bool {
 	switch e {
 	case NotFoundTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderConflictStatus.
+const (
+	OrderConflictStatusN409 OrderConflictStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the OrderConflictStatus enum.
+func (e OrderConflictStatus) Valid() bool {
+	switch e {
+	case OrderConflictStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderConflictType.
+const (
+	OrderConflictTypeProblemsidempotencyKeyInProgress OrderConflictType = "/problems/idempotency-key-in-progress"
+	OrderConflictTypeProblemsidempotencyLeaseLost     OrderConflictType = "/problems/idempotency-lease-lost"
+	OrderConflictTypeProblemsoutOfStock               OrderConflictType = "/problems/out-of-stock"
+)
+
+// Valid indicates whether the value is a known member of the OrderConflictType enum.
+func (e OrderConflictType) Valid() bool {
+	switch e {
+	case OrderConflictTypeProblemsidempotencyKeyInProgress:
+		return true
+	case OrderConflictTypeProblemsidempotencyLeaseLost:
+		return true
+	case OrderConflictTypeProblemsoutOfStock:
 		return true
 	default:
 		return false
@@ -1140,6 +1143,7 @@ func (e CreateOrder409ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool
 const (
 	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
 	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
+	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsoutOfStock               CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/out-of-stock"
 )
 
 // Valid indicates whether the value is a known member of the CreateOrder409ApplicationProblemPlusJSONResponseBodyType enum.
@@ -1148,6 +1152,8 @@ func (e CreateOrder409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress:
 		return true
 	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
+		return true
+	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsoutOfStock:
 		return true
 	default:
 		return false
@@ -3134,7 +3140,7 @@ type Currency = string
 type DeclinedProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment Payment       `json:"payment"`
 
@@ -3321,12 +3327,12 @@ type PaymentInput struct {
 type PaymentInputPaymentMethod string
 
 // Problem An RFC 9457 problem document: every error answer of this API is one. `errors` comes only
-// with `validation`, `payment` only with `payment-declined`. Each answer's own schema
+// with `validation` and `out-of-stock`, `payment` only with `payment-declined`. Each answer's own schema
 // narrows `type` and `status` to the ones it can be (`allOf` with this schema).
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3350,6 +3356,10 @@ type Product struct {
 	Name       string             `json:"name"`
 	PriceCents int                `json:"price_cents"`
 	Sku        string             `json:"sku"`
+
+	// Stock The units on hand now. Placing an order takes its quantities off; an order of more
+	// is refused (409 `out-of-stock`); a cancelled order's units come back.
+	Stock int `json:"stock"`
 }
 
 // Refund defines model for Refund.
@@ -3403,7 +3413,7 @@ type User struct {
 type ValidationProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  []FieldError `json:"errors"`
 	Payment *Payment     `json:"payment,omitempty"`
 
@@ -3437,7 +3447,7 @@ type OrderID = string
 type BadCredentials struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3462,7 +3472,7 @@ type Declined = DeclinedProblem
 type EmailTaken struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3484,7 +3494,7 @@ type EmailTakenType string
 type Internal struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3509,7 +3519,7 @@ type Invalid = ValidationProblem
 type InvalidOrKeyReused struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3531,7 +3541,7 @@ type InvalidOrKeyReusedType string
 type InvalidParameter struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3549,33 +3559,11 @@ type InvalidParameterStatus int
 // InvalidParameterType defines model for InvalidParameter.Type.
 type InvalidParameterType string
 
-// KeyInProgress defines model for KeyInProgress.
-type KeyInProgress struct {
-	Detail *string `json:"detail,omitempty"`
-
-	// Errors `validation` only: each field that breaks a rule.
-	Errors  *[]FieldError `json:"errors,omitempty"`
-	Payment *Payment      `json:"payment,omitempty"`
-
-	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
-	// replayed answer. Absent from answers stored before request ids.
-	RequestId *string             `json:"request_id,omitempty"`
-	Status    KeyInProgressStatus `json:"status"`
-	Title     string              `json:"title"`
-	Type      KeyInProgressType   `json:"type"`
-}
-
-// KeyInProgressStatus defines model for KeyInProgress.Status.
-type KeyInProgressStatus int
-
-// KeyInProgressType defines model for KeyInProgress.Type.
-type KeyInProgressType string
-
 // KeyOrBodyMalformed defines model for KeyOrBodyMalformed.
 type KeyOrBodyMalformed struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3597,7 +3585,7 @@ type KeyOrBodyMalformedType string
 type Malformed struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3619,7 +3607,7 @@ type MalformedType string
 type NotFound struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3637,11 +3625,33 @@ type NotFoundStatus int
 // NotFoundType defines model for NotFound.Type.
 type NotFoundType string
 
+// OrderConflict defines model for OrderConflict.
+type OrderConflict struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string             `json:"request_id,omitempty"`
+	Status    OrderConflictStatus `json:"status"`
+	Title     string              `json:"title"`
+	Type      OrderConflictType   `json:"type"`
+}
+
+// OrderConflictStatus defines model for OrderConflict.Status.
+type OrderConflictStatus int
+
+// OrderConflictType defines model for OrderConflict.Type.
+type OrderConflictType string
+
 // PaymentConflict defines model for PaymentConflict.
 type PaymentConflict struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3663,7 +3673,7 @@ type PaymentConflictType string
 type ProviderUnavailable struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3685,7 +3695,7 @@ type ProviderUnavailableType string
 type RefundConflict struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3707,7 +3717,7 @@ type RefundConflictType string
 type Throttled struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3729,7 +3739,7 @@ type ThrottledType string
 type TooLarge struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3751,7 +3761,7 @@ type TooLargeType string
 type Unauthorized struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -3773,7 +3783,7 @@ type UnauthorizedType string
 type UnsupportedMediaType struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -6689,7 +6699,7 @@ type CreateOrderResponse401Headers struct {
 // CreateOrderResponse409Headers the declared response headers of an HTTP 409 response for CreateOrder
 type CreateOrderResponse409Headers struct {
 	CacheControl string
-	RetryAfter   string
+	RetryAfter   *string
 	XRequestId   string
 }
 
@@ -6727,7 +6737,7 @@ type CreateOrderResponse struct {
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *KeyInProgress
+	ApplicationproblemJSON409 *OrderConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6770,7 +6780,7 @@ func (r CreateOrderResponse) GetApplicationproblemJSON401() *Unauthorized {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateOrderResponse) GetApplicationproblemJSON409() *KeyInProgress {
+func (r CreateOrderResponse) GetApplicationproblemJSON409() *OrderConflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -8411,7 +8421,7 @@ type ProblemPageResponse struct {
 	ApplicationproblemJSON404 *struct {
 		Detail *string `json:"detail,omitempty"`
 
-		// Errors `validation` only: each field that breaks a rule.
+		// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 		Errors  *[]FieldError `json:"errors,omitempty"`
 		Payment *Payment      `json:"payment,omitempty"`
 
@@ -8432,7 +8442,7 @@ type ProblemPageResponse struct {
 func (r ProblemPageResponse) GetApplicationproblemJSON404() *struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -8587,7 +8597,7 @@ type StripeWebhookResponse struct {
 	ApplicationproblemJSON400 *struct {
 		Detail *string `json:"detail,omitempty"`
 
-		// Errors `validation` only: each field that breaks a rule.
+		// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 		Errors  *[]FieldError `json:"errors,omitempty"`
 		Payment *Payment      `json:"payment,omitempty"`
 
@@ -8632,7 +8642,7 @@ func (r StripeWebhookResponse) GetJSON200() *struct {
 func (r StripeWebhookResponse) GetApplicationproblemJSON400() *struct {
 	Detail *string `json:"detail,omitempty"`
 
-	// Errors `validation` only: each field that breaks a rule.
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 	Errors  *[]FieldError `json:"errors,omitempty"`
 	Payment *Payment      `json:"payment,omitempty"`
 
@@ -9524,7 +9534,7 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		response.ApplicationproblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest KeyInProgress
+		var dest OrderConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -9637,10 +9647,10 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RetryAfter = value
+			headers.RetryAfter = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -11815,7 +11825,7 @@ func ParseProblemPageResponse(rsp *http.Response) (*ProblemPageResponse, error) 
 		var dest struct {
 			Detail *string `json:"detail,omitempty"`
 
-			// Errors `validation` only: each field that breaks a rule.
+			// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 			Errors  *[]FieldError `json:"errors,omitempty"`
 			Payment *Payment      `json:"payment,omitempty"`
 
@@ -11960,7 +11970,7 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 		var dest struct {
 			Detail *string `json:"detail,omitempty"`
 
-			// Errors `validation` only: each field that breaks a rule.
+			// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
 			Errors  *[]FieldError `json:"errors,omitempty"`
 			Payment *Payment      `json:"payment,omitempty"`
 

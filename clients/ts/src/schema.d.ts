@@ -467,6 +467,11 @@ export interface components {
             name: string;
             price_cents: number;
             currency: components["schemas"]["Currency"];
+            /**
+             * @description The units on hand now. Placing an order takes its quantities off; an order of more
+             *     is refused (409 `out-of-stock`); a cancelled order's units come back.
+             */
+            stock: number;
         };
         /** @description ISO 4217 code. */
         Currency: string;
@@ -613,7 +618,7 @@ export interface components {
         };
         /**
          * @description An RFC 9457 problem document: every error answer of this API is one. `errors` comes only
-         *     with `validation`, `payment` only with `payment-declined`. Each answer's own schema
+         *     with `validation` and `out-of-stock`, `payment` only with `payment-declined`. Each answer's own schema
          *     narrows `type` and `status` to the ones it can be (`allOf` with this schema).
          */
         Problem: {
@@ -625,7 +630,7 @@ export interface components {
             title: string;
             status: number;
             detail?: string;
-            /** @description `validation` only: each field that breaks a rule. */
+            /** @description `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover. */
             errors?: components["schemas"]["FieldError"][];
             payment?: components["schemas"]["Payment"];
             /**
@@ -793,21 +798,24 @@ export interface components {
             };
         };
         /**
-         * @description The original request with this key is still running after the wait
-         *     (`idempotency-key-in-progress`), or this attempt ran past its lease and was taken over
-         *     (`idempotency-lease-lost`). Retry after `Retry-After` seconds with the same key.
+         * @description A line asks for more than its product has left (`out-of-stock`: `detail` names each such
+         *     product and how many are left, `errors` points at its line). Nothing was reserved nor
+         *     ordered, and the key was released: the same order, with the same key, may succeed once
+         *     the product is restocked. Or, with `Retry-After: 1`, the original request with this key
+         *     is still running (`idempotency-key-in-progress`), or this attempt was taken over
+         *     (`idempotency-lease-lost`): retry with the same key.
          */
-        KeyInProgress: {
+        OrderConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
-                "Retry-After": components["headers"]["RetryAfterOne"];
+                "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
                 [name: string]: unknown;
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    type: "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    type: "/problems/out-of-stock" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
@@ -1031,8 +1039,6 @@ export interface components {
         OrderLocation: string;
         /** @description Present, and `true`, when this is the stored answer of an earlier request with the same key. */
         IdempotentReplayed: "true";
-        /** @description Seconds to wait before retrying with the same key; always 1. */
-        RetryAfterOne: "1";
         /** @description Sent, always 1, when the answer asks for a retry with the same key. */
         RetryAfterOneIfRetry: "1";
         /** @description Seconds to wait before retrying with the same key. */
@@ -1252,7 +1258,7 @@ export interface operations {
             };
             400: components["responses"]["KeyOrBodyMalformed"];
             401: components["responses"]["Unauthorized"];
-            409: components["responses"]["KeyInProgress"];
+            409: components["responses"]["OrderConflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];

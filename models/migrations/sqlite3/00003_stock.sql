@@ -1,0 +1,10 @@
+-- Migration 3: stock. A product counts the units it has now, never below 0.
+-- An order says why it was cancelled, and when its units came back to stock:
+-- set once, by the statement that returns them, so they come back once.
+-- The last release sold without counting: its products start with 10000
+-- units each, until staff set the real count (`shop stock set SKU N`).
+-- +goose Up
+ALTER TABLE `products` ADD COLUMN `stock` integer NOT NULL DEFAULT 0 CHECK (`stock` >= 0);
+UPDATE `products` SET `stock` = 10000;
+ALTER TABLE `orders` ADD COLUMN `cancel_reason` text NOT NULL DEFAULT "";
+ALTER TABLE `orders` ADD COLUMN `restocked_at` datetime;

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/shop/shop/models"
+)
+
+// stockUsage is what `shop stock` answers a command it does not know.
+const stockUsage = "usage: shop stock set SKU UNITS"
+
+// stockCommand runs `shop stock set SKU UNITS`: the product's stock
+// becomes UNITS, staff's count, whatever it was; setting it again changes
+// nothing. Until the staff console, it is how a product is restocked. The
+// database is migrated and seeded first, as for serving, so it works on a
+// fresh shop too.
+func stockCommand(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
+	if len(args) != 3 || args[0] != "set" {
+		return errors.New(stockUsage)
+	}
+	units, err := strconv.Atoi(args[2])
+	if err != nil || units < 0 {
+		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
+	}
+	db, closeDB, err := openDatabase(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	p, err := models.Shop{DB: db}.SetStock(ctx, args[1], units)
+	if errors.Is(err, models.ErrUnknownSKU) {
+		return fmt.Errorf("stock set: %w (see GET /api/v1/products for the SKUs)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("stock set: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s (%s): %d in stock\n", p.SKU, p.Name, p.Stock)
+	return nil
+}
