@@ -63,6 +63,7 @@ type config struct {
 	// production when SESSION_SECRET is unset: the server then makes a random
 	// one at start, and sessions end when it restarts.
 	SessionSecret []byte
+	orderConfig
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -89,6 +90,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadLogging(getenv)...)
 	errs = append(errs, cfg.loadDeployment(getenv)...)
 	errs = append(errs, cfg.loadStripe(getenv)...)
+	errs = append(errs, cfg.loadOrders(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}
