@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -63,6 +64,12 @@ type config struct {
 	// production when SESSION_SECRET is unset: the server then makes a random
 	// one at start, and sessions end when it restarts.
 	SessionSecret []byte
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (TRUSTED_PROXIES); none by default.
+	TrustedProxies []netip.Prefix
+	// CORSOrigins may call the API from their pages (CORS_ORIGINS; config_cors.go).
+	CORSOrigins []string
+	sessionConfig
 	orderConfig
 }
 
@@ -75,6 +82,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.DatabaseURL = defaultDatabase
 	}
 	errs := cfg.loadServer(getenv)
+	errs = append(errs, cfg.loadCORS(getenv)...)
 	timing := cfg.loadDurations(getenv)
 	timing = append(timing, cfg.loadLimits(getenv)...)
 	errs = append(errs, timing...)
@@ -90,6 +98,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadLogging(getenv)...)
 	errs = append(errs, cfg.loadDeployment(getenv)...)
 	errs = append(errs, cfg.loadStripe(getenv)...)
+	errs = append(errs, cfg.loadNetwork(getenv)...)
+	errs = append(errs, cfg.loadSessions(getenv)...)
 	errs = append(errs, cfg.loadOrders(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)

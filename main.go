@@ -160,13 +160,17 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		PushAnswers:          true,
 		SessionSecret:        cfg.SessionSecret,
 		SecureCookies:        cfg.Production,
+		CORSOrigins:          cfg.CORSOrigins,
+		SessionIdle:          cfg.SessionIdle,
+		SessionMaxAge:        cfg.SessionMaxAge,
 		Logger:               logger,
 		TokenTTL:             cfg.TokenTTL,
 		TokenCacheTTL:        cfg.TokenCacheTTL,
 		OrderExpiry:          cfg.OrderExpiry,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
-		Tracer: tracer,
+		Tracer:         tracer,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
@@ -242,6 +246,11 @@ func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {
 				logger.Error("sweep idempotency keys", "err", err)
 			} else if n > 0 {
 				logger.Info("swept expired idempotency keys", "deleted", n)
+			}
+			if n, err := srv.SweepSessions(ctx); err != nil {
+				logger.Error("sweep sessions", "err", err)
+			} else if n > 0 {
+				logger.Info("swept sessions that ran out", "deleted", n)
 			}
 		}
 	}

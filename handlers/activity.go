@@ -77,6 +77,12 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"
+	case strings.HasSuffix(k.Route, "/password"):
+		a.What = "Tried to change your password"
+		if k.State == middleware.KeyCompleted {
+			a.What = "Changed your password"
+		}
+		done = "your other browsers and apps were signed out"
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {

@@ -48,6 +48,7 @@ func (s *Server) logRequest(c *gin.Context) {
 		slog.String("path", clip(c.Request.URL.Path, maxLoggedPath)),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
+		slog.String("client_ip", c.ClientIP()),
 	}
 	if user := currentUser(c).ID; user != "" {
 		attrs = append(attrs, slog.String("user_id", user))

@@ -18,10 +18,14 @@ import (
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	trustProxies(r, s.deps.TrustedProxies)
 	if tracing.On(s.deps.Tracer) {
 		r.Use(tracing.Requests(s.deps.Tracer)) // first: every span of the request is under its own
 	}
 	r.Use(requestID, s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
+	if len(s.deps.CORSOrigins) > 0 {
+		r.Use(crossOriginAPI(s.deps.CORSOrigins)) // before every route's own middleware: a preflight has no token
+	}
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 
@@ -53,9 +57,11 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.POST("/orders/:id/refunds", s.markRepeats(repeatedRefund), once, s.refundOrder)
 	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
 	shopper.GET("/account", s.accountPage)
+	shopper.GET("/account/password", s.passwordPage)
+	shopper.POST("/account/password", once, s.changePassword)
 
 	// The JSON API: bearer tokens.
-	api := r.Group("/api/v1")
+	api := r.Group(apiPrefix)
 	api.POST("/users", s.throttleAddress, s.createUser)
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)

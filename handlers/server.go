@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -36,7 +37,8 @@ type Deps struct {
 	// middleware.DefaultCacheBytes when zero; no cache when negative.
 	ReplayCacheBytes int64
 	// PushAnswers: on PostgreSQL, completed answers are pushed to the other
-	// instances' caches (middleware.Config.PushAnswers).
+	// instances' caches (middleware.Config.PushAnswers), signed with a key
+	// derived from SessionSecret; not without a SessionSecret.
 	PushAnswers bool
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
@@ -57,6 +59,10 @@ type Deps struct {
 	// the same on every instance. When empty, a random secret is made, and
 	// sessions end when the process does.
 	SessionSecret []byte
+	// SessionIdle ends a browser session after this long without a
+	// request, SessionMaxAge this long after it began, however busy;
+	// DefaultSessionIdle and DefaultSessionMaxAge when zero.
+	SessionIdle, SessionMaxAge time.Duration
 	// SecureCookies marks the session cookie Secure even when the request
 	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
 	SecureCookies bool
@@ -71,6 +77,13 @@ type Deps struct {
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
+	// TrustedProxies are the reverse proxies (load balancers) whose
+	// X-Forwarded-For names the client, for throttles, failed log-ins and
+	// logs; none: the client is always the connection's peer.
+	TrustedProxies []netip.Prefix
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
+	// call the API from a browser; none when empty (see crossOriginAPI).
+	CORSOrigins []string
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).
@@ -85,7 +98,8 @@ type Server struct {
 	idempotency *middleware.Idempotency
 	payments    *billing.Service
 	pages       map[string]*template.Template
-	sessions    *securecookie.SecureCookie
+	cookies     *securecookie.SecureCookie
+	sessions    models.Sessions
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
@@ -95,6 +109,8 @@ type Server struct {
 // NewServer builds the server and its routes.
 func NewServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
+	// Derived before a random session secret is made: no other instance would share it.
+	keys := deriveKeys(deps.SessionSecret)
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -109,6 +125,12 @@ func NewServer(deps Deps) *Server {
 	}
 	if deps.TokenCacheTTL == 0 {
 		deps.TokenCacheTTL = models.DefaultTokenCacheTTL
+	}
+	if deps.SessionIdle == 0 {
+		deps.SessionIdle = DefaultSessionIdle
+	}
+	if deps.SessionMaxAge == 0 {
+		deps.SessionMaxAge = DefaultSessionMaxAge
 	}
 	if deps.BcryptCost == 0 {
 		deps.BcryptCost = bcrypt.DefaultCost
@@ -132,13 +154,16 @@ func NewServer(deps Deps) *Server {
 		accounts:    accounts,
 		shop:        models.Shop{DB: deps.DB},
 		pages:       mustParsePages(),
-		sessions:    newSessionCodec(deps.SessionSecret),
+		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
+		sessions:    models.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
 		metrics:     newMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		PushAnswers: deps.PushAnswers,
+		PushSecret:  keys.push,
+		DigestKey:   keys.digest,
 		Scope:       scope,
 		Refuse:      s.refuse,
 		Observe:     s.metrics.idempotencyOutcome,
@@ -152,6 +177,7 @@ func NewServer(deps Deps) *Server {
 		})
 	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
+	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
@@ -188,6 +214,12 @@ func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(c
 
 // ReplayCache reports what the idempotency middleware's replay cache holds.
 func (s *Server) ReplayCache() middleware.CacheStats { return s.idempotency.CacheStats() }
+
+// SweepSessions deletes the browser sessions that ran out, idle or past
+// their absolute end.
+func (s *Server) SweepSessions(ctx context.Context) (int64, error) {
+	return s.sessions.Sweep(ctx, s.deps.Now())
+}
 
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {

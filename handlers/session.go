@@ -16,35 +16,63 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// The browser's session is one signed cookie naming the user: HttpOnly,
-// SameSite=Lax, Secure when served over TLS. It is signed, not encrypted:
-// it holds nothing secret, only what the server must be able to trust.
+// The browser's session is a row on the server, named by a random token in
+// one cookie: HttpOnly, SameSite=Lax, Secure when served over TLS. The
+// server keeps only the token's hash, and ends the row at log-out, at a
+// password change (the user's other sessions), after Deps.SessionIdle
+// without a request and Deps.SessionMaxAge after log-in; a cookie copied
+// before any of these is then worth nothing.
+//
+// The token is also signed with the session secret: a cookie that is not
+// one of the shop's (forged, or signed with another secret) is refused
+// without a database read, and SESSION_SECRET keeps its meaning. The
+// signature is not what makes a session valid: the row is.
 const (
 	sessionCookie = "shop_session"
-	sessionAge    = 14 * 24 * time.Hour
+	sessionKey    = "shop.session"
+)
+
+// The defaults of Deps.SessionIdle and Deps.SessionMaxAge. A day idle: a
+// shopper back the next day is still signed in, while a session left on a
+// shared or lost device dies within a day of its last use. Fourteen days
+// at most, as the signed cookie of the release before lasted.
+const (
+	DefaultSessionIdle   = 24 * time.Hour
+	DefaultSessionMaxAge = 14 * 24 * time.Hour
 )
 
 type sessionValue struct {
-	UserID string `json:"uid"`
+	Token string `json:"sid"`
 }
 
-func newSessionCodec(secret []byte) *securecookie.SecureCookie {
+func newSessionCodec(secret []byte, maxAge time.Duration) *securecookie.SecureCookie {
 	// A fixed-length signing key whatever the secret's length, separate from
 	// any other use the secret might have.
 	key := sha512.Sum512(append([]byte("shop session cookie\x00"), secret...))
 	codec := securecookie.New(key[:], nil)
-	codec.MaxAge(int(sessionAge / time.Second))
+	codec.MaxAge(int(maxAge / time.Second))
 	codec.SetSerializer(securecookie.JSONEncoder{})
 	return codec
 }
 
+// startSession signs the user in with a new session: a new token at every
+// log-in and sign-up, so that a token planted in the browser before (a
+// session fixation) is never the one signed in. A session the browser had
+// is ended.
 func (s *Server) startSession(c *gin.Context, user models.User) error {
-	value, err := s.sessions.Encode(sessionCookie, sessionValue{UserID: user.ID})
+	if err := s.forgetSession(c); err != nil {
+		return err
+	}
+	token, _, err := s.sessions.Start(c.Request.Context(), user.ID, s.deps.Now())
+	if err != nil {
+		return err
+	}
+	value, err := s.cookies.Encode(sessionCookie, sessionValue{Token: token})
 	if err != nil {
 		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: value, Path: "/", MaxAge: int(sessionAge / time.Second),
+		Name: sessionCookie, Value: value, Path: "/", MaxAge: int(s.deps.SessionMaxAge / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 	return nil
@@ -56,16 +84,44 @@ func (s *Server) secureCookies(c *gin.Context) bool {
 	return c.Request.TLS != nil || s.deps.SecureCookies
 }
 
-func (s *Server) endSession(c *gin.Context) {
+// endSession ends the request's session, if it has one, on the server and
+// in the browser.
+func (s *Server) endSession(c *gin.Context) error {
+	if err := s.forgetSession(c); err != nil {
+		return err
+	}
+	s.dropCookie(c)
+	return nil
+}
+
+// forgetSession ends the request's session, if it has one, on the server.
+func (s *Server) forgetSession(c *gin.Context) error {
+	session, ok := currentSession(c)
+	if !ok {
+		return nil
+	}
+	return s.sessions.End(c.Request.Context(), session.ID)
+}
+
+func (s *Server) dropCookie(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 }
 
+// currentSession is the request's session, when it has one.
+func currentSession(c *gin.Context) (models.Session, bool) {
+	session, ok := c.Get(sessionKey)
+	if !ok {
+		return models.Session{}, false
+	}
+	return session.(models.Session), true
+}
+
 // loadSession marks the request as a page request and, when its session
-// cookie is valid, makes its user the current user: the scope of the
-// idempotency keys of the browser's forms.
+// cookie names a session that still works, makes its user the current
+// user: the scope of the idempotency keys of the browser's forms.
 func (s *Server) loadSession(c *gin.Context) {
 	failAsPages(c)
 	cookie, err := c.Request.Cookie(sessionCookie)
@@ -73,18 +129,27 @@ func (s *Server) loadSession(c *gin.Context) {
 		return
 	}
 	var value sessionValue
-	if s.sessions.Decode(sessionCookie, cookie.Value, &value) != nil {
-		return // forged, expired, or signed with another secret: signed out
+	if s.cookies.Decode(sessionCookie, cookie.Value, &value) != nil || value.Token == "" {
+		return // forged, too old, signed with another secret or of an older release: signed out
 	}
-	user, err := s.accounts.UserByID(c.Request.Context(), value.UserID)
+	session, err := s.sessions.Lookup(c.Request.Context(), value.Token, s.deps.Now())
+	if errors.Is(err, models.ErrSessionEnded) {
+		s.dropCookie(c)
+		return
+	}
+	var user models.User
+	if err == nil {
+		user, err = s.accounts.UserByID(c.Request.Context(), session.UserID)
+	}
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		s.endSession(c)
+		s.dropCookie(c)
 	case err != nil:
 		s.fail(c, err)
 		c.Abort()
 	default:
 		c.Set(userKey, user)
+		c.Set(sessionKey, session)
 	}
 }
 

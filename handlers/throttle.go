@@ -13,7 +13,7 @@ func (s *Server) throttleAddress(c *gin.Context) {
 	if s.addresses == nil {
 		return
 	}
-	if err := s.addresses.Take(c.Request.Context(), c.RemoteIP()); err != nil {
+	if err := s.addresses.Take(c.Request.Context(), c.ClientIP()); err != nil {
 		s.fail(c, err)
 		c.Abort()
 	}

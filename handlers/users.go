@@ -32,7 +32,7 @@ func (s *Server) createToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.RemoteIP())
+	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.ClientIP())
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -9,7 +9,8 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// The browser's account pages: sign up, log in, log out.
+// The browser's account pages: sign up, log in, log out (the password's
+// page is webpassword.go).
 
 type accountView struct {
 	layout
@@ -42,7 +43,7 @@ func (s *Server) signup(c *gin.Context) {
 	email, password := c.PostForm("email"), c.PostForm("password")
 	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
 	if errors.Is(err, models.ErrEmailTaken) {
-		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.RemoteIP()); loginErr == nil {
+		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.ClientIP()); loginErr == nil {
 			user, err = existing, nil
 		}
 	}
@@ -77,7 +78,7 @@ func (s *Server) loginPage(c *gin.Context) {
 
 func (s *Server) login(c *gin.Context) {
 	email := c.PostForm("email")
-	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.RemoteIP())
+	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.ClientIP())
 	if errors.Is(err, models.ErrBadCredentials) {
 		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
 		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
@@ -99,8 +100,13 @@ func (s *Server) signIn(c *gin.Context, user models.User, next string) {
 	c.Redirect(http.StatusSeeOther, next)
 }
 
+// logout ends the session on the server, not only in this browser: a copy
+// of its cookie signs no one in afterwards.
 func (s *Server) logout(c *gin.Context) {
-	s.endSession(c)
+	if err := s.endSession(c); err != nil {
+		s.fail(c, err)
+		return
+	}
 	c.Redirect(http.StatusSeeOther, "/")
 }
 

@@ -105,7 +105,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			at = phaseOf(found, now)
 		}
 		if at != phaseAbsent && at != phaseExpired &&
-			found.Fingerprint != want.Fingerprint && !(found.Lapsed(now) && found.Target == want.Target) {
+			!sameRequest(found.Fingerprint, want) && !(found.Lapsed(now) && found.Target == want.Target) {
 			// A released key takes a corrected body, but only for the same
 			// target: its operation, and the derived key, stay with it. A
 			// lapsed lease counts as released: its release may have failed.

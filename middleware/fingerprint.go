@@ -47,6 +47,10 @@ type request struct {
 // digests say nothing (the same JSON may be written two ways): the
 // fingerprint decides then.
 func rawDigest(method, route string, params gin.Params, rawQuery, contentType string, body []byte) [sha256.Size]byte {
+	return digester{}.raw(method, route, params, rawQuery, contentType, body)
+}
+
+func (d digester) raw(method, route string, params gin.Params, rawQuery, contentType string, body []byte) [sha256.Size]byte {
 	var buf [256]byte
 	head := field(buf[:0], method)
 	head = field(head, route)
@@ -57,12 +61,7 @@ func rawDigest(method, route string, params gin.Params, rawQuery, contentType st
 	head = field(head, rawQuery)
 	head = field(head, contentType)
 	head = binary.AppendUvarint(head, uint64(len(body)))
-	h := sha256.New()
-	h.Write(head)
-	h.Write(body)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+	return d.sum(head, body)
 }
 
 // fingerprintOf hashes everything that makes two requests the same operation.
@@ -71,13 +70,20 @@ func rawDigest(method, route string, params gin.Params, rawQuery, contentType st
 // anything else byte for byte. Invalid JSON or form bodies are an error: a
 // request whose meaning cannot be pinned down cannot be claimed.
 func fingerprintOf(r request) (string, error) {
-	body, err := canonicalBody(r.ContentType, r.Body)
+	fp, _, err := digester{}.fingerprints(r)
+	return fp, err
+}
+
+// fingerprinted is what a fingerprint hashes: a head of fields, then the
+// canonical body.
+func fingerprinted(r request) (head, body []byte, err error) {
+	body, err = canonicalBody(r.ContentType, r.Body)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	// The fields before the body go through one small buffer, and the body
-	// is hashed where it lies: no copy of it, one allocation for the rest.
-	head := make([]byte, 0, 256)
+	// is hashed where it lies: no copy of it.
+	head = make([]byte, 0, 256)
 	head = field(head, r.Method)
 	head = field(head, r.Route)
 	// The route template fixes the parameters and their order; each name and
@@ -91,11 +97,7 @@ func fingerprintOf(r request) (string, error) {
 	// request, which the handler may well refuse.
 	head = field(head, mediaType(r.ContentType))
 	head = binary.AppendUvarint(head, uint64(len(body)))
-	h := sha256.New()
-	h.Write(head)
-	h.Write(body)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])), nil
+	return head, body, nil
 }
 
 // targetOf hashes what a request acts on: method, route and path parameters

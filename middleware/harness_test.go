@@ -104,6 +104,10 @@ type harness struct {
 	mode Mode
 	// first, when set, runs before anything else of each request.
 	first gin.HandlerFunc
+	// logs, when set, receives the middleware's log as text; else it is discarded.
+	logs io.Writer
+	// digestKey is the middleware's Config.DigestKey.
+	digestKey []byte
 	// outcomes records what the middleware observed, in order.
 	outcomes struct {
 		sync.Mutex
@@ -120,6 +124,8 @@ func withLease(d time.Duration) option      { return func(h *harness) { h.lease 
 func withTimeout(d time.Duration) option    { return func(h *harness) { h.timeout = d } }
 func withMode(m Mode) option                { return func(h *harness) { h.mode = m } }
 func withFirst(f gin.HandlerFunc) option    { return func(h *harness) { h.first = f } }
+func withLogs(w io.Writer) option           { return func(h *harness) { h.logs = w } }
+func withDigestKey(k []byte) option         { return func(h *harness) { h.digestKey = k } }
 func withRefuse(r func(*gin.Context, Refusal)) option {
 	return func(h *harness) { h.refuse = r }
 }
@@ -170,11 +176,15 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logger := slog.New(slog.DiscardHandler)
+	if h.logs != nil {
+		logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	}
 	h.mw = New(Config{
 		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Refuse: h.refuse,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: logger, DigestKey: h.digestKey,
 		Observe: func(_ string, o Outcome) {
 			h.outcomes.Lock()
 			defer h.outcomes.Unlock()

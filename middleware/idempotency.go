@@ -127,8 +127,20 @@ type Config struct {
 	// PushAnswers: on PostgreSQL, send each answer this instance completes
 	// to the other instances' caches, and keep those they send (push.go),
 	// so that a retry landing on another instance replays from memory.
-	// Ignored on SQLite.
+	// Ignored on SQLite, and without a PushSecret.
 	PushAnswers bool
+	// PushSecret signs pushed answers (pushauth.go): an instance keeps only
+	// those signed with it. Give every instance of one deployment the same
+	// secret, of MinPushSecret bytes at least, and keep it out of the
+	// database: anyone who can connect there can send a push. None: answers
+	// are not pushed.
+	PushSecret []byte
+	// DigestKey, when set, keys the hashes of requests kept in the key's
+	// row (digest.go), so that the table tells nothing of the bodies it saw,
+	// passwords included: MinDigestKey bytes at least, the same on every
+	// instance, and out of the database. Changing it makes the keys stored
+	// under the old one answer their retries 422, until they expire.
+	DigestKey []byte
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
 	FlushEvery time.Duration
@@ -160,6 +172,7 @@ type Idempotency struct {
 	answers *answers // nil: no cache
 	replays *replayCounter
 	push    *pusher // nil: answers are not pushed
+	digest  digester
 	// local holds the keys an atomic request of this instance is claiming
 	// or running: a duplicate here waits on waits instead of holding a
 	// connection and a transaction while it waits on the database.
@@ -199,8 +212,12 @@ func New(cfg Config) *Idempotency {
 		cfg.FlushEvery = defaultFlushEvery
 	}
 	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
+	m.digest = newDigester(cfg.DigestKey)
+	if n := len(cfg.PushSecret); n > 0 && n < MinPushSecret {
+		panic("middleware: Config.PushSecret must be at least 32 bytes")
+	}
 	if cfg.PushAnswers {
-		m.push = newPusher(cfg.DB, m.answers, cfg.Logger)
+		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}
 	return m
 }

@@ -11,9 +11,10 @@ import (
 )
 
 // Intake: what a request brings to the state machine. The key, from the
-// header or a form's hidden field; the body, read once and bounded; the
-// fingerprint of what the request asks. A request that brings none of these
-// properly is refused here, before anything is claimed.
+// header or a form's hidden field (which wins over the header); the body,
+// read once and bounded; the fingerprint of what the request asks. A
+// request that brings none of these properly is refused here, before
+// anything is claimed.
 
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
@@ -24,16 +25,12 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.cfg.Refuse(c, refuseUnauthenticated.with("Sign in first: idempotency keys belong to a user."))
 		return
 	}
-	headerKey, err := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
-	if err != nil && !errors.Is(err, errKeyMissing) {
-		m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
-		return
-	}
+	headerKey, headerErr := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
 	// A form may carry its key in the body; anything else must have the
 	// header, and is refused before its body is read.
 	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
-	if headerKey == "" && !isForm {
-		m.cfg.Refuse(c, refuseKeyMissing.with(errKeyMissing.Error()))
+	if !isForm && headerErr != nil {
+		m.refuseKey(c, headerErr)
 		return
 	}
 	body, err := readBody(c)
@@ -45,14 +42,13 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	key, err := resolveKey(headerKey, isForm, body)
-	switch {
-	case errors.Is(err, errKeyMissing):
-		m.cfg.Refuse(c, refuseKeyMissing.with(err.Error()))
+	key, fromField, err := resolveKey(headerKey, headerErr, isForm, body)
+	if err != nil {
+		m.refuseKey(c, err)
 		return
-	case err != nil:
-		m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
-		return
+	}
+	if fromField && headerKey != key && !errors.Is(headerErr, errKeyMissing) {
+		m.logIgnoredHeader(c, key, headerKey, headerErr)
 	}
 	c.Set(keyContextKey, key)
 	m.dispatch(c, mode, scope, key, body)
@@ -64,7 +60,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 // instance that has not seen the key. Anything else is fingerprinted and
 // executed, with the row already read.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
-	raw := rawDigest(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
+	raw := m.digest.raw(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
 	sk := scopedKey{scope, key}
 	var first *lookup
 	if a, ok := m.answers.get(sk); ok {
@@ -83,12 +79,12 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
 		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
 	}
-	fingerprint, err := fingerprintOf(req)
+	fingerprint, plain, err := m.digest.fingerprints(req)
 	if err != nil {
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req)}
+	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req), plainFingerprint: plain}
 	m.execute(c, want, mode, raw, first)
 }
 
@@ -111,26 +107,41 @@ func readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// resolveKey takes the key from the header or, for a form post, from the
-// hidden form field; both present must agree.
-func resolveKey(headerKey string, isForm bool, body []byte) (string, error) {
+// resolveKey takes a form post's key from its hidden field when it has
+// one: the page rendered that key, and a browser may add an
+// Idempotency-Key header of its own to every post (Firefox can), which is
+// then ignored. Without the field, the key is the header's.
+func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (key string, fromField bool, err error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
 			if len(form[FormKeyField]) > 1 {
-				return "", errKeyList
+				return "", true, errKeyList
 			}
 			fieldKey, err := checkKey(form.Get(FormKeyField))
-			if err != nil {
-				return "", err
-			}
-			if headerKey != "" && headerKey != fieldKey {
-				return "", errKeyTwice
-			}
-			return fieldKey, nil
+			return fieldKey, true, err
 		}
 	}
-	if headerKey == "" {
-		return "", errKeyMissing
+	return headerKey, false, headerErr
+}
+
+// refuseKey answers a request without a usable key: 400, missing or invalid.
+func (m *Idempotency) refuseKey(c *gin.Context, err error) {
+	if errors.Is(err, errKeyMissing) {
+		m.cfg.Refuse(c, refuseKeyMissing.with(err.Error()))
+		return
 	}
-	return headerKey, nil
+	m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
+}
+
+// logIgnoredHeader says that a form post's Idempotency-Key header, other
+// than its field or malformed, was ignored. Keys are named as the access
+// log names them, by a short hash, never in full.
+func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey string, headerErr error) {
+	attrs := []any{"route", c.FullPath(), "field_key", redact(fieldKey), "field_key_bytes", len(fieldKey)}
+	if headerErr != nil {
+		attrs = append(attrs, "header_problem", headerErr.Error())
+	} else {
+		attrs = append(attrs, "header_key", redact(headerKey), "header_key_bytes", len(headerKey))
+	}
+	m.cfg.Logger.InfoContext(c.Request.Context(), "idempotency: a form post's Idempotency-Key header is ignored; its idempotency_key field is the key", attrs...)
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/shop/shop/internal/testkit"
 )
 
 func TestKeyChecksAndScope(t *testing.T) {
@@ -55,6 +57,9 @@ func TestKeyChecksAndScope(t *testing.T) {
 	}
 }
 
+// A form post's hidden idempotency_key field is its key; an
+// Idempotency-Key header that differs, or is malformed, is ignored (a
+// browser may add its own); without the field the header is the key.
 func TestFormKey(t *testing.T) {
 	h := newHarness(t)
 	const path = "/widgets/1?status=303"
@@ -72,15 +77,21 @@ func TestFormKey(t *testing.T) {
 		{"resubmit, fields reordered", "", "idempotency_key=form-1&color=red&name=bolt", 303, nil, true, 1},
 		{"header and field agree", `"form-2"`, "name=bolt&idempotency_key=form-2", 303, nil, false, 2},
 		{"bare header and field agree", `form-2`, "idempotency_key=form-2&name=bolt", 303, nil, true, 2},
-		{"header and field differ", "form-3", "name=bolt&idempotency_key=form-4", 400, &refuseKeyInvalid, false, 2},
-		{"empty field", "", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 2},
-		{"empty field and a header", "form-5", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 2},
-		{"256-character field", "", "name=bolt&idempotency_key=" + long + "f", 400, &refuseKeyInvalid, false, 2},
-		{"non-ASCII field", "", "name=bolt&idempotency_key=%C3%A9", 400, &refuseKeyInvalid, false, 2},
-		{"no key", "", "name=bolt", 400, &refuseKeyMissing, false, 2},
-		{"255-character field", "", "name=bolt&idempotency_key=" + long, 303, nil, false, 3},
-		{"header only", "form-6", "name=bolt", 303, nil, false, 4},
-		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &refuseKeyInvalid, false, 4},
+		{"header and field differ: the field wins", "form-3", "name=bolt&idempotency_key=form-4", 303, nil, false, 3},
+		{"the same field, another header", `"form-5"`, "idempotency_key=form-4&name=bolt", 303, nil, true, 3},
+		{"the same field, a malformed header", `"form-5";p=1`, "name=bolt&idempotency_key=form-4", 303, nil, true, 3},
+		{"the same field, two headers in one", `"form-5", "form-6"`, "name=bolt&idempotency_key=form-4", 303, nil, true, 3},
+		{"empty field", "", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 3},
+		{"empty field and a header", "form-5", "name=bolt&idempotency_key=", 400, &refuseKeyInvalid, false, 3},
+		{"256-character field", "", "name=bolt&idempotency_key=" + long + "f", 400, &refuseKeyInvalid, false, 3},
+		{"non-ASCII field", "", "name=bolt&idempotency_key=%C3%A9", 400, &refuseKeyInvalid, false, 3},
+		{"no key", "", "name=bolt", 400, &refuseKeyMissing, false, 3},
+		{"a malformed header and no field", `"form-5";p=1`, "name=bolt", 400, &refuseKeyInvalid, false, 3},
+		{"255-character field", "", "name=bolt&idempotency_key=" + long, 303, nil, false, 4},
+		{"header only", "form-6", "name=bolt", 303, nil, false, 5},
+		{"header only, resubmitted", `"form-6"`, "name=bolt", 303, nil, true, 5},
+		{"two key fields", "", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &refuseKeyInvalid, false, 5},
+		{"two key fields and a header", "form-7", "idempotency_key=form-1&idempotency_key=form-7&color=red&name=bolt", 400, &refuseKeyInvalid, false, 5},
 	}
 	var first answer
 	for i, s := range steps {
@@ -101,9 +112,54 @@ func TestFormKey(t *testing.T) {
 	if upper.status != 303 || !upper.replayed() {
 		t.Fatalf("form with an upper-case media type: %d replayed=%v %s", upper.status, upper.replayed(), upper.body)
 	}
-	h.wantKeys("alice/"+long+"=completed", "alice/form-1=completed", "alice/form-2=completed", "alice/form-6=completed")
+	h.wantKeys("alice/"+long+"=completed", "alice/form-1=completed", "alice/form-2=completed", "alice/form-4=completed", "alice/form-6=completed")
 	d := h.runs.of("/widgets/1")
-	h.wantWidgets(d[0]+"#1", d[1]+"#2", d[2]+"#3", d[3]+"#4")
+	h.wantWidgets(d[0]+"#1", d[1]+"#2", d[2]+"#3", d[3]+"#4", d[4]+"#5")
+}
+
+// An ignored header is logged once, at INFO, with both keys by their
+// short hashes (the access log's), never in full; a header that agrees, or
+// none, is not logged.
+func TestIgnoredFormHeaderIsLogged(t *testing.T) {
+	logs := &testkit.Buffer{}
+	h := newHarness(t, withLogs(logs))
+	const path, form = "/widgets/1?status=303", "application/x-www-form-urlencoded"
+	const field, header = "field-key-7c1e", "browser-key-9f2a"
+	for _, c := range []call{
+		{key: field, body: "name=bolt&idempotency_key=" + field},
+		{body: "name=bolt&idempotency_key=" + field},
+		{key: header, body: "name=bolt&idempotency_key=" + field},
+		{key: `"x";p=1`, body: "name=bolt&idempotency_key=" + field},
+	} {
+		c.path, c.contentType = path, form
+		if a := h.do(c); a.status != 303 {
+			t.Fatalf("header %q: %d %s", c.key, a.status, a.body)
+		}
+	}
+	h.wantRuns("/widgets/1", 1)
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, "header is ignored") {
+			lines = append(lines, line)
+		}
+	}
+	want := []string{
+		"level=INFO field_key=" + redact(field) + " field_key_bytes=14 header_key=" + redact(header) + " header_key_bytes=16",
+		"level=INFO field_key=" + redact(field) + " field_key_bytes=14 header_problem=",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines about an ignored header, want %d:\n%s", len(lines), len(want), logs.String())
+	}
+	for i, line := range lines {
+		for _, part := range strings.Fields(want[i]) {
+			if !strings.Contains(line, part) {
+				t.Errorf("line %d lacks %q: %s", i+1, part, line)
+			}
+		}
+	}
+	if strings.Contains(logs.String(), field) || strings.Contains(logs.String(), header) {
+		t.Fatalf("a key is logged in full:\n%s", logs.String())
+	}
 }
 
 // zeros is an endless body of zero bytes.

@@ -18,7 +18,6 @@ var (
 	errKeyList    = errors.New("send exactly one Idempotency-Key header or idempotency_key field")
 	errKeySF      = errors.New(`a quoted Idempotency-Key must be an RFC 8941 string without parameters, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
 	errKeyBare    = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
-	errKeyTwice   = errors.New("the Idempotency-Key header and the idempotency_key form field differ")
 )
 
 // parseKeyHeader decodes the Idempotency-Key header values of a request. The

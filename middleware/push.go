@@ -13,7 +13,8 @@ package middleware
 // completed, so it is never pushed. A push that is lost, late or dropped
 // (a full queue, an answer too large for NOTIFY's payload, a connection
 // down) only means that instance reads the key from the database, as it
-// would without pushes.
+// would without pushes. A push is kept only if it is signed with the
+// instances' secret (pushauth.go), and only with the headers a replay sends.
 //
 // Each instance holds two connections of its own for this, outside the
 // pool the requests use: one listens, one sends. The sender batches what
@@ -26,7 +27,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -52,18 +52,18 @@ const (
 // pushMessage is one completed answer as NOTIFY carries it: what the key
 // row holds, with the headers exactly as the row stores them.
 type pushMessage struct {
-	From        string          `json:"from"` // the sending instance, which ignores its own
-	Scope       string          `json:"scope"`
-	Key         string          `json:"key"`
-	OperationID string          `json:"op"`
-	Method      string          `json:"method"`
-	Route       string          `json:"route"`
-	Fingerprint string          `json:"fp"`
-	Raw         []byte          `json:"raw"`
-	ExpiresAt   time.Time       `json:"exp"`
-	Status      int             `json:"status"`
-	Headers     json.RawMessage `json:"headers"`
-	Body        []byte          `json:"body"`
+	From        string      `json:"from"` // the sending instance, which ignores its own
+	Scope       string      `json:"scope"`
+	Key         string      `json:"key"`
+	OperationID string      `json:"op"`
+	Method      string      `json:"method"`
+	Route       string      `json:"route"`
+	Fingerprint string      `json:"fp"`
+	Raw         []byte      `json:"raw"`
+	ExpiresAt   time.Time   `json:"exp"`
+	Status      int         `json:"status"`
+	Headers     http.Header `json:"headers"`
+	Body        []byte      `json:"body"`
 }
 
 type pushed struct {
@@ -72,9 +72,10 @@ type pushed struct {
 }
 
 // pusher sends this instance's completed answers and puts the other
-// instances' into its cache. nil: not pushing (SQLite, or not asked).
+// instances' into its cache. nil: not pushing (SQLite, not asked, no secret).
 type pusher struct {
 	dsn, id   string
+	auth      *pushAuth
 	answers   *answers
 	logger    *slog.Logger
 	queue     chan pushed
@@ -83,15 +84,20 @@ type pusher struct {
 	listening chan struct{} // closed once the first LISTEN is in place
 }
 
-// newPusher starts pushing when db is PostgreSQL.
-func newPusher(db *gorm.DB, a *answers, logger *slog.Logger) *pusher {
+// newPusher starts pushing when db is PostgreSQL and there is a secret to
+// sign with: without one, no push could be told from a forgery.
+func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pusher {
 	d, ok := db.Dialector.(*postgres.Dialector)
 	if !ok || d.Config == nil || d.DSN == "" {
 		return nil
 	}
+	if len(secret) == 0 {
+		logger.Warn("idempotency: PushAnswers without a PushSecret: answers are not pushed between instances")
+		return nil
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &pusher{
-		dsn: d.DSN, id: uuid.NewString(), answers: a, logger: logger,
+		dsn: d.DSN, id: uuid.NewString(), auth: &pushAuth{secret: secret}, answers: a, logger: logger,
 		queue: make(chan pushed, pushQueue), stop: stop, listening: make(chan struct{}),
 	}
 	p.done.Add(2)
@@ -166,19 +172,19 @@ func (p *pusher) sendLoop(ctx context.Context) {
 			batch = append(batch, first)
 		}
 		batch = p.gather(ctx, batch)
-		payloads := p.encode(batch)
-		if len(payloads) == 0 {
-			continue
-		}
 		var err error
 		if conn == nil {
 			conn, name, err = p.connect(ctx)
 		}
+		var payloads []string
 		if err == nil {
+			payloads = p.encode(name, batch)
+		}
+		if err == nil && len(payloads) > 0 {
 			_, err = conn.Exec(ctx, "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", name, payloads)
 		}
 		if err != nil && ctx.Err() == nil {
-			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(payloads))
+			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(batch))
 			if conn != nil {
 				conn.Close(context.Background())
 				conn = nil
@@ -205,25 +211,22 @@ func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
 	return batch
 }
 
-// encode turns answers into payloads, leaving out those NOTIFY cannot
-// carry: too large, or a scope or key that JSON would not carry exactly.
-func (p *pusher) encode(batch []pushed) []string {
+// encode turns answers into payloads signed for channel, leaving out those
+// NOTIFY cannot carry: too large, or a scope or key that JSON would not
+// carry exactly.
+func (p *pusher) encode(channel string, batch []pushed) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
 		if !utf8.ValidString(b.k.scope) || !utf8.ValidString(b.k.key) {
 			continue
 		}
-		headers, err := json.Marshal(b.v.headers) // as complete stores them
-		if err != nil {
-			continue
-		}
 		msg, err := json.Marshal(pushMessage{
 			From: p.id, Scope: b.k.scope, Key: b.k.key, OperationID: b.v.operationID,
 			Method: b.v.method, Route: b.v.route, Fingerprint: b.v.fingerprint, Raw: b.v.raw[:],
-			ExpiresAt: b.v.expiresAt, Status: b.v.status, Headers: headers, Body: b.v.body,
+			ExpiresAt: b.v.expiresAt, Status: b.v.status, Headers: b.v.headers, Body: b.v.body,
 		})
-		if err == nil && len(msg) <= notifyLimit {
-			payloads = append(payloads, string(msg))
+		if err == nil && macLen+len(msg) <= notifyLimit {
+			payloads = append(payloads, p.auth.sign(channel, msg))
 		}
 	}
 	return payloads
@@ -260,33 +263,27 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 		if err != nil {
 			return err
 		}
-		if k, v, ok := p.decode(n.Payload); ok {
+		if k, v, ok := p.decode(name, n.Payload); ok {
 			p.answers.put(k, v)
 		}
 	}
 }
 
-// decode reads a payload another instance pushed. This instance's own
-// come back too: encode writes the sender first, so they are known by
-// their first bytes, before any decoding.
-func (p *pusher) decode(payload string) (scopedKey, *cached, bool) {
-	if strings.HasPrefix(payload, `{"from":"`+p.id+`"`) {
-		return scopedKey{}, nil, false
-	}
+// decode reads a payload another instance pushed on channel, once its
+// signature is checked (verified); this instance's own come back too, and
+// are ignored.
+func (p *pusher) decode(channel, payload string) (scopedKey, *cached, bool) {
+	msg, ok := p.verified(channel, payload)
 	var m pushMessage
-	if err := json.Unmarshal([]byte(payload), &m); err != nil || m.From == p.id || len(m.Raw) != sha256.Size {
+	if !ok || json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
 		return scopedKey{}, nil, false
 	}
 	v := &cached{
 		replayOf: replayOf{m.Scope, m.Key, m.OperationID}, method: m.Method, route: m.Route, fingerprint: m.Fingerprint,
 		expiresAt: m.ExpiresAt, status: m.Status, body: m.Body,
+		headers: replayable(m.Headers), // whatever the sender stored: never more than a replay sends
 	}
 	copy(v.raw[:], m.Raw)
-	var headers http.Header
-	if err := json.Unmarshal(m.Headers, &headers); err != nil {
-		return scopedKey{}, nil, false
-	}
-	v.headers = headers
 	return scopedKey{m.Scope, m.Key}, v, true
 }
 

@@ -22,7 +22,7 @@ import (
 func (d *counted) pushing(t *testing.T, now func() time.Time) (*Idempotency, http.Handler) {
 	t.Helper()
 	mw := New(Config{
-		DB: d.over, TTL: time.Hour, Lease: time.Minute, Wait: time.Second, FlushEvery: time.Hour, Now: now, PushAnswers: true,
+		DB: d.over, TTL: time.Hour, Lease: time.Minute, Wait: time.Second, FlushEvery: time.Hour, Now: now, PushAnswers: true, PushSecret: pushSecret,
 		Scope:  func(c *gin.Context) string { return c.GetHeader("X-Test-User") },
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -172,15 +172,15 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 	if !ok {
 		t.Fatal("the instance that ran the order does not hold its answer")
 	}
-	payload := (&pusher{id: "origin"}).encode([]pushed{{scopedKey{"alice", "expiring"}, entry}})
+	payload := testPusher("origin", nil).encode("c", []pushed{{scopedKey{"alice", "expiring"}, entry}})
 	clock.Advance(2 * time.Hour)
 	runs(b, "the expired key on the other instance", "alice", "expiring", "", http.StatusCreated)
 	// A push that arrives after its key expired is not kept.
-	late := &pusher{id: "late", answers: newAnswers(0, clock.Now)}
+	late := testPusher("late", newAnswers(0, clock.Now))
 	if len(payload) != 1 {
 		t.Fatalf("%d payloads, want 1", len(payload))
 	}
-	k, v, ok := late.decode(payload[0])
+	k, v, ok := late.decode("c", payload[0])
 	if !ok || k != (scopedKey{"alice", "expiring"}) || v.operationID != entry.operationID {
 		t.Fatalf("decode: %v %+v %v", k, v, ok)
 	}
@@ -198,26 +198,27 @@ func TestPushPayloadCarriesTheStoredAnswer(t *testing.T) {
 	a := &cached{
 		replayOf: replayOf{"alice", "k", "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
 		expiresAt: now.Add(time.Hour), status: http.StatusCreated,
-		headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/widgets/1"}}, body: []byte(`{"ok":true}`),
+		headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/widgets/1"}, "ETag": {`"v1"`}}, body: []byte(`{"ok":true}`),
 	}
 	a.raw[0] = 7
-	payloads := (&pusher{id: "a"}).encode([]pushed{{scopedKey{"alice", "k"}, a}})
+	payloads := testPusher("a", nil).encode("c", []pushed{{scopedKey{"alice", "k"}, a}})
 	if len(payloads) != 1 {
 		t.Fatalf("%d payloads, want 1", len(payloads))
 	}
-	receiver := &pusher{id: "b", answers: newAnswers(0, func() time.Time { return now })}
-	k, got, ok := receiver.decode(payloads[0])
+	receiver := testPusher("b", newAnswers(0, func() time.Time { return now }))
+	k, got, ok := receiver.decode("c", payloads[0])
 	if !ok || k != (scopedKey{"alice", "k"}) || got.replayOf != a.replayOf || got.method != a.method || got.route != a.route ||
 		got.fingerprint != a.fingerprint || got.raw != a.raw || !got.expiresAt.Equal(a.expiresAt) || got.status != a.status ||
-		string(got.body) != string(a.body) || got.headers.Get("Location") != "/widgets/1" || len(got.headers) != 2 {
+		string(got.body) != string(a.body) || got.headers.Get("Location") != "/widgets/1" ||
+		strings.Join(got.headers["ETag"], ",") != `"v1"` || len(got.headers) != 3 {
 		t.Fatalf("decoded %v %+v %v; want %+v", k, got, ok, a)
 	}
-	if _, _, ok := (&pusher{id: "a"}).decode(payloads[0]); ok {
+	if _, _, ok := testPusher("a", nil).decode("c", payloads[0]); ok {
 		t.Fatal("an instance kept its own push")
 	}
 	big := *a
 	big.body = make([]byte, notifyLimit)
-	if p := (&pusher{id: "a"}).encode([]pushed{{scopedKey{"alice", "big"}, &big}}); len(p) != 0 {
+	if p := testPusher("a", nil).encode("c", []pushed{{scopedKey{"alice", "big"}, &big}}); len(p) != 0 {
 		t.Fatalf("an answer too large for NOTIFY was encoded: %d bytes", len(p[0]))
 	}
 }

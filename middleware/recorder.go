@@ -73,14 +73,25 @@ func (r *recorder) Pusher() http.Pusher { return nil }
 // its replay too.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
 
-func (r *recorder) stored() storedResponse {
+// replayable is what of header a replay may send: the replayedHeaders,
+// named as the list spells them. What is stored passes through it, and
+// what another instance pushes, which names them so too.
+func replayable(header http.Header) http.Header {
 	h := http.Header{}
 	for _, name := range replayedHeaders {
-		if v := r.header.Values(name); len(v) > 0 {
+		v := header[name] // as stored ("ETag")
+		if len(v) == 0 {
+			v = header.Values(name) // as a handler sets it ("Etag")
+		}
+		if len(v) > 0 {
 			h[name] = v
 		}
 	}
-	return storedResponse{Status: r.status, Headers: h, Body: r.body.Bytes()}
+	return h
+}
+
+func (r *recorder) stored() storedResponse {
+	return storedResponse{Status: r.status, Headers: replayable(r.header), Body: r.body.Bytes()}
 }
 
 // send writes a response to the real writer.

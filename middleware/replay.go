@@ -19,7 +19,7 @@ var (
 // replayCached answers from an answer this instance has cached: replayed
 // when it is the same request, refused when the key named another.
 func (m *Idempotency) replayCached(c *gin.Context, want IdempotencyKey, a *cached, waited bool) {
-	if a.fingerprint != want.Fingerprint {
+	if !sameRequest(a.fingerprint, want) {
 		m.mismatch(c, want.Route, a.method, a.route)
 		return
 	}

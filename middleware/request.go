@@ -14,7 +14,11 @@ const keyContextKey = "idempotency.key"
 // revealing it: the first 12 hex digits of its SHA-256. Empty when the
 // request carried no valid key.
 func RedactedKey(c *gin.Context) string {
-	key := c.GetString(keyContextKey)
+	return redact(c.GetString(keyContextKey))
+}
+
+// redact is a key's first 12 hex digits of SHA-256; empty for no key.
+func redact(key string) string {
 	if key == "" {
 		return ""
 	}

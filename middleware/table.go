@@ -51,6 +51,10 @@ type IdempotencyKey struct {
 	Replays     int       `gorm:"not null;default:0"`
 	CreatedAt   time.Time `gorm:"not null"`
 	ExpiresAt   time.Time `gorm:"not null;index"`
+	// plainFingerprint is, on a request read under a DigestKey, its
+	// fingerprint without the key: what a row from before the key holds
+	// (digest.go). Never stored.
+	plainFingerprint string
 }
 
 // Released: in progress, but nobody holds it — the last attempt ended

@@ -10,7 +10,6 @@ import (
 	"net/mail"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
@@ -54,11 +53,8 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (User, err
 	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || len(email) > 254 {
 		fields = append(fields, FieldError{"email", "must be a valid email address"})
 	}
-	switch {
-	case utf8.RuneCountInString(password) < 8:
-		fields = append(fields, FieldError{"password", "must be at least 8 characters"})
-	case len(password) > 72:
-		fields = append(fields, FieldError{"password", "must be at most 72 bytes"})
+	if problem := passwordProblem(password); problem != "" {
+		fields = append(fields, FieldError{"password", problem})
 	}
 	if fields != nil {
 		return User{}, Invalid(fields...)

@@ -7,7 +7,7 @@ var (
 	KeyMissing = Type{"idempotency-key-missing", http.StatusBadRequest, "Idempotency key required",
 		"This endpoint changes state, so it requires an idempotency key: an `Idempotency-Key` header (or, for an HTML form, a hidden `idempotency_key` field). Generate one random key (a UUID v4 is ideal) for each operation and send the same key on every retry of that operation. Nothing was done."}
 	KeyInvalid = Type{"idempotency-key-invalid", http.StatusBadRequest, "Idempotency key invalid",
-		"The key must be an RFC 8941 string (`\"…\"`) or a bare value of printable ASCII without spaces, quotes or commas; 1 to 255 characters once decoded; one value only, without parameters. A header and a form field that disagree are also refused. Nothing was done."}
+		"The key must be an RFC 8941 string (`\"…\"`) or a bare value of printable ASCII without spaces, quotes or commas; 1 to 255 characters once decoded; one value only, without parameters. An HTML form's hidden field, when present, is the key: a header beside it is ignored. Nothing was done."}
 	KeyReused = Type{"idempotency-key-reused", http.StatusUnprocessableEntity, "Idempotency key reused with a different request",
 		"This key was already used for a request with a different method, path, query or body. A key names one operation: a retry must repeat the original request exactly (JSON key order and whitespace do not matter). Use a new key for a new operation. Nothing was done."}
 	KeyInProgress = Type{"idempotency-key-in-progress", http.StatusConflict, "Request with this idempotency key still in progress",

@@ -293,6 +293,14 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 
 	visit("orders", "/orders", 200, false)
 	visit("account", "/account", 200, false)
+	submit(t, ctx, 200, chromedp.Click(`main a[href="/account/password"]`))
+	a.audit("password", false)
+	submit(t, ctx, 422, chromedp.SendKeys("#current_password", "not my password"), chromedp.SendKeys("#new_password", "a new password"), chromedp.Click("main form button"))
+	a.says("password-wrong", "alert", "Your password was not changed.")
+	a.audit("password-wrong", false)
+	submit(t, ctx, 200, chromedp.SendKeys("#current_password", webPassword), chromedp.SendKeys("#new_password", "a new password"), chromedp.Click("main form button"))
+	a.says("password-changed", "status", "Password changed.")
+	a.audit("password-changed", false)
 	if got := e.sideEffects(); got.orders != 2 || got.payments != 2 || e.charges() != 1 {
 		t.Fatalf("side effects %+v, charges %d: want two orders, two payments (one declined), one charge", got, e.charges())
 	}
@@ -397,6 +405,12 @@ func TestPagesAreValidHTML(t *testing.T) {
 	page("form-changed", s.post("/orders", form))
 	page("orders", s.get("/orders"))
 	page("account", s.get("/account"))
+	passwordPage := s.get("/account/password")
+	page("password", passwordPage)
+	change := url.Values{"idempotency_key": {formKey(t, passwordPage)}, "current_password": {"not my password"}, "new_password": {"a new password"}}
+	page("password-wrong", s.post("/account/password", change))
+	change.Set("current_password", webPassword)
+	page("password-changed", s.post("/account/password", change))
 
 	page("refund-invalid", s.post(orderPath+"/refunds", s.refundForm(orderPath, "twelve", "")))
 	s.post(orderPath+"/refunds", s.refundForm(orderPath, "1.50", ""))

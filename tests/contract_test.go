@@ -67,10 +67,12 @@ func offContract(ctx context.Context) context.Context {
 }
 
 // commonHeaders may come with any answer without being documented: they are
-// HTTP's own, not the API's, and the security headers every answer carries
-// (handlers/headers.go; docs/api.md).
+// HTTP's own, not the API's, the security headers every answer carries
+// (handlers/headers.go; docs/api.md), and CORS's, with CORS_ORIGINS set
+// (handlers/cors.go; the document's introduction).
 var commonHeaders = []string{"Content-Type", "Content-Length", "Date", "Connection", "Transfer-Encoding",
-	"Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy"}
+	"Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",
+	"Vary", "Access-Control-Allow-Origin", "Access-Control-Expose-Headers"}
 
 // contractTransport checks each request and answer that passes through it.
 type contractTransport struct{ next http.RoundTripper }

@@ -241,6 +241,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	b.deps = handlers.Deps{
 		DB: db, Provider: &payments.Simulated{DB: db}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
+		// One SESSION_SECRET for every instance, as a deployment has: pushes
+		// are signed with a key derived from it.
+		SessionSecret: []byte(uuid.NewString()),
 	}
 	var servers []*shop
 	defer func() { _ = b.stop(servers) }()

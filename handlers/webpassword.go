@@ -1,0 +1,58 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+)
+
+// The account's Change password form. Like every form, each render carries
+// a fresh key: a double-click changes the password once and replays the
+// answer. The change ends the user's other sessions and revokes their
+// bearer tokens; this browser's session stays.
+
+type passwordView struct {
+	layout
+	Key     string
+	Changed bool
+	Errors  map[string]string
+}
+
+func (s *Server) passwordPage(c *gin.Context) {
+	s.renderPage(c, http.StatusOK, "password.html", passwordView{layout: s.layout(c), Key: uuid.NewString()})
+}
+
+// changePassword changes the password. A wrong current password or a new
+// one that breaks the rules gets the form again (422) with the same key:
+// nothing is stored under it, so the corrected form runs with it. Wrong
+// current passwords count as failed log-ins (models.PasswordChange).
+func (s *Server) changePassword(c *gin.Context) {
+	form := postForm(c)
+	session, _ := currentSession(c)
+	tx := func() *gorm.DB { return middleware.Tx(c) }
+	change := models.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), KeepSession: session.ID, Address: c.ClientIP()}
+	err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), change, s.deps.Now())
+	view := passwordView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), Errors: map[string]string{}}
+	var invalid *models.Error
+	switch {
+	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
+		view.Notice = errorNotice("Your password was not changed. Please correct the fields below.")
+		for _, f := range invalid.Fields {
+			view.Errors[f.Field] = f.Message
+		}
+		s.renderPage(c, http.StatusUnprocessableEntity, "password.html", view)
+	case err != nil:
+		s.fail(c, err)
+	default:
+		view.Changed = true
+		view.Notice = &notice{Kind: noticeSuccess, Title: "Password changed.",
+			Text: "Every other browser and app signed in to your account was signed out."}
+		s.renderPage(c, http.StatusOK, "password.html", view)
+	}
+}

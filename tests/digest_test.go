@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/shop/shop/handlers"
+)
+
+// The key table keeps a hash of every request it saw, for a day: with a
+// SESSION_SECRET (every deployment has one), those hashes are keyed, so a
+// reader of the table cannot test guesses of the passwords a password
+// change sent. The change still replays to a double-click.
+func TestKeyTableTellsNothingOfAPasswordChange(t *testing.T) {
+	e := newEnv(t, func(d *handlers.Deps) { d.SessionSecret = []byte(strings.Repeat("s", 32)) })
+	e.signUp("ann@example.com")
+	s := e.shopper()
+	if r := s.post("/login", url.Values{"email": {"ann@example.com"}, "password": {webPassword}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("log in: %d %s", r.Status, r.Body)
+	}
+	page := s.get("/account/password")
+	change := url.Values{"idempotency_key": {formKey(t, page)}, "current_password": {webPassword}, "new_password": {"a new password"}}
+	for i := range 2 { // the change, then a double-click's replay
+		r := s.post("/account/password", change)
+		isPage(t, r, http.StatusOK, "Password changed.")
+		if r.replayed() != (i == 1) {
+			t.Fatalf("submission %d: replayed=%v", i+1, r.replayed())
+		}
+	}
+	var rows []struct {
+		Fingerprint string
+		RawDigest   []byte
+	}
+	if err := e.db.Table("idempotency_keys").Where("route = ?", "/account/password").Find(&rows).Error; err != nil || len(rows) != 1 {
+		t.Fatalf("the change's key rows: %v, %v; want one", rows, err)
+	}
+	row := rows[0]
+	if !strings.HasPrefix(row.Fingerprint, "h1.") {
+		t.Fatalf("fingerprint %q: want the keyed form (h1.…), not a plain SHA-256", row.Fingerprint)
+	}
+	// Not a plain hash of the body, as the browser sent it or as the
+	// fingerprint reads it (sorted, without the key).
+	for _, body := range []string{change.Encode(), url.Values{"current_password": change["current_password"], "new_password": change["new_password"]}.Encode()} {
+		sum := sha256.Sum256([]byte(body))
+		if hex.EncodeToString(row.RawDigest) == hex.EncodeToString(sum[:]) || strings.Contains(row.Fingerprint, hex.EncodeToString(sum[:])) {
+			t.Fatalf("the row keeps the plain SHA-256 of %q", body)
+		}
+	}
+}
