@@ -73,6 +73,7 @@ type config struct {
 	// CORSOrigins may call the API from their pages (CORS_ORIGINS; config_cors.go).
 	CORSOrigins []string
 	sessionConfig
+	orderConfig
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -103,6 +104,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadAuth(getenv)...)
 	errs = append(errs, cfg.loadNetwork(getenv)...)
 	errs = append(errs, cfg.loadSessions(getenv)...)
+	errs = append(errs, cfg.loadOrders(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

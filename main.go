@@ -38,7 +38,8 @@ func main() {
 	}
 }
 
-// sweepEvery is how often expired idempotency keys are deleted.
+// sweepEvery is how often expired idempotency keys are deleted, and orders
+// left unpaid past ORDER_EXPIRY cancelled.
 const sweepEvery = time.Minute
 
 // shutdownTimeout is how long requests in flight get to finish, and record
@@ -169,6 +170,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		Logger:               logger,
 		TokenTTL:             cfg.TokenTTL,
 		TokenCacheTTL:        cfg.TokenCacheTTL,
+		OrderExpiry:          cfg.OrderExpiry,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 		Tracer:         tracer,
@@ -243,6 +245,7 @@ func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			expireOrders(ctx, srv, logger)
 			if n, err := srv.SweepKeys(ctx); err != nil {
 				logger.Error("sweep idempotency keys", "err", err)
 			} else if n > 0 {

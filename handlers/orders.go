@@ -81,7 +81,9 @@ type orderJSON struct {
 	// RefundedCents is what succeeded and pending refunds give back.
 	RefundedCents int64        `json:"refunded_cents"`
 	Refunds       []refundJSON `json:"refunds"`
-	CreatedAt     time.Time    `json:"created_at"`
+	// CancelReason says why a cancelled order was: shopper or expired.
+	CancelReason string    `json:"cancel_reason,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 func paymentView(p models.Payment) paymentJSON {
@@ -97,7 +99,7 @@ func orderView(o models.Order) orderJSON {
 		Items: make([]itemJSON, 0, len(o.Items)), Payments: make([]paymentJSON, 0, len(o.Payments)),
 		Attempts:      make([]attemptJSON, 0, len(o.Attempts)),
 		RefundedCents: o.RefundedCents, Refunds: make([]refundJSON, 0, len(o.Refunds)),
-		CreatedAt: o.CreatedAt.UTC(),
+		CancelReason: o.CancelReason, CreatedAt: o.CreatedAt.UTC(),
 	}
 	for _, r := range o.Refunds {
 		v.Refunds = append(v.Refunds, refundView(r))

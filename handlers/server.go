@@ -45,6 +45,9 @@ type Deps struct {
 	PushAnswers bool
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
+	// OrderExpiry is how long an order may wait unpaid before ExpireOrders
+	// cancels it; models.DefaultOrderExpiry when zero.
+	OrderExpiry time.Duration
 	// TokenTTL is how long a bearer token works; 30 days when zero.
 	TokenTTL time.Duration
 	// TokenCacheTTL is how long a successful bearer-token lookup is trusted

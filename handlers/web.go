@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -169,15 +170,15 @@ func (s *Server) orderPage(c *gin.Context) {
 		return
 	}
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), RefundKey: uuid.NewString()}
-	view.Notice = orderOutcome(order, s.takeRepeat(c))
+	view.Notice = orderOutcome(order, s.takeRepeat(c), s.orderExpiry())
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
 
 // orderOutcome is the one place that chooses what the order page opens
 // with: the outcome of the order's payments, and whether the form that led
 // here was sent more than once (repeated names it, "" when it was not).
-// Each outcome is one case.
-func orderOutcome(order models.Order, repeated string) *notice {
+// Each outcome is one case; expiry is how long an order may wait unpaid.
+func orderOutcome(order models.Order, repeated string, expiry time.Duration) *notice {
 	twice := repeatedText[repeated]
 	last := lastPayment(order)
 	refund := lastRefund(order)
@@ -185,7 +186,7 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	case repeated == refundFailed:
 		return told(noticeError, models.ErrRefundFailed.Shopper, "")
 	case order.Status == models.OrderCancelled:
-		return &notice{Kind: noticeSuccess, Title: "This order was cancelled; nothing was charged.", Text: "You can place a new order from the catalog.", Also: twice}
+		return cancelledNotice(order, expiry, twice)
 	case refund != nil:
 		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:

@@ -330,7 +330,7 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
 	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
 	submit(t, ctx, 200, chromedp.Click(`form[action$="/cancel"] button`))
-	a.says("order-cancelled", "status", "This order was cancelled; nothing was charged.")
+	a.says("order-cancelled", "status", "You cancelled this order. Nothing was charged.")
 	a.audit("order-cancelled", false)
 	visit("account-refunds", "/account", 200, false)
 

@@ -152,7 +152,7 @@ func TestWebCancelPendingOrder(t *testing.T) {
 	}
 	page := s.get(orderPath)
 	isPage(t, page, http.StatusOK, "Cancelled</span>")
-	hasNotice(t, page, "status", "This order was cancelled; nothing was charged. You can place a new order from the catalog. Sent twice, done once: you sent the cancel form more than once; it was cancelled once.")
+	hasNotice(t, page, "status", "You cancelled this order. Nothing was charged. You can place a new order from the catalog. Sent twice, done once: you sent the cancel form more than once; it was cancelled once.")
 	for _, form := range []string{"/payments", "/cancel", "/refunds"} {
 		if strings.Contains(string(page.Body), `action="`+orderPath+form+`"`) {
 			t.Fatalf("a cancelled order still offers %s", form)

@@ -86,6 +86,24 @@ func (e NextActionType) Valid() bool {
 	}
 }
 
+// Defines values for OrderCancelReason.
+const (
+	Expired OrderCancelReason = "expired"
+	Shopper OrderCancelReason = "shopper"
+)
+
+// Valid indicates whether the value is a known member of the OrderCancelReason enum.
+func (e OrderCancelReason) Valid() bool {
+	switch e {
+	case Expired:
+		return true
+	case Shopper:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OrderStatus.
 const (
 	OrderStatusCancelled         OrderStatus = "cancelled"
@@ -3217,8 +3235,14 @@ type Order struct {
 	// Attempts Every charge request sent to the provider for this order, oldest first: `in_doubt`
 	// until its outcome is known (a lost answer, a crash), then `succeeded`, `declined` or
 	// `failed` (nothing charged).
-	Attempts  []PaymentAttempt `json:"attempts"`
-	CreatedAt time.Time        `json:"created_at"`
+	Attempts []PaymentAttempt `json:"attempts"`
+
+	// CancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+	// not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
+	// shop cancelled it and its units went back to stock. Absent while the order is not
+	// cancelled, and on orders cancelled before the shop kept the reason.
+	CancelReason *OrderCancelReason `json:"cancel_reason,omitempty"`
+	CreatedAt    time.Time          `json:"created_at"`
 
 	// Currency ISO 4217 code.
 	Currency Currency           `json:"currency"`
@@ -3239,6 +3263,12 @@ type Order struct {
 	Status     OrderStatus `json:"status"`
 	TotalCents int         `json:"total_cents"`
 }
+
+// OrderCancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+// not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
+// shop cancelled it and its units went back to stock. Absent while the order is not
+// cancelled, and on orders cancelled before the shop kept the reason.
+type OrderCancelReason string
 
 // OrderStatus defines model for Order.Status.
 type OrderStatus string

@@ -18,7 +18,8 @@ type findings struct {
 
 // audit checks the database and the provider's ledger once the reconciler
 // has had time to resolve what the faults left in doubt (a minute at
-// most), then the promises the answers made, the keys and the RSS.
+// most), then the stock identity, the promises the answers made, the keys
+// and the RSS.
 func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, error) {
 	var a findings
 	var err error
@@ -38,6 +39,11 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 	for _, k := range a.stalled {
 		a.violations = append(a.violations, "a key stuck in progress past its lease: "+k)
 	}
+	stock, err := testkit.AuditStock(f.db.WithContext(ctx), t.stock)
+	if err != nil {
+		return a, err
+	}
+	a.violations = append(a.violations, stock...)
 	var orders []struct{ ID, Status string }
 	if err := f.db.Raw(`SELECT id, status FROM orders`).Scan(&orders).Error; err != nil {
 		return a, err

@@ -20,6 +20,9 @@ import (
 type traffic struct {
 	f        *fleet
 	products []string
+	// stock is each product's units at the start, which the audit holds
+	// the end to (testkit.AuditStock).
+	stock    map[string]int
 	api      []*shopclient.ClientWithResponses
 	shoppers []*shopper
 
@@ -58,7 +61,9 @@ func newTraffic(f *fleet, cfg config) (*traffic, error) {
 	if err := getJSON(plain, "/api/v1/products", &catalog); err != nil {
 		return nil, fmt.Errorf("catalog: %v", err)
 	}
+	t.stock = map[string]int{}
 	for _, p := range catalog.Products {
+		t.stock[p.ID] = p.Stock
 		// Only what cannot run out in a run: every answer the traffic
 		// checks is then one of an order placed. Selling the last units
 		// is TestLastUnitsAreSoldOnce's.

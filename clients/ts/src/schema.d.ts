@@ -493,6 +493,14 @@ export interface components {
             number: number;
             /** @enum {string} */
             status: "pending" | "paid" | "partially_refunded" | "refunded" | "cancelled";
+            /**
+             * @description Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+             *     not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
+             *     shop cancelled it and its units went back to stock. Absent while the order is not
+             *     cancelled, and on orders cancelled before the shop kept the reason.
+             * @enum {string}
+             */
+            cancel_reason?: "shopper" | "expired";
             currency: components["schemas"]["Currency"];
             total_cents: number;
             items: components["schemas"]["OrderItem"][];

@@ -1,0 +1,50 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shop/shop/models"
+)
+
+// orderExpiry is how long an order may wait unpaid (Deps.OrderExpiry).
+func (s *Server) orderExpiry() time.Duration {
+	if s.deps.OrderExpiry > 0 {
+		return s.deps.OrderExpiry
+	}
+	return models.DefaultOrderExpiry
+}
+
+// ExpireOrders cancels the orders left unpaid longer than the order expiry,
+// on the clock Now, and gives their units back; it returns how many. Every
+// instance may run it at once: each order is expired once.
+func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
+	now := s.deps.Now()
+	return s.shop.ExpireOrders(ctx, now.Add(-s.orderExpiry()), now)
+}
+
+// cancelledNotice is what a cancelled order's page opens with: why it was
+// cancelled, in the shopper's words.
+func cancelledNotice(order models.Order, expiry time.Duration, twice string) *notice {
+	title := "You cancelled this order."
+	if order.CancelReason == models.CancelledExpired {
+		title = fmt.Sprintf("This order was cancelled because it was not paid within %s; its items went back on the shelf.", spanWords(expiry))
+	}
+	return &notice{Kind: noticeSuccess, Title: title, Text: "Nothing was charged. You can place a new order from the catalog.", Also: twice}
+}
+
+// spanWords is a duration as a shopper says it: "30 minutes", "1 hour".
+func spanWords(d time.Duration) string {
+	unit, n := "minute", int64(d/time.Minute)
+	switch {
+	case d%time.Hour == 0:
+		unit, n = "hour", int64(d/time.Hour)
+	case d%time.Minute != 0:
+		return d.String()
+	}
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
