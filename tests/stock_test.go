@@ -40,24 +40,12 @@ func unitsLeft(t *testing.T, db *gorm.DB, productID string) int {
 // nothing was lost or made. And a cancelled order's units came back.
 func wantStockIdentity(t *testing.T, db *gorm.DB, had map[string]int) {
 	t.Helper()
-	for id, units := range had {
-		var held int
-		err := db.Table("order_items").Joins("JOIN orders ON orders.id = order_items.order_id").
-			Where("order_items.product_id = ? AND orders.status <> ?", id, models.OrderCancelled).
-			Select("COALESCE(SUM(order_items.quantity), 0)").Scan(&held).Error
-		if err != nil {
-			t.Fatal(err)
-		}
-		if left := unitsLeft(t, db, id); left+held != units {
-			t.Fatalf("product %s: %d in stock and %d held by live orders, want %d in all", id, left, held, units)
-		}
-	}
-	var unreturned int64
-	if err := db.Model(&models.Order{}).Where("status = ? AND restocked_at IS NULL", models.OrderCancelled).Count(&unreturned).Error; err != nil {
+	violations, err := testkit.AuditStock(db, had)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if unreturned != 0 {
-		t.Fatalf("%d cancelled orders whose units did not come back", unreturned)
+	if len(violations) > 0 {
+		t.Fatalf("the stock identity is broken: %q", violations)
 	}
 }
 
