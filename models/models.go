@@ -111,7 +111,11 @@ type Order struct {
 	// RestockedAt is when a cancelled order's units came back to stock: set
 	// by the one statement that returns them, so they come back once.
 	RestockedAt *time.Time
-	CreatedAt   time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
+	// StockReserved: the order took its units from stock when it was
+	// placed (reserve), so a cancel gives them back. The last release's
+	// orders did not.
+	StockReserved bool      `gorm:"not null;default:false"`
+	CreatedAt     time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
 
 // Charged reports whether the order was paid, whatever was refunded since.

@@ -87,6 +87,7 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	if err := reserve(tx, order.Items); err != nil {
 		return Order{}, err
 	}
+	order.StockReserved = true
 	number, err := nextOrderNumber(tx)
 	if err != nil {
 		return Order{}, err

@@ -89,9 +89,10 @@ func unitsLeft(n int) string {
 // returnStock gives a cancelled order's units back to stock through tx,
 // once: the order's restocked_at is set by the one conditional statement
 // that may, so a second cancel, a replay or an expiry of the same order
-// returns nothing more.
+// returns nothing more. An order that never took units (the last
+// release's) gives none back.
 func returnStock(tx *gorm.DB, orderID string, now time.Time) error {
-	res := tx.Model(&Order{}).Where("id = ? AND status = ? AND restocked_at IS NULL", orderID, OrderCancelled).
+	res := tx.Model(&Order{}).Where("id = ? AND status = ? AND stock_reserved AND restocked_at IS NULL", orderID, OrderCancelled).
 		Update("restocked_at", now)
 	if res.Error != nil || res.RowsAffected != 1 {
 		return res.Error

@@ -235,3 +235,31 @@ func TestExpiryWaitsForAnAuthentication(t *testing.T) {
 	}
 	wantStockIdentity(t, e.db, map[string]int{tote: 4})
 }
+
+// An order the last release placed took no units from stock (it sold
+// without counting): cancelling it, or expiring it, gives none back, so
+// no unit is made from nothing after the upgrade.
+func TestOrdersOfTheLastReleaseGiveNoUnitsBack(t *testing.T) {
+	e := newEnv(t)
+	tote := stockOf(t, e.db, "TOTE-CNV", 4)
+	token := e.signUp("last-release@example.com")
+	cancelled := e.createOrder(token, "cancelled", orderBody(tote, 1))
+	expired := e.createOrder(token, "expired", orderBody(tote, 2))
+	// As the last release left them: placed without taking their units.
+	if err := e.db.Model(&models.Order{}).Where("id IN ?", []string{cancelled, expired}).Update("stock_reserved", false).Error; err != nil {
+		t.Fatal(err)
+	}
+	stockOf(t, e.db, "TOTE-CNV", 4)
+	if r := e.do(e.cancelRequest(token, cancelled, "cancel", `{}`)); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
+	sweepOnce(t, e.server, 1, "past the last release's order's expiry")
+	if n := e.count("orders", "status = ?", models.OrderCancelled); n != 2 {
+		t.Fatalf("%d orders cancelled, want both", n)
+	}
+	if left := unitsLeft(t, e.db, tote); left != 4 {
+		t.Fatalf("%d units in stock, want the 4 there were: those orders never took any", left)
+	}
+	wantStockIdentity(t, e.db, map[string]int{tote: 4})
+}

@@ -75,7 +75,7 @@ var addedTables = []any{"sessions", "payment_actions"}
 // release's tables, with the value each gives the rows already there.
 var addedColumns = map[string]map[string]any{
 	"products": {"stock": int64(10000)},
-	"orders":   {"cancel_reason": "", "restocked_at": nil},
+	"orders":   {"cancel_reason": "", "restocked_at": nil, "stock_reserved": false},
 }
 
 // schemaQueries describe a schema, leaving out goose's own table: every
@@ -280,6 +280,9 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 			var values []any
 			if err := db.Table(table).Distinct(column).Pluck(column, &values).Error; err != nil {
 				t.Fatal(err)
+			}
+			if b, ok := want.(bool); ok && len(values) == 1 && fmt.Sprint(values[0]) == fmt.Sprint(map[bool]int{false: 0, true: 1}[b]) {
+				continue // SQLite keeps a boolean as 0 or 1
 			}
 			if len(values) != 1 || fmt.Sprint(values[0]) != fmt.Sprint(want) {
 				t.Errorf("%s.%s after the upgrade: %v, want every row %v", table, column, values, want)

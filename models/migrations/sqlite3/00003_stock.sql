@@ -3,8 +3,13 @@
 -- set once, by the statement that returns them, so they come back once.
 -- The last release sold without counting: its products start with 10000
 -- units each, until staff set the real count (`shop stock set SKU N`).
+-- An order says whether it took its units from stock: the last release's
+-- orders never did, so cancelling or expiring one gives nothing back (nor
+-- does an order an instance of the last release places during a rolling
+-- upgrade).
 -- +goose Up
 ALTER TABLE `products` ADD COLUMN `stock` integer NOT NULL DEFAULT 0 CHECK (`stock` >= 0);
 UPDATE `products` SET `stock` = 10000;
 ALTER TABLE `orders` ADD COLUMN `cancel_reason` text NOT NULL DEFAULT "";
 ALTER TABLE `orders` ADD COLUMN `restocked_at` datetime;
+ALTER TABLE `orders` ADD COLUMN `stock_reserved` numeric NOT NULL DEFAULT false;
