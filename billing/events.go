@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 
 	"gorm.io/gorm"
 
@@ -37,11 +38,16 @@ func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event paym
 // person to refund if the order was paid twice.
 func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, outcome models.Outcome) error {
 	holder := models.NewHolder(byWebhook + ":" + event.ID)
-	if _, err := s.shop.RecordLateCharge(tx, attempt, outcome, holder, s.now()); err != nil {
+	what := "refund it if the order was paid twice"
+	_, err := s.shop.RecordLateCharge(tx, attempt, outcome, holder, s.now())
+	switch {
+	case errors.Is(err, models.ErrChargedCancelled):
+		what = "the order was cancelled, and stays so: refund the charge"
+	case err != nil:
 		return err
 	}
 	s.metrics.resolutions.WithLabelValues(byWebhook, "late_charge").Inc()
-	s.cfg.Logger.ErrorContext(tx.Statement.Context, "the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — refund it if the order was paid twice",
+	s.cfg.Logger.ErrorContext(tx.Statement.Context, "the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — "+what,
 		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", event.Charge.ID)
 	return nil
 }

@@ -178,7 +178,8 @@ func (s Shop) ActionOf(ctx context.Context, providerKey string) (PaymentAction, 
 // order's hold for holder (ErrPaymentInProgress when a live operation has
 // it), marks the attempt succeeded, records its payment as succeeded and
 // marks the order paid — the order may then show two succeeded payments, one
-// of them to refund.
+// of them to refund — unless the order was cancelled meanwhile
+// (ErrChargedCancelled, with the charge recorded).
 func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holder string, now time.Time) (Payment, error) {
 	held, err := takeHold(tx, attempt.OrderID, holder, now, now)
 	if err != nil {
@@ -214,9 +215,24 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	if err := tx.Save(&payment).Error; err != nil {
 		return Payment{}, err
 	}
-	// Paid, or still partly refunded: the late charge counts as charged.
+	// A cancelled order stays cancelled: its units may be back on sale and
+	// its shopper told nothing was charged. The charge is recorded, for a
+	// person to refund (ErrChargedCancelled). Otherwise paid, or still
+	// partly refunded: the late charge counts as charged.
+	var cancelled int64
+	if err := tx.Model(&Order{}).Where("id = ? AND status = ?", attempt.OrderID, OrderCancelled).Count(&cancelled).Error; err != nil {
+		return Payment{}, err
+	}
+	if cancelled == 1 {
+		return payment, ErrChargedCancelled
+	}
 	return payment, updateRefunded(tx, attempt.OrderID)
 }
+
+// ErrChargedCancelled: a late charge landed on a cancelled order. It is
+// recorded (the transaction should commit); the order stays cancelled, and
+// the charge is to be refunded.
+var ErrChargedCancelled = errors.New("models: a late charge landed on a cancelled order")
 
 // AttemptsInDoubt counts the payment attempts in doubt, and tells when the
 // oldest of them was made (zero when there is none).

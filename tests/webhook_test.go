@@ -12,6 +12,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -185,6 +186,35 @@ func TestWebhookRecordsAChargeTheShopThoughtRefused(t *testing.T) {
 		t.Fatalf("late charge: %d %s", r.Status, r.Body)
 	}
 	e.paidOnce("after the late charge", orderID)
+	metrics := string(e.do(request{method: "GET", path: "/metrics"}).Body)
+	if !strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_charge"} 1`) {
+		t.Fatal("the late charge is not counted")
+	}
+}
+
+// The same late charge after the shopper cancelled the order (its units
+// back on sale, the shopper told nothing was charged): the charge is
+// recorded and counted for a person to refund, and the order stays
+// cancelled, its units not taken twice.
+func TestLateChargeOnACancelledOrderKeepsItCancelled(t *testing.T) {
+	e, orderID, attempt := lostPayment(t, &failing{err: payments.ErrUnavailable, afterCharge: true, n: 1}, models.Failed)
+	token := e.signUpAgain("webhook@example.com")
+	if r := e.do(e.cancelRequest(token, orderID, "cancel", `{}`)); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	r := e.do(stripeEvent(t, "evt_late", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded")))
+	if r.Status != http.StatusOK || r.json(t)["applied"] != true {
+		t.Fatalf("late charge: %d %s", r.Status, r.Body)
+	}
+	if n := e.count("orders", "id = ? AND status = ? AND restocked_at IS NOT NULL", orderID, models.OrderCancelled); n != 1 {
+		t.Fatal("the late charge brought the cancelled order back")
+	}
+	if n := e.count("payments", "order_id = ? AND status = ?", orderID, models.PaymentSucceeded); n != 1 {
+		t.Fatalf("%d succeeded payments recorded, want the late charge's one", n)
+	}
+	if violations, err := testkit.AuditStock(e.db, nil); err != nil || len(violations) != 0 {
+		t.Fatalf("stock audit: %q, %v", violations, err)
+	}
 	metrics := string(e.do(request{method: "GET", path: "/metrics"}).Body)
 	if !strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_charge"} 1`) {
 		t.Fatal("the late charge is not counted")
