@@ -59,7 +59,10 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1100, 900),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// A bound for a browser that hangs, not a speed target: the audit walks
+	// every page and outcome (40 and more, each in two schemes and at two
+	// widths), and took past 90 s on two loaded cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(cancelAlloc)
