@@ -60,6 +60,8 @@ var (
 		"The payment provider could not send the refund to the card (for example, the card's account is closed). Nothing was given back, and the amount can still be refunded."}
 	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
 		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
+	Forbidden = Type{"forbidden", http.StatusForbidden, "Not allowed",
+		"The token is valid, but its user may not do this: refunds are given by the shop's staff. A shopper asks for a refund instead. Nothing was done, and the idempotency key was not used."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
@@ -77,7 +79,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	WebhookAPIVersion, OrderCancelled, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, OrderCancelled, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -34,6 +34,13 @@ func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	}
 }
 
+// addedColumns are the columns migrations after 1 add to the last
+// release's tables, with the value each gives the rows already there.
+var addedColumns = map[string]map[string]any{
+	"users":   {"role": "shopper"},
+	"refunds": {"created_by": nil},
+}
+
 // schemaQueries describe a schema, leaving out goose's own table: every
 // table's and index's definition on SQLite (as SQLite keeps the CREATE
 // statement, without IF NOT EXISTS); columns, indexes, constraints and
@@ -136,7 +143,8 @@ func sameLines(t *testing.T, what string, want, got []string) {
 }
 
 // rowsOf is every row of every table, as sorted lines: all but goose's
-// table, and SQLite's counters, which count goose's rows too.
+// table, and SQLite's counters, which count goose's rows too; without the
+// columns later migrations added (addedColumns).
 func rowsOf(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
 	tables, err := db.Migrator().GetTables()
@@ -153,6 +161,9 @@ func rowsOf(t *testing.T, db *gorm.DB) []string {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
+			for column := range addedColumns[table] {
+				delete(r, column)
+			}
 			lines = append(lines, fmt.Sprintf("%s %v", table, r))
 		}
 	}
@@ -192,6 +203,10 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
+	// The upgraded release reads through a pool of its own: PostgreSQL
+	// refuses a statement cached before its table changed.
+	db = testkit.Open(t, dbURL)
+	e.db, e.deps.DB = db, db
 	if status, err := models.MigrationStatus(t.Context(), db); err != nil || len(status) == 0 || status[0].State != "applied" {
 		t.Fatalf("migration status %v (%v), want migration 1 applied", status, err)
 	}
