@@ -154,8 +154,8 @@ type orderPageView struct {
 	Key         string
 	Methods     cardChoice
 	MethodError string
-	// The Refund form: its own key, and what was typed when it was refused.
-	RefundKey, RefundAmount, RefundReason, RefundError string
+	// CancelKey is the Cancel order button's own key.
+	CancelKey string
 }
 
 func (s *Server) orderPage(c *gin.Context) {
@@ -164,7 +164,7 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), RefundKey: uuid.NewString()}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
 	view.Notice = orderOutcome(order, s.takeRepeat(c))
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
@@ -178,8 +178,6 @@ func orderOutcome(order models.Order, repeated string) *notice {
 	last := lastPayment(order)
 	refund := lastRefund(order)
 	switch {
-	case repeated == refundFailed:
-		return told(noticeError, models.ErrRefundFailed.Shopper, "")
 	case order.Status == models.OrderCancelled:
 		return &notice{Kind: noticeSuccess, Title: "This order was cancelled; nothing was charged.", Text: "You can place a new order from the catalog.", Also: twice}
 	case refund != nil:
@@ -209,7 +207,6 @@ func orderOutcome(order models.Order, repeated string) *notice {
 var repeatedText = map[string]string{
 	repeatedOrder:   "You sent the order form more than once; one order was placed.",
 	repeatedPayment: "You sent the payment form more than once; it was processed once.",
-	repeatedRefund:  "Sent twice, done once: you sent the refund form more than once; it was refunded once.",
 	repeatedCancel:  "Sent twice, done once: you sent the cancel form more than once; it was cancelled once.",
 }
 

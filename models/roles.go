@@ -22,6 +22,15 @@ const (
 // refunds.
 func (u User) IsStaff() bool { return u.Role == Staff }
 
+// ordersOf are the orders the user may act on: every user's for staff, a
+// shopper's own.
+func ordersOf(u User) whose {
+	if u.IsStaff() {
+		return anyOrder
+	}
+	return ownedBy(u.ID)
+}
+
 // ErrForbidden: the caller is known, but not allowed to do this (a
 // shopper asking for what only staff may do). Not final: nothing began.
 var ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",

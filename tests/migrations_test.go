@@ -172,7 +172,7 @@ func rowsOf(t *testing.T, db *gorm.DB) []string {
 }
 
 // A database the last release made and used — orders, payments, payment
-// attempts, refunds, and idempotency keys holding their answers — is
+// attempts, and idempotency keys holding their answers — is
 // recognised as being at migration 1: migrating it changes no row, and a
 // new server replays every stored answer byte for byte.
 func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
@@ -180,12 +180,13 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	db := testkit.Open(t, dbURL)
 	autoMigrateLastRelease(t, db)
 	e := newEnvOn(t, dbURL, db)
-	token, orderID := e.paidOrder("upgrade@example.com", "pm_card_visa")
+	// A shopper's: the last release's schema has no roles, so no staff,
+	// and this release's refunds need one (migration 5).
+	token, orderID := e.shopperOrder("upgrade@example.com")
 	declined := e.createOrder(token, "order-declined", orderBody(e.productPriced(1900), 2))
 	requests := []request{
 		{method: "POST", path: "/api/v1/orders", token: token, key: key("order-upgrade@example.com"), body: orderBody(e.productPriced(1900), 1)},
 		e.payRequest(token, orderID, "pay-upgrade@example.com", "pm_card_visa"),
-		e.refundRequest(token, orderID, "refund-upgrade", `{"amount_cents":500}`),
 		e.payRequest(token, declined, "pay-declined", "pm_card_declined"),
 	}
 	answers := make([]response, len(requests))

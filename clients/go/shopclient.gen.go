@@ -320,6 +320,36 @@ func (e EmailTakenType) Valid() bool {
 	}
 }
 
+// Defines values for ForbiddenStatus.
+const (
+	ForbiddenStatusN403 ForbiddenStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenStatus enum.
+func (e ForbiddenStatus) Valid() bool {
+	switch e {
+	case ForbiddenStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ForbiddenType.
+const (
+	ForbiddenTypeProblemsforbidden ForbiddenType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenType enum.
+func (e ForbiddenType) Valid() bool {
+	switch e {
+	case ForbiddenTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InternalStatus.
 const (
 	InternalStatusN500 InternalStatus = 500
@@ -2111,6 +2141,36 @@ func (e CreateRefund401ApplicationProblemPlusJSONResponseBodyType) Valid() bool 
 	}
 }
 
+// Defines values for CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund403ApplicationProblemPlusJSONResponseBodyStatusN403 CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden CreateRefund403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateRefund404ApplicationProblemPlusJSONResponseBodyStatusN404 CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus = 404
@@ -3357,6 +3417,9 @@ type Refund struct {
 	AmountCents int       `json:"amount_cents"`
 	CreatedAt   time.Time `json:"created_at"`
 
+	// CreatedBy The id of the staff user who gave the refund; null for refunds made before it was recorded.
+	CreatedBy *openapi_types.UUID `json:"created_by"`
+
 	// Currency ISO 4217 code.
 	Currency  Currency           `json:"currency"`
 	Id        openapi_types.UUID `json:"id"`
@@ -3479,6 +3542,28 @@ type EmailTakenStatus int
 
 // EmailTakenType defines model for EmailTaken.Type.
 type EmailTakenType string
+
+// Forbidden defines model for Forbidden.
+type Forbidden struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation` only: each field that breaks a rule.
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string         `json:"request_id,omitempty"`
+	Status    ForbiddenStatus `json:"status"`
+	Title     string          `json:"title"`
+	Type      ForbiddenType   `json:"type"`
+}
+
+// ForbiddenStatus defines model for Forbidden.Status.
+type ForbiddenStatus int
+
+// ForbiddenType defines model for Forbidden.Type.
+type ForbiddenType string
 
 // Internal defines model for Internal.
 type Internal struct {
@@ -4098,6 +4183,12 @@ type CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateRefund401ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
 type CreateRefund401ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund403ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund403ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
 type CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -4478,10 +4569,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPayment(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateRefundWithBody Refund a paid order
+	// CreateRefundWithBody Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -4490,10 +4584,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithBody(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateRefund Refund a paid order
+	// CreateRefund Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -4502,7 +4599,7 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefund(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetRefund Get one refund of one of my orders
+	// GetRefund Get one refund of one of my orders (of any order, for staff)
 	//
 	// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
 	GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4817,10 +4914,13 @@ func (c *Client) GetPayment(ctx context.Context, id OrderID, paymentId string, r
 	return c.Client.Do(req)
 }
 
-// CreateRefundWithBody Refund a paid order
+// CreateRefundWithBody Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -4839,10 +4939,13 @@ func (c *Client) CreateRefundWithBody(ctx context.Context, id OrderID, params *C
 	return c.Client.Do(req)
 }
 
-// CreateRefund Refund a paid order
+// CreateRefund Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -4861,7 +4964,7 @@ func (c *Client) CreateRefund(ctx context.Context, id OrderID, params *CreateRef
 	return c.Client.Do(req)
 }
 
-// GetRefund Get one refund of one of my orders
+// GetRefund Get one refund of one of my orders (of any order, for staff)
 //
 // Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
 func (c *Client) GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6207,10 +6310,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPaymentWithResponse(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*GetPaymentResponse, error)
 
-	// CreateRefundWithBodyWithResponse Refund a paid order
+	// CreateRefundWithBodyWithResponse Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -6219,10 +6325,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
-	// CreateRefundWithResponse Refund a paid order
+	// CreateRefundWithResponse Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -6231,7 +6340,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
-	// GetRefundWithResponse Get one refund of one of my orders
+	// GetRefundWithResponse Get one refund of one of my orders (of any order, for staff)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7425,6 +7534,12 @@ type CreateRefundResponse401Headers struct {
 	XRequestId      string
 }
 
+// CreateRefundResponse403Headers the declared response headers of an HTTP 403 response for CreateRefund
+type CreateRefundResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
 // CreateRefundResponse404Headers the declared response headers of an HTTP 404 response for CreateRefund
 type CreateRefundResponse404Headers struct {
 	CacheControl string
@@ -7479,6 +7594,8 @@ type CreateRefundResponse struct {
 	ApplicationproblemJSON400 *KeyOrBodyMalformed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -7499,6 +7616,8 @@ type CreateRefundResponse struct {
 	Headers400 *CreateRefundResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateRefundResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateRefundResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *CreateRefundResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -7528,6 +7647,11 @@ func (r CreateRefundResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateRefundResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8850,10 +8974,13 @@ func (c *ClientWithResponses) GetPaymentWithResponse(ctx context.Context, id Ord
 	return ParseGetPaymentResponse(rsp)
 }
 
-// CreateRefundWithBodyWithResponse Refund a paid order
+// CreateRefundWithBodyWithResponse Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -8868,10 +8995,13 @@ func (c *ClientWithResponses) CreateRefundWithBodyWithResponse(ctx context.Conte
 	return ParseCreateRefundResponse(rsp)
 }
 
-// CreateRefundWithResponse Refund a paid order
+// CreateRefundWithResponse Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -8886,7 +9016,7 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, id O
 	return ParseCreateRefundResponse(rsp)
 }
 
-// GetRefundWithResponse Get one refund of one of my orders
+// GetRefundWithResponse Get one refund of one of my orders (of any order, for staff)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10619,6 +10749,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10736,6 +10873,23 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateRefundResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers CreateRefundResponse404Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {

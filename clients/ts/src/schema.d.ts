@@ -178,9 +178,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Refund a paid order
-         * @description Gives money back on a paid order: `amount_cents`, or everything still refundable when
-         *     it is left out. The refund is recorded before the provider is called, under a key
+         * Refund a paid order (staff only)
+         * @description Gives money back on a paid order, any user's: `amount_cents`, or everything still
+         *     refundable when it is left out. Only a staff user's token may refund (see
+         *     `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+         *     looked at, and nothing is written. The key belongs to the staff user, and the refund
+         *     says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
          *     derived from yours, so a retry never refunds twice; and the refunds of an order never
          *     add up to more than its charge, whatever keys are used.
          */
@@ -198,7 +201,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get one refund of one of my orders */
+        /** Get one refund of one of my orders (of any order, for staff) */
         get: operations["getRefund"];
         put?: never;
         post?: never;
@@ -572,6 +575,11 @@ export interface components {
             amount_cents: number;
             currency: components["schemas"]["Currency"];
             reason: string;
+            /**
+             * Format: uuid
+             * @description The id of the staff user who gave the refund; null for refunds made before it was recorded.
+             */
+            created_by: string | null;
             /** Format: date-time */
             created_at: string;
         };
@@ -758,6 +766,22 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["DeclinedProblem"];
+            };
+        };
+        /** @description The token's user is a shopper, and only staff may do this (`forbidden`). Nothing was written, and the key was not used. */
+        Forbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStore"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type: "/problems/forbidden";
+                    /** @constant */
+                    status: 403;
+                };
             };
         };
         /** @description Missing, or another account's (`not-found`). */
@@ -1425,6 +1449,7 @@ export interface operations {
             };
             400: components["responses"]["KeyOrBodyMalformed"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["RefundConflict"];
             413: components["responses"]["TooLarge"];
