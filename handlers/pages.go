@@ -100,6 +100,7 @@ var pageFuncs = template.FuncMap{
 	"statusName":      statusName,
 	"paid":            paid,
 	"refundSentence":  refundSentence,
+	"requestSentence": requestSentence,
 }
 
 // when is a time as the page prints it before the script, when there is

@@ -57,6 +57,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/orders/:id", s.orderPage)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
 	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
+	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.askForRefund)
 	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
@@ -77,6 +78,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
 	authed.POST("/orders/:id/refunds", s.requireStaff, once, s.createRefund) // refused before the key is claimed
 	authed.GET("/orders/:id/refunds/:refund_id", s.getRefund)
+	authed.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
 

@@ -156,6 +156,11 @@ type orderPageView struct {
 	MethodError string
 	// CancelKey is the Cancel order button's own key.
 	CancelKey string
+	// The shopper's requests for a refund, and whether the page offers the
+	// "Request a refund" form (a charged order, none open), with its key.
+	Requests   []models.RefundRequest
+	CanRequest bool
+	RequestKey string
 }
 
 func (s *Server) orderPage(c *gin.Context) {
@@ -165,6 +170,10 @@ func (s *Server) orderPage(c *gin.Context) {
 		return
 	}
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
+	if err := s.withRequests(c, &view); err != nil {
+		s.fail(c, err)
+		return
+	}
 	view.Notice = orderOutcome(order, s.takeRepeat(c))
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }

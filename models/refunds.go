@@ -131,6 +131,11 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 		return Refund{}, err
 	}
 	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
+	if refund.State == Succeeded || refund.State == Pending {
+		if err := fulfilRequest(tx, refund); err != nil {
+			return Refund{}, err
+		}
+	}
 	return refund, updateRefunded(tx, refund.OrderID)
 }
 

@@ -61,7 +61,7 @@ var (
 	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
 		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
 	Forbidden = Type{"forbidden", http.StatusForbidden, "Not allowed",
-		"The token is valid, but its user may not do this: refunds are given by the shop's staff (see the API reference). Nothing was done, and the idempotency key was not used: it can still name another request."}
+		"The token is valid, but its user may not do this: refunds are given by the shop's staff, and a shopper asks for one with `POST /api/v1/orders/{id}/refund-requests`. Nothing was done, and the idempotency key was not used: it can still name another request."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",

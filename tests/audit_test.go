@@ -305,9 +305,12 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 		t.Fatalf("side effects %+v, charges %d: want two orders, two payments (one declined), one charge", got, e.charges())
 	}
 
-	// Refunds, which staff give through the API: the order page tells a
-	// partial refund, then the rest; the receipt lists them.
+	// The shopper asks for a refund; staff give it through the API: the
+	// order page tells a partial refund, then the rest; the receipt lists them.
 	orderPath := strings.TrimPrefix(orderURL, srv)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+orderPath)))
+	submit(t, ctx, 200, chromedp.SendKeys("#request-reason", "Arrived broken"), chromedp.Click(`form[action$="/refund-requests"] button`))
+	a.audit("order-refund-requested", false)
 	staff, _ := e.staffToken("staff@example.com")
 	e.staffRefund(staff, orderPath, "part", `{"amount_cents":150}`)
 	visit("order-partly-refunded", orderPath, 200, false)
@@ -418,6 +421,8 @@ func TestPagesAreValidHTML(t *testing.T) {
 	change.Set("current_password", webPassword)
 	page("password-changed", s.post("/account/password", change))
 
+	s.post(orderPath+"/refund-requests", url.Values{"idempotency_key": {keyOfForm(t, s.get(orderPath), orderPath+"/refund-requests")}, "reason": {"Arrived broken"}})
+	page("order-refund-requested", s.get(orderPath))
 	staff, _ := e.staffToken("staff@example.com")
 	e.staffRefund(staff, orderPath, "part", `{"amount_cents":150}`)
 	page("order-partly-refunded", s.get(orderPath))

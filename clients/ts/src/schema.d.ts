@@ -232,6 +232,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orders/{id}/refund-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask for a refund of one of my paid orders
+         * @description Records the shopper's request for a refund, with an optional reason; the shop's staff
+         *     give the refund (which marks the request `fulfilled`) or decline it. An order has at
+         *     most one request open: another is 409 `conflict` until staff have answered.
+         */
+        post: operations["createRefundRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/idempotency-keys": {
         parameters: {
             query?: never;
@@ -558,6 +580,25 @@ export interface components {
                 return_url: string;
             };
         };
+        RefundRequestInput: {
+            reason?: string;
+        };
+        RefundRequest: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            order_id: string;
+            /** @enum {string} */
+            state: "requested" | "fulfilled" | "declined";
+            reason: string;
+            /**
+             * Format: uuid
+             * @description The refund that fulfilled the request; null until then.
+             */
+            refund_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
         RefundInput: {
             /** @description How much to refund; everything still refundable when left out. */
             amount_cents?: number;
@@ -856,6 +897,29 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     type: "/problems/order-already-paid" | "/problems/order-cancelled" | "/problems/payment-in-progress" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    /** @constant */
+                    status: 409;
+                };
+            };
+        };
+        /**
+         * @description The order is not paid (`order-not-paid`), or it has a request open already
+         *     (`conflict`); nothing was recorded. Or the original request with this key is still
+         *     running (`idempotency-key-in-progress`), or this attempt was taken over
+         *     (`idempotency-lease-lost`): retry with the same key.
+         */
+        RequestConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
+                "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    type: "/problems/order-not-paid" | "/problems/conflict" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
@@ -1530,6 +1594,54 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["PaymentConflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createRefundRequest: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefundRequestInput"];
+            };
+        };
+        responses: {
+            /** @description The request, recorded. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundRequest"];
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["RequestConflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
