@@ -67,6 +67,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 1 && args[1] == "stock" {
 		return stockCommand(ctx, cfg, args[2:], stdout)
 	}
+	if len(args) > 1 && args[1] == "staff" {
+		return staffCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
+	}
 	logger := newLogger(cfg, stdout)
 	db, closeDB, err := openDatabase(cfg)
 	if err != nil {

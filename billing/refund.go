@@ -11,15 +11,16 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Refund gives money back on one of the user's charged orders: the amount
+// Refund gives money back on a charged order, any user's, by the staff user
+// by (models.ErrForbidden for anyone else): the amount
 // asked, or all that is still refundable. Like Pay, it records the refund
 // in doubt under the order's hold before the provider is called, and
 // resolves an earlier refund in doubt under its own key first, so that the
 // order's refunds never add up to more than its charge. A refund the
 // provider answered failed is a refund too (State failed).
-func (s *Service) Refund(ctx context.Context, op Operation, userID, orderID string, in models.RefundInput) (models.Refund, error) {
+func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in models.RefundInput) (models.Refund, error) {
 	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (models.Begun[models.Refund], error) {
-		return s.shop.BeginRefund(ctx, userID, orderID, op.DerivedKey, holder, in, now, until)
+		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
 	})
 }
 

@@ -74,6 +74,9 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 		a.What, a.Href, refused = paymentActivity(traces, ref)
 	case strings.HasSuffix(k.Route, "/refunds"):
 		a.What, a.Href, refused = refundActivity(traces, ref)
+	case strings.HasSuffix(k.Route, "/refund-requests"):
+		a.What = "Asked for a refund"
+		done = "the shop's staff will answer it"
 	case strings.HasSuffix(k.Route, "/cancel"):
 		a.What = "Cancelled an order"
 		done = "nothing was charged"

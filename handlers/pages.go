@@ -99,9 +99,8 @@ var pageFuncs = template.FuncMap{
 	"paymentSentence": paymentSentence,
 	"statusName":      statusName,
 	"paid":            paid,
-	"refundable":      refundable,
 	"refundSentence":  refundSentence,
-	"amountInput":     func(cents int64) string { return fmt.Sprintf("%d.%02d", cents/100, cents%100) },
+	"requestSentence": requestSentence,
 }
 
 // when is a time as the page prints it before the script, when there is

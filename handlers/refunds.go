@@ -23,12 +23,15 @@ type refundJSON struct {
 	AmountCents int64        `json:"amount_cents"`
 	Currency    string       `json:"currency"`
 	Reason      string       `json:"reason"`
-	CreatedAt   time.Time    `json:"created_at"`
+	// CreatedBy is the id of the staff user who gave the refund; null for
+	// refunds from before it was recorded.
+	CreatedBy *string   `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func refundView(r models.Refund) refundJSON {
 	return refundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
-		Currency: r.Currency, Reason: r.Reason, CreatedAt: r.CreatedAt.UTC()}
+		Currency: r.Currency, Reason: r.Reason, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
 }
 
 func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + "/refunds/" + r.ID }
@@ -59,14 +62,15 @@ func refundInput(c *gin.Context) (models.RefundInput, error) {
 	return models.RefundInput{AmountCents: in.AmountCents, Reason: in.Reason}, nil
 }
 
-// createRefund gives money back on a paid order, through the payments service.
+// createRefund gives money back on a paid order, any user's, through the
+// payments service: staff only (requireStaff).
 func (s *Server) createRefund(c *gin.Context) {
 	in, err := refundInput(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in)
+	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
 	if err == nil && refund.State == models.Failed {
 		err = models.ErrRefundFailed.With(refund.FailureReason)
 	}
@@ -78,9 +82,10 @@ func (s *Server) createRefund(c *gin.Context) {
 	c.JSON(http.StatusCreated, refundView(refund))
 }
 
-// getRefund answers one refund of one of the user's orders.
+// getRefund answers one refund of one of the user's orders (any user's, for
+// staff).
 func (s *Server) getRefund(c *gin.Context) {
-	refund, err := s.shop.OrderRefund(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("refund_id"))
+	refund, err := s.shop.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -18,7 +18,6 @@ const (
 	repeatCookie    = "shop_repeat"
 	repeatedOrder   = "order"
 	repeatedPayment = "payment"
-	repeatedRefund  = "refund"
 	repeatedCancel  = "cancel"
 )
 
@@ -54,7 +53,7 @@ func (w *repeatMarker) WriteHeader(status int) {
 const alreadyPaid = "already-paid"
 
 // markOrderPage names in the same cookie what the first answer of a form
-// found (alreadyPaid, refundFailed), for the order page to tell.
+// found (alreadyPaid), for the order page to tell.
 func (s *Server) markOrderPage(c *gin.Context, what string) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: repeatCookie, Value: what, Path: orderPage(c.Param("id")), MaxAge: 60,

@@ -57,7 +57,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/orders/:id", s.orderPage)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
 	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
-	shopper.POST("/orders/:id/refunds", s.markRepeats(repeatedRefund), once, s.refundOrder)
+	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.askForRefund)
 	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
@@ -76,8 +76,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.GET("/orders/:id", s.getOrder)
 	authed.POST("/orders/:id/payments", once, s.createPayment)
 	authed.GET("/orders/:id/payments/:payment_id", s.getPayment)
-	authed.POST("/orders/:id/refunds", once, s.createRefund)
+	authed.POST("/orders/:id/refunds", s.requireStaff, once, s.createRefund) // refused before the key is claimed
 	authed.GET("/orders/:id/refunds/:refund_id", s.getRefund)
+	authed.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
 

@@ -159,8 +159,13 @@ type orderPageView struct {
 	Key         string
 	Methods     cardChoice
 	MethodError string
-	// The Refund form: its own key, and what was typed when it was refused.
-	RefundKey, RefundAmount, RefundReason, RefundError string
+	// CancelKey is the Cancel order button's own key.
+	CancelKey string
+	// The shopper's requests for a refund, and whether the page offers the
+	// "Request a refund" form (a charged order, none open), with its key.
+	Requests   []models.RefundRequest
+	CanRequest bool
+	RequestKey string
 }
 
 func (s *Server) orderPage(c *gin.Context) {
@@ -169,7 +174,11 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), RefundKey: uuid.NewString()}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
+	if err := s.withRequests(c, &view); err != nil {
+		s.fail(c, err)
+		return
+	}
 	view.Notice = orderOutcome(order, s.takeRepeat(c), s.orderExpiry())
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
@@ -183,8 +192,6 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 	last := lastPayment(order)
 	refund := lastRefund(order)
 	switch {
-	case repeated == refundFailed:
-		return told(noticeError, models.ErrRefundFailed.Shopper, "")
 	case order.Status == models.OrderCancelled:
 		return cancelledNotice(order, expiry, twice)
 	case refund != nil:
@@ -214,7 +221,6 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 var repeatedText = map[string]string{
 	repeatedOrder:   "You sent the order form more than once; one order was placed.",
 	repeatedPayment: "You sent the payment form more than once; it was processed once.",
-	repeatedRefund:  "Sent twice, done once: you sent the refund form more than once; it was refunded once.",
 	repeatedCancel:  "Sent twice, done once: you sent the cancel form more than once; it was cancelled once.",
 }
 

@@ -3,10 +3,6 @@ package handlers
 import (
 	"errors"
 	"net/http"
-	"regexp"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -15,68 +11,12 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// The order page's Refund form and Cancel order button. Like the pay form,
-// each render carries a fresh key, so a double-click or a resubmission
-// gives money back once.
-
-// refundFailed names, in the repeat cookie, a refund form whose refund the
-// provider refused: nothing was given back.
-const refundFailed = "refund-failed"
-
-// dollars is an amount as a shopper types it: 12, 12.5 or 12.00.
-var dollars = regexp.MustCompile(`^\$?([0-9]{1,9})(?:\.([0-9]{1,2}))?$`)
-
-// refundForm decodes the Refund form: an empty amount is everything still
-// refundable. It returns what to tell the shopper when the form is wrong.
-func refundForm(c *gin.Context) (models.RefundInput, string) {
-	form := postForm(c)
-	in := models.RefundInput{Reason: strings.TrimSpace(form.Get("reason"))}
-	if utf8.RuneCountInString(in.Reason) > maxReason {
-		return in, "Keep the reason under 200 characters."
-	}
-	typed := strings.TrimSpace(form.Get("amount"))
-	if typed == "" {
-		return in, ""
-	}
-	m := dollars.FindStringSubmatch(typed)
-	if m == nil {
-		return in, "Enter an amount in dollars, such as 12.00."
-	}
-	whole, _ := strconv.ParseInt(m[1], 10, 64)
-	cents, _ := strconv.ParseInt((m[2] + "00")[:2], 10, 64)
-	amount := whole*100 + cents
-	if amount <= 0 {
-		return in, "Enter an amount greater than $0.00."
-	}
-	in.AmountCents = &amount
-	return in, ""
-}
-
-// refundOrder gives money back on a paid order and goes back to the order
-// page, which tells how it went. A wrong amount gets the page again with
-// the form as it was typed, and nothing refunded.
-func (s *Server) refundOrder(c *gin.Context) {
-	in, problemText := refundForm(c)
-	if problemText != "" {
-		s.refusedOrderForm(c, http.StatusUnprocessableEntity, problemText, false)
-		return
-	}
-	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in)
-	switch {
-	case errors.Is(err, models.ErrRefundExceeds), errors.Is(err, models.ErrOrderNotPaid):
-		s.refusedByOrder(c, err)
-		return
-	case err != nil:
-		s.fail(c, err)
-		return
-	case refund.State == models.Failed:
-		s.markOrderPage(c, refundFailed)
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
-}
+// The order page's Cancel order button, and how the page tells refunds
+// (which staff give). Like the pay form, each render carries a fresh key,
+// so a double-click or a resubmission cancels once.
 
 // cancelPendingOrder cancels an order nobody paid; a paid one gets the page
-// again, saying to refund it instead.
+// again, saying that staff give refunds.
 func (s *Server) cancelPendingOrder(c *gin.Context) {
 	_, err := s.cancel(c)
 	if errors.Is(err, models.ErrPaidNotCancellable) {
@@ -107,28 +47,13 @@ func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final
 		s.fail(c, err)
 		return
 	}
-	form := postForm(c)
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(),
-		RefundKey: form.Get(middleware.FormKeyField), RefundAmount: form.Get("amount"), RefundReason: form.Get("reason")}
+		CancelKey: postForm(c).Get(middleware.FormKeyField)}
 	if final {
-		view.RefundKey = uuid.NewString()
-	}
-	if strings.HasSuffix(c.Request.URL.Path, "/refunds") {
-		view.RefundError = text
+		view.CancelKey = uuid.NewString()
 	}
 	view.Notice = errorNotice(text)
 	s.renderPage(c, status, "order.html", view)
-}
-
-// refundable is what can still be given back on the order.
-func refundable(o models.Order) int64 {
-	var charged int64
-	for _, p := range o.Payments {
-		if p.Status == models.PaymentSucceeded {
-			charged += p.AmountCents
-		}
-	}
-	return charged - o.RefundedCents
 }
 
 // lastRefund is the order's latest refund, nil when it has none.

@@ -139,7 +139,7 @@ var (
 			Outcome: paidOrCancelled}})
 	// ErrPaidNotCancellable: a cancel of an order already paid.
 	ErrPaidNotCancellable = Declare(&Error{Type: problem.OrderPaid, Final: true, Message: "This order is paid, so it cannot be cancelled: refund it instead.",
-		Shopper: Words{Heading: "Already paid", Text: "This order is paid, so it cannot be cancelled: refund it instead.",
+		Shopper: Words{Heading: "Already paid", Text: "This order is paid, so it cannot be cancelled. Refunds are given by the shop's staff: contact us.",
 			Outcome: "the order had already been paid, so it was not cancelled"}})
 	// ErrOrderCancelled: a payment of a cancelled order.
 	ErrOrderCancelled = Declare(&Error{Type: problem.OrderCancelled, Final: true, Message: "This order was cancelled, so it cannot be paid; nothing was charged.",

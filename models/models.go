@@ -42,13 +42,17 @@ const (
 	PaymentRequiresAction PaymentStatus = "requires_action"
 )
 
-// User is a customer. Email is stored lower-cased; only a bcrypt hash of the
-// password is kept.
+// User is a customer, or one of the shop's staff. Email is stored
+// lower-cased; only a bcrypt hash of the password is kept.
 type User struct {
 	ID           string    `gorm:"primaryKey;size:36"`
 	Email        string    `gorm:"size:254;not null;uniqueIndex"`
 	PasswordHash string    `gorm:"size:100;not null"`
 	CreatedAt    time.Time `gorm:"not null"`
+	// Role is read only: every account starts a shopper (the column's
+	// default, migration 5), and only SetRole, from the staff command,
+	// changes it.
+	Role Role `gorm:"->;-:migration"`
 }
 
 // APIToken is a bearer token of a user. Only its SHA-256 is stored, so a leaked

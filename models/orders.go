@@ -108,11 +108,25 @@ func (s Shop) Order(ctx context.Context, userID, id string) (Order, error) {
 // ownOrder reads the order id if it belongs to the user: anyone else's order
 // is as missing as one that does not exist.
 func ownOrder(db *gorm.DB, userID, id string) (Order, error) {
+	return anyOrder(db.Where("user_id = ?", userID), id)
+}
+
+// whose finds an order by id among the orders someone may act on.
+type whose func(db *gorm.DB, id string) (Order, error)
+
+// ownedBy are the user's own orders.
+func ownedBy(userID string) whose {
+	return func(db *gorm.DB, id string) (Order, error) { return ownOrder(db, userID, id) }
+}
+
+// anyOrder reads the order id, whoever's it is: for staff, who act on
+// every user's orders.
+func anyOrder(db *gorm.DB, id string) (Order, error) {
 	var order Order
 	if _, err := uuid.Parse(id); err != nil {
 		return Order{}, ErrNotFound
 	}
-	err := db.Where("id = ? AND user_id = ?", id, userID).Take(&order).Error
+	err := db.Where("id = ?", id).Take(&order).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, ErrNotFound
 	}

@@ -58,7 +58,7 @@ var charges = Kind{
 // method for the order's total, in one transaction; or hands back an
 // earlier attempt of the order still in doubt, to resolve first.
 func (s Shop) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (Begun[PaymentAttempt], error) {
-	return begin(s.DB.WithContext(ctx), charges, userID, orderID, derivedKey, holder, now, until,
+	return begin(s.DB.WithContext(ctx), charges, ownedBy(userID), orderID, derivedKey, holder, now, until,
 		func(_ *gorm.DB, order Order, req Request) (PaymentAttempt, error) {
 			return PaymentAttempt{Request: req, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method}, nil
 		})

@@ -25,6 +25,9 @@ type Refund struct {
 	Reason           string `gorm:"size:200"`
 	ProviderRefundID string `gorm:"size:64"`
 	FailureReason    string `gorm:"size:200"`
+	// CreatedBy is the staff user who gave the refund; nil on the refunds
+	// made before it was recorded (migration 5).
+	CreatedBy *string `gorm:"size:36;-:migration"`
 }
 
 func (Refund) TableName() string { return "refunds" }
@@ -49,14 +52,18 @@ type RefundInput struct {
 	Reason      string
 }
 
-// BeginRefund takes the hold on the user's charged order for holder, a run
-// of the refund operation derivedKey, and records its refund in doubt, in
-// one transaction: of the order's first charge that still has something to
+// BeginRefund takes the hold on a charged order, any user's, for holder, a
+// run of the refund operation derivedKey that the staff user by gives, and
+// records its refund in doubt, in one transaction (ErrForbidden, and
+// nothing written, when by is not staff): of the order's first charge that still has something to
 // refund (an order charged twice, by a late charge, has two), for what it
 // asks — at most what that charge has left. Or it hands back an earlier
 // refund of the order still in doubt, to resolve first.
-func (s Shop) BeginRefund(ctx context.Context, userID, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[Refund], error) {
-	return begin(s.DB.WithContext(ctx), refunds, userID, orderID, derivedKey, holder, now, until,
+func (s Shop) BeginRefund(ctx context.Context, by User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[Refund], error) {
+	if !by.IsStaff() {
+		return Begun[Refund]{}, ErrForbidden
+	}
+	return begin(s.DB.WithContext(ctx), refunds, anyOrder, orderID, derivedKey, holder, now, until,
 		func(tx *gorm.DB, order Order, req Request) (Refund, error) {
 			charge, refundable, err := refundableCharge(tx, order.ID)
 			if err != nil {
@@ -69,7 +76,7 @@ func (s Shop) BeginRefund(ctx context.Context, userID, orderID, derivedKey, hold
 			if refundable <= 0 || amount > refundable {
 				return Refund{}, exceeds(tx, order.ID)
 			}
-			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason}, nil
+			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
 		})
 }
 
@@ -124,6 +131,11 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 		return Refund{}, err
 	}
 	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
+	if refund.State == Succeeded || refund.State == Pending {
+		if err := fulfilRequest(tx, refund); err != nil {
+			return Refund{}, err
+		}
+	}
 	return refund, updateRefunded(tx, refund.OrderID)
 }
 
@@ -226,9 +238,10 @@ func (s Shop) RefundOf(ctx context.Context, derivedKey string) (Refund, bool, er
 	return refund, err == nil, err
 }
 
-// OrderRefund finds one refund of one of the user's orders.
-func (s Shop) OrderRefund(ctx context.Context, userID, orderID, refundID string) (Refund, error) {
-	if _, err := ownOrder(s.DB.WithContext(ctx), userID, orderID); err != nil {
+// OrderRefund finds one refund of an order the user may see: their own, or
+// for staff any user's.
+func (s Shop) OrderRefund(ctx context.Context, user User, orderID, refundID string) (Refund, error) {
+	if _, err := ordersOf(user)(s.DB.WithContext(ctx), orderID); err != nil {
 		return Refund{}, err
 	}
 	var refund Refund

@@ -140,15 +140,15 @@ type Begun[R Row] struct {
 	Unresolved bool
 }
 
-// begin takes the order's hold for holder until the given time and records
+// begin finds the order among those find lets the caller act on, takes its hold for holder until the given time and records
 // the row that newRow makes for the operation derivedKey, under its provider
 // key, in one transaction: unless an earlier request of the kind is in
 // doubt, which it hands back, the hold taken.
-func begin[R Row](db *gorm.DB, kind Kind, userID, orderID, derivedKey, holder string, now, until time.Time,
+func begin[R Row](db *gorm.DB, kind Kind, find whose, orderID, derivedKey, holder string, now, until time.Time,
 	newRow func(tx *gorm.DB, order Order, req Request) (R, error)) (Begun[R], error) {
 	var begun Begun[R]
 	err := db.Transaction(func(tx *gorm.DB) error {
-		order, err := ownOrder(tx, userID, orderID)
+		order, err := find(tx, orderID)
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,8 @@ var (
 		"A line of the order asks for more units than the product has left: `detail` names each such product and how many are left, and `errors` points at its line. Nothing was reserved and nothing was ordered, and the key was released: lower the quantities and send the order again, or send the same order again, with the same key, once the product is restocked (`stock` in `GET /api/v1/products`). An order reserves its units when it is placed; a cancelled order's units come back."}
 	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
 		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
+	Forbidden = Type{"forbidden", http.StatusForbidden, "Not allowed",
+		"The token is valid, but its user may not do this: refunds are given by the shop's staff, and a shopper asks for one with `POST /api/v1/orders/{id}/refund-requests`. Nothing was done, and the idempotency key was not used: it can still name another request."}
 	CrossOrigin = Type{"cross-origin-refused", http.StatusForbidden, "Cross-origin request refused",
 		"The browser reported that this form was submitted from another site. The shop only accepts its own forms, so that no other site can place orders or payments in your name. Nothing was done."}
 	TooManyRequests = Type{"too-many-requests", http.StatusTooManyRequests, "Too many attempts",
@@ -79,7 +81,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	WebhookAPIVersion, OrderCancelled, OutOfStock, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, OrderCancelled, OutOfStock, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

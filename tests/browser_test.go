@@ -16,8 +16,6 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-
-	"github.com/shop/shop/payments"
 )
 
 // The checkout in a real browser: Debian's Chromium, headless, driven by
@@ -255,56 +253,6 @@ func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
 		t.Fatalf("side effects %+v, charges %d: want one order, one payment, one charge", got, e.charges())
 	}
 
-}
-
-// A double-clicked Refund with JavaScript off: both submissions reach the
-// server, the first held back until the second leaves the browser, and one
-// refund is made, at the shop and at the provider.
-func TestBrowserDoubleClickedRefundRefundsOnce(t *testing.T) {
-	ctx := newBrowser(t)
-	e := newEnv(t, withLatency(150*time.Millisecond))
-	ids := e.products()
-	refunds := func(path string) bool { return strings.HasSuffix(path, "/refunds") }
-	counter := &postCounter{next: newServer(t, e.deps), held: refunds, posts: map[string]int{}, second: make(chan struct{})}
-	srv := httptest.NewServer(counter)
-	t.Cleanup(srv.Close)
-
-	must(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/signup"),
-		chromedp.SendKeys("#email", "ann@example.com"),
-		chromedp.SendKeys("#password", webPassword),
-		chromedp.Click("main form button"),
-		chromedp.WaitVisible("form.catalog"),
-		chromedp.SetValue("#qty-"+ids[0], "2"),
-		chromedp.Click("form.catalog button"),
-		chromedp.WaitVisible(`form[action$="/payments"]`),
-		chromedp.Click(`input[value="`+payments.MethodVisa+`"]`),
-		chromedp.Click(`form[action$="/payments"] button`),
-		chromedp.WaitVisible(`main .status-paid`),
-	))
-	orderURL, err := chromedp.Run(ctx, chromedp.Location())
-	must(t, err)
-
-	// With JavaScript off, nothing stops the second click: the server must.
-	must(t, chromedp.Do(ctx,
-		scripts(false),
-		chromedp.Reload(),
-		chromedp.WaitVisible(`form[action$="/refunds"]`),
-		doubleClick(`form[action$="/refunds"] button`, clickGap),
-		chromedp.WaitVisible(`main .status-refunded`),
-	))
-	text, err := chromedp.Run(ctx, chromedp.Text(`main [role="status"]`))
-	must(t, err)
-	if !strings.Contains(text, "Refunded $70.00 to your Test Visa card.") {
-		t.Fatalf("after a double-clicked Refund the order page shows: %s", text)
-	}
-	if n := counter.count(strings.TrimPrefix(orderURL, srv.URL) + "/refunds"); n != 2 {
-		t.Fatalf("the server received %d refunds, want the double-click's 2", n)
-	}
-	succeeded := e.count("refunds", "state = ?", "succeeded")
-	if provider := e.count("simulated_refunds", "status = ?", "succeeded"); succeeded != 1 || provider != 1 || e.count("refunds") != 1 {
-		t.Fatalf("%d succeeded refunds (%d rows), %d at the provider: want 1, 1, 1", succeeded, e.count("refunds"), provider)
-	}
 }
 
 func must(t *testing.T, err error) {

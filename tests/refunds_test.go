@@ -15,10 +15,13 @@ import (
 )
 
 // paidOrder signs up, places an order of $19.00 (one product priced 1900)
-// and pays it with method; it returns the token and the order.
+// and pays it with method; it returns the token and the order. The user is
+// staff, so that the same token also refunds the order (refunds are staff
+// only: a shopper's token is refused, TestShoppersAreRefusedEveryStaffRoute).
 func (e *env) paidOrder(email, method string) (string, string) {
 	e.t.Helper()
 	token := e.signUp(email)
+	e.makeStaff(email)
 	orderID := e.createOrder(token, "order-"+email, orderBody(e.productPriced(1900), 1))
 	if r := e.do(e.payRequest(token, orderID, "pay-"+email, method)); r.Status != http.StatusCreated {
 		e.t.Fatalf("pay: %d %s", r.Status, r.Body)
@@ -81,7 +84,7 @@ func TestRefundsAddUpToTheChargeAndNoMore(t *testing.T) {
 }
 
 // Refusals write nothing: an unpaid order, a bad amount, an unknown field,
-// a long reason, someone else's order.
+// a long reason, an order that does not exist, a shopper's token.
 func TestRefundRefusalsWriteNothing(t *testing.T) {
 	e := newEnv(t)
 	token, paid := e.paidOrder("owner@example.com", payments.MethodVisa)
@@ -99,7 +102,8 @@ func TestRefundRefusalsWriteNothing(t *testing.T) {
 		{"a string", token, paid, `{"amount_cents":"12"}`, "/problems/validation", 422},
 		{"unknown field", token, paid, `{"amount":100}`, "/problems/validation", 422},
 		{"reason too long", token, paid, long, "/problems/validation", 422},
-		{"someone else's", other, paid, `{}`, "/problems/not-found", 404},
+		{"no such order", token, "00000000-0000-4000-8000-000000000000", `{}`, "/problems/not-found", 404},
+		{"a shopper's", other, paid, `{}`, "/problems/forbidden", 403},
 	} {
 		r := e.refundRequest(c.token, c.order, "k-"+strings.ReplaceAll(c.name, " ", "-"), c.body)
 		r.offContract = c.status == http.StatusUnprocessableEntity // each breaks the document on purpose

@@ -29,6 +29,7 @@ func (e *env) stripeRefundRequest(token, orderID, k string, amount int64) reques
 func paidStripeOrder(t *testing.T, e *env, email string) (string, string, int64) {
 	t.Helper()
 	token := e.signUp(email)
+	e.makeStaff(email) // so that the token also refunds the order, as paidOrder's
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 2))
 	if r := e.do(e.payRequest(token, orderID, "pay", payments.MethodVisa)); r.Status != http.StatusCreated {
 		t.Fatalf("pay: %d %s", r.Status, r.Body)

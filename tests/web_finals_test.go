@@ -45,15 +45,12 @@ var finalWalks = []finalWalk{
 		order := s.placeOrder(s.checkout(product, 1))
 		return order + "/payments", s.payForm(order, payments.MethodDeclined)
 	}, true},
-	{models.ErrRefundExceeds, func(t *testing.T, s *shopper, product string) (string, url.Values) {
-		order := paidOrder(t, s, product, payments.MethodVisa)
-		return order + "/refunds", s.refundForm(order, "99999.00", "")
-	}, true},
-	{models.ErrRefundFailed, func(t *testing.T, s *shopper, product string) (string, url.Values) {
-		order := paidOrder(t, s, product, payments.MethodRefundFail)
-		return order + "/refunds", s.refundForm(order, "", "")
-	}, true},
 }
+
+// staffFinals are the final answers only staff get, through the API, since
+// shoppers have no refund form: TestRefundOfMoreThanIsLeftIsFinal and
+// TestAFailedRefundGivesNothingBack walk them.
+var staffFinals = map[string]bool{models.ErrRefundExceeds.Type.Slug: true, models.ErrRefundFailed.Type.Slug: true}
 
 // Every final answer, walked through the browser's forms: the page tells
 // it in its error's words, with no button to send it again; the form sent
@@ -94,7 +91,7 @@ func TestEveryFinalAnswerIsToldFinalOnFormsAndActivity(t *testing.T) {
 		})
 	}
 	for _, typ := range models.FinalTypes() {
-		if !walked[typ.Slug] {
+		if !walked[typ.Slug] && !staffFinals[typ.Slug] {
 			t.Errorf("no walk through a form gets the final %s", typ.Slug)
 		}
 	}

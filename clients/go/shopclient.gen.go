@@ -233,6 +233,27 @@ func (e RefundStatus) Valid() bool {
 	}
 }
 
+// Defines values for RefundRequestState.
+const (
+	RefundRequestStateDeclined  RefundRequestState = "declined"
+	RefundRequestStateFulfilled RefundRequestState = "fulfilled"
+	RefundRequestStateRequested RefundRequestState = "requested"
+)
+
+// Valid indicates whether the value is a known member of the RefundRequestState enum.
+func (e RefundRequestState) Valid() bool {
+	switch e {
+	case RefundRequestStateDeclined:
+		return true
+	case RefundRequestStateFulfilled:
+		return true
+	case RefundRequestStateRequested:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TokenTokenType.
 const (
 	Bearer TokenTokenType = "Bearer"
@@ -332,6 +353,36 @@ const (
 func (e EmailTakenType) Valid() bool {
 	switch e {
 	case EmailTakenTypeProblemsemailTaken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ForbiddenStatus.
+const (
+	ForbiddenStatusN403 ForbiddenStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenStatus enum.
+func (e ForbiddenStatus) Valid() bool {
+	switch e {
+	case ForbiddenStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ForbiddenType.
+const (
+	ForbiddenTypeProblemsforbidden ForbiddenType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenType enum.
+func (e ForbiddenType) Valid() bool {
+	switch e {
+	case ForbiddenTypeProblemsforbidden:
 		return true
 	default:
 		return false
@@ -680,6 +731,45 @@ func (e RefundConflictType) Valid() bool {
 	case RefundConflictTypeProblemsrefundExceedsRefundable:
 		return true
 	case RefundConflictTypeProblemsrefundFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestConflictStatus.
+const (
+	RequestConflictStatusN409 RequestConflictStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the RequestConflictStatus enum.
+func (e RequestConflictStatus) Valid() bool {
+	switch e {
+	case RequestConflictStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestConflictType.
+const (
+	RequestConflictTypeProblemsconflict                 RequestConflictType = "/problems/conflict"
+	RequestConflictTypeProblemsidempotencyKeyInProgress RequestConflictType = "/problems/idempotency-key-in-progress"
+	RequestConflictTypeProblemsidempotencyLeaseLost     RequestConflictType = "/problems/idempotency-lease-lost"
+	RequestConflictTypeProblemsorderNotPaid             RequestConflictType = "/problems/order-not-paid"
+)
+
+// Valid indicates whether the value is a known member of the RequestConflictType enum.
+func (e RequestConflictType) Valid() bool {
+	switch e {
+	case RequestConflictTypeProblemsconflict:
+		return true
+	case RequestConflictTypeProblemsidempotencyKeyInProgress:
+		return true
+	case RequestConflictTypeProblemsidempotencyLeaseLost:
+		return true
+	case RequestConflictTypeProblemsorderNotPaid:
 		return true
 	default:
 		return false
@@ -2063,6 +2153,270 @@ func (e GetPayment500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
+	case CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatusN401 CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatusN404 CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatusN409 CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsconflict                 CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType = "/problems/conflict"
+	CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
+	CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
+	CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderNotPaid             CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType = "/problems/order-not-paid"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsconflict:
+		return true
+	case CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress:
+		return true
+	case CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
+		return true
+	case CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyTypeProblemsorderNotPaid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatusN413 CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatusN413:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType = "/problems/request-too-large"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatusN415 CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatusN415:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType = "/problems/unsupported-media-type"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatusN422 CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatusN500 CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateRefund400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateRefund400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -2129,6 +2483,36 @@ func (e CreateRefund401ApplicationProblemPlusJSONResponseBodyType) Valid() bool 
 	case CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
 		return true
 	case CreateRefund401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund403ApplicationProblemPlusJSONResponseBodyStatusN403 CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden CreateRefund403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
 		return true
 	default:
 		return false
@@ -3397,6 +3781,9 @@ type Refund struct {
 	AmountCents int       `json:"amount_cents"`
 	CreatedAt   time.Time `json:"created_at"`
 
+	// CreatedBy The id of the staff user who gave the refund; null for refunds made before it was recorded.
+	CreatedBy *openapi_types.UUID `json:"created_by"`
+
 	// Currency ISO 4217 code.
 	Currency  Currency           `json:"currency"`
 	Id        openapi_types.UUID `json:"id"`
@@ -3414,6 +3801,26 @@ type RefundInput struct {
 	// AmountCents How much to refund; everything still refundable when left out.
 	AmountCents *int    `json:"amount_cents,omitempty"`
 	Reason      *string `json:"reason,omitempty"`
+}
+
+// RefundRequest defines model for RefundRequest.
+type RefundRequest struct {
+	CreatedAt time.Time          `json:"created_at"`
+	Id        openapi_types.UUID `json:"id"`
+	OrderId   openapi_types.UUID `json:"order_id"`
+	Reason    string             `json:"reason"`
+
+	// RefundId The refund that fulfilled the request; null until then.
+	RefundId *openapi_types.UUID `json:"refund_id"`
+	State    RefundRequestState  `json:"state"`
+}
+
+// RefundRequestState defines model for RefundRequest.State.
+type RefundRequestState string
+
+// RefundRequestInput defines model for RefundRequestInput.
+type RefundRequestInput struct {
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Status defines model for Status.
@@ -3519,6 +3926,28 @@ type EmailTakenStatus int
 
 // EmailTakenType defines model for EmailTaken.Type.
 type EmailTakenType string
+
+// Forbidden defines model for Forbidden.
+type Forbidden struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string         `json:"request_id,omitempty"`
+	Status    ForbiddenStatus `json:"status"`
+	Title     string          `json:"title"`
+	Type      ForbiddenType   `json:"type"`
+}
+
+// ForbiddenStatus defines model for Forbidden.Status.
+type ForbiddenStatus int
+
+// ForbiddenType defines model for Forbidden.Type.
+type ForbiddenType string
 
 // Internal defines model for Internal.
 type Internal struct {
@@ -3742,6 +4171,28 @@ type RefundConflictStatus int
 
 // RefundConflictType defines model for RefundConflict.Type.
 type RefundConflictType string
+
+// RequestConflict defines model for RequestConflict.
+type RequestConflict struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string               `json:"request_id,omitempty"`
+	Status    RequestConflictStatus `json:"status"`
+	Title     string                `json:"title"`
+	Type      RequestConflictType   `json:"type"`
+}
+
+// RequestConflictStatus defines model for RequestConflict.Status.
+type RequestConflictStatus int
+
+// RequestConflictType defines model for RequestConflict.Type.
+type RequestConflictType string
 
 // Throttled defines model for Throttled.
 type Throttled struct {
@@ -4115,6 +4566,65 @@ type GetPayment500ApplicationProblemPlusJSONResponseBodyStatus int
 // GetPayment500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetPayment.
 type GetPayment500ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateRefundRequestParams defines parameters for CreateRefundRequest.
+type CreateRefundRequestParams struct {
+	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+	// value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+	// same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+	// by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+	// body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+	// matter.
+	IdempotencyKey IdempotencyKeyHeader `json:"Idempotency-Key"`
+}
+
+// CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest400ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest401ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest404ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest409ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest413ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest415ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest422ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateRefundParams defines parameters for CreateRefund.
 type CreateRefundParams struct {
 	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
@@ -4137,6 +4647,12 @@ type CreateRefund401ApplicationProblemPlusJSONResponseBodyStatus int
 
 // CreateRefund401ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
 type CreateRefund401ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund403ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund403ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
 type CreateRefund404ApplicationProblemPlusJSONResponseBodyStatus int
@@ -4353,6 +4869,9 @@ type CancelOrderJSONRequestBody = CancelOrderJSONBody
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = PaymentInput
 
+// CreateRefundRequestJSONRequestBody defines body for CreateRefundRequest for application/json ContentType.
+type CreateRefundRequestJSONRequestBody = RefundRequestInput
+
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody = RefundInput
 
@@ -4518,10 +5037,35 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPayment(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateRefundWithBody Refund a paid order
+	// CreateRefundRequestWithBody Ask for a refund of one of my paid orders
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Records the shopper's request for a refund, with an optional reason; the shop's staff
+	// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+	// most one request open: another is 409 `conflict` until staff have answered.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+	CreateRefundRequestWithBody(ctx context.Context, id OrderID, params *CreateRefundRequestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateRefundRequest Ask for a refund of one of my paid orders
+	//
+	// Records the shopper's request for a refund, with an optional reason; the shop's staff
+	// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+	// most one request open: another is 409 `conflict` until staff have answered.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+	CreateRefundRequest(ctx context.Context, id OrderID, params *CreateRefundRequestParams, body CreateRefundRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateRefundWithBody Refund a paid order (staff only)
+	//
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -4530,10 +5074,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithBody(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateRefund Refund a paid order
+	// CreateRefund Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -4542,7 +5089,7 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefund(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetRefund Get one refund of one of my orders
+	// GetRefund Get one refund of one of my orders (of any order, for staff)
 	//
 	// Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
 	GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4857,10 +5404,55 @@ func (c *Client) GetPayment(ctx context.Context, id OrderID, paymentId string, r
 	return c.Client.Do(req)
 }
 
-// CreateRefundWithBody Refund a paid order
+// CreateRefundRequestWithBody Ask for a refund of one of my paid orders
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Records the shopper's request for a refund, with an optional reason; the shop's staff
+// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+// most one request open: another is 409 `conflict` until staff have answered.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+func (c *Client) CreateRefundRequestWithBody(ctx context.Context, id OrderID, params *CreateRefundRequestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateRefundRequestRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateRefundRequest Ask for a refund of one of my paid orders
+//
+// Records the shopper's request for a refund, with an optional reason; the shop's staff
+// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+// most one request open: another is 409 `conflict` until staff have answered.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+func (c *Client) CreateRefundRequest(ctx context.Context, id OrderID, params *CreateRefundRequestParams, body CreateRefundRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateRefundRequestRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateRefundWithBody Refund a paid order (staff only)
+//
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -4879,10 +5471,13 @@ func (c *Client) CreateRefundWithBody(ctx context.Context, id OrderID, params *C
 	return c.Client.Do(req)
 }
 
-// CreateRefund Refund a paid order
+// CreateRefund Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -4901,7 +5496,7 @@ func (c *Client) CreateRefund(ctx context.Context, id OrderID, params *CreateRef
 	return c.Client.Do(req)
 }
 
-// GetRefund Get one refund of one of my orders
+// GetRefund Get one refund of one of my orders (of any order, for staff)
 //
 // Corresponds with GET /api/v1/orders/{id}/refunds/{refund_id} (the `GetRefund` operationId).
 func (c *Client) GetRefund(ctx context.Context, id OrderID, refundId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5603,6 +6198,66 @@ func NewGetPaymentRequest(server string, id OrderID, paymentId string) (*http.Re
 	return req, nil
 }
 
+// NewCreateRefundRequestRequest calls the generic CreateRefundRequest builder with application/json body
+func NewCreateRefundRequestRequest(server string, id OrderID, params *CreateRefundRequestParams, body CreateRefundRequestJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateRefundRequestRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewCreateRefundRequestRequestWithBody constructs an http.Request for the CreateRefundRequest method, with any body, and a specified content type
+func NewCreateRefundRequestRequestWithBody(server string, id OrderID, params *CreateRefundRequestParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/refund-requests", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewCreateRefundRequest calls the generic CreateRefund builder with application/json body
 func NewCreateRefundRequest(server string, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6247,10 +6902,35 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/orders/{id}/payments/{payment_id} (the `GetPayment` operationId).
 	GetPaymentWithResponse(ctx context.Context, id OrderID, paymentId string, reqEditors ...RequestEditorFn) (*GetPaymentResponse, error)
 
-	// CreateRefundWithBodyWithResponse Refund a paid order
+	// CreateRefundRequestWithBodyWithResponse Ask for a refund of one of my paid orders
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Records the shopper's request for a refund, with an optional reason; the shop's staff
+	// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+	// most one request open: another is 409 `conflict` until staff have answered.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+	CreateRefundRequestWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundRequestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundRequestResponse, error)
+
+	// CreateRefundRequestWithResponse Ask for a refund of one of my paid orders
+	//
+	// Records the shopper's request for a refund, with an optional reason; the shop's staff
+	// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+	// most one request open: another is 409 `conflict` until staff have answered.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+	CreateRefundRequestWithResponse(ctx context.Context, id OrderID, params *CreateRefundRequestParams, body CreateRefundRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundRequestResponse, error)
+
+	// CreateRefundWithBodyWithResponse Refund a paid order (staff only)
+	//
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -6259,10 +6939,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
-	// CreateRefundWithResponse Refund a paid order
+	// CreateRefundWithResponse Refund a paid order (staff only)
 	//
-	// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-	// it is left out. The refund is recorded before the provider is called, under a key
+	// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+	// refundable when it is left out. Only a staff user's token may refund (see
+	// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+	// looked at, and nothing is written. The key belongs to the staff user, and the refund
+	// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 	// derived from yours, so a retry never refunds twice; and the refunds of an order never
 	// add up to more than its charge, whatever keys are used.
 	//
@@ -6271,7 +6954,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithResponse(ctx context.Context, id OrderID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
 
-	// GetRefundWithResponse Get one refund of one of my orders
+	// GetRefundWithResponse Get one refund of one of my orders (of any order, for staff)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7445,6 +8128,178 @@ func (r GetPaymentResponse) ContentType() string {
 	return ""
 }
 
+// CreateRefundRequestResponse201Headers the declared response headers of an HTTP 201 response for CreateRefundRequest
+type CreateRefundRequestResponse201Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// CreateRefundRequestResponse400Headers the declared response headers of an HTTP 400 response for CreateRefundRequest
+type CreateRefundRequestResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// CreateRefundRequestResponse401Headers the declared response headers of an HTTP 401 response for CreateRefundRequest
+type CreateRefundRequestResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// CreateRefundRequestResponse404Headers the declared response headers of an HTTP 404 response for CreateRefundRequest
+type CreateRefundRequestResponse404Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// CreateRefundRequestResponse409Headers the declared response headers of an HTTP 409 response for CreateRefundRequest
+type CreateRefundRequestResponse409Headers struct {
+	CacheControl       *string
+	IdempotentReplayed *string
+	RetryAfter         *string
+	XRequestId         string
+}
+
+// CreateRefundRequestResponse413Headers the declared response headers of an HTTP 413 response for CreateRefundRequest
+type CreateRefundRequestResponse413Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// CreateRefundRequestResponse415Headers the declared response headers of an HTTP 415 response for CreateRefundRequest
+type CreateRefundRequestResponse415Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// CreateRefundRequestResponse422Headers the declared response headers of an HTTP 422 response for CreateRefundRequest
+type CreateRefundRequestResponse422Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// CreateRefundRequestResponse500Headers the declared response headers of an HTTP 500 response for CreateRefundRequest
+type CreateRefundRequestResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type CreateRefundRequestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *RefundRequest
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *RequestConflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *InvalidOrKeyReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateRefundRequestResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateRefundRequestResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateRefundRequestResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateRefundRequestResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateRefundRequestResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateRefundRequestResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateRefundRequestResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateRefundRequestResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateRefundRequestResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateRefundRequestResponse) GetJSON201() *RefundRequest {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON409() *RequestConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateRefundRequestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateRefundRequestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateRefundRequestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateRefundRequestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateRefundResponse201Headers the declared response headers of an HTTP 201 response for CreateRefund
 type CreateRefundResponse201Headers struct {
 	IdempotentReplayed *string
@@ -7463,6 +8318,12 @@ type CreateRefundResponse401Headers struct {
 	CacheControl    string
 	WWWAuthenticate string
 	XRequestId      string
+}
+
+// CreateRefundResponse403Headers the declared response headers of an HTTP 403 response for CreateRefund
+type CreateRefundResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
 }
 
 // CreateRefundResponse404Headers the declared response headers of an HTTP 404 response for CreateRefund
@@ -7519,6 +8380,8 @@ type CreateRefundResponse struct {
 	ApplicationproblemJSON400 *KeyOrBodyMalformed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -7539,6 +8402,8 @@ type CreateRefundResponse struct {
 	Headers400 *CreateRefundResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateRefundResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateRefundResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *CreateRefundResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -7568,6 +8433,11 @@ func (r CreateRefundResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateRefundResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8890,10 +9760,47 @@ func (c *ClientWithResponses) GetPaymentWithResponse(ctx context.Context, id Ord
 	return ParseGetPaymentResponse(rsp)
 }
 
-// CreateRefundWithBodyWithResponse Refund a paid order
+// CreateRefundRequestWithBodyWithResponse Ask for a refund of one of my paid orders
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Records the shopper's request for a refund, with an optional reason; the shop's staff
+// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+// most one request open: another is 409 `conflict` until staff have answered.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+func (c *ClientWithResponses) CreateRefundRequestWithBodyWithResponse(ctx context.Context, id OrderID, params *CreateRefundRequestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateRefundRequestResponse, error) {
+	rsp, err := c.CreateRefundRequestWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateRefundRequestResponse(rsp)
+}
+
+// CreateRefundRequestWithResponse Ask for a refund of one of my paid orders
+//
+// Records the shopper's request for a refund, with an optional reason; the shop's staff
+// give the refund (which marks the request `fulfilled`) or decline it. An order has at
+// most one request open: another is 409 `conflict` until staff have answered.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{id}/refund-requests (the `CreateRefundRequest` operationId).
+func (c *ClientWithResponses) CreateRefundRequestWithResponse(ctx context.Context, id OrderID, params *CreateRefundRequestParams, body CreateRefundRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundRequestResponse, error) {
+	rsp, err := c.CreateRefundRequest(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateRefundRequestResponse(rsp)
+}
+
+// CreateRefundWithBodyWithResponse Refund a paid order (staff only)
+//
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -8908,10 +9815,13 @@ func (c *ClientWithResponses) CreateRefundWithBodyWithResponse(ctx context.Conte
 	return ParseCreateRefundResponse(rsp)
 }
 
-// CreateRefundWithResponse Refund a paid order
+// CreateRefundWithResponse Refund a paid order (staff only)
 //
-// Gives money back on a paid order: `amount_cents`, or everything still refundable when
-// it is left out. The refund is recorded before the provider is called, under a key
+// Gives money back on a paid order, any user's: `amount_cents`, or everything still
+// refundable when it is left out. Only a staff user's token may refund (see
+// `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+// looked at, and nothing is written. The key belongs to the staff user, and the refund
+// says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
 // derived from yours, so a retry never refunds twice; and the refunds of an order never
 // add up to more than its charge, whatever keys are used.
 //
@@ -8926,7 +9836,7 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, id O
 	return ParseCreateRefundResponse(rsp)
 }
 
-// GetRefundWithResponse Get one refund of one of my orders
+// GetRefundWithResponse Get one refund of one of my orders (of any order, for staff)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10624,6 +11534,265 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 	return response, nil
 }
 
+// ParseCreateRefundRequestResponse parses an HTTP response from a CreateRefundRequestWithResponse call
+func ParseCreateRefundRequestResponse(rsp *http.Response) (*CreateRefundRequestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateRefundRequestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest RefundRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest KeyOrBodyMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest RequestConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidOrKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateRefundRequestResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateRefundRequestResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateRefundRequestResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateRefundRequestResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateRefundRequestResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateRefundRequestResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateRefundRequestResponse415Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateRefundRequestResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateRefundRequestResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateRefundResponse parses an HTTP response from a CreateRefundWithResponse call
 func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10658,6 +11827,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -10776,6 +11952,23 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateRefundResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers CreateRefundResponse404Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {

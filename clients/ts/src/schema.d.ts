@@ -178,9 +178,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Refund a paid order
-         * @description Gives money back on a paid order: `amount_cents`, or everything still refundable when
-         *     it is left out. The refund is recorded before the provider is called, under a key
+         * Refund a paid order (staff only)
+         * @description Gives money back on a paid order, any user's: `amount_cents`, or everything still
+         *     refundable when it is left out. Only a staff user's token may refund (see
+         *     `docs/operations.md`, "Staff"); a shopper's is refused 403 `forbidden` before its key is
+         *     looked at, and nothing is written. The key belongs to the staff user, and the refund
+         *     says who gave it (`created_by`). The refund is recorded before the provider is called, under a key
          *     derived from yours, so a retry never refunds twice; and the refunds of an order never
          *     add up to more than its charge, whatever keys are used.
          */
@@ -198,7 +201,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get one refund of one of my orders */
+        /** Get one refund of one of my orders (of any order, for staff) */
         get: operations["getRefund"];
         put?: never;
         post?: never;
@@ -223,6 +226,28 @@ export interface paths {
          *     Send no body, or `{}` as `application/json`. A cancelled order cannot be paid.
          */
         post: operations["cancelOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orders/{id}/refund-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask for a refund of one of my paid orders
+         * @description Records the shopper's request for a refund, with an optional reason; the shop's staff
+         *     give the refund (which marks the request `fulfilled`) or decline it. An order has at
+         *     most one request open: another is 409 `conflict` until staff have answered.
+         */
+        post: operations["createRefundRequest"];
         delete?: never;
         options?: never;
         head?: never;
@@ -568,6 +593,25 @@ export interface components {
                 return_url: string;
             };
         };
+        RefundRequestInput: {
+            reason?: string;
+        };
+        RefundRequest: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            order_id: string;
+            /** @enum {string} */
+            state: "requested" | "fulfilled" | "declined";
+            reason: string;
+            /**
+             * Format: uuid
+             * @description The refund that fulfilled the request; null until then.
+             */
+            refund_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
         RefundInput: {
             /** @description How much to refund; everything still refundable when left out. */
             amount_cents?: number;
@@ -585,6 +629,11 @@ export interface components {
             amount_cents: number;
             currency: components["schemas"]["Currency"];
             reason: string;
+            /**
+             * Format: uuid
+             * @description The id of the staff user who gave the refund; null for refunds made before it was recorded.
+             */
+            created_by: string | null;
             /** Format: date-time */
             created_at: string;
         };
@@ -773,6 +822,22 @@ export interface components {
                 "application/problem+json": components["schemas"]["DeclinedProblem"];
             };
         };
+        /** @description The token's user is a shopper, and only staff may do this (`forbidden`). Nothing was written, and the key was not used. */
+        Forbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStore"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type: "/problems/forbidden";
+                    /** @constant */
+                    status: 403;
+                };
+            };
+        };
         /** @description Missing, or another account's (`not-found`). */
         NotFound: {
             headers: {
@@ -848,6 +913,29 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     type: "/problems/order-already-paid" | "/problems/order-cancelled" | "/problems/payment-in-progress" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    /** @constant */
+                    status: 409;
+                };
+            };
+        };
+        /**
+         * @description The order is not paid (`order-not-paid`), or it has a request open already
+         *     (`conflict`); nothing was recorded. Or the original request with this key is still
+         *     running (`idempotency-key-in-progress`), or this attempt was taken over
+         *     (`idempotency-lease-lost`): retry with the same key.
+         */
+        RequestConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStoreUnlessReplayed"];
+                "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    type: "/problems/order-not-paid" | "/problems/conflict" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
@@ -1439,6 +1527,7 @@ export interface operations {
             };
             400: components["responses"]["KeyOrBodyMalformed"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["RefundConflict"];
             413: components["responses"]["TooLarge"];
@@ -1519,6 +1608,54 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["PaymentConflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createRefundRequest: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RefundRequestInput"];
+            };
+        };
+        responses: {
+            /** @description The request, recorded. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefundRequest"];
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["RequestConflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];

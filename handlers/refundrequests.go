@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+)
+
+// A shopper asks for a refund; staff give it. Both the API and the order
+// page's "Request a refund" form go through the idempotency middleware, so
+// a double-click records one request.
+
+// refundRequestJSON is one request for a refund, and how it stands.
+type refundRequestJSON struct {
+	ID        string              `json:"id"`
+	OrderID   string              `json:"order_id"`
+	State     models.RequestState `json:"state"`
+	Reason    string              `json:"reason"`
+	RefundID  *string             `json:"refund_id"`
+	CreatedAt time.Time           `json:"created_at"`
+}
+
+func refundRequestView(r models.RefundRequest) refundRequestJSON {
+	return refundRequestJSON{ID: r.ID, OrderID: r.OrderID, State: r.State, Reason: r.Reason, RefundID: r.RefundID, CreatedAt: r.CreatedAt.UTC()}
+}
+
+// reasonField is a request's optional reason, trimmed; an error when it is
+// too long.
+func reasonField(reason string) (string, error) {
+	reason = strings.TrimSpace(reason)
+	if utf8.RuneCountInString(reason) > maxReason {
+		return "", models.Invalid(models.FieldError{Field: "reason", Message: "must be at most 200 characters"})
+	}
+	return reason, nil
+}
+
+// requestRefund records the shopper's request, from the API or the form.
+func (s *Server) requestRefund(c *gin.Context, reason string) (models.RefundRequest, error) {
+	reason, err := reasonField(reason)
+	if err != nil {
+		return models.RefundRequest{}, err
+	}
+	return s.shop.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), reason, s.deps.Now().UTC())
+}
+
+// createRefundRequest is POST /api/v1/orders/{id}/refund-requests {reason?}.
+func (s *Server) createRefundRequest(c *gin.Context) {
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		s.fail(c, err)
+		return
+	}
+	req, err := s.requestRefund(c, in.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, refundRequestView(req))
+}
+
+// askForRefund is the order page's "Request a refund" form: back to the
+// order page, which shows the request.
+func (s *Server) askForRefund(c *gin.Context) {
+	if _, err := s.requestRefund(c, postForm(c).Get("reason")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+}
+
+// withRequests adds to the order page the order's requests for a refund,
+// and the form to ask for one when the order is charged and none is open.
+func (s *Server) withRequests(c *gin.Context, view *orderPageView) error {
+	reqs, err := s.shop.RefundRequests(c.Request.Context(), view.Order.ID)
+	if err != nil {
+		return err
+	}
+	view.Requests, view.RequestKey = reqs, uuid.NewString()
+	view.CanRequest = view.Order.Charged() && view.Order.Status != models.OrderRefunded && !slices.ContainsFunc(reqs, func(r models.RefundRequest) bool { return r.State == models.RequestOpen })
+	return nil
+}
+
+// requestSentence is one request of the order's history, in a shopper's words.
+func requestSentence(r models.RefundRequest) string {
+	text := "You asked for a refund"
+	if r.Reason != "" {
+		text += " (" + r.Reason + ")"
+	}
+	switch r.State {
+	case models.RequestFulfilled:
+		return text + ": refunded."
+	case models.RequestDeclined:
+		return text + ": declined by the shop's staff."
+	}
+	return text + ": the shop's staff will answer it."
+}

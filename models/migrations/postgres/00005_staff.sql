@@ -1,0 +1,24 @@
+-- Migration 5: who may give money back. A user is a shopper or staff
+-- (made so by `shop staff add EMAIL`, never on the web); a refund records
+-- who gave it (null on the rows made before it was recorded); a shopper
+-- asks for a refund with a request, which staff fulfil or decline; an order
+-- has at most one request open.
+-- +goose Up
+ALTER TABLE users ADD COLUMN role character varying(16) NOT NULL DEFAULT 'shopper' CHECK (role IN ('shopper', 'staff'));
+ALTER TABLE refunds ADD COLUMN created_by character varying(36);
+CREATE TABLE refund_requests (
+    id character varying(36) PRIMARY KEY,
+    order_id character varying(36) NOT NULL REFERENCES orders(id) ON DELETE CASCADE,
+    user_id character varying(36) NOT NULL,
+    reason character varying(200) NOT NULL DEFAULT '',
+    state character varying(16) NOT NULL CHECK (state IN ('requested', 'fulfilled', 'declined')),
+    refund_id character varying(36),
+    created_at timestamp with time zone NOT NULL
+);
+CREATE INDEX idx_refund_requests_order_id ON refund_requests (order_id);
+CREATE UNIQUE INDEX idx_refund_requests_open ON refund_requests (order_id) WHERE state = 'requested';
+
+-- +goose Down
+DROP TABLE refund_requests;
+ALTER TABLE refunds DROP COLUMN created_by;
+ALTER TABLE users DROP COLUMN role;

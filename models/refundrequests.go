@@ -1,0 +1,73 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/problem"
+)
+
+// RequestState is where a shopper's request for a refund stands.
+type RequestState string
+
+const (
+	RequestOpen      RequestState = "requested"
+	RequestFulfilled RequestState = "fulfilled"
+	RequestDeclined  RequestState = "declined"
+)
+
+// RefundRequest is a shopper asking for their paid order to be refunded:
+// staff give the refund (which fulfils it) or decline it. An order has at
+// most one request open.
+type RefundRequest struct {
+	ID        string       `gorm:"primaryKey;size:36"`
+	OrderID   string       `gorm:"size:36;not null;index"`
+	UserID    string       `gorm:"size:36;not null"`
+	Reason    string       `gorm:"size:200;not null"`
+	State     RequestState `gorm:"size:16;not null"`
+	RefundID  *string      `gorm:"size:36"`
+	CreatedAt time.Time    `gorm:"not null"`
+}
+
+func (RefundRequest) TableName() string { return "refund_requests" }
+
+// ErrRequestOpen: a request for a refund of an order that has one open
+// already. Not final: once staff have answered it, the shopper may ask again.
+var ErrRequestOpen = Declare(&Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
+	Shopper: Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
+
+// RequestRefund records, through tx, the user's request for a refund of
+// their charged order, with an optional reason.
+func (s Shop) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (RefundRequest, error) {
+	order, err := ownOrder(tx, userID, orderID)
+	if err != nil {
+		return RefundRequest{}, err
+	}
+	if err := refunds.admits(order); err != nil {
+		return RefundRequest{}, err
+	}
+	req := RefundRequest{ID: uuid.NewString(), OrderID: order.ID, UserID: userID, Reason: reason, State: RequestOpen, CreatedAt: now}
+	err = tx.Create(&req).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return RefundRequest{}, ErrRequestOpen
+	}
+	return req, err
+}
+
+// RefundRequests are the requests for a refund of the order, oldest first.
+func (s Shop) RefundRequests(ctx context.Context, orderID string) ([]RefundRequest, error) {
+	var reqs []RefundRequest
+	err := s.DB.WithContext(ctx).Where("order_id = ?", orderID).Order("created_at, id").Find(&reqs).Error
+	return reqs, err
+}
+
+// fulfilRequest marks through tx the order's open request, if any, as
+// fulfilled by the refund.
+func fulfilRequest(tx *gorm.DB, refund Refund) error {
+	return tx.Model(&RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, RequestOpen).
+		Updates(map[string]any{"state": RequestFulfilled, "refund_id": refund.ID}).Error
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/shop/shop/models"
+)
+
+// staffCommand runs `shop staff add|remove EMAIL`: it makes an existing
+// user staff, or a shopper again, and exits without serving. Both are
+// idempotent; an email no user has is an error. It is the only way anyone
+// becomes staff: nothing on the web does it.
+func staffCommand(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+	roles := map[string]models.Role{"add": models.Staff, "remove": models.Shopper}
+	if len(args) != 2 || roles[args[0]] == "" {
+		return errors.New("usage: shop staff add|remove EMAIL")
+	}
+	db, err := models.Open(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer models.Close(db)
+	if err := models.Migrate(db); err != nil {
+		return err
+	}
+	role := roles[args[0]]
+	changed, err := models.SetRole(ctx, db, args[1], role)
+	if err != nil {
+		return err
+	}
+	already := ""
+	if !changed {
+		already = " already"
+	}
+	fmt.Fprintf(stdout, "%s is%s %s\n", args[1], already, role)
+	return nil
+}
