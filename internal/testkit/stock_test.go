@@ -34,7 +34,7 @@ func TestAuditStockFindsALostUnit(t *testing.T) {
 	if err := db.Model(&lost).Update("stock", lost.Stock-1).Error; err != nil {
 		t.Fatal(err)
 	}
-	order := models.Order{ID: "00000000-0000-0000-0000-000000000001", UserID: "u", Status: models.OrderCancelled, Currency: "USD", DerivedKey: "k"}
+	order := models.Order{ID: "00000000-0000-0000-0000-000000000001", UserID: "u", Status: models.OrderCancelled, Currency: "USD", DerivedKey: "k", StockReserved: true}
 	if err := db.Create(&order).Error; err != nil {
 		t.Fatal(err)
 	}
