@@ -61,14 +61,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if len(args) > 1 && args[1] == "migrate" {
-		return migrateCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
-	}
-	if len(args) > 1 && args[1] == "stock" {
-		return stockCommand(ctx, cfg, args[2:], stdout)
-	}
-	if len(args) > 1 && args[1] == "staff" {
-		return staffCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
+	if len(args) > 1 {
+		switch args[1] {
+		case "migrate":
+			return migrateCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
+		case "stock":
+			return stockCommand(ctx, cfg, args[2:], stdout)
+		case "staff":
+			return staffCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
+		}
 	}
 	logger := newLogger(cfg, stdout)
 	db, closeDB, err := openDatabase(cfg)
