@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -133,6 +134,15 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
 		DeclineKeys: map[string]string{}, Refundable: refundable(h.Order)}
 	for _, r := range h.Requests {
 		view.DeclineKeys[r.ID] = uuid.NewString()
+	}
+	// A form refused before it ran comes back with its key: nothing was
+	// stored under it, so the corrected form runs with it.
+	if sent := postForm(c).Get(middleware.FormKeyField); c.Request.Method == http.MethodPost && sent != "" {
+		if id := c.Param("request_id"); id != "" {
+			view.DeclineKeys[id] = sent
+		} else {
+			view.RefundKey = sent
+		}
 	}
 	view.Notice = n
 	s.renderPage(c, status, "staff_order.html", view)
