@@ -47,5 +47,8 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	if err := returnStock(tx, order.ID, now); err != nil {
 		return Order{}, err
 	}
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderCancelled, Reason: CancelledByShopper, At: now}); err != nil {
+		return Order{}, err
+	}
 	return ownOrder(s.withLines(tx), userID, orderID)
 }

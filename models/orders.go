@@ -96,6 +96,9 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	if err := tx.Create(&order).Error; err != nil {
 		return Order{}, err
 	}
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderPlaced, AmountCents: cents(order.TotalCents)}); err != nil {
+		return Order{}, err
+	}
 	order.Payments = []Payment{}
 	return order, nil
 }

@@ -55,6 +55,9 @@ func (s Shop) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now tim
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return RefundRequest{}, ErrRequestOpen
 	}
+	if err == nil {
+		err = Audit(tx, Entry{OrderID: order.ID, Action: ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
 	return req, err
 }
 

@@ -76,6 +76,9 @@ func (s Shop) BeginRefund(ctx context.Context, by User, orderID, derivedKey, hol
 			if refundable <= 0 || amount > refundable {
 				return Refund{}, exceeds(tx, order.ID)
 			}
+			if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionRefundGiven, Actor: UserActor(by), SubjectID: req.ID, AmountCents: cents(amount), Reason: in.Reason, At: now}); err != nil {
+				return Refund{}, err
+			}
 			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
 		})
 }
@@ -131,6 +134,9 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 		return Refund{}, err
 	}
 	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
+	if err := auditRefund(tx, refund, outcome, false); err != nil {
+		return Refund{}, err
+	}
 	if refund.State == Succeeded || refund.State == Pending {
 		if err := fulfilRequest(tx, refund); err != nil {
 			return Refund{}, err
@@ -194,6 +200,9 @@ func moveRefund(tx *gorm.DB, refund Refund, from State, outcome Outcome) (bool, 
 		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason, "provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)})
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
+	}
+	if err := auditRefund(tx, refund, outcome, from == Failed); err != nil {
+		return false, err
 	}
 	return true, updateRefunded(tx, refund.OrderID)
 }
