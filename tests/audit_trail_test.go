@@ -167,18 +167,27 @@ func TestAuditTrailOfWebhooks(t *testing.T) {
 	e.paidOnce("after the late charge", orderID)
 }
 
-// The expiry sweep cancels an unpaid order: one entry, by the sweep, with
-// the reason; a second sweep writes none.
+// The expiry sweep cancels unpaid orders: one entry each, by the sweep,
+// with the reason, though two sweepers on one database sweep them at once
+// and a third sweep comes after.
 func TestAuditTrailOfTheExpirySweep(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("audit-expiry@example.com")
-	orderID := e.createOrder(token, "order", orderBody(e.productPriced(1900), 1))
+	shopper := e.userID("audit-expiry@example.com")
+	var orders []string
+	for i := range 8 {
+		orders = append(orders, e.createOrder(token, fmt.Sprintf("order-%d", i), orderBody(e.productPriced(1900), 1)))
+	}
 	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
-	sweepOnce(t, e.server, 1, "past the expiry")
+	if n := sweepTogether(t, e.server, newServer(t, e.deps)); n[0]+n[1] != len(orders) {
+		t.Fatalf("the two sweeps expired %v, want %d in all", n, len(orders))
+	}
 	sweepOnce(t, e.server, 0, "again")
-	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, e.userID("audit-expiry@example.com"), 1900, ""},
-		auditStep{models.ActionOrderCancelled, models.ActorExpiry, "", -1, models.CancelledExpired})
+	for _, orderID := range orders {
+		e.wantTrail(orderID,
+			auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, 1900, ""},
+			auditStep{models.ActionOrderCancelled, models.ActorExpiry, "", -1, models.CancelledExpired})
+	}
 }
 
 // An act whose actor nobody knows is refused, and writes nothing.
