@@ -117,6 +117,30 @@ func TestAuditTrailOfAStaffRefund(t *testing.T) {
 	if n, sum := e.refunded(); n != 1 || sum != 700 {
 		t.Fatalf("the provider refunded %d times, %d cents; want once, 700", n, sum)
 	}
+	refunds, _ := e.orderJSON(token, orderID)["refunds"].([]any)
+	if len(refunds) != 1 || refunds[0].(map[string]any)["created_by"] != staffID {
+		t.Fatalf("the order's refunds: %v; want one, created by %s", refunds, staffID)
+	}
+}
+
+// A charge that asks the shopper to authenticate is recorded when the
+// shopper comes back from the provider's page: by the provider return, once
+// though the order is read twice after it.
+func TestAuditTrailOfAProviderReturn(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("audit-return@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.productPriced(1900), 1))
+	_, page := e.payToAuthenticate(token, orderID, "k1")
+	e.authenticate(page, "complete")
+	for range 2 {
+		if state := e.attemptState(token, orderID); state != models.Succeeded {
+			t.Fatalf("after the return, the attempt is %q", state)
+		}
+	}
+	e.wantTrail(orderID,
+		auditStep{models.ActionOrderPlaced, models.ActorShopper, e.userID("audit-return@example.com"), 1900, ""},
+		auditStep{models.ActionChargeSucceeded, models.ActorProviderReturn, "", 1900, ""})
+	e.paidOnce("after the return", orderID)
 }
 
 // A charge whose answer was lost is left in doubt: the reconciler asks the
