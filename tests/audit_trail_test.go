@@ -235,3 +235,22 @@ func orderTotal(e *env, orderID string) int64 {
 	}
 	return total
 }
+
+// An act on no order (a restock, from the staff console) is recorded with
+// a null order, by the actor the context carries, and reads back whole.
+func TestAuditEntryOnNoOrder(t *testing.T) {
+	e := newEnv(t)
+	_, staffID := e.staffToken("audit-restock@example.com")
+	product := e.productPriced(1900)
+	ctx := models.WithActor(context.Background(), models.UserActor(models.User{ID: staffID, Role: models.Staff}))
+	if err := models.Audit(e.db.WithContext(ctx), models.Entry{Action: models.ActionRestocked, SubjectID: product, Reason: "40 units"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("audit_entries", "order_id IS NULL AND subject_id = ? AND actor_kind = ? AND actor_id = ?", product, models.ActorStaff, staffID); n != 1 {
+		t.Fatalf("%d restock entries with a null order, by the staff member; want 1", n)
+	}
+	var got models.Entry
+	if err := e.db.Where("subject_id = ?", product).Take(&got).Error; err != nil || got.OrderID != "" || got.Reason != "40 units" || got.Actor.UserID == nil || *got.Actor.UserID != staffID {
+		t.Fatalf("the entry read back: %+v %v", got, err)
+	}
+}
