@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -253,4 +254,42 @@ func TestAuditEntryOnNoOrder(t *testing.T) {
 	if err := e.db.Where("subject_id = ?", product).Take(&got).Error; err != nil || got.OrderID != "" || got.Reason != "40 units" || got.Actor.UserID == nil || *got.Actor.UserID != staffID {
 		t.Fatalf("the entry read back: %+v %v", got, err)
 	}
+}
+
+// Two refunds the provider failed, both reported succeeded later by its
+// events: the refunds given and failed are the staff member's; the late
+// refund and the excess one (the charge was given back in full already)
+// are the webhook's, one entry each.
+func TestAuditTrailOfLateRefunds(t *testing.T) {
+	e := newEnv(t)
+	token, orderID := e.paidOrder("audit-late-refunds@example.com", payments.MethodRefundFail)
+	staff := e.userID("audit-late-refunds@example.com")
+	for _, k := range []string{"r1", "r2"} {
+		isProblem(t, e.do(e.refundRequest(token, orderID, k, `{}`)), http.StatusConflict, "/problems/refund-failed")
+	}
+	var failed []models.Refund
+	if err := e.db.Where("state = ?", models.Failed).Order("created_at, id").Find(&failed).Error; err != nil || len(failed) != 2 {
+		t.Fatalf("%d failed refunds, %v; want 2", len(failed), err)
+	}
+	for i, r := range failed {
+		event := payments.RefundEvent{ID: fmt.Sprintf("evt_audit_late_%d", i), ProviderKey: r.ProviderKey,
+			Refund: payments.RefundAnswer{ID: fmt.Sprintf("re_audit_late_%d", i), State: models.Succeeded}}
+		err := e.db.Transaction(func(tx *gorm.DB) error {
+			_, err := e.server.Payments().ApplyRefundEvent(context.Background(), func() *gorm.DB { return tx }, event)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reason := failed[0].FailureReason
+	e.wantTrail(orderID,
+		auditStep{models.ActionOrderPlaced, models.ActorStaff, staff, 1900, ""},
+		auditStep{models.ActionChargeSucceeded, models.ActorStaff, staff, 1900, ""},
+		auditStep{models.ActionRefundGiven, models.ActorStaff, staff, 1900, ""},
+		auditStep{models.ActionRefundFailed, models.ActorStaff, staff, 1900, reason},
+		auditStep{models.ActionRefundGiven, models.ActorStaff, staff, 1900, ""},
+		auditStep{models.ActionRefundFailed, models.ActorStaff, staff, 1900, reason},
+		auditStep{models.ActionLateRefund, models.ActorWebhook, "", 1900, ""},
+		auditStep{models.ActionRefundExcess, models.ActorWebhook, "", 1900, ""})
 }
