@@ -43,11 +43,11 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	if doubts > 0 {
 		return Order{}, ErrPaymentInDoubt
 	}
-	// Only the cancel that cancelled it gets here; returnStock guards anyway.
-	if err := returnStock(tx, order.ID, now); err != nil {
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderCancelled, Reason: CancelledByShopper, At: now}); err != nil {
 		return Order{}, err
 	}
-	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderCancelled, Reason: CancelledByShopper, At: now}); err != nil {
+	// Only the cancel that cancelled it gets here; returnStock guards anyway.
+	if err := returnStock(tx, order.ID, now); err != nil {
 		return Order{}, err
 	}
 	return ownOrder(s.withLines(tx), userID, orderID)

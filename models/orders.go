@@ -93,10 +93,10 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 		return Order{}, err
 	}
 	order.Number = number
-	if err := tx.Create(&order).Error; err != nil {
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderPlaced, AmountCents: cents(order.TotalCents)}); err != nil {
 		return Order{}, err
 	}
-	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderPlaced, AmountCents: cents(order.TotalCents)}); err != nil {
+	if err := tx.Create(&order).Error; err != nil {
 		return Order{}, err
 	}
 	order.Payments = []Payment{}

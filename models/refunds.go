@@ -148,7 +148,11 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 // UpdateRefundState moves a refund the provider answered pending to its
 // final state (an event's), and what the order has been given back.
 func (s Shop) UpdateRefundState(tx *gorm.DB, refund Refund, outcome Outcome) (bool, error) {
-	return moveRefund(tx, refund, Pending, outcome)
+	moved, err := moveRefund(tx, refund, Pending, outcome)
+	if err == nil && moved {
+		err = auditRefund(tx, refund, outcome, false)
+	}
+	return moved, err
 }
 
 // RecordLateRefund records a refund the provider reports succeeded although
@@ -185,7 +189,7 @@ func (s Shop) RecordLateRefund(tx *gorm.DB, refund Refund, outcome Outcome) (Sta
 	if err != nil || !moved {
 		return "", err
 	}
-	return outcome.State, nil
+	return outcome.State, auditRefund(tx, refund, outcome, true)
 }
 
 // moveRefund moves a refund from one answered state to the outcome's, and
@@ -200,9 +204,6 @@ func moveRefund(tx *gorm.DB, refund Refund, from State, outcome Outcome) (bool, 
 		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason, "provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)})
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
-	}
-	if err := auditRefund(tx, refund, outcome, from == Failed); err != nil {
-		return false, err
 	}
 	return true, updateRefunded(tx, refund.OrderID)
 }
