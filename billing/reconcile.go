@@ -21,6 +21,7 @@ const reconcileBatch = 100
 // resolved under its order's hold, which one of them gets. It reports how
 // many it resolved.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	ctx = models.WithActor(ctx, models.By(models.ActorReconciler))
 	charges, err := s.charges.reconcile(ctx)
 	refunds, refundsErr := s.refunds.reconcile(ctx)
 	return charges + refunds, errors.Join(err, refundsErr)

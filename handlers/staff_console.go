@@ -235,3 +235,44 @@ func (v staffOrderView) Cancellation() string {
 // Routes lists the server's routes, for the tests that go through every
 // one of them (the console's refusals).
 func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
+
+// actionWords are the audit trail's actions in staff's words.
+var actionWords = map[models.Action]string{
+	models.ActionOrderPlaced: "Placed the order", models.ActionOrderCancelled: "Cancelled the order",
+	models.ActionRefundRequested: "Asked for a refund", models.ActionRequestDeclined: "Declined the request for a refund",
+	models.ActionRefundGiven: "Gave a refund", models.ActionRestocked: "Restocked",
+	models.ActionChargeSucceeded: "Charge succeeded", models.ActionChargeDeclined: "Card declined",
+	models.ActionLateCharge: "A late charge landed", models.ActionRefundSucceeded: "Refund succeeded",
+	models.ActionRefundPending: "Refund on its way", models.ActionRefundFailed: "Refund failed",
+	models.ActionLateRefund: "A late refund landed", models.ActionRefundExcess: "Refunded twice (recover it)",
+}
+
+// actorWords are the shop's own actors, who are no user, in staff's words.
+var actorWords = map[models.ActorKind]string{
+	models.ActorReconciler: "the reconciler", models.ActorWebhook: "a webhook of the provider",
+	models.ActorExpiry: "the expiry sweep", models.ActorProviderReturn: "the shopper's return from the card provider",
+}
+
+// TrailLine is one entry of the order's audit trail: what was done, by
+// whom, for how much and why.
+func (v staffOrderView) TrailLine(e models.Entry) string {
+	what, ok := actionWords[e.Action]
+	if !ok {
+		what = string(e.Action)
+	}
+	who := actorWords[e.Actor.Kind]
+	if e.Actor.UserID != nil {
+		who = v.nameOf(e.Actor.UserID)
+		if e.Actor.Kind == models.ActorStaff {
+			who += " (staff)"
+		}
+	}
+	text := what + ", by " + who
+	if e.AmountCents != nil {
+		text += ": " + money(*e.AmountCents, v.Order.Currency)
+	}
+	if e.Reason != "" {
+		text += ". Reason: " + e.Reason
+	}
+	return text + "."
+}

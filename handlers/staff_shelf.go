@@ -58,7 +58,7 @@ func (s *Server) staffRestock(c *gin.Context) {
 		s.showStaffProducts(c, http.StatusUnprocessableEntity, errorNotice(fmt.Sprintf("Enter the units on hand as a whole number from 0 to %d. Nothing was changed.", maxStock)))
 		return
 	}
-	p, err := models.Shop{DB: middleware.Tx(c)}.SetStock(c.Request.Context(), form.Get("sku"), units)
+	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), form.Get("sku"), units, s.deps.Now().UTC())
 	if errors.Is(err, models.ErrUnknownSKU) {
 		err = models.ErrNotFound
 	}

@@ -58,6 +58,9 @@ func (s Shop) cancelOrder(tx *gorm.DB, find whose, reason, orderID string, now t
 	if doubts > 0 {
 		return Order{}, ErrPaymentInDoubt
 	}
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderCancelled, Reason: reason, At: now}); err != nil {
+		return Order{}, err
+	}
 	// Only the cancel that cancelled it gets here; returnStock guards anyway.
 	if err := returnStock(tx, order.ID, now); err != nil {
 		return Order{}, err

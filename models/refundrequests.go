@@ -60,6 +60,9 @@ func (s Shop) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now tim
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return RefundRequest{}, ErrRequestOpen
 	}
+	if err == nil {
+		err = Audit(tx, Entry{OrderID: order.ID, Action: ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
 	return req, err
 }
 
@@ -99,6 +102,9 @@ func (s Shop) DeclineRequest(tx *gorm.DB, by User, orderID, requestID, reason st
 	}
 	if res.RowsAffected != 1 {
 		return RefundRequest{}, ErrNoOpenRequest
+	}
+	if err := Audit(tx, Entry{OrderID: orderID, Action: ActionRequestDeclined, Actor: UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
+		return RefundRequest{}, err
 	}
 	var req RefundRequest
 	return req, tx.Where("id = ?", requestID).Take(&req).Error

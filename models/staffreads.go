@@ -111,7 +111,9 @@ type OrderHistory struct {
 	OrderOfUser
 	AllRefunds []Refund
 	Requests   []RefundRequest
-	Names      map[string]string
+	// Trail is the order's audit trail, oldest first: who did what.
+	Trail []Entry
+	Names map[string]string
 }
 
 // OrderHistory reads any user's order id with everything that happened to it.
@@ -128,6 +130,9 @@ func (s Shop) OrderHistory(ctx context.Context, id string) (OrderHistory, error)
 	if h.Requests, err = s.RefundRequests(ctx, id); err != nil {
 		return OrderHistory{}, err
 	}
+	if h.Trail, err = s.History(ctx, id); err != nil {
+		return OrderHistory{}, err
+	}
 	ids := []string{order.UserID}
 	for _, r := range h.AllRefunds {
 		if r.CreatedBy != nil {
@@ -137,6 +142,11 @@ func (s Shop) OrderHistory(ctx context.Context, id string) (OrderHistory, error)
 	for _, r := range h.Requests {
 		if r.DecidedBy != nil {
 			ids = append(ids, *r.DecidedBy)
+		}
+	}
+	for _, e := range h.Trail {
+		if e.Actor.UserID != nil {
+			ids = append(ids, *e.Actor.UserID)
 		}
 	}
 	h.Names, err = s.emails(ctx, ids)

@@ -106,6 +106,9 @@ func TestAskTheProviderNowSettlesWhatIsInDoubt(t *testing.T) {
 	if !strings.Contains(string(alice.get("/staff/orders/"+refunded).Body), "$7.00 by alice@example.com: succeeded.") {
 		t.Fatal("the order's history does not tell the refund and who gave it")
 	}
+	if n := e.count("audit_entries", "action IN ? AND actor_kind = ?", []models.Action{models.ActionRefundSucceeded, models.ActionChargeSucceeded}, models.ActorStaff); n != 2 {
+		t.Fatalf("%d audit entries of the settled refund and charge by the staff member who asked, want 2", n)
+	}
 	if r := alice.post("/staff/in-doubt/refund/"+refund.ID, url.Values{"idempotency_key": {"again"}}); r.Status != http.StatusConflict {
 		t.Fatalf("asking about a settled refund: %d %s", r.Status, r.Body)
 	}

@@ -193,7 +193,11 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if req.State != models.RequestDeclined || req.DecidedBy == nil || *req.DecidedBy != e.userID("staff@example.com") || req.DeclineReason != "Used for a month" || req.DecidedAt == nil {
 		t.Fatalf("the declined request: %+v", req)
 	}
-	isPage(t, staff.get(console), http.StatusOK, "declined by staff@example.com. Reason: Used for a month")
+	isPage(t, staff.get(console), http.StatusOK, "declined by staff@example.com. Reason: Used for a month",
+		"Declined the request for a refund, by staff@example.com (staff). Reason: Used for a month.")
+	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND actor_id = ? AND subject_id = ?", models.ActionRequestDeclined, models.ActorStaff, *req.DecidedBy, req.ID); n != 1 {
+		t.Fatalf("%d audit entries of the decline by the staff member, want 1", n)
+	}
 	isPage(t, s.get(orderPath), http.StatusOK, "declined by the shop&#39;s staff.")
 	form.Set("idempotency_key", "another")
 	if r := staff.post(decline, form); r.Status != http.StatusConflict {
@@ -219,7 +223,10 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if n := e.count("orders", "id = ? AND status = ? AND cancel_reason = ?", pendingID, models.OrderCancelled, models.CancelledByStaff); n != 1 || after.Stock != before.Stock+2 {
 		t.Fatalf("cancelled by staff: %d; stock %d, was %d: want its 2 units back once", n, after.Stock, before.Stock)
 	}
-	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled by the shop&#39;s staff.")
+	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled by the shop&#39;s staff.", "Cancelled the order, by staff@example.com (staff). Reason: staff.")
+	if n := e.count("audit_entries", "order_id = ? AND action = ? AND actor_kind = ?", pendingID, models.ActionOrderCancelled, models.ActorStaff); n != 1 {
+		t.Fatalf("%d audit entries of the staff's cancel, want 1", n)
+	}
 	if r := staff.post(console+"/cancel", url.Values{"idempotency_key": {"cancel-paid"}}); r.Status != http.StatusConflict {
 		t.Fatalf("cancelling a paid order: %d %s", r.Status, r.Body)
 	}
@@ -243,6 +250,9 @@ func TestConsoleRestocksAProduct(t *testing.T) {
 	must(t, e.db.Take(&now, "id = ?", p.ID).Error)
 	if now.Stock != 7 {
 		t.Fatalf("stock %d after the restock, want 7", now.Stock)
+	}
+	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND subject_id = ? AND order_id IS NULL", models.ActionRestocked, models.ActorStaff, p.ID); n != 1 {
+		t.Fatalf("%d audit entries of the restock by staff, want 1", n)
 	}
 	if r := staff.post("/staff/products/stock", staffForm(t, staff, "/staff/products", "/staff/products/stock", "sku", "no-such-sku", "stock", "3")); r.Status != http.StatusNotFound {
 		t.Fatalf("an unknown product: %d %s", r.Status, r.Body)
