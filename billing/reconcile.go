@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // reconcileBatch is how many requests in doubt one reconcile pass takes on,
@@ -66,7 +67,7 @@ func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state model
 
 // ErrNotInDoubt: staff asked the provider about a request that is not in
 // doubt (any more), or that another run is resolving now; nothing was asked.
-var ErrNotInDoubt = models.Declare(&models.Error{Code: models.ECONFLICT, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
+var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
 	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
 
 // ResolveNow asks the provider now what became of the payment attempt or

@@ -223,6 +223,7 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if n := e.count("orders", "id = ? AND status = ? AND cancel_reason = ?", pendingID, models.OrderCancelled, models.CancelledByStaff); n != 1 || after.Stock != before.Stock+2 {
 		t.Fatalf("cancelled by staff: %d; stock %d, was %d: want its 2 units back once", n, after.Stock, before.Stock)
 	}
+	isPage(t, s.get(pending), http.StatusOK, "The shop&#39;s staff cancelled this order.")
 	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled by the shop&#39;s staff.", "Cancelled the order, by staff@example.com (staff). Reason: staff.")
 	if n := e.count("audit_entries", "order_id = ? AND action = ? AND actor_kind = ?", pendingID, models.ActionOrderCancelled, models.ActorStaff); n != 1 {
 		t.Fatalf("%d audit entries of the staff's cancel, want 1", n)
