@@ -199,6 +199,11 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 		t.Fatalf("%d audit entries of the decline by the staff member, want 1", n)
 	}
 	isPage(t, s.get(orderPath), http.StatusOK, "declined by the shop&#39;s staff.")
+	staffToken := e.tokenOf("staff@example.com")
+	read := e.do(request{method: "GET", path: "/api/v1/staff/orders/" + orderID, token: staffToken})
+	if reqs := read.json(t)["refund_requests"].([]any); len(reqs) != 1 || reqs[0].(map[string]any)["decline_reason"] != "Used for a month" {
+		t.Fatalf("the staff API's requests: %s", read.Body)
+	}
 	form.Set("idempotency_key", "another")
 	if r := staff.post(decline, form); r.Status != http.StatusConflict {
 		t.Fatalf("a second decline: %d %s", r.Status, r.Body)

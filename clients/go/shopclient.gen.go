@@ -4116,10 +4116,13 @@ type RefundInput struct {
 
 // RefundRequest defines model for RefundRequest.
 type RefundRequest struct {
-	CreatedAt time.Time          `json:"created_at"`
-	Id        openapi_types.UUID `json:"id"`
-	OrderId   openapi_types.UUID `json:"order_id"`
-	Reason    string             `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// DeclineReason Why the shop's staff declined the request (the staff console); absent unless it is `declined`.
+	DeclineReason *string            `json:"decline_reason,omitempty"`
+	Id            openapi_types.UUID `json:"id"`
+	OrderId       openapi_types.UUID `json:"order_id"`
+	Reason        string             `json:"reason"`
 
 	// RefundId The refund that fulfilled the request; null until then.
 	RefundId *openapi_types.UUID `json:"refund_id"`

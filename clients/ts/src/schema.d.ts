@@ -668,6 +668,8 @@ export interface components {
             refund_id: string | null;
             /** Format: date-time */
             created_at: string;
+            /** @description Why the shop's staff declined the request (the staff console); absent unless it is `declined`. */
+            decline_reason?: string;
         };
         RefundInput: {
             /** @description How much to refund; everything still refundable when left out. */
