@@ -70,6 +70,7 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 		return order, err
 	}
 	holder := models.NewHolder(byReturn)
+	ctx = models.WithActor(ctx, models.By(models.ActorProviderReturn))
 	now := s.now()
 	row, held, err := models.HoldForResolution[models.PaymentAttempt](ctx, s.shop, attempt.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
 	if err != nil {

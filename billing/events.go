@@ -21,6 +21,7 @@ import (
 // a live operation holds gets models.ErrPaymentInProgress, writes nothing,
 // and is applied when the provider delivers it again.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
+	tx = asWebhook(tx)
 	attempt, found, err := models.ByKey[models.PaymentAttempt](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err // not one of ours
@@ -58,6 +59,7 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 // state; one recorded failed that the provider made after all is recorded
 // (a late refund). Anything else changes nothing.
 func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
+	tx = asWebhook(tx)
 	refund, found, err := models.ByKey[models.Refund](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err
@@ -119,4 +121,13 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
 	f.s.cfg.Logger.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", f.what, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "outcome", outcome.State)
 	return true, nil
+}
+
+// asWebhook is tx, the delivery's transaction, recording what it writes as
+// the provider's webhook's doing (models.Audit).
+func asWebhook(tx func() *gorm.DB) func() *gorm.DB {
+	return func() *gorm.DB {
+		db := tx()
+		return db.WithContext(models.WithActor(db.Statement.Context, models.By(models.ActorWebhook)))
+	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"gorm.io/gorm"
+
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
 )
 
 // reconcileBatch is how many requests in doubt one reconcile pass takes on,
@@ -19,6 +22,7 @@ const reconcileBatch = 100
 // resolved under its order's hold, which one of them gets. It reports how
 // many it resolved.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	ctx = models.WithActor(ctx, models.By(models.ActorReconciler))
 	charges, err := s.charges.reconcile(ctx)
 	refunds, refundsErr := s.refunds.reconcile(ctx)
 	return charges + refunds, errors.Join(err, refundsErr)
@@ -32,24 +36,64 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 	resolved := 0
 	var errs []error
 	for _, stale := range rows {
-		holder := models.NewHolder(byReconciler)
-		now := f.s.now()
-		// Held for as long as the resolution's provider call may take.
-		row, held, err := models.HoldForResolution[R](ctx, f.s.shop, stale.Base().ID, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
+		state, held, err := f.resolveRow(ctx, byReconciler, stale.Base().ID)
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if !held {
-			continue // resolved meanwhile, or taken by a live operation or another reconciler
-		}
-		if state, _ := f.resolve(ctx, byReconciler, row, holder); !state.Open() {
+		} else if held && !state.Open() {
 			resolved++
-		} else {
-			// Let go; or, still waiting for the shopper, already handed
-			// back to the attempt.
-			f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		}
 	}
 	return resolved, errors.Join(errs...)
+}
+
+// resolveRow resolves the row id in doubt now, for by, under its order's
+// hold: held is false, and nothing is asked, when the row is settled
+// already or a live operation or another resolution holds its order. A
+// row still open afterwards lets go of the hold (or, still waiting for the
+// shopper, has handed it back to its attempt).
+func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state models.State, held bool, err error) {
+	holder := models.NewHolder(by)
+	now := f.s.now()
+	// Held for as long as the resolution's provider call may take.
+	row, held, err := models.HoldForResolution[R](ctx, f.s.shop, id, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
+	if err != nil || !held {
+		return "", false, err
+	}
+	if state, _ = f.resolve(ctx, by, row, holder); state.Open() {
+		f.s.releaseHold(ctx, row.Base().OrderID, holder)
+	}
+	return state, true, nil
+}
+
+// ErrNotInDoubt: staff asked the provider about a request that is not in
+// doubt (any more), or that another run is resolving now; nothing was asked.
+var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
+	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
+
+// ResolveNow asks the provider now what became of the payment attempt or
+// refund id in doubt (kind models.DoubtPayment or models.DoubtRefund), as
+// the reconciler would, by the staff user by: under the order's hold, so
+// that two presses at once ask once. It returns the request's state now.
+func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
+	if !by.IsStaff() {
+		return "", models.ErrForbidden
+	}
+	var state models.State
+	var held bool
+	var err error
+	switch kind {
+	case models.DoubtPayment:
+		state, held, err = s.charges.resolveRow(ctx, byStaff, id)
+	case models.DoubtRefund:
+		state, held, err = s.refunds.resolveRow(ctx, byStaff, id)
+	default:
+		return "", models.ErrNotFound
+	}
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		err = models.ErrNotFound
+	case err == nil && !held:
+		err = ErrNotInDoubt
+	}
+	return state, err
 }

@@ -64,7 +64,16 @@ func refundOutcome(a payments.RefundAnswer) models.Outcome {
 // nothing can have been charged — no payment running, none in doubt. A paid
 // order is not cancellable: it is refunded instead.
 func (s *Service) Cancel(tx *gorm.DB, userID, orderID string) (models.Order, error) {
-	order, err := s.shop.CancelOrder(tx, userID, orderID, s.now())
+	return paidNotCancellable(s.shop.CancelOrder(tx, userID, orderID, s.now()))
+}
+
+// CancelAny is Cancel of any user's pending order, by the staff user by.
+func (s *Service) CancelAny(tx *gorm.DB, by models.User, orderID string) (models.Order, error) {
+	return paidNotCancellable(s.shop.CancelAnyOrder(tx, by, orderID, s.now()))
+}
+
+// paidNotCancellable tells a paid order's refusal as the cancel's own.
+func paidNotCancellable(order models.Order, err error) (models.Order, error) {
 	if errors.Is(err, models.ErrOrderPaid) {
 		err = models.ErrPaidNotCancellable
 	}

@@ -18,6 +18,7 @@ const (
 	byRefund     = "refund"
 	byReconciler = "reconciler"
 	byWebhook    = "webhook"
+	byStaff      = "staff" // the console's "Ask the provider now"
 )
 
 // errNothingDone: a request past the roll-forward window of which the

@@ -33,6 +33,13 @@ func (s *Server) requireBearer(c *gin.Context) {
 	}
 	c.Set(userKey, user)
 	c.Set(tokenKey, t)
+	actAs(c, models.UserActor(user))
+}
+
+// actAs has the request's acts recorded as done by a (models.Audit): the
+// user its authentication found.
+func actAs(c *gin.Context, a models.Actor) {
+	c.Request = c.Request.WithContext(models.WithActor(c.Request.Context(), a))
 }
 
 // currentUser is the authenticated user; the zero User when there is none.

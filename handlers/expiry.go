@@ -28,8 +28,11 @@ func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
 // cancelled, in the shopper's words.
 func cancelledNotice(order models.Order, expiry time.Duration, twice string) *notice {
 	title := "You cancelled this order."
-	if order.CancelReason == models.CancelledExpired {
+	switch order.CancelReason {
+	case models.CancelledExpired:
 		title = fmt.Sprintf("This order was cancelled because it was not paid within %s; its items went back on the shelf.", spanWords(expiry))
+	case models.CancelledByStaff:
+		title = "The shop's staff cancelled this order."
 	}
 	return &notice{Kind: noticeSuccess, Title: title, Text: "Nothing was charged. You can place a new order from the catalog.", Also: twice}
 }

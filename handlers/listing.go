@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -74,9 +73,12 @@ func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	return &cursor{time.Unix(0, n).UTC(), id}, true
 }
 
-// nextURL is the address of the page after next.
+// nextURL is the address of the page after next, with the query's other
+// parameters (a listing's filters) kept.
 func nextURL(c *gin.Context, next cursor, limit int) string {
-	q := url.Values{"after": {next.String()}}
+	q := c.Request.URL.Query()
+	q.Set("after", next.String())
+	q.Del("limit")
 	if limit != defaultPageSize {
 		q.Set("limit", strconv.Itoa(limit))
 	}

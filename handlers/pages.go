@@ -278,6 +278,9 @@ func explain(c *gin.Context, words models.Words) errorView {
 	if id := c.Param("id"); id != "" && strings.HasPrefix(c.FullPath(), "/orders/") {
 		links = []link{{orderPage(id), "Back to your order"}, linkOrders}
 	}
+	if strings.HasPrefix(c.FullPath(), "/staff/") && currentUser(c).IsStaff() {
+		links = staffLinks(c)
+	}
 	if currentUser(c).ID == "" {
 		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}

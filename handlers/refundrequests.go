@@ -26,10 +26,13 @@ type refundRequestJSON struct {
 	Reason    string              `json:"reason"`
 	RefundID  *string             `json:"refund_id"`
 	CreatedAt time.Time           `json:"created_at"`
+	// DeclineReason is why staff declined the request; empty otherwise.
+	DeclineReason string `json:"decline_reason,omitempty"`
 }
 
 func refundRequestView(r models.RefundRequest) refundRequestJSON {
-	return refundRequestJSON{ID: r.ID, OrderID: r.OrderID, State: r.State, Reason: r.Reason, RefundID: r.RefundID, CreatedAt: r.CreatedAt.UTC()}
+	return refundRequestJSON{ID: r.ID, OrderID: r.OrderID, State: r.State, Reason: r.Reason, RefundID: r.RefundID, CreatedAt: r.CreatedAt.UTC(),
+		DeclineReason: r.DeclineReason}
 }
 
 // reasonField is a request's optional reason, trimmed; an error when it is

@@ -62,6 +62,18 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)
+	// The staff console: staff only, refused before any key is claimed
+	// (404 for a page, 403 for a write).
+	console := web.Group("/staff", s.requireStaffPage)
+	console.GET("", s.staffOrdersPage)
+	console.GET("/orders/:id", s.staffOrderPage)
+	console.POST("/orders/:id/refunds", once, s.staffRefund)
+	console.POST("/orders/:id/refund-requests/:request_id/decline", onceAtomic, s.staffDecline)
+	console.POST("/orders/:id/cancel", onceAtomic, s.staffCancel)
+	console.GET("/products", s.staffProductsPage)
+	console.POST("/products/stock", onceAtomic, s.staffRestock)
+	console.GET("/in-doubt", s.staffDoubtsPage)
+	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix)
@@ -81,6 +93,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
+	staff := authed.Group("/staff", s.requireStaff)
+	staff.GET("/orders", s.staffListOrders)
+	staff.GET("/orders/:id", s.staffGetOrder)
 
 	// Stripe's webhook deliveries: verified, then once per event id.
 	if s.deps.StripeWebhookSecret != "" {

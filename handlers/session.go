@@ -150,6 +150,7 @@ func (s *Server) loadSession(c *gin.Context) {
 	default:
 		c.Set(userKey, user)
 		c.Set(sessionKey, session)
+		actAs(c, models.UserActor(user))
 	}
 }
 

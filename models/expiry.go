@@ -50,6 +50,9 @@ func (s Shop) ExpireOrders(ctx context.Context, cutoff, now time.Time) (int, err
 			if res.Error != nil || res.RowsAffected != 1 {
 				return res.Error // paid, cancelled or held meanwhile: not this sweep's
 			}
+			if err := Audit(tx, Entry{OrderID: id, Action: ActionOrderCancelled, Actor: By(ActorExpiry), Reason: CancelledExpired, At: now}); err != nil {
+				return err
+			}
 			cancelled = true
 			return returnStock(tx, id, now)
 		})

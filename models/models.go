@@ -24,6 +24,7 @@ const (
 const (
 	CancelledByShopper = "shopper" // its shopper cancelled it
 	CancelledExpired   = "expired" // nobody paid it in time (ORDER_EXPIRY)
+	CancelledByStaff   = "staff"   // the shop's staff cancelled it (the console)
 )
 
 // chargedStates are the states of an order that was charged.

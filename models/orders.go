@@ -93,6 +93,9 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 		return Order{}, err
 	}
 	order.Number = number
+	if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionOrderPlaced, AmountCents: cents(order.TotalCents)}); err != nil {
+		return Order{}, err
+	}
 	if err := tx.Create(&order).Error; err != nil {
 		return Order{}, err
 	}

@@ -115,6 +115,9 @@ func (s Shop) Settle(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome, holde
 		}
 	}
 	payment, err := recordPayment(tx, attempt, outcome)
+	if err == nil {
+		err = auditCharge(tx, payment)
+	}
 	if outcome.State == RequiresAction {
 		payment.NextActionURL = outcome.NextActionURL
 	}
@@ -213,6 +216,9 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	}
 	payment.Status, payment.ProviderChargeID, payment.DeclineReason = PaymentSucceeded, outcome.ProviderID, ""
 	if err := tx.Save(&payment).Error; err != nil {
+		return Payment{}, err
+	}
+	if err := Audit(tx, Entry{OrderID: payment.OrderID, Action: ActionLateCharge, SubjectID: payment.ID, AmountCents: cents(payment.AmountCents)}); err != nil {
 		return Payment{}, err
 	}
 	// A cancelled order stays cancelled: its units may be back on sale and

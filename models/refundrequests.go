@@ -31,6 +31,11 @@ type RefundRequest struct {
 	State     RequestState `gorm:"size:16;not null"`
 	RefundID  *string      `gorm:"size:36"`
 	CreatedAt time.Time    `gorm:"not null"`
+	// DecidedBy is the staff user who declined the request, at DecidedAt,
+	// for DeclineReason (migration 10); nil while it is open or fulfilled.
+	DecidedBy     *string `gorm:"size:36"`
+	DecidedAt     *time.Time
+	DeclineReason string `gorm:"size:200;not null;default:''"`
 }
 
 func (RefundRequest) TableName() string { return "refund_requests" }
@@ -55,6 +60,9 @@ func (s Shop) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now tim
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return RefundRequest{}, ErrRequestOpen
 	}
+	if err == nil {
+		err = Audit(tx, Entry{OrderID: order.ID, Action: ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
 	return req, err
 }
 
@@ -70,4 +78,34 @@ func (s Shop) RefundRequests(ctx context.Context, orderID string) ([]RefundReque
 func fulfilRequest(tx *gorm.DB, refund Refund) error {
 	return tx.Model(&RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, RequestOpen).
 		Updates(map[string]any{"state": RequestFulfilled, "refund_id": refund.ID}).Error
+}
+
+// ErrNoOpenRequest: staff declined a request that is no longer open — it
+// was fulfilled or declined meanwhile.
+var ErrNoOpenRequest = Declare(&Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
+	Shopper: Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
+
+// DeclineRequest records through tx that the staff user by declines the
+// order's open request for a refund, with a reason (ErrForbidden for anyone
+// but staff, ErrNoOpenRequest when none is open).
+func (s Shop) DeclineRequest(tx *gorm.DB, by User, orderID, requestID, reason string, now time.Time) (RefundRequest, error) {
+	if !by.IsStaff() {
+		return RefundRequest{}, ErrForbidden
+	}
+	if _, err := anyOrder(tx, orderID); err != nil {
+		return RefundRequest{}, err
+	}
+	res := tx.Model(&RefundRequest{}).Where("id = ? AND order_id = ? AND state = ?", requestID, orderID, RequestOpen).
+		Updates(map[string]any{"state": RequestDeclined, "decided_by": by.ID, "decided_at": now, "decline_reason": reason})
+	if res.Error != nil {
+		return RefundRequest{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return RefundRequest{}, ErrNoOpenRequest
+	}
+	if err := Audit(tx, Entry{OrderID: orderID, Action: ActionRequestDeclined, Actor: UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
+		return RefundRequest{}, err
+	}
+	var req RefundRequest
+	return req, tx.Where("id = ?", requestID).Take(&req).Error
 }

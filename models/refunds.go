@@ -76,6 +76,9 @@ func (s Shop) BeginRefund(ctx context.Context, by User, orderID, derivedKey, hol
 			if refundable <= 0 || amount > refundable {
 				return Refund{}, exceeds(tx, order.ID)
 			}
+			if err := Audit(tx, Entry{OrderID: order.ID, Action: ActionRefundGiven, Actor: UserActor(by), SubjectID: req.ID, AmountCents: cents(amount), Reason: in.Reason, At: now}); err != nil {
+				return Refund{}, err
+			}
 			return Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
 		})
 }
@@ -131,6 +134,9 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 		return Refund{}, err
 	}
 	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
+	if err := auditRefund(tx, refund, outcome, false); err != nil {
+		return Refund{}, err
+	}
 	if refund.State == Succeeded || refund.State == Pending {
 		if err := fulfilRequest(tx, refund); err != nil {
 			return Refund{}, err
@@ -142,7 +148,11 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 // UpdateRefundState moves a refund the provider answered pending to its
 // final state (an event's), and what the order has been given back.
 func (s Shop) UpdateRefundState(tx *gorm.DB, refund Refund, outcome Outcome) (bool, error) {
-	return moveRefund(tx, refund, Pending, outcome)
+	moved, err := moveRefund(tx, refund, Pending, outcome)
+	if err == nil && moved {
+		err = auditRefund(tx, refund, outcome, false)
+	}
+	return moved, err
 }
 
 // RecordLateRefund records a refund the provider reports succeeded although
@@ -179,7 +189,7 @@ func (s Shop) RecordLateRefund(tx *gorm.DB, refund Refund, outcome Outcome) (Sta
 	if err != nil || !moved {
 		return "", err
 	}
-	return outcome.State, nil
+	return outcome.State, auditRefund(tx, refund, outcome, true)
 }
 
 // moveRefund moves a refund from one answered state to the outcome's, and

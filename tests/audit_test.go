@@ -345,6 +345,31 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	if shop, provider := e.refunds(); shop != 2 || provider != 2 || e.count("orders", "status = ?", "cancelled") != 1 {
 		t.Fatalf("%d refunds, %d at the provider, %d cancelled orders: want 2, 2, 1", shop, provider, e.count("orders", "status = ?", "cancelled"))
 	}
+
+	// The staff console: none for a shopper; then, made staff by the
+	// command, its pages, and a payment in doubt asked about.
+	visit("staff-not-found", "/staff", 404, false)
+	e.makeStaff("ann@example.com")
+	visit("staff-orders", "/staff", 200, false)
+	visit("staff-orders-invalid", "/staff?status=lost", 400, false)
+	visit("staff-order", "/staff"+orderPath, 200, false)
+	visit("staff-products", "/staff/products", 200, false)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
+	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
+	pending, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+	visit("staff-order-pending", "/staff"+strings.TrimPrefix(pending, srv), 200, false)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(pending)))
+	lost.mu.Lock()
+	lost.n = 1
+	lost.mu.Unlock()
+	submit(t, ctx, 502, chromedp.Click(`input[value="`+payments.MethodVisa+`"]`), chromedp.Click(`form[action$="/payments"] button`))
+	visit("staff-in-doubt", "/staff/in-doubt", 200, false)
+	submit(t, ctx, 200, chromedp.Click(`form[action^="/staff/in-doubt/"] button`))
+	a.audit("staff-in-doubt-settled", false)
+	if n := e.count("payment_attempts", "state = ?", "in_doubt"); n != 0 {
+		t.Fatalf("%d payment attempts still in doubt after Ask the provider now", n)
+	}
 	t.Logf("audited %d pages in light and dark mode", a.pages)
 }
 
@@ -437,6 +462,21 @@ func TestPagesAreValidHTML(t *testing.T) {
 	authPage := s.post(waiting+"/payments", s.payForm(waiting, payments.MethodAuthentication)).Header.Get("Location")
 	page("authenticate", s.get(authPage))
 	page("order-authenticate", s.get(waiting))
+
+	page("staff-not-found", s.get("/staff"))
+	e.makeStaff("ann@example.com")
+	page("staff-orders", s.get("/staff"))
+	page("staff-orders-invalid", s.get("/staff?status=lost"))
+	page("staff-order", s.get("/staff"+orderPath))
+	page("staff-order-pending", s.get("/staff"+waiting))
+	page("staff-products", s.get("/staff/products"))
+	page("staff-restocked", s.post("/staff/products/stock", url.Values{"idempotency_key": {keyOfForm(t, s.get("/staff/products"), "/staff/products/stock")}, "sku": {"TEE-BLK-M"}, "stock": {"40"}}))
+	doubt := s.placeOrder(s.checkout(ids[0], 1))
+	lost.mu.Lock()
+	lost.n = 1
+	lost.mu.Unlock()
+	s.post(doubt+"/payments", s.payForm(doubt, payments.MethodVisa))
+	page("staff-in-doubt", s.get("/staff/in-doubt"))
 
 	cmd := exec.Command(java, append([]string{"-jar", vnu, "--format", "json", "--exit-zero-always"}, files...)...)
 	out, err := cmd.CombinedOutput()

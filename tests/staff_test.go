@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -124,58 +125,77 @@ func TestStaffRefundAnyOrderAndSayWhoGaveIt(t *testing.T) {
 }
 
 // Two staff members refund the same $19.00 order at once, $15.00 each, ten
-// keys apiece, on one instance and then spread over two: Σ of the
-// provider's succeeded refunds never exceeds the charge — exactly one
-// refund of $15.00 went through, and the order says so.
+// keys apiece, on one instance and then spread over two, through the API
+// and through the console's Refund form: Σ of the provider's succeeded
+// refunds never exceeds the charge — exactly one refund of $15.00 went
+// through, and the order says so.
 func TestTwoStaffRefundTheSameOrderAtOnce(t *testing.T) {
-	for _, instances := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d instances", instances), func(t *testing.T) {
-			e := newEnv(t)
-			shopper, orderID := e.shopperOrder("shopper@example.com")
-			alice, aliceID := e.staffToken("alice@example.com")
-			bob, bobID := e.staffToken("bob@example.com")
-			urls := []string{e.url}
-			if instances == 2 {
-				other := httptest.NewServer(newServer(t, e.deps))
-				t.Cleanup(other.Close)
-				urls = append(urls, other.URL)
-			}
-			answers := make([]response, 20)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range answers {
-				wg.Go(func() {
-					at := *e
-					at.url = urls[i%len(urls)]
-					token := []string{alice, bob}[i%2]
-					<-start
-					r, err := at.send(e.refundRequest(token, orderID, fmt.Sprintf("r%d", i), `{"amount_cents":1500}`))
-					if err != nil {
-						t.Error(err)
-					}
-					answers[i] = r
-				})
-			}
-			close(start)
-			wg.Wait()
-			var created []response
-			for _, r := range answers {
-				switch {
-				case r.Status == http.StatusCreated:
-					created = append(created, r)
-				case r.Status != http.StatusConflict:
-					t.Fatalf("a refund answered %d %s", r.Status, r.Body)
+	for _, via := range []string{"the API", "the console"} {
+		for _, instances := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s, %d instances", via, instances), func(t *testing.T) {
+				e := newEnv(t)
+				owner, orderID := e.shopperOrder("shopper@example.com")
+				alice, aliceID := e.staffToken("alice@example.com")
+				bob, bobID := e.staffToken("bob@example.com")
+				urls := []string{e.url}
+				if instances == 2 {
+					other := httptest.NewServer(newServer(t, e.deps))
+					t.Cleanup(other.Close)
+					urls = append(urls, other.URL)
 				}
-			}
-			if n, sum := e.refunded(); len(created) != 1 || n != 1 || sum != 1500 {
-				t.Fatalf("%d answered 201; the provider refunded %d times, %d cents; want 1, 1, 1500 (of a 1900 charge)", len(created), n, sum)
-			}
-			if by := created[0].json(t)["created_by"]; by != aliceID && by != bobID {
-				t.Fatalf("the refund was created by %v, want one of the staff", by)
-			}
-			if o := e.orderJSON(shopper, orderID); o["refunded_cents"] != 1500.0 {
-				t.Fatalf("the order: %v", o)
-			}
-		})
+				var browsers []*shopper
+				for i, email := range []string{"alice@example.com", "bob@example.com"} {
+					b := e.shopperAt(urls[i%len(urls)], http.DefaultTransport)
+					must(t, b.logIn(email))
+					browsers = append(browsers, b)
+				}
+				created := map[int]response{}
+				ok := map[string]int{"the API": http.StatusCreated, "the console": http.StatusSeeOther}[via]
+				answers := make([]response, 20)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range answers {
+					wg.Go(func() {
+						at := *e
+						at.url = urls[i%len(urls)]
+						token := []string{alice, bob}[i%2]
+						<-start
+						var r response
+						var err error
+						if via == "the console" {
+							form := url.Values{"idempotency_key": {fmt.Sprintf("r%d", i)}, "amount": {"15.00"}, "reason": {"at once"}}
+							r, err = browsers[i%2].send(http.MethodPost, "/staff/orders/"+orderID+"/refunds", form, nil)
+						} else {
+							r, err = at.send(e.refundRequest(token, orderID, fmt.Sprintf("r%d", i), `{"amount_cents":1500}`))
+						}
+						if err != nil {
+							t.Error(err)
+						}
+						answers[i] = r
+					})
+				}
+				close(start)
+				wg.Wait()
+				for i, r := range answers {
+					switch {
+					case r.Status == ok:
+						created[i] = r
+					case r.Status != http.StatusConflict:
+						t.Fatalf("a refund answered %d %s", r.Status, r.Body)
+					}
+				}
+				if n, sum := e.refunded(); len(created) != 1 || n != 1 || sum != 1500 {
+					t.Fatalf("%d answered %d; the provider refunded %d times, %d cents; want 1, 1, 1500 (of a 1900 charge)", len(created), ok, n, sum)
+				}
+				var refund models.Refund
+				must(t, e.db.Take(&refund, "state = ?", models.Succeeded).Error)
+				if by := refund.CreatedBy; by == nil || (*by != aliceID && *by != bobID) {
+					t.Fatalf("the refund was created by %v, want one of the staff", by)
+				}
+				if o := e.orderJSON(owner, orderID); o["refunded_cents"] != 1500.0 {
+					t.Fatalf("the order: %v", o)
+				}
+			})
+		}
 	}
 }

@@ -90,6 +90,7 @@ func (e NextActionType) Valid() bool {
 const (
 	Expired OrderCancelReason = "expired"
 	Shopper OrderCancelReason = "shopper"
+	Staff   OrderCancelReason = "staff"
 )
 
 // Valid indicates whether the value is a known member of the OrderCancelReason enum.
@@ -98,6 +99,8 @@ func (e OrderCancelReason) Valid() bool {
 	case Expired:
 		return true
 	case Shopper:
+		return true
+	case Staff:
 		return true
 	default:
 		return false
@@ -293,6 +296,33 @@ const (
 func (e ValidationProblemType) Valid() bool {
 	switch e {
 	case ValidationProblemTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StaffStatus.
+const (
+	StaffStatusCancelled         StaffStatus = "cancelled"
+	StaffStatusPaid              StaffStatus = "paid"
+	StaffStatusPartiallyRefunded StaffStatus = "partially_refunded"
+	StaffStatusPending           StaffStatus = "pending"
+	StaffStatusRefunded          StaffStatus = "refunded"
+)
+
+// Valid indicates whether the value is a known member of the StaffStatus enum.
+func (e StaffStatus) Valid() bool {
+	switch e {
+	case StaffStatusCancelled:
+		return true
+	case StaffStatusPaid:
+		return true
+	case StaffStatusPartiallyRefunded:
+		return true
+	case StaffStatusPending:
+		return true
+	case StaffStatusRefunded:
 		return true
 	default:
 		return false
@@ -2879,6 +2909,285 @@ func (e ListProducts500ApplicationProblemPlusJSONResponseBodyType) Valid() bool 
 	}
 }
 
+// Defines values for ListAllOrdersParamsStatus.
+const (
+	ListAllOrdersParamsStatusCancelled         ListAllOrdersParamsStatus = "cancelled"
+	ListAllOrdersParamsStatusPaid              ListAllOrdersParamsStatus = "paid"
+	ListAllOrdersParamsStatusPartiallyRefunded ListAllOrdersParamsStatus = "partially_refunded"
+	ListAllOrdersParamsStatusPending           ListAllOrdersParamsStatus = "pending"
+	ListAllOrdersParamsStatusRefunded          ListAllOrdersParamsStatus = "refunded"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrdersParamsStatus enum.
+func (e ListAllOrdersParamsStatus) Valid() bool {
+	switch e {
+	case ListAllOrdersParamsStatusCancelled:
+		return true
+	case ListAllOrdersParamsStatusPaid:
+		return true
+	case ListAllOrdersParamsStatusPartiallyRefunded:
+		return true
+	case ListAllOrdersParamsStatusPending:
+		return true
+	case ListAllOrdersParamsStatusRefunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatusN400 ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListAllOrders400ApplicationProblemPlusJSONResponseBodyTypeProblemsinvalidParameter ListAllOrders400ApplicationProblemPlusJSONResponseBodyType = "/problems/invalid-parameter"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListAllOrders400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListAllOrders400ApplicationProblemPlusJSONResponseBodyTypeProblemsinvalidParameter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatusN401 ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired ListAllOrders401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked ListAllOrders401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized ListAllOrders401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListAllOrders401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case ListAllOrders401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatusN403 ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListAllOrders403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden ListAllOrders403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListAllOrders403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListAllOrders403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatusN500 ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListAllOrders500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal ListAllOrders500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListAllOrders500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListAllOrders500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatusN401 GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case GetAnyOrder401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatusN403 GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetAnyOrder403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetAnyOrder403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatusN404 GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetAnyOrder404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetAnyOrder404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatusN500 GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetAnyOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetAnyOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateToken400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateToken400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateToken400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -3621,7 +3930,8 @@ type Order struct {
 	// `failed` (nothing charged).
 	Attempts []PaymentAttempt `json:"attempts"`
 
-	// CancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+	// CancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `staff`, the shop's
+	// staff cancelled it (the console); `expired`, it was
 	// not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
 	// shop cancelled it and its units went back to stock. Absent while the order is not
 	// cancelled, and on orders cancelled before the shop kept the reason.
@@ -3648,7 +3958,8 @@ type Order struct {
 	TotalCents int         `json:"total_cents"`
 }
 
-// OrderCancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+// OrderCancelReason Why a cancelled order was: `shopper`, its shopper cancelled it; `staff`, the shop's
+// staff cancelled it (the console); `expired`, it was
 // not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
 // shop cancelled it and its units went back to stock. Absent while the order is not
 // cancelled, and on orders cancelled before the shop kept the reason.
@@ -3805,10 +4116,13 @@ type RefundInput struct {
 
 // RefundRequest defines model for RefundRequest.
 type RefundRequest struct {
-	CreatedAt time.Time          `json:"created_at"`
-	Id        openapi_types.UUID `json:"id"`
-	OrderId   openapi_types.UUID `json:"order_id"`
-	Reason    string             `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// DeclineReason Why the shop's staff declined the request (the staff console); absent unless it is `declined`.
+	DeclineReason *string            `json:"decline_reason,omitempty"`
+	Id            openapi_types.UUID `json:"id"`
+	OrderId       openapi_types.UUID `json:"order_id"`
+	Reason        string             `json:"reason"`
 
 	// RefundId The refund that fulfilled the request; null until then.
 	RefundId *openapi_types.UUID `json:"refund_id"`
@@ -3821,6 +4135,24 @@ type RefundRequestState string
 // RefundRequestInput defines model for RefundRequestInput.
 type RefundRequestInput struct {
 	Reason *string `json:"reason,omitempty"`
+}
+
+// StaffOrder defines model for StaffOrder.
+type StaffOrder struct {
+	// Email The shopper's email.
+	Email string `json:"email"`
+	Order Order  `json:"order"`
+
+	// UserId The shopper's id.
+	UserId openapi_types.UUID `json:"user_id"`
+}
+
+// StaffOrderDetail defines model for StaffOrderDetail.
+type StaffOrderDetail struct {
+	Email          string             `json:"email"`
+	Order          Order              `json:"order"`
+	RefundRequests []RefundRequest    `json:"refund_requests"`
+	UserId         openapi_types.UUID `json:"user_id"`
 }
 
 // Status defines model for Status.
@@ -3879,6 +4211,12 @@ type Limit = int
 
 // OrderID defines model for OrderID.
 type OrderID = string
+
+// StaffQuery defines model for StaffQuery.
+type StaffQuery = string
+
+// StaffStatus defines model for StaffStatus.
+type StaffStatus string
 
 // BadCredentials defines model for BadCredentials.
 type BadCredentials struct {
@@ -4720,6 +5058,73 @@ type ListProducts500ApplicationProblemPlusJSONResponseBodyStatus int
 // ListProducts500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListProducts.
 type ListProducts500ApplicationProblemPlusJSONResponseBodyType string
 
+// ListAllOrdersParams defines parameters for ListAllOrders.
+type ListAllOrdersParams struct {
+	// Q An order's number (`1042` or `#1042`), or a shopper's email (any case).
+	Q *StaffQuery `form:"q,omitempty" json:"q,omitempty"`
+
+	// Status Only the orders with this status.
+	Status *ListAllOrdersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit How many to list on one page.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Where to start: the `next_cursor` of the page before. Pages are cut by position, not
+	// by offset, so rows created meanwhile neither repeat nor shift later pages.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListAllOrdersParamsStatus defines parameters for ListAllOrders.
+type ListAllOrdersParamsStatus string
+
+// ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListAllOrders.
+type ListAllOrders400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListAllOrders400ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
+type ListAllOrders400ApplicationProblemPlusJSONResponseBodyType string
+
+// ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListAllOrders.
+type ListAllOrders401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListAllOrders401ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
+type ListAllOrders401ApplicationProblemPlusJSONResponseBodyType string
+
+// ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListAllOrders.
+type ListAllOrders403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListAllOrders403ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
+type ListAllOrders403ApplicationProblemPlusJSONResponseBodyType string
+
+// ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListAllOrders.
+type ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListAllOrders500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
+type ListAllOrders500ApplicationProblemPlusJSONResponseBodyType string
+
+// GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
+type GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
+type GetAnyOrder401ApplicationProblemPlusJSONResponseBodyType string
+
+// GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
+type GetAnyOrder403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
+type GetAnyOrder403ApplicationProblemPlusJSONResponseBodyType string
+
+// GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
+type GetAnyOrder404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
+type GetAnyOrder404ApplicationProblemPlusJSONResponseBodyType string
+
+// GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
+type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
+type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateToken400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
 type CreateToken400ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5098,6 +5503,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/products (the `ListProducts` operationId).
 	ListProducts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAllOrders List every user's orders, newest first, found and filtered (staff only)
+	//
+	// The staff console's listing, as JSON: every shopper's orders, each with its shopper,
+	// newest first, a page at a time. `q` finds an order by its number or the orders of a
+	// shopper's email; `status` keeps one status. The `Link` to the next page keeps them.
+	//
+	// Corresponds with GET /api/v1/staff/orders (the `ListAllOrders` operationId).
+	ListAllOrders(ctx context.Context, params *ListAllOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAnyOrder Get any user's order, with its shopper and refund requests (staff only)
+	//
+	// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
+	GetAnyOrder(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTokenWithBody Get a bearer token
 	//
@@ -5516,6 +5935,40 @@ func (c *Client) GetRefund(ctx context.Context, id OrderID, refundId string, req
 // Corresponds with GET /api/v1/products (the `ListProducts` operationId).
 func (c *Client) ListProducts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProductsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAllOrders List every user's orders, newest first, found and filtered (staff only)
+//
+// The staff console's listing, as JSON: every shopper's orders, each with its shopper,
+// newest first, a page at a time. `q` finds an order by its number or the orders of a
+// shopper's email; `status` keeps one status. The `Link` to the next page keeps them.
+//
+// Corresponds with GET /api/v1/staff/orders (the `ListAllOrders` operationId).
+func (c *Client) ListAllOrders(ctx context.Context, params *ListAllOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAllOrdersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAnyOrder Get any user's order, with its shopper and refund requests (staff only)
+//
+// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
+func (c *Client) GetAnyOrder(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAnyOrderRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6386,6 +6839,130 @@ func NewListProductsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListAllOrdersRequest constructs an http.Request for the ListAllOrders method
+func NewListAllOrdersRequest(server string, params *ListAllOrdersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/staff/orders")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAnyOrderRequest constructs an http.Request for the GetAnyOrder method
+func NewGetAnyOrderRequest(server string, id OrderID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/staff/orders/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateTokenRequest calls the generic CreateToken builder with application/json body
 func NewCreateTokenRequest(server string, body CreateTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6967,6 +7544,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/products (the `ListProducts` operationId).
 	ListProductsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListProductsResponse, error)
+
+	// ListAllOrdersWithResponse List every user's orders, newest first, found and filtered (staff only)
+	//
+	// The staff console's listing, as JSON: every shopper's orders, each with its shopper,
+	// newest first, a page at a time. `q` finds an order by its number or the orders of a
+	// shopper's email; `status` keeps one status. The `Link` to the next page keeps them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/staff/orders (the `ListAllOrders` operationId).
+	ListAllOrdersWithResponse(ctx context.Context, params *ListAllOrdersParams, reqEditors ...RequestEditorFn) (*ListAllOrdersResponse, error)
+
+	// GetAnyOrderWithResponse Get any user's order, with its shopper and refund requests (staff only)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
+	GetAnyOrderWithResponse(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*GetAnyOrderResponse, error)
 
 	// CreateTokenWithBodyWithResponse Get a bearer token
 	//
@@ -8665,6 +9260,233 @@ func (r ListProductsResponse) ContentType() string {
 	return ""
 }
 
+// ListAllOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListAllOrders
+type ListAllOrdersResponse200Headers struct {
+	Link       *string
+	XRequestId string
+}
+
+// ListAllOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListAllOrders
+type ListAllOrdersResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// ListAllOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListAllOrders
+type ListAllOrdersResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListAllOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListAllOrders
+type ListAllOrdersResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// ListAllOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListAllOrders
+type ListAllOrdersResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type ListAllOrdersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// NextCursor Pass it as `after` to get the next page; null on the last page.
+		NextCursor *NextCursor  `json:"next_cursor"`
+		Orders     []StaffOrder `json:"orders"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidParameter
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAllOrdersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListAllOrdersResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAllOrdersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListAllOrdersResponse403Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListAllOrdersResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAllOrdersResponse) GetJSON200() *struct {
+	// NextCursor Pass it as `after` to get the next page; null on the last page.
+	NextCursor *NextCursor  `json:"next_cursor"`
+	Orders     []StaffOrder `json:"orders"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAllOrdersResponse) GetApplicationproblemJSON400() *InvalidParameter {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAllOrdersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAllOrdersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAllOrdersResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAllOrdersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAllOrdersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAllOrdersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAllOrdersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAnyOrderResponse200Headers the declared response headers of an HTTP 200 response for GetAnyOrder
+type GetAnyOrderResponse200Headers struct {
+	XRequestId string
+}
+
+// GetAnyOrderResponse401Headers the declared response headers of an HTTP 401 response for GetAnyOrder
+type GetAnyOrderResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetAnyOrderResponse403Headers the declared response headers of an HTTP 403 response for GetAnyOrder
+type GetAnyOrderResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// GetAnyOrderResponse404Headers the declared response headers of an HTTP 404 response for GetAnyOrder
+type GetAnyOrderResponse404Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// GetAnyOrderResponse500Headers the declared response headers of an HTTP 500 response for GetAnyOrder
+type GetAnyOrderResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type GetAnyOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StaffOrderDetail
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAnyOrderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAnyOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetAnyOrderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetAnyOrderResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetAnyOrderResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAnyOrderResponse) GetJSON200() *StaffOrderDetail {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAnyOrderResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAnyOrderResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetAnyOrderResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetAnyOrderResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAnyOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAnyOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAnyOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAnyOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateTokenResponse201Headers the declared response headers of an HTTP 201 response for CreateToken
 type CreateTokenResponse201Headers struct {
 	CacheControl string
@@ -9860,6 +10682,36 @@ func (c *ClientWithResponses) ListProductsWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseListProductsResponse(rsp)
+}
+
+// ListAllOrdersWithResponse List every user's orders, newest first, found and filtered (staff only)
+//
+// The staff console's listing, as JSON: every shopper's orders, each with its shopper,
+// newest first, a page at a time. `q` finds an order by its number or the orders of a
+// shopper's email; `status` keeps one status. The `Link` to the next page keeps them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/staff/orders (the `ListAllOrders` operationId).
+func (c *ClientWithResponses) ListAllOrdersWithResponse(ctx context.Context, params *ListAllOrdersParams, reqEditors ...RequestEditorFn) (*ListAllOrdersResponse, error) {
+	rsp, err := c.ListAllOrders(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAllOrdersResponse(rsp)
+}
+
+// GetAnyOrderWithResponse Get any user's order, with its shopper and refund requests (staff only)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
+func (c *ClientWithResponses) GetAnyOrderWithResponse(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*GetAnyOrderResponse, error) {
+	rsp, err := c.GetAnyOrder(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAnyOrderResponse(rsp)
 }
 
 // CreateTokenWithBodyWithResponse Get a bearer token
@@ -12277,6 +13129,301 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 		response.Headers200 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListProductsResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListAllOrdersResponse parses an HTTP response from a ListAllOrdersWithResponse call
+func ParseListAllOrdersResponse(rsp *http.Response) (*ListAllOrdersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAllOrdersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// NextCursor Pass it as `after` to get the next page; null on the last page.
+			NextCursor *NextCursor  `json:"next_cursor"`
+			Orders     []StaffOrder `json:"orders"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidParameter
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAllOrdersResponse200Headers
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListAllOrdersResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListAllOrdersResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListAllOrdersResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListAllOrdersResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAnyOrderResponse parses an HTTP response from a GetAnyOrderWithResponse call
+func ParseGetAnyOrderResponse(rsp *http.Response) (*GetAnyOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAnyOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StaffOrderDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAnyOrderResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetAnyOrderResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetAnyOrderResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetAnyOrderResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetAnyOrderResponse500Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

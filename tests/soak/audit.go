@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/shop/shop/internal/testkit"
 )
 
@@ -13,6 +15,7 @@ type findings struct {
 	money      testkit.MoneyAudit
 	stalled    []string
 	missing    int // answered effects absent from the database
+	trail      trail
 	violations []string
 }
 
@@ -64,6 +67,11 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 			a.violations = append(a.violations, fmt.Sprintf("an order answered as paid is %q", status[id]))
 		}
 	}
+	// Every money movement has an actor in the audit trail.
+	if a.trail, err = auditTrail(f.db.WithContext(ctx)); err != nil {
+		return a, err
+	}
+	a.violations = append(a.violations, a.trail.violations...)
 	limit := cfg.cacheBytes + cfg.rssMargin
 	for i, peak := range f.rssPeak {
 		if peak > limit {
@@ -76,4 +84,52 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 	a.violations = append(a.violations, f.problems...)
 	a.violations = append(a.violations, t.breaches...)
 	return a, nil
+}
+
+// trail is what the audit trail says of the run's money movements.
+type trail struct {
+	movements, recorded int64 // final payments and settled refunds; those with an actor in the trail
+	violations          []string
+}
+
+// movementActions are the audit entries (models.Action) that record a
+// payment's or a refund's state.
+var movementActions = []struct {
+	table, state string
+	actions      []string
+}{
+	{"payments", "succeeded", []string{"charge_succeeded", "late_charge"}},
+	{"payments", "declined", []string{"charge_declined"}},
+	{"refunds", "succeeded", []string{"refund_succeeded", "late_refund"}},
+	{"refunds", "pending", []string{"refund_pending"}},
+	{"refunds", "failed", []string{"refund_failed"}},
+	{"refunds", "excess", []string{"refund_excess"}},
+}
+
+// auditTrail checks that every money movement has an actor in the audit
+// trail: each succeeded or declined payment, and each settled refund, has
+// an entry of its state naming it, by someone.
+func auditTrail(db *gorm.DB) (trail, error) {
+	var tr trail
+	for _, m := range movementActions {
+		column := "status"
+		if m.table == "refunds" {
+			column = "state"
+		}
+		var all, recorded int64
+		q := "SELECT COUNT(*) FROM " + m.table + " r WHERE r." + column + " = ?"
+		if err := db.Raw(q, m.state).Scan(&all).Error; err != nil {
+			return tr, err
+		}
+		err := db.Raw(q+" AND EXISTS (SELECT 1 FROM audit_entries a WHERE a.subject_id = r.id AND a.order_id = r.order_id AND a.action IN ? AND a.actor_kind <> '')", m.state, m.actions).
+			Scan(&recorded).Error
+		if err != nil {
+			return tr, err
+		}
+		tr.movements, tr.recorded = tr.movements+all, tr.recorded+recorded
+		if recorded != all {
+			tr.violations = append(tr.violations, fmt.Sprintf("%d of %d %s %s have no actor in the audit trail", all-recorded, all, m.state, m.table))
+		}
+	}
+	return tr, nil
 }

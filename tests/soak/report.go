@@ -30,6 +30,7 @@ func report(out io.Writer, cfg config, ran time.Duration, f *fleet, t *traffic, 
 	row("orders / paid / succeeded charges", fmt.Sprintf("%d / %d / %d", a.money.Orders, a.money.PaidOrders, a.money.Charges))
 	row("orders answered as made / as paid", fmt.Sprintf("%d / %d", len(t.created), len(t.paid)))
 	row("answered effects missing", a.missing)
+	row("money movements / with an actor in the audit trail", fmt.Sprintf("%d / %d", a.trail.movements, a.trail.recorded))
 	row("keys stuck in progress past their lease", len(a.stalled))
 	row("RSS samples (every "+cfg.rssEvery.String()+")", f.samples)
 	row("RSS peak A / B", fmt.Sprintf("%d MiB / %d MiB", f.rssPeak[0]>>20, f.rssPeak[1]>>20))

@@ -254,6 +254,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/staff/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every user's orders, newest first, found and filtered (staff only)
+         * @description The staff console's listing, as JSON: every shopper's orders, each with its shopper,
+         *     newest first, a page at a time. `q` finds an order by its number or the orders of a
+         *     shopper's email; `status` keeps one status. The `Link` to the next page keeps them.
+         */
+        get: operations["listAllOrders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/staff/orders/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get any user's order, with its shopper and refund requests (staff only) */
+        get: operations["getAnyOrder"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/idempotency-keys": {
         parameters: {
             query?: never;
@@ -519,13 +558,14 @@ export interface components {
             /** @enum {string} */
             status: "pending" | "paid" | "partially_refunded" | "refunded" | "cancelled";
             /**
-             * @description Why a cancelled order was: `shopper`, its shopper cancelled it; `expired`, it was
+             * @description Why a cancelled order was: `shopper`, its shopper cancelled it; `staff`, the shop's
+             *     staff cancelled it (the console); `expired`, it was
              *     not paid within `ORDER_EXPIRY` (30 minutes unless the shop says otherwise), so the
              *     shop cancelled it and its units went back to stock. Absent while the order is not
              *     cancelled, and on orders cancelled before the shop kept the reason.
              * @enum {string}
              */
-            cancel_reason?: "shopper" | "expired";
+            cancel_reason?: "shopper" | "expired" | "staff";
             currency: components["schemas"]["Currency"];
             total_cents: number;
             items: components["schemas"]["OrderItem"][];
@@ -596,6 +636,23 @@ export interface components {
         RefundRequestInput: {
             reason?: string;
         };
+        StaffOrder: {
+            order: components["schemas"]["Order"];
+            /**
+             * Format: uuid
+             * @description The shopper's id.
+             */
+            user_id: string;
+            /** @description The shopper's email. */
+            email: string;
+        };
+        StaffOrderDetail: {
+            order: components["schemas"]["Order"];
+            /** Format: uuid */
+            user_id: string;
+            email: string;
+            refund_requests: components["schemas"]["RefundRequest"][];
+        };
         RefundRequest: {
             /** Format: uuid */
             id: string;
@@ -611,6 +668,8 @@ export interface components {
             refund_id: string | null;
             /** Format: date-time */
             created_at: string;
+            /** @description Why the shop's staff declined the request (the staff console); absent unless it is `declined`. */
+            decline_reason?: string;
         };
         RefundInput: {
             /** @description How much to refund; everything still refundable when left out. */
@@ -753,7 +812,7 @@ export interface components {
                 };
             };
         };
-        /** @description `limit` is not 1–100, or `after` is not a cursor this listing returned (`invalid-parameter`). */
+        /** @description `limit` is not 1–100, `after` is not a cursor this listing returned, or a filter (`q`, `status`) cannot be read (`invalid-parameter`). */
         InvalidParameter: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -1104,6 +1163,10 @@ export interface components {
          *     by offset, so rows created meanwhile neither repeat nor shift later pages.
          */
         After: string;
+        /** @description An order's number (`1042` or `#1042`), or a shopper's email (any case). */
+        StaffQuery: string;
+        /** @description Only the orders with this status. */
+        StaffStatus: "pending" | "paid" | "partially_refunded" | "refunded" | "cancelled";
         /** @description The order's id. */
         OrderID: string;
     };
@@ -1121,7 +1184,7 @@ export interface components {
         NoStore: "no-store";
         /** @description Never cached. A replay of a stored answer may not carry it yet. */
         NoStoreUnlessReplayed: "no-store";
-        /** @description The next page, `<…?after=…>; rel="next"` (RFC 8288); absent on the last page. */
+        /** @description The next page, `<…?after=…>; rel="next"` (RFC 8288), with the query's `limit` and filters kept; absent on the last page. */
         NextLink: string;
         /** @description The payment's URL, `/api/v1/orders/{id}/payments/{payment_id}`. */
         PaymentLocation: string;
@@ -1659,6 +1722,75 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listAllOrders: {
+        parameters: {
+            query?: {
+                /** @description An order's number (`1042` or `#1042`), or a shopper's email (any case). */
+                q?: components["parameters"]["StaffQuery"];
+                /** @description Only the orders with this status. */
+                status?: components["parameters"]["StaffStatus"];
+                /** @description How many to list on one page. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Where to start: the `next_cursor` of the page before. Pages are cut by position, not
+                 *     by offset, so rows created meanwhile neither repeat nor shift later pages.
+                 */
+                after?: components["parameters"]["After"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the orders. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    Link: components["headers"]["NextLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        orders: components["schemas"]["StaffOrder"][];
+                        next_cursor: components["schemas"]["NextCursor"];
+                    };
+                };
+            };
+            400: components["responses"]["InvalidParameter"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getAnyOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The order's id. */
+                id: components["parameters"]["OrderID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order, its shopper, and the shopper's requests for a refund, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StaffOrderDetail"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
     };

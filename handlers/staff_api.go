@@ -1,0 +1,60 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/shop/shop/models"
+)
+
+// The staff API: every user's orders, with the console's filters, and any
+// one order with its shopper and the requests for its refund. Staff only
+// (requireStaff).
+
+// staffOrderJSON is an order with its shopper.
+type staffOrderJSON struct {
+	Order  orderJSON `json:"order"`
+	UserID string    `json:"user_id"`
+	Email  string    `json:"email"`
+}
+
+// staffOrderDetailJSON is one order as staff read it: with the shopper's
+// requests for a refund.
+type staffOrderDetailJSON struct {
+	staffOrderJSON
+	RefundRequests []refundRequestJSON `json:"refund_requests"`
+}
+
+func staffOrderOf(o models.OrderOfUser) staffOrderJSON {
+	return staffOrderJSON{Order: orderView(o.Order), UserID: o.UserID, Email: o.Email}
+}
+
+// staffListOrders is GET /api/v1/staff/orders: q (an order number or an
+// email), status, limit and after, newest first.
+func (s *Server) staffListOrders(c *gin.Context) {
+	orders, next, limit, err := s.allOrdersPageOf(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := make([]staffOrderJSON, 0, len(orders))
+	for _, o := range orders {
+		out = append(out, staffOrderOf(o))
+	}
+	writePage(c, "orders", out, next, limit)
+}
+
+// staffGetOrder is GET /api/v1/staff/orders/{id}: any user's order.
+func (s *Server) staffGetOrder(c *gin.Context) {
+	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := staffOrderDetailJSON{staffOrderJSON: staffOrderOf(h.OrderOfUser), RefundRequests: make([]refundRequestJSON, 0, len(h.Requests))}
+	for _, r := range h.Requests {
+		out.RefundRequests = append(out.RefundRequests, refundRequestView(r))
+	}
+	c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,278 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/problem"
+)
+
+// The staff console at /staff: pages like the shop's, on the same session
+// and cross-origin protection, every write a form with its own key through
+// the same idempotency middleware. To anyone but staff it does not exist.
+
+// requireStaffPage keeps the console to staff: to anyone else, signed in
+// or not, a page is not found (404) and a write is refused (403), before
+// the idempotency middleware, so nothing is claimed or written.
+func (s *Server) requireStaffPage(c *gin.Context) {
+	if currentUser(c).IsStaff() {
+		return
+	}
+	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+		s.fail(c, problem.NotFound.With(""))
+		return
+	}
+	s.fail(c, models.ErrForbidden)
+}
+
+// staffLinks are where a console's error page leads: back to the order the
+// form was about, or to the console's lists.
+func staffLinks(c *gin.Context) []link {
+	links := []link{{"/staff", "All orders"}, {"/staff/in-doubt", "In doubt"}}
+	if id := c.Param("id"); id != "" {
+		links = append([]link{{consolePath(id), "Back to the order"}}, links...)
+	}
+	return links
+}
+
+// consolePath is the console's page of an order.
+func consolePath(orderID string) string { return "/staff/orders/" + orderID }
+
+// allOrdersPageOf reads the page of every user's orders that the query
+// asks for (q, status, limit, after): for the console and the staff API.
+func (s *Server) allOrdersPageOf(c *gin.Context) (orders []models.OrderOfUser, next *cursor, limit int, err error) {
+	filter, err := models.ParseOrderFilter(c.Query("q"), c.Query("status"))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	limit, after, err := pageQuery(c, isUUID)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var from *models.Position
+	if after != nil {
+		from = &models.Position{CreatedAt: after.at, ID: after.id}
+	}
+	orders, more, err := s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
+	if err != nil || !more {
+		return orders, nil, limit, err
+	}
+	last := orders[len(orders)-1]
+	return orders, &cursor{last.CreatedAt, last.ID}, limit, nil
+}
+
+// statusChoice is one status the console's filter offers.
+type statusChoice struct{ Value, Label string }
+
+var statusChoices = []statusChoice{
+	{"", "Any status"}, {models.OrderPending, statusName(models.OrderPending)}, {models.OrderPaid, statusName(models.OrderPaid)},
+	{models.OrderPartiallyRefunded, statusName(models.OrderPartiallyRefunded)},
+	{models.OrderRefunded, statusName(models.OrderRefunded)}, {models.OrderCancelled, statusName(models.OrderCancelled)},
+}
+
+type staffOrdersView struct {
+	layout
+	Orders    []models.OrderOfUser
+	Q, Status string
+	Statuses  []statusChoice
+	// Older links to the next page; empty on the last.
+	Older string
+}
+
+// staffOrdersPage is the console's front page: every order, newest first,
+// found by number or email and filtered by status. A search it cannot read
+// gets the page again, saying why (400), with no orders.
+func (s *Server) staffOrdersPage(c *gin.Context) {
+	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: statusChoices}
+	orders, next, limit, err := s.allOrdersPageOf(c)
+	var e *models.Error
+	if errors.As(err, &e) && e.Type == problem.InvalidParameter {
+		view.Notice = errorNotice(e.Shopper.Text)
+		s.renderPage(c, http.StatusBadRequest, "staff_orders.html", view)
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view.Orders = orders
+	if next != nil {
+		view.Older = nextURL(c, *next, limit)
+	}
+	s.renderPage(c, http.StatusOK, "staff_orders.html", view)
+}
+
+type staffOrderView struct {
+	layout
+	models.OrderHistory
+	// Each form's own key: refund, cancel, and decline (one per request).
+	RefundKey, CancelKey string
+	DeclineKeys          map[string]string
+	Refundable           int64
+}
+
+// staffOrderPage is one order with all that happened to it, and the forms
+// of what staff may do with it.
+func (s *Server) staffOrderPage(c *gin.Context) {
+	s.showStaffOrder(c, http.StatusOK, nil)
+}
+
+// showStaffOrder renders the console's order page with status, opening
+// with the notice.
+func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
+	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := staffOrderView{layout: s.layout(c), OrderHistory: h, RefundKey: uuid.NewString(), CancelKey: uuid.NewString(),
+		DeclineKeys: map[string]string{}, Refundable: refundable(h.Order)}
+	for _, r := range h.Requests {
+		view.DeclineKeys[r.ID] = uuid.NewString()
+	}
+	// A form refused before it ran comes back with its key: nothing was
+	// stored under it, so the corrected form runs with it.
+	if sent := postForm(c).Get(middleware.FormKeyField); c.Request.Method == http.MethodPost && sent != "" {
+		if id := c.Param("request_id"); id != "" {
+			view.DeclineKeys[id] = sent
+		} else {
+			view.RefundKey = sent
+		}
+	}
+	view.Notice = n
+	s.renderPage(c, status, "staff_order.html", view)
+}
+
+// refundable is what is left to give back of an order's charges, as the
+// console offers it: refunds on their way counted, not those in doubt
+// (the refund service checks again, under the order's hold).
+func refundable(o models.Order) int64 {
+	if !o.Charged() {
+		return 0
+	}
+	var charged int64
+	for _, p := range o.Payments {
+		if p.Status == models.PaymentSucceeded {
+			charged += p.AmountCents
+		}
+	}
+	return max(charged-o.RefundedCents, 0)
+}
+
+// nameOf is the email of the user id the order's history names.
+func (v staffOrderView) nameOf(id *string) string {
+	if id == nil {
+		return "a staff member (not recorded)"
+	}
+	if email, ok := v.Names[*id]; ok {
+		return email
+	}
+	return "a former user"
+}
+
+// stateNames are the states of a request to the provider, in staff's words.
+var stateNames = map[models.State]string{
+	models.InDoubt: "in doubt (the provider's answer is not known yet)", models.Succeeded: "succeeded",
+	models.Declined: "declined", models.Pending: "on its way back to the card", models.Failed: "failed, nothing was moved",
+	models.Excess: "given back twice (recover it)", models.RequiresAction: "waiting for the shopper to authenticate",
+}
+
+// StateName is a request's state in staff's words.
+func (v staffOrderView) StateName(s models.State) string {
+	if name, ok := stateNames[s]; ok {
+		return name
+	}
+	return string(s)
+}
+
+// RefundLine is one refund of the order, whatever its state: how much,
+// how it stands, who gave it and why.
+func (v staffOrderView) RefundLine(r models.Refund) string {
+	text := money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
+	if r.Reason != "" {
+		text += " Reason: " + r.Reason
+	}
+	if r.FailureReason != "" {
+		text += " The provider said: " + r.FailureReason
+	}
+	return text
+}
+
+// RequestLine is one of the shopper's requests for a refund and its answer.
+func (v staffOrderView) RequestLine(r models.RefundRequest) string {
+	text := "The shopper asked for a refund"
+	if r.Reason != "" {
+		text += " (" + r.Reason + ")"
+	}
+	switch r.State {
+	case models.RequestFulfilled:
+		return text + ": refunded."
+	case models.RequestDeclined:
+		return text + ": declined by " + v.nameOf(r.DecidedBy) + ". Reason: " + r.DeclineReason
+	}
+	return text + ": open."
+}
+
+// Cancellation says who cancelled the order, "" when it is not cancelled.
+func (v staffOrderView) Cancellation() string {
+	if v.Order.Status != models.OrderCancelled {
+		return ""
+	}
+	switch v.Order.CancelReason {
+	case models.CancelledExpired:
+		return "Cancelled by the expiry sweep: nobody paid it in time."
+	case models.CancelledByStaff:
+		return "Cancelled by the shop's staff."
+	}
+	return "Cancelled by its shopper."
+}
+
+// Routes lists the server's routes, for the tests that go through every
+// one of them (the console's refusals).
+func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
+
+// actionWords are the audit trail's actions in staff's words.
+var actionWords = map[models.Action]string{
+	models.ActionOrderPlaced: "Placed the order", models.ActionOrderCancelled: "Cancelled the order",
+	models.ActionRefundRequested: "Asked for a refund", models.ActionRequestDeclined: "Declined the request for a refund",
+	models.ActionRefundGiven: "Gave a refund", models.ActionRestocked: "Restocked",
+	models.ActionChargeSucceeded: "Charge succeeded", models.ActionChargeDeclined: "Card declined",
+	models.ActionLateCharge: "A late charge landed", models.ActionRefundSucceeded: "Refund succeeded",
+	models.ActionRefundPending: "Refund on its way", models.ActionRefundFailed: "Refund failed",
+	models.ActionLateRefund: "A late refund landed", models.ActionRefundExcess: "Refunded twice (recover it)",
+}
+
+// actorWords are the shop's own actors, who are no user, in staff's words.
+var actorWords = map[models.ActorKind]string{
+	models.ActorReconciler: "the reconciler", models.ActorWebhook: "a webhook of the provider",
+	models.ActorExpiry: "the expiry sweep", models.ActorProviderReturn: "the shopper's return from the card provider",
+}
+
+// TrailLine is one entry of the order's audit trail: what was done, by
+// whom, for how much and why.
+func (v staffOrderView) TrailLine(e models.Entry) string {
+	what, ok := actionWords[e.Action]
+	if !ok {
+		what = string(e.Action)
+	}
+	who := actorWords[e.Actor.Kind]
+	if e.Actor.UserID != nil {
+		who = v.nameOf(e.Actor.UserID)
+		if e.Actor.Kind == models.ActorStaff {
+			who += " (staff)"
+		}
+	}
+	text := what + ", by " + who
+	if e.AmountCents != nil {
+		text += ": " + money(*e.AmountCents, v.Order.Currency)
+	}
+	if e.Reason != "" {
+		text += ". Reason: " + e.Reason
+	}
+	return text + "."
+}

@@ -1,0 +1,128 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/models"
+)
+
+// The console's products, restocked as `shop stock set` does, and its
+// requests in doubt, each asked of the provider on demand.
+
+// maxStock is the most units the console sets a product's stock to.
+const maxStock = 1_000_000
+
+type staffProduct struct {
+	models.Product
+	Key string
+}
+
+type staffProductsView struct {
+	layout
+	Products []staffProduct
+}
+
+func (s *Server) staffProductsPage(c *gin.Context) {
+	s.showStaffProducts(c, http.StatusOK, nil)
+}
+
+func (s *Server) showStaffProducts(c *gin.Context, status int, n *notice) {
+	products, err := s.shop.Products(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := staffProductsView{layout: s.layout(c)}
+	for _, p := range products {
+		view.Products = append(view.Products, staffProduct{Product: p, Key: uuid.NewString()})
+	}
+	view.Notice = n
+	s.renderPage(c, status, "staff_products.html", view)
+}
+
+// staffRestock sets a product's units on hand to the count typed, in the
+// operation's transaction.
+func (s *Server) staffRestock(c *gin.Context) {
+	form := postForm(c)
+	units, err := strconv.Atoi(strings.TrimSpace(form.Get("stock")))
+	if err != nil || units < 0 || units > maxStock {
+		s.showStaffProducts(c, http.StatusUnprocessableEntity, errorNotice(fmt.Sprintf("Enter the units on hand as a whole number from 0 to %d. Nothing was changed.", maxStock)))
+		return
+	}
+	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), form.Get("sku"), units, s.deps.Now().UTC())
+	if errors.Is(err, models.ErrUnknownSKU) {
+		err = models.ErrNotFound
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.showStaffProducts(c, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
+}
+
+func unitWords(n int) string {
+	if n == 1 {
+		return "1 unit"
+	}
+	return strconv.Itoa(n) + " units"
+}
+
+type staffDoubt struct {
+	models.Doubt
+	Age, Key string
+}
+
+type staffDoubtsView struct {
+	layout
+	Doubts []staffDoubt
+}
+
+// staffDoubtsPage lists every payment attempt and refund in doubt, oldest
+// first, with its age and a button that asks the provider now.
+func (s *Server) staffDoubtsPage(c *gin.Context) {
+	doubts, err := s.shop.Doubts(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := staffDoubtsView{layout: s.layout(c)}
+	for _, d := range doubts {
+		view.Doubts = append(view.Doubts, staffDoubt{Doubt: d, Age: ageWords(s.deps.Now().Sub(d.CreatedAt)), Key: uuid.NewString()})
+	}
+	s.renderPage(c, http.StatusOK, "staff_doubts.html", view)
+}
+
+// staffAskProvider resolves one request in doubt now, through the
+// protocol's resolution under the order's hold, then lists what is left.
+func (s *Server) staffAskProvider(c *gin.Context) {
+	if _, err := s.payments.ResolveNow(c.Request.Context(), currentUser(c), c.Param("kind"), c.Param("request_id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/staff/in-doubt")
+}
+
+// ageWords is how old something is, in words: "under a minute", "5
+// minutes", "3 hours", "2 days".
+func ageWords(d time.Duration) string {
+	for _, u := range []struct {
+		name string
+		size time.Duration
+	}{{"day", 24 * time.Hour}, {"hour", time.Hour}, {"minute", time.Minute}} {
+		if n := int64(d / u.size); n == 1 {
+			return "1 " + u.name
+		} else if n > 1 {
+			return fmt.Sprintf("%d %ss", n, u.name)
+		}
+	}
+	return "under a minute"
+}

@@ -1,0 +1,23 @@
+-- Migration 8: the audit trail. Every money movement and every act of a
+-- shopper or of staff writes one entry, in the act's own transaction: who
+-- acted (a user, or the reconciler, a provider's webhook, the expiry sweep,
+-- the shopper's return from an authentication), on which order and row,
+-- for how much, why, and when. order_id is null for an act on no order (a
+-- restock). Entries are only ever added.
+-- +goose Up
+CREATE TABLE audit_entries (
+    id bigserial PRIMARY KEY,
+    order_id character varying(36),
+    action character varying(32) NOT NULL,
+    actor_kind character varying(16) NOT NULL CHECK (actor_kind IN ('staff', 'shopper', 'reconciler', 'webhook', 'expiry', 'provider_return')),
+    actor_id character varying(36),
+    subject_id character varying(36),
+    amount_cents bigint,
+    reason text NOT NULL DEFAULT '',
+    at timestamp with time zone NOT NULL
+);
+CREATE INDEX idx_audit_entries_order_id ON audit_entries (order_id);
+CREATE INDEX idx_audit_entries_subject_id ON audit_entries (subject_id);
+
+-- +goose Down
+DROP TABLE audit_entries;
