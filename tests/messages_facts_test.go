@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 )
 
@@ -102,5 +104,92 @@ func TestARedeliveredEventActsOnce(t *testing.T) {
 	}
 	if n := e.count("outbox_leases"); n != 0 {
 		t.Fatalf("%d leases left after the relay stopped; want it to give them back", n)
+	}
+}
+
+// blocking is a consumer that records who handed it each event, and holds
+// the first until released.
+type blocking struct {
+	entered, release chan struct{}
+	once             sync.Once
+	mu               *sync.Mutex
+	handed           map[string]string // event id → relay
+	relay            string
+}
+
+func (c *blocking) Name() string { return "test-blocking" }
+
+func (c *blocking) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error {
+	c.once.Do(func() { close(c.entered); <-c.release })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if by, twice := c.handed[ev.ID]; twice {
+		return fmt.Errorf("%s handed %s after %s did", c.relay, ev.ID, by)
+	}
+	c.handed[ev.ID] = c.relay
+	return nil
+}
+
+// Two relays on one database: while one holds a consumer's lease, busy
+// in its Handle, the other tries the lease at each poll and hands that
+// consumer nothing; the holder hands it every event, once.
+func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
+	databaseURL := testkit.URL(t)
+	db := testkit.Open(t, databaseURL)
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := db.Transaction(func(tx *gorm.DB) error {
+			return outbox.Record(tx, outbox.OrderPlaced, fmt.Sprint("fact-", i), "order", map[string]int{"n": i})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	handed := map[string]string{}
+	consumer := func(relay string) *blocking {
+		return &blocking{entered: make(chan struct{}), release: make(chan struct{}), mu: &mu, handed: handed, relay: relay}
+	}
+	a, b := consumer("a"), consumer("b")
+	close(b.release)
+	// b's attempts at the lease, seen on its own connection pool.
+	other := testkit.Open(t, databaseURL)
+	tries := make(chan struct{}, 100)
+	err := other.Callback().Update().After("gorm:update").Register("test:lease-tries", func(tx *gorm.DB) {
+		if tx.Statement.Table == "outbox_leases" {
+			select {
+			case tries <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(holder string) outbox.RelayConfig {
+		return outbox.RelayConfig{Interval: 10 * time.Millisecond, Lease: time.Minute, Holder: holder, Logger: slog.New(slog.DiscardHandler)}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { outbox.NewRelay(db, []outbox.Consumer{a}, cfg("a")).Run(ctx) })
+	testkit.Recv(t, a.entered, "relay a to hand its first event")
+	wg.Go(func() { outbox.NewRelay(other, []outbox.Consumer{b}, cfg("b")).Run(ctx) })
+	for range 3 {
+		testkit.Recv(t, tries, "relay b to try the lease")
+	}
+	close(a.release)
+	untilRelayed(t, db, a.Name(), 3)
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handed) != 3 {
+		t.Fatalf("handed %v; want the 3 events", handed)
+	}
+	for id, by := range handed {
+		if by != "a" {
+			t.Errorf("%s was handed by relay %s while relay a held the lease", id, by)
+		}
 	}
 }
