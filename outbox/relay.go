@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -60,8 +61,9 @@ func (r *Relay) run(ctx context.Context, c Consumer) {
 	ticker := time.NewTicker(r.cfg.Interval)
 	defer ticker.Stop()
 	defer r.release(c.Name())
+	var until time.Time // of this instance's lease of the consumer
 	for {
-		if err := r.pass(ctx, c); err != nil && ctx.Err() == nil {
+		if err := r.pass(ctx, c, &until); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("outbox: consumer failed; handing it the event again at the next poll", "consumer", c.Name(), "err", err)
 		}
 		select {
@@ -75,10 +77,10 @@ func (r *Relay) run(ctx context.Context, c Consumer) {
 // pass hands the consumer the events it has not processed, in seq order,
 // while this instance holds its lease; it stops at the first that fails,
 // to hand it again at the next poll, first.
-func (r *Relay) pass(ctx context.Context, c Consumer) error {
+func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	for {
-		until, err := r.lease(ctx, c.Name())
-		if err != nil || until.IsZero() {
+		var err error
+		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 			return err
 		}
 		var events []Event
@@ -88,10 +90,8 @@ func (r *Relay) pass(ctx context.Context, c Consumer) error {
 			return err
 		}
 		for _, ev := range events {
-			if time.Until(until) < r.cfg.Lease/2 {
-				if until, err = r.lease(ctx, c.Name()); err != nil || until.IsZero() {
-					return err // lost meanwhile: the other instance goes on
-				}
+			if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
+				return err // lost meanwhile: the other instance goes on
 			}
 			if err := r.handle(ctx, c, ev); err != nil {
 				return fmt.Errorf("event %s: %w", ev.ID, err)
@@ -118,13 +118,25 @@ func (r *Relay) handle(ctx context.Context, c Consumer, ev Event) error {
 	return err
 }
 
-// lease is a consumer's lease for this instance: taken if free or lapsed,
-// renewed if its own. It reports until when this instance holds it; zero
-// when another instance does.
-func (r *Relay) lease(ctx context.Context, consumer string) (time.Time, error) {
+// lease is a consumer's lease for this instance, held until held: taken
+// if free or lapsed, renewed once half spent. It reports until when this
+// instance holds it; zero when another instance does. Only taking and
+// renewing write: on SQLite, every write waits for the one writer.
+func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (time.Time, error) {
 	now := time.Now().UTC()
-	until := now.Add(r.cfg.Lease)
+	if held.Sub(now) > r.cfg.Lease/2 {
+		return held, nil
+	}
 	db := r.db.WithContext(ctx)
+	var current leaseRow
+	err := db.Where("consumer = ?", consumer).Take(&current).Error
+	switch {
+	case err == nil && current.Holder != r.cfg.Holder && current.HeldUntil.After(now):
+		return time.Time{}, nil
+	case err != nil && !errors.Is(err, gorm.ErrRecordNotFound):
+		return time.Time{}, err
+	}
+	until := now.Add(r.cfg.Lease)
 	res := db.Model(&leaseRow{}).Where("consumer = ? AND (holder = ? OR held_until <= ?)", consumer, r.cfg.Holder, now).
 		Updates(map[string]any{"holder": r.cfg.Holder, "held_until": until})
 	if res.Error != nil || res.RowsAffected == 1 {

@@ -131,7 +131,7 @@ func (c *blocking) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error 
 }
 
 // Two relays on one database: while one holds a consumer's lease, busy
-// in its Handle, the other tries the lease at each poll and hands that
+// in its Handle, the other looks at the lease at each poll and hands that
 // consumer nothing; the holder hands it every event, once.
 func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
 	databaseURL := testkit.URL(t)
@@ -153,10 +153,10 @@ func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
 	}
 	a, b := consumer("a"), consumer("b")
 	close(b.release)
-	// b's attempts at the lease, seen on its own connection pool.
+	// b's looks at the lease, seen on its own connection pool.
 	other := testkit.Open(t, databaseURL)
 	tries := make(chan struct{}, 100)
-	err := other.Callback().Update().After("gorm:update").Register("test:lease-tries", func(tx *gorm.DB) {
+	err := other.Callback().Query().After("gorm:query").Register("test:lease-tries", func(tx *gorm.DB) {
 		if tx.Statement.Table == "outbox_leases" {
 			select {
 			case tries <- struct{}{}:
