@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/outbox/publish"
 )
 
 // messageConsumers are the consumers the outbox's relay hands every event
@@ -23,7 +24,7 @@ func messageConsumers(ctx context.Context, cfg config, db *gorm.DB) (consumers [
 		}
 	}
 	if cfg.NATSURL != "" {
-		js, err := outbox.NewJetStream(ctx, cfg.NATSURL, cfg.NATSStream, cfg.NATSPrefix)
+		js, err := publish.NewJetStream(ctx, cfg.NATSURL, cfg.NATSStream, cfg.NATSPrefix)
 		if err != nil {
 			return nil, closeAll, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/outbox/publish"
 )
 
 // A shop killed -9 by the relay's side of an event, and another started
@@ -44,11 +45,11 @@ func TestKill9AroundThePublishPublishesEachEventOnce(t *testing.T) {
 			if got := len(s.messages()); got != c.inStream {
 				t.Fatalf("%d messages in the stream when the first shop died at %s; want %d", got, c.point, c.inStream)
 			}
-			if done := e.count("inbox", "consumer = ?", outbox.JetStreamConsumer); done != 0 {
+			if done := e.count("inbox", "consumer = ?", publish.JetStreamConsumer); done != 0 {
 				t.Fatalf("%d events marked published by a shop killed before its mark", done)
 			}
 			e.url = startProcess(t, binary, settings...).URL
-			untilRelayed(t, e.db, outbox.JetStreamConsumer, 1)
+			untilRelayed(t, e.db, publish.JetStreamConsumer, 1)
 			events := eventsOf(t, e.db)
 			if len(events) != 1 || events[0].ID != eventID {
 				t.Fatalf("events %+v; want the one %s", events, eventID)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/outbox/publish"
 	"github.com/shop/shop/payments"
 )
 
@@ -165,7 +166,7 @@ func TestMessagesOncePerFactAcrossRetriesDoubleClicksAndTwoInstances(t *testing.
 		pay := request{method: "POST", path: "/api/v1/orders/" + id + "/payments", token: token, key: key(fmt.Sprintf("msg-pay-%d", i)), body: payBody(payments.MethodVisa)}
 		bothThenRetry(t, ctx, a.url, b.url, pay, http.StatusCreated)
 	}
-	untilRelayed(t, e.db, outbox.JetStreamConsumer, 2*n)
+	untilRelayed(t, e.db, publish.JetStreamConsumer, 2*n)
 	if orders, paid := e.count("orders"), e.count("payments", "status = ?", "succeeded"); orders != n || paid != n {
 		t.Fatalf("%d orders and %d payments; want %d of each", orders, paid, n)
 	}

@@ -1,6 +1,6 @@
 //go:build outboxpause
 
-package outbox
+package publish
 
 import (
 	"fmt"

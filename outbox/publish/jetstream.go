@@ -1,4 +1,7 @@
-package outbox
+// Package publish holds the outbox's consumers that publish events to a
+// broker: NATS JetStream. The outbox package itself needs no broker's
+// client, nor does anything that records events.
+package publish
 
 import (
 	"context"
@@ -8,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/outbox"
 )
 
 // JetStream is the consumer that publishes every event to a NATS
@@ -53,13 +58,13 @@ func (j *JetStream) Name() string { return JetStreamConsumer }
 
 // Handle publishes the event and, once the stream has acked it, records it
 // in the inbox.
-func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev Event) error {
+func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	pause("before-publish", ev.ID)
 	if _, err := j.js.Publish(ctx, j.prefix+"."+ev.Type, []byte(ev.Body), jetstream.WithMsgID(ev.ID)); err != nil {
 		return err
 	}
 	pause("after-publish", ev.ID)
-	_, err := Once(ctx, db, j.Name(), ev.ID, func(*gorm.DB) error { return nil })
+	_, err := outbox.Once(ctx, db, j.Name(), ev.ID, func(*gorm.DB) error { return nil })
 	return err
 }
 

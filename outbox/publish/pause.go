@@ -1,6 +1,6 @@
 //go:build !outboxpause
 
-package outbox
+package publish
 
 // pause is a point where a test build (-tags outboxpause) stops the relay,
 // to be killed there; in the shop it does nothing.
