@@ -106,6 +106,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
 	go func() { defer close(reconciling); reconcile(ctx, srv.Payments(), cfg.ReconcileEvery, logger) }()
 	defer func() { stop(); <-sweeping; <-reconciling }()
+	stopRelay, err := startRelay(ctx, cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopRelay()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	select {

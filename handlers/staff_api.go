@@ -14,9 +14,9 @@ import (
 
 // staffOrderJSON is an order with its shopper.
 type staffOrderJSON struct {
-	Order  orderJSON `json:"order"`
-	UserID string    `json:"user_id"`
-	Email  string    `json:"email"`
+	Order  models.OrderJSON `json:"order"`
+	UserID string           `json:"user_id"`
+	Email  string           `json:"email"`
 }
 
 // staffOrderDetailJSON is one order as staff read it: with the shopper's
@@ -27,7 +27,7 @@ type staffOrderDetailJSON struct {
 }
 
 func staffOrderOf(o models.OrderOfUser) staffOrderJSON {
-	return staffOrderJSON{Order: orderView(o.Order), UserID: o.UserID, Email: o.Email}
+	return staffOrderJSON{Order: models.ViewOrder(o.Order), UserID: o.UserID, Email: o.Email}
 }
 
 // staffListOrders is GET /api/v1/staff/orders: q (an order number or an

@@ -12,6 +12,7 @@ import (
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -88,6 +89,7 @@ func TestAuthenticationIsAskedOnceAndChargesOnce(t *testing.T) {
 		t.Fatalf("after the return, the attempt is %q", state)
 	}
 	e.paidOnce("after a double-click on Complete", orderID)
+	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
 }
 
 // A failed authentication leaves the order payable; another card then pays
@@ -105,6 +107,7 @@ func TestFailedAuthenticationLeavesTheOrderPayable(t *testing.T) {
 		t.Fatalf("another card: %d %s", r.Status, r.Body)
 	}
 	e.paidOnce("after another card", orderID)
+	wantEventPerFact(t, e.db, outbox.OrderPaymentDeclined, 1)
 }
 
 // An authentication nobody completes expires after the auth expiry: the
@@ -139,6 +142,7 @@ func TestAbandonedAuthenticationIsSettledByTheReconciler(t *testing.T) {
 		t.Fatalf("pay again: %d %s", r.Status, r.Body)
 	}
 	e.paidOnce("after the expiry", orderID)
+	wantEventPerFact(t, e.db, outbox.OrderPaymentDeclined, 1)
 }
 
 // The pay form offers the cards of the provider the shop runs with, named

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -38,6 +39,7 @@ func TestCancelAPendingOrder(t *testing.T) {
 	_, paid := e.paidOrder("cancel-paid@example.com", payments.MethodVisa)
 	paidToken := e.signUpAgain("cancel-paid@example.com")
 	isProblem(t, e.do(e.cancelRequest(paidToken, paid, "c3", `{}`)), http.StatusConflict, "/problems/order-already-paid")
+	wantEventPerFact(t, e.db, outbox.OrderCancelled, 2)
 }
 
 // An order with a payment attempt in doubt cannot be cancelled yet: 409

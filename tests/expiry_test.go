@@ -12,6 +12,7 @@ import (
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -102,6 +103,7 @@ func TestAnUnpaidOrderExpiresOnceAcrossTwoSweepers(t *testing.T) {
 	if r := s.get(orderPath); strings.Contains(string(r.Body), `action="`+orderPath+`/payments"`) {
 		t.Fatal("the expired order's page still offers to pay it")
 	}
+	wantEventPerFact(t, e.db, outbox.OrderCancelled, 5)
 }
 
 // An order whose payment attempt is in doubt (the provider's answer lost,
@@ -202,7 +204,7 @@ func TestCancelRacedAgainstTheExpirySweepReturnsUnitsOnce(t *testing.T) {
 		t.Fatalf("%d units in stock, want %d: each order's unit back once", left, shoppers)
 	}
 	wantStockIdentity(t, e.db, map[string]int{tote: shoppers})
-
+	wantEventPerFact(t, e.db, outbox.OrderCancelled, shoppers)
 }
 
 // An order whose payment waits for the shopper to authenticate (3-D

@@ -16,6 +16,7 @@ import (
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -323,6 +324,7 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	frozen.letGo()
 	testkit.Recv(t, dead, "the dead attempt's answer")
 	e.paidOnce("after the dead attempt", orderID)
+	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
 }
 
 // A refusal of a resolution — rate limited, unauthorized, unavailable —

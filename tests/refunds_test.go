@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -181,6 +182,7 @@ func TestAFailedRefundGivesNothingBack(t *testing.T) {
 	if n, _ := e.refunded(); n != 0 || e.count("simulated_refunds", "status = ?", models.Failed) != 1 {
 		t.Fatalf("the provider's ledger: %d refunds given back; want none, and one failed", n)
 	}
+	wantEventPerFact(t, e.db, outbox.OrderRefundFailed, 1)
 }
 
 // lostRefund loses the provider's reply to the first n refunds, after the
@@ -243,6 +245,7 @@ func TestTheReconcilerRecordsARefundInDoubt(t *testing.T) {
 	if n, sum := e.refunded(); n != 1 || sum != 700 {
 		t.Fatalf("the provider refunded %d times, %d cents; want once, 700", n, sum)
 	}
+	wantEventPerFact(t, e.db, outbox.OrderRefunded, 1)
 }
 
 // productPriced is the id of the catalog's product at that price.

@@ -11,6 +11,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -264,6 +265,7 @@ func TestStripeRefundUpdatedWebhookSettlesAPendingRefund(t *testing.T) {
 	if late.Status != http.StatusOK || late.json(t)["applied"] != false || e.count("refunds", "state = ?", models.Succeeded) != 1 {
 		t.Fatalf("a late pending event: %d %s; want 200, not applied", late.Status, late.Body)
 	}
+	wantEventPerFact(t, e.db, outbox.OrderRefunded, 1)
 }
 
 // refund.failed (stripe-go's EventTypeRefundFailed) for a pending refund,
@@ -279,6 +281,7 @@ func TestStripeRefundFailedWebhookGivesTheAmountBack(t *testing.T) {
 		t.Fatal("the refund is not failed")
 	}
 	orderRefunded(t, e, orderID, "paid", 0)
+	wantEventPerFact(t, e.db, outbox.OrderRefundFailed, 1)
 }
 
 // An event about a refund the shop never made, and charge.refunded (which

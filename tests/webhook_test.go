@@ -14,6 +14,7 @@ import (
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -104,6 +105,7 @@ func TestWebhookRedeliveredConcurrentlyIsAppliedOnce(t *testing.T) {
 	if e.count("payment_attempts", "id = ? AND state = ?", attempt.ID, models.Succeeded) != 1 {
 		t.Fatal("the attempt is not succeeded")
 	}
+	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
 }
 
 // A bad or missing signature gets 400 and writes nothing; so does an event
@@ -190,6 +192,7 @@ func TestWebhookRecordsAChargeTheShopThoughtRefused(t *testing.T) {
 	if !strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_charge"} 1`) {
 		t.Fatal("the late charge is not counted")
 	}
+	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
 }
 
 // The same late charge after the shopper cancelled the order (its units
@@ -219,6 +222,7 @@ func TestLateChargeOnACancelledOrderKeepsItCancelled(t *testing.T) {
 	if !strings.Contains(metrics, `shop_payment_resolutions_total{by="webhook",outcome="late_charge"} 1`) {
 		t.Fatal("the late charge is not counted")
 	}
+	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
 }
 
 // signUpAgain gets a new token for an existing account.

@@ -13,6 +13,7 @@ import (
 // findings is the end-of-run audit.
 type findings struct {
 	money      testkit.MoneyAudit
+	events     testkit.EventAudit
 	stalled    []string
 	missing    int // answered effects absent from the database
 	trail      trail
@@ -47,6 +48,12 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 		return a, err
 	}
 	a.violations = append(a.violations, stock...)
+	// One event per fact: orders placed, payments settled, refunds
+	// settled, cancellations (the outbox).
+	if a.events, err = testkit.AuditEvents(f.db.WithContext(ctx)); err != nil {
+		return a, err
+	}
+	a.violations = append(a.violations, a.events.Violations...)
 	var orders []struct{ ID, Status string }
 	if err := f.db.Raw(`SELECT id, status FROM orders`).Scan(&orders).Error; err != nil {
 		return a, err

@@ -28,6 +28,7 @@ func report(out io.Writer, cfg config, ran time.Duration, f *fleet, t *traffic, 
 		row("fault: "+k, f.faults[k])
 	}
 	row("orders / paid / succeeded charges", fmt.Sprintf("%d / %d / %d", a.money.Orders, a.money.PaidOrders, a.money.Charges))
+	row("events in the outbox (one per fact)", a.events.Events)
 	row("orders answered as made / as paid", fmt.Sprintf("%d / %d", len(t.created), len(t.paid)))
 	row("answered effects missing", a.missing)
 	row("money movements / with an actor in the audit trail", fmt.Sprintf("%d / %d", a.trail.movements, a.trail.recorded))

@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
+)
+
+// wantEventPerFact checks that every fact of the database has its one
+// event (testkit.AuditEvents), and that the path the test drove wrote n
+// events of type typ.
+func wantEventPerFact(t *testing.T, db *gorm.DB, typ string, n int64) {
+	t.Helper()
+	audit, err := testkit.AuditEvents(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range audit.Violations {
+		t.Error(v)
+	}
+	var got int64
+	if err := db.Model(&outbox.Event{}).Where("type = ?", typ).Count(&got).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Errorf("%d %s events; want %d", got, typ, n)
+	}
+}
+
+// counting is a consumer whose effect is a count, recorded once per event
+// through the inbox.
+type counting struct {
+	mu      sync.Mutex
+	handed  map[string]int
+	effects map[string]int
+}
+
+func (c *counting) Name() string { return "test-counting" }
+
+func (c *counting) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
+	c.mu.Lock()
+	c.handed[ev.ID]++
+	c.mu.Unlock()
+	_, err := outbox.Once(ctx, db, c.Name(), ev.ID, func(*gorm.DB) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.effects[ev.ID]++
+		return nil
+	})
+	return err
+}
+
+// ignoring acts on no event, and records none in its inbox itself.
+type ignoring struct{ handed map[string]int }
+
+func (c *ignoring) Name() string { return "test-ignoring" }
+
+func (c *ignoring) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error {
+	c.handed[ev.ID]++
+	return nil
+}
+
+// A consumer handed the same event again — JetStream's redelivery, a
+// relay that took over after a crash — acts once: its inbox holds. The
+// relay hands each event until Handle returns nil, and records it for a
+// consumer that had nothing to do with it, so that it is not handed again.
+func TestARedeliveredEventActsOnce(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("redelivered@example.com")
+	e.createOrder(token, "redelivered", orderBody(e.products()[0], 1))
+	events := eventsOf(t, e.db)
+	if len(events) != 1 {
+		t.Fatalf("%d events after one order; want 1", len(events))
+	}
+	c := &counting{handed: map[string]int{}, effects: map[string]int{}}
+	idle := &ignoring{handed: map[string]int{}}
+	relay := outbox.NewRelay(e.db, []outbox.Consumer{c, idle}, outbox.RelayConfig{Interval: 20 * time.Millisecond, Lease: time.Second, Holder: "test", Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	untilRelayed(t, e.db, c.Name(), 1)
+	untilRelayed(t, e.db, idle.Name(), 1)
+	for range 3 { // redelivered
+		if err := c.Handle(t.Context(), e.db, events[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	if c.effects[events[0].ID] != 1 || c.handed[events[0].ID] < 4 {
+		t.Fatalf("handed %d times, acted %d; want acted once however often handed", c.handed[events[0].ID], c.effects[events[0].ID])
+	}
+	if idle.handed[events[0].ID] != 1 {
+		t.Fatalf("the idle consumer was handed the event %d times; want once", idle.handed[events[0].ID])
+	}
+	if n := e.count("outbox_leases"); n != 0 {
+		t.Fatalf("%d leases left after the relay stopped; want it to give them back", n)
+	}
+}
+
+// blocking is a consumer that records who handed it each event, and holds
+// the first until released.
+type blocking struct {
+	entered, release chan struct{}
+	once             sync.Once
+	mu               *sync.Mutex
+	handed           map[string]string // event id → relay
+	relay            string
+}
+
+func (c *blocking) Name() string { return "test-blocking" }
+
+func (c *blocking) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error {
+	c.once.Do(func() { close(c.entered); <-c.release })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if by, twice := c.handed[ev.ID]; twice {
+		return fmt.Errorf("%s handed %s after %s did", c.relay, ev.ID, by)
+	}
+	c.handed[ev.ID] = c.relay
+	return nil
+}
+
+// Two relays on one database: while one holds a consumer's lease, busy
+// in its Handle, the other looks at the lease at each poll and hands that
+// consumer nothing; the holder hands it every event, once.
+func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
+	databaseURL := testkit.URL(t)
+	db := testkit.Open(t, databaseURL)
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := db.Transaction(func(tx *gorm.DB) error {
+			return outbox.Record(tx, outbox.OrderPlaced, fmt.Sprint("fact-", i), "order", map[string]int{"n": i})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	handed := map[string]string{}
+	consumer := func(relay string) *blocking {
+		return &blocking{entered: make(chan struct{}), release: make(chan struct{}), mu: &mu, handed: handed, relay: relay}
+	}
+	a, b := consumer("a"), consumer("b")
+	close(b.release)
+	// b's looks at the lease, seen on its own connection pool.
+	other := testkit.Open(t, databaseURL)
+	tries := make(chan struct{}, 100)
+	err := other.Callback().Query().After("gorm:query").Register("test:lease-tries", func(tx *gorm.DB) {
+		if tx.Statement.Table == "outbox_leases" {
+			select {
+			case tries <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(holder string) outbox.RelayConfig {
+		return outbox.RelayConfig{Interval: 10 * time.Millisecond, Lease: time.Minute, Holder: holder, Logger: slog.New(slog.DiscardHandler)}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { outbox.NewRelay(db, []outbox.Consumer{a}, cfg("a")).Run(ctx) })
+	testkit.Recv(t, a.entered, "relay a to hand its first event")
+	wg.Go(func() { outbox.NewRelay(other, []outbox.Consumer{b}, cfg("b")).Run(ctx) })
+	for range 3 {
+		testkit.Recv(t, tries, "relay b to try the lease")
+	}
+	close(a.release)
+	untilRelayed(t, db, a.Name(), 3)
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handed) != 3 {
+		t.Fatalf("handed %v; want the 3 events", handed)
+	}
+	for id, by := range handed {
+		if by != "a" {
+			t.Errorf("%s was handed by relay %s while relay a held the lease", id, by)
+		}
+	}
+}
