@@ -74,6 +74,7 @@ type config struct {
 	CORSOrigins []string
 	sessionConfig
 	orderConfig
+	notifyConfig
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -105,6 +106,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadNetwork(getenv)...)
 	errs = append(errs, cfg.loadSessions(getenv)...)
 	errs = append(errs, cfg.loadOrders(getenv)...)
+	errs = append(errs, cfg.loadNotify(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

@@ -81,6 +81,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
+	authed.GET("/webhook-deliveries", s.requireStaff, s.listWebhookDeliveries)
 
 	// Stripe's webhook deliveries: verified, then once per event id.
 	if s.deps.StripeWebhookSecret != "" {
