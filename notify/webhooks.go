@@ -49,7 +49,16 @@ type Sender struct {
 	Backoff, MaxBackoff time.Duration
 	Logger              *slog.Logger
 	Client              *http.Client
-	name                string
+	// Now is the clock of claims and backoffs; time.Now when nil.
+	Now  func() time.Time
+	name string
+}
+
+func (s *Sender) now() time.Time {
+	if s.Now == nil {
+		return time.Now().UTC()
+	}
+	return s.Now().UTC()
 }
 
 // batch is how many due deliveries one pass reads.
@@ -77,7 +86,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	if s.name == "" {
 		s.name = "sender-" + uuid.NewString()[:8]
 	}
-	now := time.Now().UTC()
+	now := s.now()
 	var due []models.WebhookDelivery
 	err := s.DB.WithContext(ctx).Where("state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)", models.DeliveryPending, now, now).
 		Order("next_attempt_at").Limit(batch).Find(&due).Error
@@ -97,7 +106,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 
 // claim takes the delivery for this sender until its attempt is over.
 func (s *Sender) claim(ctx context.Context, id string) (bool, error) {
-	now := time.Now().UTC()
+	now := s.now()
 	until := now.Add(2*s.Timeout + 5*time.Second)
 	res := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).
 		Where("id = ? AND state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)", id, models.DeliveryPending, now, now).
@@ -108,7 +117,7 @@ func (s *Sender) claim(ctx context.Context, id string) (bool, error) {
 // attempt posts the delivery once and records the attempt and the
 // delivery's new state.
 func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
-	at := time.Now().UTC()
+	at := s.now()
 	status, postErr := s.post(ctx, d, at)
 	record := models.WebhookAttempt{DeliveryID: d.ID, AttemptedAt: at, StatusCode: status}
 	if postErr != nil {
@@ -116,7 +125,7 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 	}
 	attempts := d.Attempts + 1
 	update := map[string]any{"attempts": attempts, "claimed_by": nil, "claimed_until": nil}
-	switch now := time.Now().UTC(); {
+	switch now := s.now(); {
 	case postErr == nil:
 		update["state"], update["finished_at"] = models.DeliveryDelivered, now
 	case attempts >= s.MaxAttempts:
