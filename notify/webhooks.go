@@ -49,7 +49,8 @@ type Sender struct {
 	Backoff, MaxBackoff time.Duration
 	Logger              *slog.Logger
 	Client              *http.Client
-	// Now is the clock of claims and backoffs; time.Now when nil.
+	// Now is the clock of claims and backoffs (not of the signatures'
+	// timestamps, which the merchant checks); time.Now when nil.
 	Now  func() time.Time
 	name string
 }
@@ -117,7 +118,7 @@ func (s *Sender) claim(ctx context.Context, id string) (bool, error) {
 // attempt posts the delivery once and records the attempt and the
 // delivery's new state.
 func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
-	at := s.now()
+	at := time.Now().UTC() // the signature's timestamp: the receiver holds it to its own clock
 	status, postErr := s.post(ctx, d, at)
 	record := models.WebhookAttempt{DeliveryID: d.ID, AttemptedAt: at, StatusCode: status}
 	if postErr != nil {
