@@ -108,6 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	webhooking := make(chan struct{})
 	go func() { defer close(webhooking); sendWebhooks(ctx, cfg, db, logger) }()
 	defer func() { stop(); <-sweeping; <-reconciling; <-webhooking }()
+	stopRelay, err := startRelay(ctx, cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopRelay()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	select {

@@ -96,7 +96,7 @@ func problemOf(e *models.Error) *problem.Problem {
 		p.Errors = e.Fields
 	}
 	if e.Payment != nil {
-		p.Payment = paymentView(*e.Payment)
+		p.Payment = models.ViewPayment(*e.Payment)
 	}
 	if e.RetryAfter > 0 {
 		p.RetryAfter = e.RetryAfter

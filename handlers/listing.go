@@ -112,9 +112,9 @@ func (s *Server) listOrders(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	out := make([]orderJSON, 0, len(orders))
+	out := make([]models.OrderJSON, 0, len(orders))
 	for _, o := range orders {
-		out = append(out, orderView(o))
+		out = append(out, models.ViewOrder(o))
 	}
 	writePage(c, "orders", out, next, limit)
 }

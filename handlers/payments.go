@@ -21,5 +21,5 @@ func (s *Server) getPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, paymentView(payment))
+	c.JSON(http.StatusOK, models.ViewPayment(payment))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -12,27 +11,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
-
-// refundJSON is one refund the provider answered: succeeded, or pending on
-// its way back to the card.
-type refundJSON struct {
-	ID          string       `json:"id"`
-	OrderID     string       `json:"order_id"`
-	PaymentID   string       `json:"payment_id"`
-	Status      models.State `json:"status"`
-	AmountCents int64        `json:"amount_cents"`
-	Currency    string       `json:"currency"`
-	Reason      string       `json:"reason"`
-	// CreatedBy is the id of the staff user who gave the refund; null for
-	// refunds from before it was recorded.
-	CreatedBy *string   `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-func refundView(r models.Refund) refundJSON {
-	return refundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
-		Currency: r.Currency, Reason: r.Reason, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
-}
 
 func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + "/refunds/" + r.ID }
 
@@ -79,7 +57,7 @@ func (s *Server) createRefund(c *gin.Context) {
 		return
 	}
 	c.Header("Location", refundLocation(refund))
-	c.JSON(http.StatusCreated, refundView(refund))
+	c.JSON(http.StatusCreated, models.ViewRefund(refund))
 }
 
 // getRefund answers one refund of one of the user's orders (any user's, for
@@ -90,7 +68,7 @@ func (s *Server) getRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, refundView(refund))
+	c.JSON(http.StatusOK, models.ViewRefund(refund))
 }
 
 // cancelOrder cancels a pending order: an empty body or {}.
@@ -104,7 +82,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderView(order))
+	c.JSON(http.StatusOK, models.ViewOrder(order))
 }
 
 // cancel cancels the order of the request, from the API or the browser.

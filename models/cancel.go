@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/outbox"
 )
 
 // CancelOrder cancels one of the user's pending orders through tx, if no
@@ -45,6 +47,9 @@ func (s Shop) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (O
 	}
 	// Only the cancel that cancelled it gets here; returnStock guards anyway.
 	if err := returnStock(tx, order.ID, now); err != nil {
+		return Order{}, err
+	}
+	if err := event(tx, outbox.OrderCancelled, order.ID, order.ID); err != nil {
 		return Order{}, err
 	}
 	return ownOrder(s.withLines(tx), userID, orderID)

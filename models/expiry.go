@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/outbox"
 )
 
 // DefaultOrderExpiry is how long an order may wait unpaid before the sweep
@@ -51,7 +53,10 @@ func (s Shop) ExpireOrders(ctx context.Context, cutoff, now time.Time) (int, err
 				return res.Error // paid, cancelled or held meanwhile: not this sweep's
 			}
 			cancelled = true
-			return returnStock(tx, id, now)
+			if err := returnStock(tx, id, now); err != nil {
+				return err
+			}
+			return event(tx, outbox.OrderCancelled, id, id)
 		})
 		if err != nil {
 			return expired, err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/outbox"
 )
 
 // Limits of one order.
@@ -94,6 +96,9 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	}
 	order.Number = number
 	if err := tx.Create(&order).Error; err != nil {
+		return Order{}, err
+	}
+	if err := event(tx, outbox.OrderPlaced, order.ID, order.ID); err != nil {
 		return Order{}, err
 	}
 	order.Payments = []Payment{}

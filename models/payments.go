@@ -153,12 +153,18 @@ func recordPayment(tx *gorm.DB, attempt PaymentAttempt, outcome Outcome) (Paymen
 			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey,
 		}
 		payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
-		return payment, tx.Create(&payment).Error
+		if err := tx.Create(&payment).Error; err != nil {
+			return Payment{}, err
+		}
+		return payment, paymentEvent(tx, payment)
 	case err != nil:
 		return Payment{}, err
 	}
 	payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
-	return payment, tx.Save(&payment).Error
+	if err := tx.Save(&payment).Error; err != nil {
+		return Payment{}, err
+	}
+	return payment, paymentEvent(tx, payment)
 }
 
 // ActionOf is what the attempt sent under providerKey asks of the shopper,
@@ -223,10 +229,18 @@ func (s Shop) RecordLateCharge(tx *gorm.DB, attempt PaymentAttempt, outcome Outc
 	if err := tx.Model(&Order{}).Where("id = ? AND status = ?", attempt.OrderID, OrderCancelled).Count(&cancelled).Error; err != nil {
 		return Payment{}, err
 	}
+	if cancelled == 0 {
+		if err := updateRefunded(tx, attempt.OrderID); err != nil {
+			return Payment{}, err
+		}
+	}
+	if err := paymentEvent(tx, payment); err != nil {
+		return Payment{}, err
+	}
 	if cancelled == 1 {
 		return payment, ErrChargedCancelled
 	}
-	return payment, updateRefunded(tx, attempt.OrderID)
+	return payment, nil
 }
 
 // ErrChargedCancelled: a late charge landed on a cancelled order. It is

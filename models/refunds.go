@@ -136,7 +136,10 @@ func (s Shop) SettleRefund(tx *gorm.DB, refund Refund, outcome Outcome, holder s
 			return Refund{}, err
 		}
 	}
-	return refund, updateRefunded(tx, refund.OrderID)
+	if err := updateRefunded(tx, refund.OrderID); err != nil {
+		return Refund{}, err
+	}
+	return refund, refundEvent(tx, refund, refund.State)
 }
 
 // UpdateRefundState moves a refund the provider answered pending to its
@@ -195,7 +198,10 @@ func moveRefund(tx *gorm.DB, refund Refund, from State, outcome Outcome) (bool, 
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
 	}
-	return true, updateRefunded(tx, refund.OrderID)
+	if err := updateRefunded(tx, refund.OrderID); err != nil {
+		return false, err
+	}
+	return true, refundEvent(tx, refund, outcome.State)
 }
 
 // lockOrder locks the order's row, as the settling transactions do first.

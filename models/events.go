@@ -1,0 +1,43 @@
+package models
+
+import (
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/outbox"
+)
+
+// event records, through tx, the event of one fact of the order: the
+// order as the API shows it once the fact is written. factID is the id of
+// the fact's own row (the order, payment or refund).
+func event(tx *gorm.DB, typ, factID, orderID string) error {
+	order, err := anyOrder(Shop{}.withLines(tx), orderID)
+	if err != nil {
+		return err
+	}
+	return outbox.Record(tx, typ, factID, order.ID, ViewOrder(order))
+}
+
+// paymentEvent records the event of a payment the provider answered for
+// good: paid or declined. One that requires action is not answered yet.
+func paymentEvent(tx *gorm.DB, p Payment) error {
+	switch p.Status {
+	case PaymentSucceeded:
+		return event(tx, outbox.OrderPaid, p.ID, p.OrderID)
+	case PaymentDeclined:
+		return event(tx, outbox.OrderPaymentDeclined, p.ID, p.OrderID)
+	}
+	return nil
+}
+
+// refundEvent records the event of a refund that reached state for good:
+// succeeded or failed. A pending one is on its way; an excess one is the
+// staff's to recover, not given back.
+func refundEvent(tx *gorm.DB, r Refund, state State) error {
+	switch state {
+	case Succeeded:
+		return event(tx, outbox.OrderRefunded, r.ID, r.OrderID)
+	case Failed:
+		return event(tx, outbox.OrderRefundFailed, r.ID, r.OrderID)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+)
+
+// JetStream is the consumer that publishes every event to a NATS
+// JetStream stream, on the subject <prefix>.<type> (shop.order.paid). The
+// header Nats-Msg-Id is the event's id: a publish repeated after a crash
+// between the stream's ack and the inbox's mark is dropped by the stream's
+// duplicate window (two minutes unless the stream says otherwise).
+type JetStream struct {
+	conn   *nats.Conn
+	js     jetstream.JetStream
+	prefix string
+}
+
+// JetStreamConsumer is the JetStream consumer's name in the inbox.
+const JetStreamConsumer = "nats"
+
+// NewJetStream connects to the NATS server at url and creates the stream,
+// taking the subjects <prefix>.>, if it is missing.
+func NewJetStream(ctx context.Context, url, stream, prefix string) (*JetStream, error) {
+	conn, err := nats.Connect(url, nats.Name("shop outbox"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	js, err := jetstream.New(conn)
+	if err == nil {
+		_, err = js.Stream(ctx, stream)
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil // another instance created it meanwhile
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("NATS stream %s: %w", stream, err)
+	}
+	return &JetStream{conn: conn, js: js, prefix: prefix}, nil
+}
+
+// Name is the consumer's name in the inbox.
+func (j *JetStream) Name() string { return JetStreamConsumer }
+
+// Handle publishes the event and, once the stream has acked it, records it
+// in the inbox.
+func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev Event) error {
+	pause("before-publish", ev.ID)
+	if _, err := j.js.Publish(ctx, j.prefix+"."+ev.Type, []byte(ev.Body), jetstream.WithMsgID(ev.ID)); err != nil {
+		return err
+	}
+	pause("after-publish", ev.ID)
+	_, err := Once(ctx, db, j.Name(), ev.ID, func(*gorm.DB) error { return nil })
+	return err
+}
+
+// Close closes the connection to NATS.
+func (j *JetStream) Close() { j.conn.Close() }

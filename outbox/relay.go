@@ -1,0 +1,157 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// batch bounds the events one poll reads for a consumer; the next read
+// takes the rest.
+const batch = 100
+
+// Relay hands every event to each consumer, in seq order, until the
+// consumer's Handle returns nil. Every instance runs one; a consumer's
+// lease (migration 9) lets one instance at a time hand that consumer its
+// events, so that a receipt is not sent by two instances at once. A lease
+// lapses when its holder stops renewing it (a kill -9), and another
+// instance takes the consumer over: it hands again what the dead one had
+// not recorded in the inbox, which each consumer's Once, or JetStream's
+// duplicate window, absorbs.
+type Relay struct {
+	db        *gorm.DB
+	consumers []Consumer
+	cfg       RelayConfig
+}
+
+// RelayConfig is how a relay polls and leases.
+type RelayConfig struct {
+	// Interval is the time between two polls for new events (OUTBOX_POLL_INTERVAL).
+	Interval time.Duration
+	// Lease is how long a consumer stays this instance's without a renewal
+	// (OUTBOX_LEASE): the longest a dead instance's consumers wait.
+	Lease time.Duration
+	// Holder names this instance in the leases: unique per process.
+	Holder string
+	Logger *slog.Logger
+}
+
+// NewRelay is a relay of db's events to the consumers.
+func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
+	return &Relay{db: db, consumers: consumers, cfg: cfg}
+}
+
+// Run relays until ctx ends, each consumer on its own, then gives back
+// the leases it holds, so that another instance takes over at once.
+func (r *Relay) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range r.consumers {
+		wg.Go(func() { r.run(ctx, c) })
+	}
+	wg.Wait()
+}
+
+func (r *Relay) run(ctx context.Context, c Consumer) {
+	ticker := time.NewTicker(r.cfg.Interval)
+	defer ticker.Stop()
+	defer r.release(c.Name())
+	for {
+		if err := r.pass(ctx, c); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("outbox: consumer failed; handing it the event again at the next poll", "consumer", c.Name(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// pass hands the consumer the events it has not processed, in seq order,
+// while this instance holds its lease; it stops at the first that fails,
+// to hand it again at the next poll, first.
+func (r *Relay) pass(ctx context.Context, c Consumer) error {
+	for {
+		until, err := r.lease(ctx, c.Name())
+		if err != nil || until.IsZero() {
+			return err
+		}
+		var events []Event
+		err = r.db.WithContext(ctx).Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name()).
+			Order("seq").Limit(batch).Find(&events).Error
+		if err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if time.Until(until) < r.cfg.Lease/2 {
+				if until, err = r.lease(ctx, c.Name()); err != nil || until.IsZero() {
+					return err // lost meanwhile: the other instance goes on
+				}
+			}
+			if err := r.handle(ctx, c, ev); err != nil {
+				return fmt.Errorf("event %s: %w", ev.ID, err)
+			}
+		}
+		if len(events) < batch {
+			return nil
+		}
+	}
+}
+
+// handle hands one event to the consumer and, once it is done, makes sure
+// the event is in its inbox: a consumer that has nothing to do for an
+// event (a receipt for a placed order) returns nil without an effect.
+func (r *Relay) handle(ctx context.Context, c Consumer, ev Event) error {
+	if err := c.Handle(ctx, r.db, ev); err != nil {
+		return err
+	}
+	done, err := Processed(ctx, r.db, c.Name(), ev.ID)
+	if err != nil || done {
+		return err
+	}
+	_, err = Once(ctx, r.db, c.Name(), ev.ID, func(*gorm.DB) error { return nil })
+	return err
+}
+
+// lease is a consumer's lease for this instance: taken if free or lapsed,
+// renewed if its own. It reports until when this instance holds it; zero
+// when another instance does.
+func (r *Relay) lease(ctx context.Context, consumer string) (time.Time, error) {
+	now := time.Now().UTC()
+	until := now.Add(r.cfg.Lease)
+	db := r.db.WithContext(ctx)
+	res := db.Model(&leaseRow{}).Where("consumer = ? AND (holder = ? OR held_until <= ?)", consumer, r.cfg.Holder, now).
+		Updates(map[string]any{"holder": r.cfg.Holder, "held_until": until})
+	if res.Error != nil || res.RowsAffected == 1 {
+		return until, res.Error
+	}
+	res = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: until})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return time.Time{}, res.Error
+	}
+	return until, nil
+}
+
+// release gives the consumer's lease back, if this instance holds it.
+func (r *Relay) release(consumer string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.db.WithContext(ctx).Where("consumer = ? AND holder = ?", consumer, r.cfg.Holder).Delete(&leaseRow{}).Error
+	if err != nil {
+		r.cfg.Logger.Warn("outbox: give back the consumer's lease; it lapses by itself", "consumer", consumer, "err", err)
+	}
+}
+
+// leaseRow is which instance hands a consumer its events, until when.
+type leaseRow struct {
+	Consumer  string `gorm:"primaryKey"`
+	Holder    string
+	HeldUntil time.Time
+}
+
+func (leaseRow) TableName() string { return "outbox_leases" }
