@@ -88,31 +88,39 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 		s.name = "sender-" + uuid.NewString()[:8]
 	}
 	now := s.now()
-	var due []models.WebhookDelivery
-	err := s.DB.WithContext(ctx).Where("state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)", models.DeliveryPending, now, now).
-		Order("next_attempt_at").Limit(batch).Find(&due).Error
+	var due []string
+	err := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).Where(dueNow, models.DeliveryPending, now, now).
+		Order("next_attempt_at").Limit(batch).Pluck("id", &due).Error
 	sent := 0
-	for _, d := range due {
+	for _, id := range due {
 		if err != nil || ctx.Err() != nil {
 			break
 		}
-		var claimed bool
-		if claimed, err = s.claim(ctx, d.ID); claimed && err == nil {
-			err = s.attempt(ctx, d)
+		var d *models.WebhookDelivery
+		if d, err = s.claim(ctx, id); d != nil && err == nil {
+			err = s.attempt(ctx, *d)
 			sent++
 		}
 	}
 	return sent, err
 }
 
-// claim takes the delivery for this sender until its attempt is over.
-func (s *Sender) claim(ctx context.Context, id string) (bool, error) {
+// dueNow is a pending delivery whose attempt is due and that no sender holds.
+const dueNow = "state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)"
+
+// claim takes the delivery for this sender until its attempt is over, and
+// reads it as it stands once taken; nil when it is not due any more (another
+// sender took it, or made its attempt meanwhile).
+func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.now()
 	until := now.Add(2*s.Timeout + 5*time.Second)
-	res := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).
-		Where("id = ? AND state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)", id, models.DeliveryPending, now, now).
+	res := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).Where("id = ?", id).Where(dueNow, models.DeliveryPending, now, now).
 		Updates(map[string]any{"claimed_by": s.name, "claimed_until": until})
-	return res.RowsAffected == 1, res.Error
+	if res.Error != nil || res.RowsAffected == 0 {
+		return nil, res.Error
+	}
+	var d models.WebhookDelivery
+	return &d, s.DB.WithContext(ctx).Take(&d, "id = ?", id).Error
 }
 
 // attempt posts the delivery once and records the attempt and the

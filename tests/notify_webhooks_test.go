@@ -262,3 +262,39 @@ func TestAWebhookDeliveryFailsAfterItsMaxAttempts(t *testing.T) {
 		t.Errorf("%d attempts recorded as timed out; want the one the endpoint held", timeouts)
 	}
 }
+
+// Two senders (two instances) look for due deliveries at once: the claim
+// gives each delivery to one of them, so the endpoint is sent each
+// webhook-id once, and each delivery has one attempt.
+func TestTwoSendersPostEachDeliveryOnce(t *testing.T) {
+	e := newEnv(t)
+	e.paidThroughRetries(3)
+	events := e.factEvents()
+	e.handleAll(notify.Webhooks{}, events, 1)
+	recv, srv := newReceiver(t)
+	senders := []*notify.Sender{e.sender(srv.URL, 8), e.sender(srv.URL, 8)}
+	e.clock.Advance(time.Minute)
+	start := make(chan struct{})
+	counts := make([]int, len(senders))
+	var wg sync.WaitGroup
+	for i, s := range senders {
+		wg.Go(func() {
+			<-start
+			n, err := s.SendDue(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			counts[i] = n
+		})
+	}
+	close(start)
+	wg.Wait()
+	if counts[0]+counts[1] != len(events) || len(recv.sent) != len(events) || e.count("webhook_attempts") != int64(len(events)) {
+		t.Fatalf("attempts %v, %d webhook-ids sent, %d attempts recorded; want each of %d deliveries once", counts, len(recv.sent), e.count("webhook_attempts"), len(events))
+	}
+	for id, n := range recv.sent {
+		if n != 1 {
+			t.Errorf("%s sent %d times", id, n)
+		}
+	}
+}
