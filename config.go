@@ -75,6 +75,7 @@ type config struct {
 	sessionConfig
 	orderConfig
 	messageConfig
+	notifyConfig
 }
 
 // defaultDatabase is where `go run .` keeps its data when DATABASE_URL is empty.
@@ -107,6 +108,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadSessions(getenv)...)
 	errs = append(errs, cfg.loadOrders(getenv)...)
 	errs = append(errs, cfg.loadMessages(getenv)...)
+	errs = append(errs, cfg.loadNotify(getenv)...)
 	if len(errs) > 0 {
 		return cfg, settingErrors(errs)
 	}

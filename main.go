@@ -105,7 +105,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sweeping, reconciling := make(chan struct{}), make(chan struct{})
 	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
 	go func() { defer close(reconciling); reconcile(ctx, srv.Payments(), cfg.ReconcileEvery, logger) }()
-	defer func() { stop(); <-sweeping; <-reconciling }()
+	webhooking := make(chan struct{})
+	go func() { defer close(webhooking); sendWebhooks(ctx, cfg, db, logger) }()
+	defer func() { stop(); <-sweeping; <-reconciling; <-webhooking }()
 	stopRelay, err := startRelay(ctx, cfg, db, logger)
 	if err != nil {
 		return err

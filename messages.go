@@ -15,13 +15,16 @@ import (
 
 // messageConsumers are the consumers the outbox's relay hands every event
 // to, built in this one place: the JetStream publisher when NATS_URL is
-// set. closeAll lets go of what they hold, once the relay has stopped.
+// set, and the receipts and webhooks (notify.go). closeAll lets go of what they hold, once the relay has stopped.
 func messageConsumers(ctx context.Context, cfg config, db *gorm.DB) (consumers []outbox.Consumer, closeAll func(), err error) {
 	var closers []func()
 	closeAll = func() {
 		for _, c := range closers {
 			c()
 		}
+	}
+	if consumers, err = notifyConsumers(cfg, db); err != nil {
+		return nil, closeAll, err
 	}
 	if cfg.NATSURL != "" {
 		js, err := publish.NewJetStream(ctx, cfg.NATSURL, cfg.NATSStream, cfg.NATSPrefix)

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -117,17 +116,8 @@ func day(t time.Time) template.HTML {
 	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `" data-day>` + t.Format("2 Jan 2006") + `</time>`)
 }
 
-func money(cents int64, currency string) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	amount := fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100)
-	if currency == "USD" {
-		return "$" + amount
-	}
-	return amount + " " + currency
-}
+// money is an amount in a shopper's words (models.Money).
+var money = models.Money
 
 // statusName is an order's status in a shopper's words.
 func statusName(status string) string {

@@ -93,6 +93,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
+	authed.GET("/webhook-deliveries", s.requireStaff, s.listWebhookDeliveries)
 	staff := authed.Group("/staff", s.requireStaff)
 	staff.GET("/orders", s.staffListOrders)
 	staff.GET("/orders/:id", s.staffGetOrder)

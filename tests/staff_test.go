@@ -63,6 +63,9 @@ func TestShoppersAreRefusedEveryStaffRoute(t *testing.T) {
 		{"partial refund", func(token string) request {
 			return e.refundRequest(token, orderID, "refused-part", `{"amount_cents":100,"reason":"asked"}`)
 		}},
+		{"list webhook deliveries", func(token string) request {
+			return request{method: "GET", path: "/api/v1/webhook-deliveries", token: token}
+		}},
 	}
 	for _, route := range routes {
 		for who, token := range map[string]string{"the owner": owner, "another shopper": other} {

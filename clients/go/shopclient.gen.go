@@ -302,6 +302,57 @@ func (e ValidationProblemType) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryEventType.
+const (
+	OrderCancelled       WebhookDeliveryEventType = "order.cancelled"
+	OrderPaid            WebhookDeliveryEventType = "order.paid"
+	OrderPaymentDeclined WebhookDeliveryEventType = "order.payment_declined"
+	OrderPlaced          WebhookDeliveryEventType = "order.placed"
+	OrderRefundFailed    WebhookDeliveryEventType = "order.refund_failed"
+	OrderRefunded        WebhookDeliveryEventType = "order.refunded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryEventType enum.
+func (e WebhookDeliveryEventType) Valid() bool {
+	switch e {
+	case OrderCancelled:
+		return true
+	case OrderPaid:
+		return true
+	case OrderPaymentDeclined:
+		return true
+	case OrderPlaced:
+		return true
+	case OrderRefundFailed:
+		return true
+	case OrderRefunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookDeliveryState.
+const (
+	WebhookDeliveryStateDelivered WebhookDeliveryState = "delivered"
+	WebhookDeliveryStateFailed    WebhookDeliveryState = "failed"
+	WebhookDeliveryStatePending   WebhookDeliveryState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryState enum.
+func (e WebhookDeliveryState) Valid() bool {
+	switch e {
+	case WebhookDeliveryStateDelivered:
+		return true
+	case WebhookDeliveryStateFailed:
+		return true
+	case WebhookDeliveryStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StaffStatus.
 const (
 	StaffStatusCancelled         StaffStatus = "cancelled"
@@ -3614,6 +3665,132 @@ func (e CreateUser500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatusN400 ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyTypeProblemsinvalidParameter ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType = "/problems/invalid-parameter"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyTypeProblemsinvalidParameter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatusN401 ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatusN403 ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatusN500 ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ProblemPage404ApplicationProblemPlusJSONResponseBodyStatusN404 ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus = 404
@@ -4199,6 +4376,44 @@ type ValidationProblemStatus int
 
 // ValidationProblemType defines model for ValidationProblem.Type.
 type ValidationProblemType string
+
+// WebhookAttempt defines model for WebhookAttempt.
+type WebhookAttempt struct {
+	AttemptedAt time.Time `json:"attempted_at"`
+
+	// Error Why the attempt failed; empty when it was accepted.
+	Error string `json:"error"`
+
+	// StatusCode The status the endpoint answered; 0 when none came (a timeout, a refused connection).
+	StatusCode int `json:"status_code"`
+}
+
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	AttemptCount int `json:"attempt_count"`
+
+	// Attempts Every POST made, oldest first.
+	Attempts  []WebhookAttempt         `json:"attempts"`
+	CreatedAt time.Time                `json:"created_at"`
+	EventType WebhookDeliveryEventType `json:"event_type"`
+
+	// FinishedAt When it was delivered or failed; null while pending.
+	FinishedAt *time.Time `json:"finished_at"`
+
+	// Id The event's id, `<type>:<id of the fact's row>`, sent as `webhook-id`.
+	Id string `json:"id"`
+
+	// NextAttemptAt When the next attempt is due; null once the delivery is delivered or failed.
+	NextAttemptAt *time.Time           `json:"next_attempt_at"`
+	OrderId       openapi_types.UUID   `json:"order_id"`
+	State         WebhookDeliveryState `json:"state"`
+}
+
+// WebhookDeliveryEventType defines model for WebhookDelivery.EventType.
+type WebhookDeliveryEventType string
+
+// WebhookDeliveryState defines model for WebhookDelivery.State.
+type WebhookDeliveryState string
 
 // After defines model for After.
 type After = string
@@ -5209,6 +5424,40 @@ type CreateUser500ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateUser500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
 type CreateUser500ApplicationProblemPlusJSONResponseBodyType string
 
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Limit How many to list on one page.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Where to start: the `next_cursor` of the page before. Pages are cut by position, not
+	// by offset, so rows created meanwhile neither repeat nor shift later pages.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyType string
+
+// ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries401ApplicationProblemPlusJSONResponseBodyType string
+
+// ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries403ApplicationProblemPlusJSONResponseBodyType string
+
+// ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType string
+
 // ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ProblemPage.
 type ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5556,6 +5805,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
 	CreateUser(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookDeliveries List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
+	//
+	// Every event the shop owes the merchant's endpoint (`WEBHOOK_URL`), one delivery per event, with every POST
+	// made for it. A delivery is `pending` until a 2xx answer (`delivered`), or until `WEBHOOK_MAX_ATTEMPTS`
+	// refusals or timeouts (`failed`). Its `id` is the event's, sent as the `webhook-id` header, so the merchant
+	// can drop a duplicate. Only staff may list them.
+	//
+	// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveries(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ApiReference This document, as a page to read
 	//
@@ -6058,6 +6317,26 @@ func (c *Client) CreateUserWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /api/v1/users (the `CreateUser` operationId).
 func (c *Client) CreateUser(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateUserRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookDeliveries List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
+//
+// Every event the shop owes the merchant's endpoint (`WEBHOOK_URL`), one delivery per event, with every POST
+// made for it. A delivery is `pending` until a 2xx answer (`delivered`), or until `WEBHOOK_MAX_ATTEMPTS`
+// refusals or timeouts (`failed`). Its `id` is the event's, sent as the `webhook-id` header, so the merchant
+// can drop a duplicate. Only staff may list them.
+//
+// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
+func (c *Client) ListWebhookDeliveries(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookDeliveriesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7070,6 +7349,72 @@ func NewCreateUserRequestWithBody(server string, contentType string, body io.Rea
 	return req, nil
 }
 
+// NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
+func NewListWebhookDeliveriesRequest(server string, params *ListWebhookDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhook-deliveries")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewApiReferenceRequest constructs an http.Request for the ApiReference method
 func NewApiReferenceRequest(server string) (*http.Request, error) {
 	var err error
@@ -7603,6 +7948,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
 	CreateUserWithResponse(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserResponse, error)
+
+	// ListWebhookDeliveriesWithResponse List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
+	//
+	// Every event the shop owes the merchant's endpoint (`WEBHOOK_URL`), one delivery per event, with every POST
+	// made for it. A delivery is `pending` until a 2xx answer (`delivered`), or until `WEBHOOK_MAX_ATTEMPTS`
+	// refusals or timeouts (`failed`). Its `id` is the event's, sent as the `webhook-id` header, so the merchant
+	// can drop a duplicate. Only staff may list them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveriesWithResponse(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
 
 	// ApiReferenceWithResponse This document, as a page to read
 	//
@@ -9853,6 +10210,124 @@ func (r CreateUserResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhookDeliveriesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse200Headers struct {
+	Link       *string
+	XRequestId string
+}
+
+// ListWebhookDeliveriesResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// ListWebhookDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListWebhookDeliveriesResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// ListWebhookDeliveriesResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type ListWebhookDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// NextCursor Pass it as `after` to get the next page; null on the last page.
+		NextCursor        *NextCursor       `json:"next_cursor"`
+		WebhookDeliveries []WebhookDelivery `json:"webhook_deliveries"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidParameter
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWebhookDeliveriesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListWebhookDeliveriesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookDeliveriesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhookDeliveriesResponse403Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListWebhookDeliveriesResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON200() *struct {
+	// NextCursor Pass it as `after` to get the next page; null on the last page.
+	NextCursor        *NextCursor       `json:"next_cursor"`
+	WebhookDeliveries []WebhookDelivery `json:"webhook_deliveries"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON400() *InvalidParameter {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ApiReferenceResponse200Headers the declared response headers of an HTTP 200 response for ApiReference
 type ApiReferenceResponse200Headers struct {
 	CacheControl string
@@ -10783,6 +11258,24 @@ func (c *ClientWithResponses) CreateUserWithResponse(ctx context.Context, body C
 		return nil, err
 	}
 	return ParseCreateUserResponse(rsp)
+}
+
+// ListWebhookDeliveriesWithResponse List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
+//
+// Every event the shop owes the merchant's endpoint (`WEBHOOK_URL`), one delivery per event, with every POST
+// made for it. A delivery is `pending` until a 2xx answer (`delivered`), or until `WEBHOOK_MAX_ATTEMPTS`
+// refusals or timeouts (`failed`). Its `id` is the event's, sent as the `webhook-id` header, so the merchant
+// can drop a duplicate. Only staff may list them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
+func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error) {
+	rsp, err := c.ListWebhookDeliveries(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookDeliveriesResponse(rsp)
 }
 
 // ApiReferenceWithResponse This document, as a page to read
@@ -13925,6 +14418,159 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateUserResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
+func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// NextCursor Pass it as `after` to get the next page; null on the last page.
+			NextCursor        *NextCursor       `json:"next_cursor"`
+			WebhookDeliveries []WebhookDelivery `json:"webhook_deliveries"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidParameter
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWebhookDeliveriesResponse200Headers
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListWebhookDeliveriesResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWebhookDeliveriesResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhookDeliveriesResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListWebhookDeliveriesResponse500Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

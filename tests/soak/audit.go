@@ -54,6 +54,11 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 		return a, err
 	}
 	a.violations = append(a.violations, a.events.Violations...)
+	receipts, err := auditReceipts(ctx, f.db)
+	if err != nil {
+		return a, err
+	}
+	a.violations = append(a.violations, receipts...)
 	var orders []struct{ ID, Status string }
 	if err := f.db.Raw(`SELECT id, status FROM orders`).Scan(&orders).Error; err != nil {
 		return a, err

@@ -310,6 +310,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
+         * @description Every event the shop owes the merchant's endpoint (`WEBHOOK_URL`), one delivery per event, with every POST
+         *     made for it. A delivery is `pending` until a 2xx answer (`delivered`), or until `WEBHOOK_MAX_ATTEMPTS`
+         *     refusals or timeouts (`failed`). Its `id` is the event's, sent as the `webhook-id` header, so the merchant
+         *     can drop a duplicate. Only staff may list them.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -726,6 +749,42 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             expires_at: string;
+        };
+        WebhookDelivery: {
+            /**
+             * @description The event's id, `<type>:<id of the fact's row>`, sent as `webhook-id`.
+             * @example order.paid:6f1c2a4e-0b7d-4c39-9d4e-2f5a8b1c3d7e
+             */
+            id: string;
+            /** @enum {string} */
+            event_type: "order.placed" | "order.paid" | "order.payment_declined" | "order.refunded" | "order.refund_failed" | "order.cancelled";
+            /** Format: uuid */
+            order_id: string;
+            /** @enum {string} */
+            state: "pending" | "delivered" | "failed";
+            attempt_count: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; null once the delivery is delivered or failed.
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was delivered or failed; null while pending.
+             */
+            finished_at: string | null;
+            /** @description Every POST made, oldest first. */
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookAttempt: {
+            /** Format: date-time */
+            attempted_at: string;
+            /** @description The status the endpoint answered; 0 when none came (a timeout, a refused connection). */
+            status_code: number;
+            /** @description Why the attempt failed; empty when it was accepted. */
+            error: string;
         };
         /** @description Pass it as `after` to get the next page; null on the last page. */
         NextCursor: string | null;
@@ -1827,6 +1886,43 @@ export interface operations {
             };
             400: components["responses"]["InvalidParameter"];
             401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description How many to list on one page. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Where to start: the `next_cursor` of the page before. Pages are cut by position, not
+                 *     by offset, so rows created meanwhile neither repeat nor shift later pages.
+                 */
+                after?: components["parameters"]["After"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    Link: components["headers"]["NextLink"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook_deliveries: components["schemas"]["WebhookDelivery"][];
+                        next_cursor: components["schemas"]["NextCursor"];
+                    };
+                };
+            };
+            400: components["responses"]["InvalidParameter"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
         };
     };

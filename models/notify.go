@@ -1,0 +1,80 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// The consumers of the outbox (package notify) keep what they did here
+// (migration 7): the receipts sent, and the webhook deliveries owed to the
+// merchant with every attempt made for each.
+
+// Receipt is one email sent to a shopper for one event (order.paid or
+// order.refunded). Its MessageID is derived from the event id, so a resend
+// after a crash is the same message.
+type Receipt struct {
+	EventID   string `gorm:"primaryKey;size:100"`
+	OrderID   string `gorm:"size:36;not null"`
+	MessageID string `gorm:"size:200;not null"`
+	Recipient string `gorm:"size:254;not null"`
+	SentAt    time.Time
+}
+
+func (Receipt) TableName() string { return "receipts" }
+
+// DeliveryState is how a webhook delivery stands.
+type DeliveryState string
+
+// A delivery is pending until the merchant's endpoint accepts it (2xx), or
+// failed once it has refused or timed out WEBHOOK_MAX_ATTEMPTS times.
+const (
+	DeliveryPending   DeliveryState = "pending"
+	DeliveryDelivered DeliveryState = "delivered"
+	DeliveryFailed    DeliveryState = "failed"
+)
+
+// WebhookDelivery is one event owed to the merchant's endpoint; its ID is
+// the event's, sent as webhook-id, so the merchant can drop a duplicate.
+// ClaimedBy holds it while one sender posts it, until ClaimedUntil.
+type WebhookDelivery struct {
+	ID            string        `gorm:"primaryKey;size:100"`
+	EventType     string        `gorm:"size:40;not null"`
+	OrderID       string        `gorm:"size:36;not null"`
+	Body          string        `gorm:"not null"`
+	State         DeliveryState `gorm:"size:16;not null"`
+	Attempts      int           `gorm:"not null"`
+	NextAttemptAt time.Time
+	ClaimedBy     *string `gorm:"size:40"`
+	ClaimedUntil  *time.Time
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+	AttemptLog    []WebhookAttempt `gorm:"foreignKey:DeliveryID"`
+}
+
+func (WebhookDelivery) TableName() string { return "webhook_deliveries" }
+
+// WebhookAttempt is one POST of a delivery: when, the status it was
+// answered (0 when none came) and the error, if it failed.
+type WebhookAttempt struct {
+	ID          int64  `gorm:"primaryKey;autoIncrement"`
+	DeliveryID  string `gorm:"size:100;not null"`
+	AttemptedAt time.Time
+	StatusCode  int    `gorm:"not null"`
+	Error       string `gorm:"not null"`
+}
+
+func (WebhookAttempt) TableName() string { return "webhook_attempts" }
+
+// WebhookDeliveriesPage lists up to limit deliveries, newest first, each
+// with its attempts in order, from after p; more says whether any follow.
+func (s Shop) WebhookDeliveriesPage(ctx context.Context, p *Position, limit int) (deliveries []WebhookDelivery, more bool, err error) {
+	deliveries = []WebhookDelivery{}
+	err = after(s.DB.WithContext(ctx), p).Preload("AttemptLog", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
+		Order("created_at DESC, id DESC").Limit(limit + 1).Find(&deliveries).Error
+	if len(deliveries) > limit {
+		return deliveries[:limit], true, err
+	}
+	return deliveries, false, err
+}

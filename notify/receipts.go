@@ -1,0 +1,152 @@
+// Package notify holds the consumers of the outbox that tell people: the
+// shopper's receipt email and the merchant's signed webhooks. Neither an
+// email nor a POST can be taken back, so each is sent at least once, with
+// a stable id (Message-ID, webhook-id) derived from the event's, that
+// makes a duplicate detectable.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	htmltemplate "html/template"
+	"strings"
+	texttemplate "text/template"
+	"time"
+
+	"github.com/wneessen/go-mail"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
+)
+
+//go:embed templates
+var templateFiles embed.FS
+
+var (
+	textReceipt = texttemplate.Must(texttemplate.ParseFS(templateFiles, "templates/receipt.txt"))
+	htmlReceipt = htmltemplate.Must(htmltemplate.ParseFS(templateFiles, "templates/receipt.html"))
+)
+
+// afterSend runs between a receipt's send and its record: a crash there is
+// the case a resend covers. A no-op but in the test build (hook_crash.go).
+var afterSend = func(eventID string) {}
+
+// Receipts emails the shopper a receipt for each paid order and each
+// succeeded refund.
+type Receipts struct {
+	Mailer Mailer
+	// From is the sender's address; Domain the right-hand side of every
+	// Message-ID; PublicURL where the shopper's order pages are.
+	From, Domain, PublicURL string
+}
+
+// Name is the consumer's name in the inbox.
+func (Receipts) Name() string { return "receipts" }
+
+// Handle sends the receipt of a paid order or a succeeded refund, then
+// records it (the inbox and a receipts row, in one transaction). A crash
+// between the two sends it again, as the same message: its Message-ID is
+// the event's id.
+func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
+	if ev.Type != "order.paid" && ev.Type != "order.refunded" {
+		return nil
+	}
+	if done, err := outbox.Processed(ctx, db, r.Name(), ev.ID); err != nil || done {
+		return err
+	}
+	msg, receipt, err := r.compose(ctx, db, ev)
+	if err != nil {
+		return err
+	}
+	if err := r.Mailer.Send(ctx, msg); err != nil {
+		return fmt.Errorf("send the receipt of %s: %w", ev.ID, err)
+	}
+	afterSend(ev.ID)
+	_, err = outbox.Once(ctx, db, r.Name(), ev.ID, func(tx *gorm.DB) error { return tx.Create(&receipt).Error })
+	return err
+}
+
+// MessageID is the Message-ID of the email for an event, without its
+// angle brackets: the event's id in the characters a Message-ID allows.
+func MessageID(eventID, domain string) string {
+	return strings.NewReplacer(":", ".", "@", ".").Replace(eventID) + "@" + domain
+}
+
+// receiptData is what a receipt says.
+type receiptData struct {
+	Subject, Amount, Total, Refunded, OrderURL string
+	Number                                     int64
+	Refund                                     bool
+	Lines                                      []receiptLine
+}
+
+type receiptLine struct {
+	Quantity     int
+	Name, Amount string
+}
+
+// compose writes the email of the event, and the row that records it.
+func (r Receipts) compose(ctx context.Context, db *gorm.DB, ev outbox.Event) (*mail.Msg, models.Receipt, error) {
+	data, to, err := r.read(ctx, db, ev)
+	if err != nil {
+		return nil, models.Receipt{}, fmt.Errorf("read the receipt of %s: %w", ev.ID, err)
+	}
+	var text, html bytes.Buffer
+	if err := textReceipt.Execute(&text, data); err != nil {
+		return nil, models.Receipt{}, err
+	}
+	if err := htmlReceipt.Execute(&html, data); err != nil {
+		return nil, models.Receipt{}, err
+	}
+	msg := mail.NewMsg()
+	if err := msg.From(r.From); err != nil {
+		return nil, models.Receipt{}, fmt.Errorf("the sender %q: %w", r.From, err)
+	}
+	if err := msg.To(to); err != nil {
+		return nil, models.Receipt{}, fmt.Errorf("the shopper's address %q: %w", to, err)
+	}
+	id := MessageID(ev.ID, r.Domain)
+	msg.SetMessageIDWithValue(id)
+	msg.SetDateWithValue(ev.CreatedAt)
+	msg.Subject(data.Subject)
+	msg.SetBodyString(mail.TypeTextPlain, text.String())
+	msg.AddAlternativeString(mail.TypeTextHTML, html.String())
+	receipt := models.Receipt{EventID: ev.ID, OrderID: ev.OrderID, MessageID: id, Recipient: to, SentAt: time.Now().UTC()}
+	return msg, receipt, nil
+}
+
+// read gathers the receipt's words: the order, its shopper, and the
+// payment or refund the event is of (its id is the event's, after the ':').
+func (r Receipts) read(ctx context.Context, db *gorm.DB, ev outbox.Event) (receiptData, string, error) {
+	db = db.WithContext(ctx)
+	var order models.Order
+	if err := db.Preload("Items").Take(&order, "id = ?", ev.OrderID).Error; err != nil {
+		return receiptData{}, "", err
+	}
+	var user models.User
+	if err := db.Take(&user, "id = ?", order.UserID).Error; err != nil {
+		return receiptData{}, "", err
+	}
+	_, factID, _ := strings.Cut(ev.ID, ":")
+	data := receiptData{Number: order.Number, Total: models.Money(order.TotalCents, order.Currency),
+		OrderURL: r.PublicURL + "/orders/" + order.ID, Refund: ev.Type == "order.refunded"}
+	for _, it := range order.Items {
+		data.Lines = append(data.Lines, receiptLine{it.Quantity, it.Name, models.Money(it.UnitPriceCents*int64(it.Quantity), order.Currency)})
+	}
+	var err error
+	if data.Refund {
+		var refund models.Refund
+		err = db.Take(&refund, "id = ? AND order_id = ?", factID, order.ID).Error
+		data.Amount, data.Refunded = models.Money(refund.AmountCents, refund.Currency), models.Money(order.RefundedCents, order.Currency)
+		data.Subject = fmt.Sprintf("Your refund of %s for order #%d", data.Amount, order.Number)
+	} else {
+		var payment models.Payment
+		err = db.Take(&payment, "id = ? AND order_id = ?", factID, order.ID).Error
+		data.Amount = models.Money(payment.AmountCents, payment.Currency)
+		data.Subject = fmt.Sprintf("Your receipt for order #%d", order.Number)
+	}
+	return data, user.Email, err
+}
