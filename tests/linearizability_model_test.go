@@ -32,11 +32,16 @@ type slotState struct {
 //   - an operation whose answer never came (unknown) may have run at any
 //     moment after its call, or not at all: it may hold its key, and a
 //     payment may have paid the order;
-//   - a hold (withHolds) may hold its key at any moment after its call.
+//   - a hold (withHolds) may hold its key at any moment after its call;
+//   - an order refused 409 out-of-stock stored nothing: its key stays
+//     free (whether the refusal was right is stockModel's to say).
 var contractModel = (&porcupine.NondeterministicModel{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		bySlot := map[int][]porcupine.Operation{}
 		for _, op := range history {
+			if op.Input.(opInput).restock {
+				continue // the stock model's: see stockModel
+			}
 			s := op.Input.(opInput).slot
 			bySlot[s] = append(bySlot[s], op)
 		}
@@ -114,6 +119,9 @@ func stepContract(s slotState, in opInput, out opOutput) []slotState {
 			return []slotState{s}
 		}
 		return nil
+	}
+	if in.key == 0 && out.status == http.StatusConflict && out.about == "out-of-stock" {
+		return []slotState{s}
 	}
 	switch {
 	case in.key == 0 && out.status == http.StatusCreated:

@@ -26,7 +26,7 @@ func TestLinearizabilityCatchesAnUnfencedClaim(t *testing.T) {
 	if result != porcupine.Illegal {
 		t.Fatalf("%d operations over %d orders from a server without the claim's fence: porcupine says %s, want Illegal", h.requests, h.slots, result)
 	}
-	path := visualize(t, info)
+	path := visualize(t, contractModel, info)
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Fatalf("no drawing of the illegal history at %s: %v", path, err)
 	}

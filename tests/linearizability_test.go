@@ -26,6 +26,7 @@ import (
 	refclient "github.com/shop/shop/client"
 	shopclient "github.com/shop/shop/clients/go"
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/models"
 )
 
 var linearizabilityDuration = flag.Duration("linearizability.duration", 0,
@@ -46,10 +47,18 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	}
 	h := run.record(t, shopBinary(t))
 	result, info := porcupine.CheckOperationsVerbose(contractModel, h.ops, 2*time.Minute)
-	t.Logf("%d operations over %d orders (%d answered 422 key reused, %d with an unknown outcome); %d faults; porcupine: %s",
-		h.requests, h.slots, h.count(mismatch), h.unknown, h.faults, result)
+	t.Logf("%d operations over %d orders (%d answered 422 key reused, %d out-of-stock, %d with an unknown outcome); %d faults; porcupine: %s",
+		h.requests, h.slots, h.count(mismatch), h.outOfStock(), h.unknown, h.faults, result)
 	if result != porcupine.Ok {
-		t.Fatalf("the history is not linearizable (%s): drawn in %s%s", result, visualize(t, info), illegalOrders(h.ops))
+		t.Fatalf("the history is not linearizable (%s): drawn in %s%s", result, visualize(t, contractModel, info), illegalOrders(h.ops))
+	}
+	result, info = porcupine.CheckOperationsVerbose(stockModel, h.ops, 2*time.Minute)
+	t.Logf("stock: porcupine: %s", result)
+	if result != porcupine.Ok {
+		t.Fatalf("the history of the scarce product's stock is not linearizable (%s): drawn in %s", result, visualize(t, stockModel, info))
+	}
+	if h.outOfStock() == 0 {
+		t.Fatalf("no order was refused out-of-stock: the rounds' few units never ran short, and the stock model checked no race for them")
 	}
 	h.auditMoney(t)
 }
@@ -69,8 +78,9 @@ type history struct {
 }
 
 const (
-	linClients = 6
-	payKeys    = 3 // payment keys per order, each a different client's idea of paying it
+	linClients       = 6
+	linSlotsPerRound = 3 // orders placed at once, racing for the few units of one product
+	payKeys          = 3 // payment keys per order, each a different client's idea of paying it
 )
 
 // opInput is one operation: on an order's slot, its create key (key 0)
@@ -80,6 +90,10 @@ const (
 type opInput struct {
 	slot, key, variant int
 	hold               bool
+	// restock: no request but the harness setting the scarce product's
+	// units left to units, between rounds (see stockModel).
+	restock bool
+	units   int
 }
 
 type outcome int
@@ -95,6 +109,16 @@ type opOutput struct {
 	status  int
 	answer  string // the status and a hash of the body: what a replay repeats
 	about   string // the problem type, or the order or payment id
+}
+
+func (h *history) outOfStock() int {
+	n := 0
+	for _, op := range h.ops {
+		if out := op.Output.(opOutput); out.outcome == answered && out.about == "out-of-stock" {
+			n++
+		}
+	}
+	return n
 }
 
 func (h *history) count(o outcome) int {
@@ -123,17 +147,20 @@ func (run linearizabilityRun) record(t *testing.T, binary string) *history {
 	if !run.noFaults {
 		faults.Go(func() { h.faults = injectFaults(ctx, t, run.faultEvery, a, b) })
 	}
-	for slot := 0; ctx.Err() == nil; slot++ {
-		h.slots++
-		s := &slotOrder{}
+	for r := 0; ctx.Err() == nil; r++ {
+		rec.restock(t, e, products[0], 1+r%linSlotsPerRound)
 		var round sync.WaitGroup
 		start := make(chan struct{})
-		for c := range linClients {
-			round.Go(func() {
-				<-start
-				w := linWorker{id: c, token: token, rec: rec, instances: [2]*instance{a, b}, rng: rand.New(rand.NewPCG(uint64(slot), uint64(c)))}
-				w.round(t, slot, s, products)
-			})
+		for g := range linSlotsPerRound {
+			slot, s := r*linSlotsPerRound+g, &slotOrder{}
+			h.slots++
+			for c := range linClients {
+				round.Go(func() {
+					<-start
+					w := linWorker{id: g*linClients + c, token: token, rec: rec, instances: [2]*instance{a, b}, rng: rand.New(rand.NewPCG(uint64(slot), uint64(c)))}
+					w.round(t, slot, s, products)
+				})
+			}
 		}
 		close(start)
 		round.Wait()
@@ -141,6 +168,17 @@ func (run linearizabilityRun) record(t *testing.T, binary string) *history {
 	faults.Wait()
 	h.ops, h.requests, h.unknown = withHolds(rec.ops), len(rec.ops), rec.unknown
 	return h
+}
+
+// restock sets the units left of the product every order buys, as staff
+// would, and records it: each round's orders race for these few units.
+func (r *recorder) restock(t *testing.T, e *env, productID string, units int) {
+	call := r.now()
+	if err := e.db.Model(&models.Product{}).Where("id = ?", productID).Update("stock", units).Error; err != nil {
+		t.Fatalf("restock: %v", err)
+	}
+	r.add(porcupine.Operation{ClientId: linClients * linSlotsPerRound, Input: opInput{slot: -1, restock: true, units: units},
+		Call: call, Output: opOutput{outcome: answered}, Return: r.now(), Metadata: "harness"})
 }
 
 // withHolds adds, for each operation on a key that was sent with both
@@ -152,8 +190,9 @@ func withHolds(ops []porcupine.Operation) []porcupine.Operation {
 	type slotKey struct{ slot, key int }
 	variants := map[slotKey]uint8{}
 	for _, op := range ops {
-		in := op.Input.(opInput)
-		variants[slotKey{in.slot, in.key}] |= 1 << in.variant
+		if in := op.Input.(opInput); !in.restock {
+			variants[slotKey{in.slot, in.key}] |= 1 << in.variant
+		}
 	}
 	out := ops
 	for _, op := range ops {
@@ -410,13 +449,13 @@ func illegalOrders(ops []porcupine.Operation) string {
 // visualize draws the history and its longest linearizable prefixes to an
 // HTML file that outlives the test (LINEARIZABILITY_OUT, or the temporary
 // directory) and returns its path.
-func visualize(t *testing.T, info porcupine.LinearizationInfo) string {
+func visualize(t *testing.T, model porcupine.Model, info porcupine.LinearizationInfo) string {
 	dir := os.Getenv("LINEARIZABILITY_OUT")
 	if dir == "" {
 		dir = os.TempDir()
 	}
 	path := filepath.Join(dir, fmt.Sprintf("shop-linearizability-%s.html", time.Now().Format("20060102-150405")))
-	if err := porcupine.VisualizePath(contractModel, info, path); err != nil {
+	if err := porcupine.VisualizePath(model, info, path); err != nil {
 		t.Errorf("drawing the history: %v", err)
 	}
 	return path

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +37,35 @@ func TestLoadSmoke(t *testing.T) {
 		if !strings.Contains(md, "| "+r.what+" |") {
 			t.Errorf("the Markdown lacks the ratio %q:\n%s", r.what, md)
 		}
+	}
+}
+
+// The price of stock's run, tiny: fresh orders alone on the spread
+// catalog reserve their units, across many products, and the audit holds.
+func TestLoadFreshOnlySpread(t *testing.T) {
+	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1, Catalog: catalogSpread, FreshOnly: true}
+	rep, err := measure(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := rep.audit.problems(); len(problems) > 0 {
+		t.Fatalf("audit: %v", problems)
+	}
+	orders := rep.phases[phaseWarmup].ops + rep.phases[phaseFresh].ops
+	if rep.phases[phaseFresh].ops == 0 || rep.phases[phaseStorm].ops != 0 || rep.phases[phaseHit].ops != 0 {
+		t.Fatalf("fresh %d, storm %d, replays %d: want fresh orders alone", rep.phases[phaseFresh].ops, rep.phases[phaseStorm].ops, rep.phases[phaseHit].ops)
+	}
+	db := testkit.Open(t, cfg.DatabaseURL)
+	var got struct{ Products, Taken int64 }
+	err = db.Raw(`SELECT COUNT(*) AS products, COALESCE(SUM(2147483647 - stock), 0) AS taken FROM products WHERE sku LIKE 'BENCH-%' AND stock < 2147483647`).Scan(&got).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each order takes 3 units (2 and 1) of two products of the 64.
+	if got.Taken != int64(3*orders) || got.Products < 8 {
+		t.Fatalf("%d orders took %d units from %d products: want %d units, from 8 products or more", orders, got.Taken, got.Products, 3*orders)
+	}
+	if _, err := fmt.Sscan(rep.figure(), new(int), new(float64), new(float64), new(float64)); err != nil {
+		t.Fatalf("figure %q: %v", rep.figure(), err)
 	}
 }

@@ -42,6 +42,9 @@ func main() {
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the first slice of fresh orders with the middleware")
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
 	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section")
+	flag.StringVar(&cfg.Catalog, "catalog", cfg.Catalog, "what orders buy: hot (the same two products, as every phase) or spread (two of 64 products at random; only with -fresh-only)")
+	flag.BoolVar(&cfg.FreshOnly, "fresh-only", false, "run the warm-up and the fresh orders alone, in their rounds")
+	flag.StringVar(&cfg.Figure, "figure", "", "also write the fresh orders' operations, seconds, p50 and p99 (ms) as one line to this file")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -70,6 +73,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	rep.print(out)
 	if cfg.Markdown != "" {
 		if err := os.WriteFile(cfg.Markdown, []byte(rep.markdown(cfg.Label)), 0o644); err != nil {
+			return err
+		}
+	}
+	if cfg.Figure != "" {
+		if err := os.WriteFile(cfg.Figure, []byte(rep.figure()), 0o644); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -43,10 +42,17 @@ type config struct {
 	// middleware has completed this many operations, then its memory.
 	MemoryOps       int
 	Markdown, Label string
+	// Catalog: what the orders buy (catalog.go). FreshOnly: the warm-up
+	// and the fresh orders alone, in their rounds (no other phase, no
+	// storms, no memory), whose figure goes to Figure: scripts/bench's
+	// price of stock, run with and without -tags benchnostock.
+	Catalog   string
+	FreshOnly bool
+	Figure    string
 }
 
 func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000}
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot}
 }
 
 // phase is what one kind of work measured.
@@ -228,15 +234,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	for _, pool := range []string{unpaidOnce, unpaidStorm} {
 		b.unpaid[pool] = make([][]order, cfg.Workers)
 	}
-	if err := db.Order("sku").Limit(2).Find(&b.products).Error; err != nil || len(b.products) < 2 {
-		return nil, fmt.Errorf("catalog: %v", err)
+	if err := b.setCatalog(); err != nil {
+		return nil, err
 	}
-	// Its products never run out: the bench measures orders placed, each
-	// reserving its units, not orders refused out-of-stock.
-	if err := db.Model(&models.Product{}).Where("id IN ?", []string{b.products[0].ID, b.products[1].ID}).Update("stock", math.MaxInt32).Error; err != nil {
-		return nil, fmt.Errorf("stock: %w", err)
-	}
-	b.orderBody = fmt.Sprintf(`{"items":[{"product_id":%q,"quantity":2},{"product_id":%q,"quantity":1}]}`, b.products[0].ID, b.products[1].ID)
 	// The provider answers at once: the payment phases measure the shop.
 	b.deps = handlers.Deps{
 		DB: db, Provider: &payments.Simulated{DB: db}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
@@ -296,6 +296,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		{phaseCold, b.replayOnce(b.cold)},
 		{phasePay, b.pay},
 	}
+	if cfg.FreshOnly {
+		steps = steps[:1]
+	}
 	rounds := rep.rounds
 	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
 	for r := range rounds {
@@ -318,9 +321,11 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 			run()
 		}
 	}
-	rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
-	rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
-	if cfg.MemoryOps > 0 {
+	if !cfg.FreshOnly {
+		rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
+		rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
+	}
+	if cfg.MemoryOps > 0 && !cfg.FreshOnly {
 		rep.memory.before = heapAfterGC()
 		left := max(0, cfg.MemoryOps-int(b.completed.Load()))
 		rep.phases[phaseMemory] = b.phase(ctx, phaseMemory, b.fresh(phaseMemory), 5*time.Minute, left)
@@ -383,7 +388,7 @@ func (b *bench) stop(servers []*shop) error {
 func (b *bench) fresh(name string) func(ctx context.Context, w, i int) (int, error) {
 	return func(ctx context.Context, w, i int) (int, error) {
 		u, k := b.users[name][w], uuid.NewString()
-		a, err := b.post(ctx, b.once.url+"/api/v1/orders", u.token, k, b.orderBody)
+		a, err := b.post(ctx, b.once.url+"/api/v1/orders", u.token, k, b.freshBody())
 		if err == nil && a.status != http.StatusCreated {
 			err = fmt.Errorf("order: %d %s", a.status, a.body)
 		}
