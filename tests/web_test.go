@@ -434,6 +434,10 @@ func sessionCookieOf(t *testing.T, r response) *http.Cookie {
 	return nil
 }
 
+// attributes are the links' and times' values, which a shopper does not read
+// (an order's id may hold "303").
+var attributes = regexp.MustCompile(`\s(href|datetime)="[^"]*"`)
+
 func TestAccountActivityIsToldInShoppersWords(t *testing.T) {
 	e, ids, s := signedIn(t)
 	form := s.checkout(ids[0], 1)
@@ -451,7 +455,7 @@ func TestAccountActivityIsToldInShoppersWords(t *testing.T) {
 		`Tried to pay for an order — it did not go through and nothing was saved, so you can send it again.`,
 		`<a href="`+orderPath+`">Paid order #1001</a> — done.`)
 	for _, developerWord := range []string{"POST", "/orders/:id", "303", "completed", "not done", "kept", form.Get("idempotency_key")[:8], other.Get("idempotency_key")[:8]} {
-		if strings.Contains(string(page.Body), developerWord) {
+		if strings.Contains(attributes.ReplaceAllString(string(page.Body), ""), developerWord) {
 			t.Fatalf("the activity page says %q:\n%s", developerWord, page.Body)
 		}
 	}
