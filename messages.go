@@ -16,14 +16,14 @@ import (
 // messageConsumers are the consumers the outbox's relay hands every event
 // to, built in this one place: the JetStream publisher when NATS_URL is
 // set, and the receipts and webhooks (notify.go). closeAll lets go of what they hold, once the relay has stopped.
-func messageConsumers(ctx context.Context, cfg config, db *gorm.DB) (consumers []outbox.Consumer, closeAll func(), err error) {
+func messageConsumers(ctx context.Context, cfg config, db *gorm.DB, logger *slog.Logger) (consumers []outbox.Consumer, closeAll func(), err error) {
 	var closers []func()
 	closeAll = func() {
 		for _, c := range closers {
 			c()
 		}
 	}
-	if consumers, err = notifyConsumers(cfg, db); err != nil {
+	if consumers, err = notifyConsumers(cfg, db, logger); err != nil {
 		return nil, closeAll, err
 	}
 	if cfg.NATSURL != "" {
@@ -40,7 +40,7 @@ func messageConsumers(ctx context.Context, cfg config, db *gorm.DB) (consumers [
 // returned stop is called or ctx ends; stop waits for it, then closes the
 // consumers.
 func startRelay(ctx context.Context, cfg config, db *gorm.DB, logger *slog.Logger) (stop func(), err error) {
-	consumers, closeAll, err := messageConsumers(ctx, cfg, db)
+	consumers, closeAll, err := messageConsumers(ctx, cfg, db, logger)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -19,7 +19,7 @@ const webhookEvery = time.Second
 // notifyConsumers are the consumers of the outbox that tell people: the
 // receipt email always (by SMTP, or .eml files), the merchant's webhooks
 // when WEBHOOK_URL is set.
-func notifyConsumers(cfg config, db *gorm.DB) ([]outbox.Consumer, error) {
+func notifyConsumers(cfg config, db *gorm.DB, logger *slog.Logger) ([]outbox.Consumer, error) {
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func notifyConsumers(cfg config, db *gorm.DB) ([]outbox.Consumer, error) {
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
 		domain = u.Hostname()
 	}
-	consumers := []outbox.Consumer{notify.Receipts{Mailer: mailer, From: cfg.MailFrom, Domain: domain, PublicURL: cfg.PublicURL}}
+	consumers := []outbox.Consumer{notify.Receipts{Logger: logger, Mailer: mailer, From: cfg.MailFrom, Domain: domain, PublicURL: cfg.PublicURL}}
 	if cfg.WebhookURL != "" {
 		consumers = append(consumers, notify.Webhooks{})
 	}

@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	htmltemplate "html/template"
+	"log/slog"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -37,10 +39,18 @@ var afterSend = func(eventID string) {}
 // Receipts emails the shopper a receipt for each paid order and each
 // succeeded refund.
 type Receipts struct {
+	Logger *slog.Logger // nil: slog.Default()
 	Mailer Mailer
 	// From is the sender's address; Domain the right-hand side of every
 	// Message-ID; PublicURL where the shopper's order pages are.
 	From, Domain, PublicURL string
+}
+
+func (r Receipts) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.Default()
+	}
+	return r.Logger
 }
 
 // Name is the consumer's name in the inbox.
@@ -62,6 +72,14 @@ func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) erro
 		return err
 	}
 	if err := r.Mailer.Send(ctx, msg); err != nil {
+		var refused *mail.SendError
+		if errors.As(err, &refused) && !refused.IsTemp() && ctx.Err() == nil {
+			// Refused for good (a 5xx: no such mailbox, say): sending it
+			// again would only hold up every later receipt. The relay
+			// marks the event; no receipt row says it was sent.
+			r.logger().Error("notify: the mail server refused a receipt for good; not sending it again", "event", ev.ID, "err", err)
+			return nil
+		}
 		return fmt.Errorf("send the receipt of %s: %w", ev.ID, err)
 	}
 	afterSend(ev.ID)

@@ -93,7 +93,12 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 			if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 				return err // lost meanwhile: the other instance goes on
 			}
-			if err := r.handle(ctx, c, ev); err != nil {
+			// The handler is cut off when the lease ends, so that another
+			// instance taking the consumer over does not act beside it.
+			hctx, cancel := context.WithDeadline(ctx, *until)
+			err = r.handle(hctx, c, ev)
+			cancel()
+			if err != nil {
 				return fmt.Errorf("event %s: %w", ev.ID, err)
 			}
 		}

@@ -204,3 +204,28 @@ func bothThenRetry(t *testing.T, ctx context.Context, a, b string, r request, wa
 	}
 	return id
 }
+
+// A stream that exists but does not take the prefix's subjects is refused
+// at start, naming both, rather than failing every publish behind the
+// first; one that does (made by the shop, or by hand with prefix.>) is used.
+func TestAStreamOfAnotherPrefixIsRefusedAtStart(t *testing.T) {
+	s := newJetStream(t)
+	ctx := t.Context()
+	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.stream, Subjects: []string{s.prefix + "-other.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if js, err := publish.NewJetStream(ctx, natsURL, s.stream, s.prefix); err == nil || !strings.Contains(err.Error(), s.prefix+".>") {
+		if js != nil {
+			js.Close()
+		}
+		t.Fatalf("a stream of another prefix: %v; want an error naming %s.>", err, s.prefix)
+	}
+	if _, err := s.js.UpdateStream(ctx, jetstream.StreamConfig{Name: s.stream, Subjects: []string{s.prefix + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := publish.NewJetStream(ctx, natsURL, s.stream, s.prefix)
+	if err != nil {
+		t.Fatalf("the stream of the prefix: %v", err)
+	}
+	js.Close()
+}

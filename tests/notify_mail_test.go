@@ -24,14 +24,19 @@ import (
 // given, whole.
 type mailbox struct {
 	URL      string
+	refuse   map[string]int // recipients refused, with the reply code (before the server starts)
 	mu       sync.Mutex
+	refused  int
 	messages []*mail.Message
 	raw      []string
 }
 
-func newMailbox(t *testing.T) *mailbox {
+func newMailbox(t *testing.T, refuse ...map[string]int) *mailbox {
 	t.Helper()
 	box := &mailbox{}
+	if len(refuse) > 0 {
+		box.refuse = refuse[0]
+	}
 	srv := smtp.NewServer(box)
 	srv.Domain = "127.0.0.1"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,7 +67,16 @@ type mailSession struct{ box *mailbox }
 func (s *mailSession) Reset()                               {}
 func (s *mailSession) Logout() error                        { return nil }
 func (s *mailSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (s *mailSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	code := s.box.refuse[to]
+	if code == 0 {
+		return nil
+	}
+	s.box.mu.Lock()
+	defer s.box.mu.Unlock()
+	s.box.refused++
+	return &smtp.SMTPError{Code: code, Message: "no thanks"}
+}
 func (s *mailSession) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
@@ -202,5 +216,41 @@ func TestReceiptsWithoutSMTPAreEmlFiles(t *testing.T) {
 		if err != nil || !strings.HasPrefix(msg.Header.Get("Message-ID"), "<order.") || !bytes.Contains(raw, []byte("text/html")) {
 			t.Errorf("%s is not a receipt (%v):\n%s", f, err, raw)
 		}
+	}
+}
+
+// A receipt the mail server refuses for good (550: no such mailbox) is
+// logged and reported done, so the relay marks it and it holds up no later
+// receipt; one it refuses for now (451) is an error, so the relay hands it
+// again (here, the test hands each event twice).
+func TestAReceiptRefusedForGoodHoldsUpNoOther(t *testing.T) {
+	e := newEnv(t)
+	box := newMailbox(t, map[string]int{"gone@example.com": 550, "later@example.com": 451})
+	product := e.productPriced(1900)
+	for i, email := range []string{"gone@example.com", "later@example.com", "fine@example.com"} {
+		token := e.signUp(email)
+		orderID := e.createOrder(token, fmt.Sprintf("order-%d", i), orderBody(product, 1))
+		if r := e.do(e.payRequest(token, orderID, fmt.Sprintf("pay-%d", i), payments.MethodVisa)); r.Status != http.StatusCreated {
+			t.Fatalf("pay: %d %s", r.Status, r.Body)
+		}
+	}
+	events := e.receiptEvents()
+	mailer, err := notify.NewMailer(box.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts := notify.Receipts{Mailer: mailer, From: "shop@example.com", Domain: "shop.example", PublicURL: "http://shop.example"}
+	var failed int
+	for range 2 {
+		for _, ev := range events {
+			if err := receipts.Handle(t.Context(), e.db, ev); err != nil {
+				failed++
+			}
+		}
+	}
+	messages, _ := box.received()
+	if len(events) != 3 || len(messages) != 1 || e.count("receipts") != 1 || failed != 2 || box.refused != 4 {
+		t.Fatalf("%d events, %d emails, %d receipts rows, %d failed handlings, %d refusals; want 3, 1 (fine@), 1, 2 (the 451, twice), 4",
+			len(events), len(messages), e.count("receipts"), failed, box.refused)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,8 +38,12 @@ func NewJetStream(ctx context.Context, url, stream, prefix string) (*JetStream, 
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	js, err := jetstream.New(conn)
+	var found jetstream.Stream
 	if err == nil {
-		_, err = js.Stream(ctx, stream)
+		found, err = js.Stream(ctx, stream)
+	}
+	if err == nil {
+		err = takes(found.CachedInfo().Config, prefix)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}})
@@ -51,6 +56,16 @@ func NewJetStream(ctx context.Context, url, stream, prefix string) (*JetStream, 
 		return nil, fmt.Errorf("NATS stream %s: %w", stream, err)
 	}
 	return &JetStream{conn: conn, js: js, prefix: prefix}, nil
+}
+
+// takes reports an error unless the stream takes every subject of the
+// prefix: a stream made for another prefix would refuse every publish,
+// and hold up every event behind the first.
+func takes(cfg jetstream.StreamConfig, prefix string) error {
+	if slices.Contains(cfg.Subjects, prefix+".>") || slices.Contains(cfg.Subjects, ">") {
+		return nil
+	}
+	return fmt.Errorf("the stream takes the subjects %v, not %s.>: set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", cfg.Subjects, prefix)
 }
 
 // Name is the consumer's name in the inbox.
