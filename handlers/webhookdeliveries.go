@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 )
 
 // webhookDeliveryJSON is one event owed to the merchant's endpoint, with
@@ -50,7 +51,7 @@ func webhookDeliveryView(d models.WebhookDelivery) webhookDeliveryJSON {
 
 // isEventID: a delivery's id, an event's: "<type>:<uuid of the fact's row>".
 func isEventID(id string) bool {
-	typ, row, ok := strings.Cut(id, ":")
+	typ, row, ok := outbox.SplitEventID(id)
 	return ok && strings.HasPrefix(typ, "order.") && isUUID(row)
 }
 

@@ -61,7 +61,7 @@ func (Receipts) Name() string { return "receipts" }
 // between the two sends it again, as the same message: its Message-ID is
 // the event's id.
 func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
-	if ev.Type != "order.paid" && ev.Type != "order.refunded" {
+	if ev.Type != outbox.OrderPaid && ev.Type != outbox.OrderRefunded {
 		return nil
 	}
 	if done, err := outbox.Processed(ctx, db, r.Name(), ev.ID); err != nil || done {
@@ -148,9 +148,9 @@ func (r Receipts) read(ctx context.Context, db *gorm.DB, ev outbox.Event) (recei
 	if err := db.Take(&user, "id = ?", order.UserID).Error; err != nil {
 		return receiptData{}, "", err
 	}
-	_, factID, _ := strings.Cut(ev.ID, ":")
+	_, factID, _ := outbox.SplitEventID(ev.ID)
 	data := receiptData{Number: order.Number, Total: models.Money(order.TotalCents, order.Currency),
-		OrderURL: r.PublicURL + "/orders/" + order.ID, Refund: ev.Type == "order.refunded"}
+		OrderURL: r.PublicURL + "/orders/" + order.ID, Refund: ev.Type == outbox.OrderRefunded}
 	for _, it := range order.Items {
 		data.Lines = append(data.Lines, receiptLine{it.Quantity, it.Name, models.Money(it.UnitPriceCents*int64(it.Quantity), order.Currency)})
 	}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -33,6 +34,13 @@ type cloudEvent struct {
 	Data            any       `json:"data"`
 }
 
+// EventID is the id of the event of type typ of the fact whose row is
+// factID: "<type>:<factID>".
+func EventID(typ, factID string) string { return typ + ":" + factID }
+
+// SplitEventID is EventID's inverse; ok is false for anything else.
+func SplitEventID(id string) (typ, factID string, ok bool) { return strings.Cut(id, ":") }
+
 // Record writes the event of one fact through tx, the transaction that
 // records the fact. Its id is "<type>:<factID>", factID the id of the
 // fact's own row, so a re-run of the fact writes no second event (the
@@ -40,7 +48,7 @@ type cloudEvent struct {
 // order as the API shows it.
 func Record(tx *gorm.DB, typ, factID, orderID string, data any) error {
 	now := time.Now().UTC()
-	ev := Event{ID: typ + ":" + factID, Type: typ, OrderID: orderID, CreatedAt: now}
+	ev := Event{ID: EventID(typ, factID), Type: typ, OrderID: orderID, CreatedAt: now}
 	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: ev.ID, Source: Source, Type: typ, Subject: orderID,
 		Time: now, DataContentType: "application/json", Data: data})
 	if err != nil {
