@@ -69,11 +69,14 @@ func (s *Server) allOrdersPageOf(c *gin.Context) (orders []models.OrderOfUser, n
 // statusChoice is one status the console's filter offers.
 type statusChoice struct{ Value, Label string }
 
-var statusChoices = []statusChoice{
-	{"", "Any status"}, {models.OrderPending, statusName(models.OrderPending)}, {models.OrderPaid, statusName(models.OrderPaid)},
-	{models.OrderPartiallyRefunded, statusName(models.OrderPartiallyRefunded)},
-	{models.OrderRefunded, statusName(models.OrderRefunded)}, {models.OrderCancelled, statusName(models.OrderCancelled)},
-}
+// statusChoices are "Any status" and each of models' order statuses.
+var statusChoices = func() []statusChoice {
+	choices := []statusChoice{{"", "Any status"}}
+	for _, status := range models.OrderStatuses() {
+		choices = append(choices, statusChoice{status, statusName(status)})
+	}
+	return choices
+}()
 
 type staffOrdersView struct {
 	layout
@@ -130,8 +133,13 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
 		s.fail(c, err)
 		return
 	}
+	refundable, err := s.shop.Refundable(c.Request.Context(), h.Order.ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	view := staffOrderView{layout: s.layout(c), OrderHistory: h, RefundKey: uuid.NewString(), CancelKey: uuid.NewString(),
-		DeclineKeys: map[string]string{}, Refundable: refundable(h.Order)}
+		DeclineKeys: map[string]string{}, Refundable: refundable}
 	for _, r := range h.Requests {
 		view.DeclineKeys[r.ID] = uuid.NewString()
 	}
@@ -146,22 +154,6 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
 	}
 	view.Notice = n
 	s.renderPage(c, status, "staff_order.html", view)
-}
-
-// refundable is what is left to give back of an order's charges, as the
-// console offers it: refunds on their way counted, not those in doubt
-// (the refund service checks again, under the order's hold).
-func refundable(o models.Order) int64 {
-	if !o.Charged() {
-		return 0
-	}
-	var charged int64
-	for _, p := range o.Payments {
-		if p.Status == models.PaymentSucceeded {
-			charged += p.AmountCents
-		}
-	}
-	return max(charged-o.RefundedCents, 0)
 }
 
 // nameOf is the email of the user id the order's history names.

@@ -32,11 +32,13 @@ type staffProductsView struct {
 }
 
 func (s *Server) staffProductsPage(c *gin.Context) {
-	s.showStaffProducts(c, http.StatusOK, nil)
+	s.showStaffProducts(c, s.shop, http.StatusOK, nil)
 }
 
-func (s *Server) showStaffProducts(c *gin.Context, status int, n *notice) {
-	products, err := s.shop.Products(c.Request.Context())
+// showStaffProducts renders the products as shop reads them: after a
+// restock, through the operation's transaction, which holds the new count.
+func (s *Server) showStaffProducts(c *gin.Context, shop models.Shop, status int, n *notice) {
+	products, err := shop.Products(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -55,7 +57,7 @@ func (s *Server) staffRestock(c *gin.Context) {
 	form := postForm(c)
 	units, err := strconv.Atoi(strings.TrimSpace(form.Get("stock")))
 	if err != nil || units < 0 || units > maxStock {
-		s.showStaffProducts(c, http.StatusUnprocessableEntity, errorNotice(fmt.Sprintf("Enter the units on hand as a whole number from 0 to %d. Nothing was changed.", maxStock)))
+		s.showStaffProducts(c, s.shop, http.StatusUnprocessableEntity, errorNotice(fmt.Sprintf("Enter the units on hand as a whole number from 0 to %d. Nothing was changed.", maxStock)))
 		return
 	}
 	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), form.Get("sku"), units, s.deps.Now().UTC())
@@ -66,7 +68,7 @@ func (s *Server) staffRestock(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.showStaffProducts(c, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
+	s.showStaffProducts(c, models.Shop{DB: middleware.Tx(c)}, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
 }
 
 func unitWords(n int) string {
@@ -95,17 +97,30 @@ func (s *Server) staffDoubtsPage(c *gin.Context) {
 		return
 	}
 	view := staffDoubtsView{layout: s.layout(c)}
+	if c.Query("asked") == stillInDoubt {
+		view.Notice = &notice{Kind: noticeInfo, Title: "Still in doubt.", Text: "The provider could not say what became of the request; it is still in doubt. Ask again later."}
+	}
 	for _, d := range doubts {
 		view.Doubts = append(view.Doubts, staffDoubt{Doubt: d, Age: ageWords(s.deps.Now().Sub(d.CreatedAt)), Key: uuid.NewString()})
 	}
 	s.renderPage(c, http.StatusOK, "staff_doubts.html", view)
 }
 
+// stillInDoubt is the in-doubt page's query flag (asked=) that tells the
+// provider could not answer.
+const stillInDoubt = "in-doubt"
+
 // staffAskProvider resolves one request in doubt now, through the
-// protocol's resolution under the order's hold, then lists what is left.
+// protocol's resolution under the order's hold, then lists what is left,
+// saying so when the provider could not answer.
 func (s *Server) staffAskProvider(c *gin.Context) {
-	if _, err := s.payments.ResolveNow(c.Request.Context(), currentUser(c), c.Param("kind"), c.Param("request_id")); err != nil {
+	state, err := s.payments.ResolveNow(c.Request.Context(), currentUser(c), c.Param("kind"), c.Param("request_id"))
+	if err != nil {
 		s.fail(c, err)
+		return
+	}
+	if state == models.InDoubt {
+		c.Redirect(http.StatusSeeOther, "/staff/in-doubt?asked="+stillInDoubt)
 		return
 	}
 	c.Redirect(http.StatusSeeOther, "/staff/in-doubt")

@@ -131,14 +131,23 @@ func ownedBy(userID string) whose {
 // every user's orders.
 func anyOrder(db *gorm.DB, id string) (Order, error) {
 	var order Order
-	if _, err := uuid.Parse(id); err != nil {
-		return Order{}, ErrNotFound
+	if err := knownID(id); err != nil {
+		return Order{}, err
 	}
 	err := db.Where("id = ?", id).Take(&order).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, ErrNotFound
 	}
 	return order, err
+}
+
+// knownID is ErrNotFound for an id that is no UUID, so that no query is
+// sent with it: none can name a row (and PostgreSQL refuses some bytes).
+func knownID(id string) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return ErrNotFound
+	}
+	return nil
 }
 
 func (s Shop) withLines(db *gorm.DB) *gorm.DB {

@@ -87,12 +87,16 @@ var ErrNoOpenRequest = Declare(&Error{Type: problem.Conflict, Message: "This ref
 
 // DeclineRequest records through tx that the staff user by declines the
 // order's open request for a refund, with a reason (ErrForbidden for anyone
-// but staff, ErrNoOpenRequest when none is open).
+// but staff, ErrNotFound when the order has no such request,
+// ErrNoOpenRequest when it is no longer open).
 func (s Shop) DeclineRequest(tx *gorm.DB, by User, orderID, requestID, reason string, now time.Time) (RefundRequest, error) {
 	if !by.IsStaff() {
 		return RefundRequest{}, ErrForbidden
 	}
 	if _, err := anyOrder(tx, orderID); err != nil {
+		return RefundRequest{}, err
+	}
+	if err := knownID(requestID); err != nil {
 		return RefundRequest{}, err
 	}
 	res := tx.Model(&RefundRequest{}).Where("id = ? AND order_id = ? AND state = ?", requestID, orderID, RequestOpen).
@@ -101,11 +105,25 @@ func (s Shop) DeclineRequest(tx *gorm.DB, by User, orderID, requestID, reason st
 		return RefundRequest{}, res.Error
 	}
 	if res.RowsAffected != 1 {
-		return RefundRequest{}, ErrNoOpenRequest
+		return RefundRequest{}, noOpenRequest(tx, orderID, requestID)
 	}
 	if err := Audit(tx, Entry{OrderID: orderID, Action: ActionRequestDeclined, Actor: UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
 		return RefundRequest{}, err
 	}
 	var req RefundRequest
 	return req, tx.Where("id = ?", requestID).Take(&req).Error
+}
+
+// noOpenRequest is why no open request of the order was declined:
+// ErrNotFound when the order has no request requestID, ErrNoOpenRequest
+// when it was answered already.
+func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
+	var n int64
+	if err := tx.Model(&RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return ErrNoOpenRequest
 }

@@ -115,6 +115,25 @@ func refundableCharge(tx *gorm.DB, orderID string) (Payment, int64, error) {
 	return charges[len(charges)-1], 0, nil
 }
 
+// Refundable is what a refund of the order, any user's, may give back now,
+// as BeginRefund reckons it: what its first charge with something left has
+// left, refunds in doubt counted; 0 when the order is not charged.
+func (s Shop) Refundable(ctx context.Context, orderID string) (int64, error) {
+	tx := s.DB.WithContext(ctx)
+	order, err := anyOrder(tx, orderID)
+	if err != nil {
+		return 0, err
+	}
+	if refunds.admits(order) != nil {
+		return 0, nil
+	}
+	_, left, err := refundableCharge(tx, orderID)
+	if errors.Is(err, ErrOrderNotPaid) {
+		return 0, nil
+	}
+	return max(left, 0), err
+}
+
 // leftOf is what can still be refunded of a charge: refunds given back, on
 // their way, or perhaps given back (in doubt) counted.
 func leftOf(tx *gorm.DB, charge Payment) (int64, error) {

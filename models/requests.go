@@ -231,6 +231,9 @@ func busy[R Row](tx *gorm.DB, kind Kind, orderID string) error {
 func HoldForResolution[R Row](ctx context.Context, s Shop, id, holder string, now, until time.Time) (R, bool, error) {
 	var row R
 	held := false
+	if err := knownID(id); err != nil {
+		return row, false, err
+	}
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil || !row.Base().State.Open() {
 			return err

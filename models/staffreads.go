@@ -23,6 +23,10 @@ type OrderFilter struct {
 // orderStatuses are the statuses an order may have, as a filter names them.
 var orderStatuses = []string{OrderPending, OrderPaid, OrderPartiallyRefunded, OrderRefunded, OrderCancelled}
 
+// OrderStatuses are the statuses an order may have, in the order a filter
+// offers them: a copy, for the console's choices.
+func OrderStatuses() []string { return slices.Clone(orderStatuses) }
+
 // ParseOrderFilter reads a search (an order number, "#1042" or "1042", or a
 // shopper's email) and a status: an invalid-parameter error naming the
 // fields at fault otherwise.

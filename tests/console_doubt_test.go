@@ -125,3 +125,32 @@ func (s *shopper) logIn(email string) error {
 	}
 	return err
 }
+
+// "Ask the provider now", when the provider cannot answer (the repeat's
+// reply is lost too), tells the staff member the refund is still in doubt;
+// it stays in doubt, refunded once.
+func TestAskTheProviderNowTellsWhatStaysInDoubt(t *testing.T) {
+	lost := &lostRefund{n: 2}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
+	token, orderID := e.paidOrder("lost@example.com", payments.MethodVisa)
+	isProblem(t, e.do(e.refundRequest(token, orderID, "lost", `{"amount_cents":700}`)), http.StatusBadGateway, "/problems/refund-unconfirmed")
+	var refund models.Refund
+	must(t, e.db.Take(&refund, "state = ?", models.InDoubt).Error)
+	staff := e.staffBrowser("staff@example.com")
+	path := "/staff/in-doubt/refund/" + refund.ID
+	r := staff.post(path, staffForm(t, staff, "/staff/in-doubt", path))
+	if r.Status != http.StatusSeeOther {
+		t.Fatalf("asking: %d %s", r.Status, r.Body)
+	}
+	isPage(t, staff.get(r.Header.Get("Location")), http.StatusOK, "Still in doubt.", "Ask the provider now")
+	isPage(t, staff.get("/staff/in-doubt"), http.StatusOK, "Ask the provider now")
+	if strings.Contains(string(staff.get("/staff/in-doubt").Body), "Still in doubt.") {
+		t.Fatal("the in-doubt page says still in doubt though nobody asked")
+	}
+	if n := e.count("refunds", "state = ?", models.InDoubt); n != 1 {
+		t.Fatalf("%d refunds in doubt, want the 1 the provider could not answer for", n)
+	}
+	if n := e.count("simulated_refunds"); n != 1 {
+		t.Fatalf("the provider made %d refunds, want 1", n)
+	}
+}

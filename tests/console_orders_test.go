@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -250,8 +252,16 @@ func TestConsoleRestocksAProduct(t *testing.T) {
 		isPage(t, page, http.StatusUnprocessableEntity, "Nothing was changed.")
 	}
 	form := staffForm(t, staff, "/staff/products", "/staff/products/stock", "sku", p.SKU, "stock", "7")
+	if p.Stock == 7 {
+		t.Fatal("the product has 7 on hand already: the restock would change nothing")
+	}
 	page := staff.post("/staff/products/stock", form)
-	isPage(t, page, http.StatusOK, "Restocked.", html.EscapeString(p.Name)+": 7 units on hand.")
+	// The table shows the new count, as read in the restock's transaction;
+	// the replay of the form is that page.
+	row := `<td class="wide">` + html.EscapeString(p.SKU) + `</td>
+    <td class="money wide">7</td>`
+	isPage(t, page, http.StatusOK, "Restocked.", html.EscapeString(p.Name)+": 7 units on hand.", row)
+	isPage(t, staff.post("/staff/products/stock", form), http.StatusOK, "Restocked.", row)
 	var now models.Product
 	must(t, e.db.Take(&now, "id = ?", p.ID).Error)
 	if now.Stock != 7 {
@@ -262,5 +272,51 @@ func TestConsoleRestocksAProduct(t *testing.T) {
 	}
 	if r := staff.post("/staff/products/stock", staffForm(t, staff, "/staff/products", "/staff/products/stock", "sku", "no-such-sku", "stock", "3")); r.Status != http.StatusNotFound {
 		t.Fatalf("an unknown product: %d %s", r.Status, r.Body)
+	}
+}
+
+// Ids that name nothing in the console's forms — bytes PostgreSQL refuses
+// in a query (%00, %ff), or a UUID of no request — are a 404, and nothing
+// is written: the request stays open, no audit entry, nothing asked.
+func TestConsoleFormsRefuseIDsThatNameNothing(t *testing.T) {
+	e, ids, s := signedIn(t)
+	orderPath := paidOrder(t, s, ids[0], payments.MethodVisa)
+	orderID := strings.TrimPrefix(orderPath, "/orders/")
+	s.post(orderPath+"/refund-requests", url.Values{"idempotency_key": {keyOfForm(t, s.get(orderPath), orderPath+"/refund-requests")}})
+	staff := e.staffBrowser("staff@example.com")
+	audits := e.count("audit_entries")
+	for i, id := range []string{"%00", "%ff", "a%00b", uuid.NewString()} {
+		key := fmt.Sprint("bad-id-", i)
+		for _, path := range []string{"/staff/orders/" + orderID + "/refund-requests/" + id + "/decline",
+			"/staff/orders/" + id + "/refund-requests/" + id + "/decline", "/staff/in-doubt/refund/" + id, "/staff/in-doubt/payment/" + id} {
+			isPage(t, staff.post(path, url.Values{"idempotency_key": {key + path}, "reason": {"no"}}), http.StatusNotFound)
+		}
+	}
+	if n := e.count("refund_requests", "state = ?", models.RequestOpen); n != 1 {
+		t.Fatalf("%d open refund requests, want the 1 still open", n)
+	}
+	if n := e.count("audit_entries"); n != audits {
+		t.Fatalf("%d audit entries after the refused forms, %d before", n, audits)
+	}
+}
+
+// The console offers what the refund gives: a refund in doubt counted, as
+// the refund service counts it, so the amount offered is refunded whole.
+func TestConsoleOffersWhatTheRefundGives(t *testing.T) {
+	lost := &lostRefund{n: 1}
+	e := newEnv(t, withProvider(func(p payments.Provider) payments.Provider { lost.Provider = p; return lost }))
+	token, orderID := e.paidOrder("lost@example.com", payments.MethodVisa)
+	isProblem(t, e.do(e.refundRequest(token, orderID, "lost", `{"amount_cents":700}`)), http.StatusBadGateway, "/problems/refund-unconfirmed")
+	staff := e.staffBrowser("staff@example.com")
+	console := "/staff/orders/" + orderID
+	isPage(t, staff.get(console), http.StatusOK, "Refund (up to $12.00)")
+	if r := staff.post(console+"/refunds", staffForm(t, staff, console, console+"/refunds", "amount", "12.00", "reason", "all left")); r.Status != http.StatusSeeOther {
+		t.Fatalf("refunding what the console offers: %d %s", r.Status, r.Body)
+	}
+	if n := e.count("refunds", "order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}); n != 2 {
+		t.Fatalf("%d refunds given, want 2: the one in doubt, resolved, and the one offered", n)
+	}
+	if n := e.count("simulated_refunds"); n != 2 {
+		t.Fatalf("the provider made %d refunds, want 2", n)
 	}
 }
