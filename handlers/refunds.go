@@ -17,6 +17,17 @@ func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + 
 // maxReason is the longest reason a refund takes, in characters.
 const maxReason = 200
 
+// refund gives the refund of the order in the path, by the staff user
+// signed in, through the operation's key; a refund the provider refused is
+// the error ErrRefundFailed, for the API and the console alike.
+func (s *Server) refund(c *gin.Context, in models.RefundInput) (models.Refund, error) {
+	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
+	if err == nil && refund.State == models.Failed {
+		err = models.ErrRefundFailed.With(refund.FailureReason)
+	}
+	return refund, err
+}
+
 // refundInput decodes a refund's body: an optional positive amount and an
 // optional reason.
 func refundInput(c *gin.Context) (models.RefundInput, error) {
@@ -48,10 +59,7 @@ func (s *Server) createRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
-	if err == nil && refund.State == models.Failed {
-		err = models.ErrRefundFailed.With(refund.FailureReason)
-	}
+	refund, err := s.refund(c, in)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -26,11 +26,7 @@ func (s *Server) staffRefund(c *gin.Context) {
 		s.showStaffOrder(c, http.StatusUnprocessableEntity, errorNotice(wrong))
 		return
 	}
-	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
-	if err == nil && refund.State == models.Failed {
-		err = models.ErrRefundFailed.With(refund.FailureReason)
-	}
-	if err != nil {
+	if _, err := s.refund(c, in); err != nil {
 		s.fail(c, err)
 		return
 	}
