@@ -53,6 +53,9 @@ func (r Receipts) logger() *slog.Logger {
 	return r.Logger
 }
 
+// Types are the events a receipt is owed for (outbox.Selective).
+func (Receipts) Types() []string { return []string{outbox.OrderPaid, outbox.OrderRefunded} }
+
 // Name is the consumer's name in the inbox.
 func (Receipts) Name() string { return "receipts" }
 

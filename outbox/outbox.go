@@ -34,6 +34,14 @@ type Consumer interface {
 	Handle(ctx context.Context, db *gorm.DB, ev Event) error
 }
 
+// Selective is a Consumer that acts on some types of event only: the
+// relay hands it those alone, and so writes no inbox row for the others
+// (on SQLite, one commit less per event it would have ignored).
+type Selective interface {
+	Consumer
+	Types() []string
+}
+
 // inboxRow is one (consumer, event) pair a consumer has acted on.
 type inboxRow struct {
 	Consumer    string `gorm:"primaryKey"`

@@ -84,8 +84,11 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 			return err
 		}
 		var events []Event
-		err = r.db.WithContext(ctx).Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name()).
-			Order("seq").Limit(batch).Find(&events).Error
+		q := r.db.WithContext(ctx).Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name())
+		if only, ok := c.(Selective); ok {
+			q = q.Where("type IN ?", only.Types())
+		}
+		err = q.Order("seq").Limit(batch).Find(&events).Error
 		if err != nil {
 			return err
 		}

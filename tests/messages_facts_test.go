@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/payments"
 )
 
 // wantEventPerFact checks that every fact of the database has its one
@@ -191,5 +194,46 @@ func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
 		if by != "a" {
 			t.Errorf("%s was handed by relay %s while relay a held the lease", id, by)
 		}
+	}
+}
+
+// picky is the ignoring consumer made selective: it names the one type it
+// acts on.
+type picky struct{ ignoring }
+
+func (c *picky) Name() string    { return "test-picky" }
+func (c *picky) Types() []string { return []string{outbox.OrderPaid} }
+
+// A consumer that names its types (outbox.Selective, as the receipts do)
+// is handed those alone: the relay writes no inbox row, so no commit, for
+// an event it would have ignored. The others are still handed every event.
+func TestASelectiveConsumerIsHandedItsTypesAlone(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("picky@example.com")
+	orderID := e.createOrder(token, "picky", orderBody(e.products()[0], 1))
+	if r := e.do(e.payRequest(token, orderID, "picky-pay", payments.MethodVisa)); r.Status != http.StatusCreated {
+		t.Fatalf("pay: %d %s", r.Status, r.Body)
+	}
+	c := &counting{handed: map[string]int{}, effects: map[string]int{}}
+	p := &picky{ignoring{handed: map[string]int{}}}
+	relay := outbox.NewRelay(e.db, []outbox.Consumer{c, p}, outbox.RelayConfig{Interval: 20 * time.Millisecond, Lease: time.Second, Holder: "test", Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	untilRelayed(t, e.db, c.Name(), 2)
+	deadline := time.Now().Add(time.Minute)
+	for e.count("inbox", "consumer = ?", p.Name()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	paid := outbox.EventID(outbox.OrderPaid, "")
+	var handed []string
+	for id := range p.handed {
+		handed = append(handed, id)
+	}
+	if len(handed) != 1 || !strings.HasPrefix(handed[0], paid) || e.count("inbox", "consumer = ?", p.Name()) != 1 || len(c.handed) != 2 {
+		t.Fatalf("the selective consumer was handed %v (%d inbox rows), the other %d events; want the paid event alone, 1 row, and 2",
+			handed, e.count("inbox", "consumer = ?", p.Name()), len(c.handed))
 	}
 }
