@@ -62,18 +62,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)
-	// The staff console: staff only, refused before any key is claimed
-	// (404 for a page, 403 for a write).
-	console := web.Group("/staff", s.requireStaffPage)
-	console.GET("", s.staffOrdersPage)
-	console.GET("/orders/:id", s.staffOrderPage)
-	console.POST("/orders/:id/refunds", once, s.staffRefund)
-	console.POST("/orders/:id/refund-requests/:request_id/decline", onceAtomic, s.staffDecline)
-	console.POST("/orders/:id/cancel", onceAtomic, s.staffCancel)
-	console.GET("/products", s.staffProductsPage)
-	console.POST("/products/stock", onceAtomic, s.staffRestock)
-	console.GET("/in-doubt", s.staffDoubtsPage)
-	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
+	s.consoleRoutes(web.Group("/staff", s.requireStaffPage), once, onceAtomic)
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix)
@@ -103,6 +92,20 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 		r.POST("/webhooks/stripe", s.verifyStripeEvent, once, s.stripeEvent)
 	}
 	return r
+}
+
+// consoleRoutes are the staff console's: staff only, refused before any
+// key is claimed (404 for a page, 403 for a write).
+func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
+	console.GET("", s.staffOrdersPage)
+	console.GET("/orders/:id", s.staffOrderPage)
+	console.POST("/orders/:id/refunds", once, s.staffRefund)
+	console.POST("/orders/:id/refund-requests/:request_id/decline", onceAtomic, s.staffDecline)
+	console.POST("/orders/:id/cancel", onceAtomic, s.staffCancel)
+	console.GET("/products", s.staffProductsPage)
+	console.POST("/products/stock", onceAtomic, s.staffRestock)
+	console.GET("/in-doubt", s.staffDoubtsPage)
+	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
 }
 
 // asPage makes the answer for an unknown path an HTML page, except under
