@@ -74,6 +74,7 @@ type config struct {
 	CORSOrigins []string
 	sessionConfig
 	orderConfig
+	groupCommitConfig
 	messageConfig
 	notifyConfig
 }
@@ -107,6 +108,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	errs = append(errs, cfg.loadNetwork(getenv)...)
 	errs = append(errs, cfg.loadSessions(getenv)...)
 	errs = append(errs, cfg.loadOrders(getenv)...)
+	errs = append(errs, cfg.loadGroupCommit(getenv)...)
 	errs = append(errs, cfg.loadMessages(getenv)...)
 	errs = append(errs, cfg.loadNotify(getenv)...)
 	if len(errs) > 0 {

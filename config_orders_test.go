@@ -32,3 +32,27 @@ func TestOrderExpirySetting(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupCommitSetting(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+		err   bool
+	}{
+		{"", 32, false}, {"1", 1, false}, {"1000", 1000, false},
+		{"0", 0, true}, {"1001", 0, true}, {"many", 0, true}, {"-3", 0, true},
+	} {
+		cfg, err := loadConfig(func(name string) string {
+			if name == "SQLITE_GROUP_COMMIT" {
+				return tc.value
+			}
+			return ""
+		})
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), "SQLITE_GROUP_COMMIT")):
+			t.Errorf("SQLITE_GROUP_COMMIT=%q: error %v, want one naming it", tc.value, err)
+		case !tc.err && (err != nil || cfg.GroupCommit != tc.want):
+			t.Errorf("SQLITE_GROUP_COMMIT=%q: %d, %v; want %d", tc.value, cfg.GroupCommit, err, tc.want)
+		}
+	}
+}

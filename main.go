@@ -135,7 +135,7 @@ func newLogger(cfg config, stdout io.Writer) *slog.Logger {
 // openDatabase opens the database, migrates and seeds it; the returned
 // function closes it.
 func openDatabase(cfg config) (*gorm.DB, func(), error) {
-	db, err := models.Open(cfg.DatabaseURL)
+	db, err := models.OpenWith(cfg.DatabaseURL, models.Options{GroupCommit: cfg.GroupCommit})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -181,6 +181,7 @@ func NewServer(deps Deps) *Server {
 	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
 	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
+	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}

@@ -30,7 +30,7 @@ type beginProbe struct {
 	probe chan struct{}
 }
 
-func (p beginProbe) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+func (p beginProbe) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
 	if _, ok := ctx.Value(probeKey{}).(chan struct{}); ok {
 		select {
 		case p.probe <- struct{}{}:

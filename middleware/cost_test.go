@@ -50,7 +50,7 @@ func (p *countingPool) QueryRowContext(ctx context.Context, query string, args .
 	return p.txPool.QueryRowContext(ctx, query, args...)
 }
 
-func (p *countingPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+func (p *countingPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
 	p.mu.Lock()
 	p.begins++
 	p.mu.Unlock()
@@ -58,14 +58,37 @@ func (p *countingPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.T
 }
 
 // txPool is a database's own pool as GORM holds it — *sql.DB, or on
-// SQLite its writer and readers — which test pools wrap.
+// SQLite its writer and readers, whose transactions are savepoints in a
+// shared one (group commit) — which test pools wrap.
 type txPool interface {
 	gorm.ConnPool
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error)
 }
 
-// poolOf is db's own pool.
-func poolOf(db *gorm.DB) txPool { return db.ConnPool.(txPool) }
+// poolOf is db's own pool, beginning transactions of either kind.
+func poolOf(db *gorm.DB) txPool {
+	switch p := db.ConnPool.(type) {
+	case gorm.TxBeginner:
+		return sqlDBPool{db.ConnPool, p}
+	case txPool:
+		return p
+	}
+	panic(fmt.Sprintf("no transactions on %T", db.ConnPool))
+}
+
+// sqlDBPool is a pool whose BeginTx returns *sql.Tx, as a txPool.
+type sqlDBPool struct {
+	gorm.ConnPool
+	beginner gorm.TxBeginner
+}
+
+func (p sqlDBPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	tx, err := p.beginner.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
 
 // take returns what was counted since the last take.
 func (p *countingPool) take() (statements []string, begins int) {
@@ -81,7 +104,7 @@ func (p *countingPool) take() (statements []string, begins int) {
 func countTxStatements(t *testing.T, db *gorm.DB, pool *countingPool) {
 	t.Helper()
 	note := func(tx *gorm.DB) {
-		if _, inTx := tx.Statement.ConnPool.(*sql.Tx); inTx && tx.Statement.SQL.Len() > 0 {
+		if _, inTx := tx.Statement.ConnPool.(gorm.TxCommitter); inTx && tx.Statement.SQL.Len() > 0 {
 			pool.mu.Lock()
 			pool.inTx = append(pool.inTx, strings.Fields(tx.Statement.SQL.String())[0])
 			pool.mu.Unlock()

@@ -25,6 +25,18 @@ import (
 // prefix is optional). SQLite runs in WAL mode, its writers queued on one
 // connection and its readers on a pool of their own (sqlitePools).
 func Open(databaseURL string) (*gorm.DB, error) {
+	return OpenWith(databaseURL, Options{GroupCommit: DefaultGroupCommit})
+}
+
+// Options are how Open's connections behave.
+type Options struct {
+	// GroupCommit is the most transactions one SQLite commit holds
+	// (groupcommit.go); 1, each its own commit. PostgreSQL ignores it.
+	GroupCommit int
+}
+
+// OpenWith is Open with options.
+func OpenWith(databaseURL string, o Options) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		TranslateError: true,
 		Logger:         logger.Discard,
@@ -34,7 +46,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		return nil, err
 	}
 	if !isPostgresURL(databaseURL) {
-		return openSQLite(sqlitePath(databaseURL), cfg)
+		return openSQLite(sqlitePath(databaseURL), cfg, max(o.GroupCommit, 1))
 	}
 	db, err := gorm.Open(postgres.Open(databaseURL), cfg)
 	if err != nil {
@@ -53,7 +65,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 // openSQLite opens the file as sqlitePools: one writer connection, whose
 // transactions begin IMMEDIATE (a busy timeout still covers other processes
 // on the file), and a pool of query-only readers.
-func openSQLite(path string, cfg *gorm.Config) (*gorm.DB, error) {
+func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
@@ -77,6 +89,7 @@ func openSQLite(path string, cfg *gorm.Config) (*gorm.DB, error) {
 	pools.writer.SetMaxOpenConns(1)
 	pools.writer.SetMaxIdleConns(1)
 	pools.writer.SetConnMaxIdleTime(0)
+	pools.group = newGroupCommitter(pools.writer, groupCommit)
 	// The writer connects first, so the file is in WAL mode before any
 	// reader opens it.
 	if err := pools.writer.Ping(); err != nil {
@@ -97,6 +110,16 @@ func openSQLite(path string, cfg *gorm.Config) (*gorm.DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// CommitStats is what SQLite's group committer has done: the COMMITs it
+// issued, and the transactions (as the code sees them) committed in them.
+// Zeros on PostgreSQL.
+func CommitStats(db *gorm.DB) (commits, operations uint64) {
+	if pools, ok := db.ConnPool.(*sqlitePools); ok {
+		return pools.group.commits.Load(), pools.group.operations.Load()
+	}
+	return 0, 0
 }
 
 // Close closes what Open opened: on SQLite, both pools.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // sqlitePools is an SQLite database as two connection pools over one file.
@@ -21,6 +23,7 @@ import (
 // at SQLite's lock, in the busy handler.
 type sqlitePools struct {
 	writer, readers *sql.DB
+	group           *groupCommitter // the writer's transactions, in batches
 }
 
 // on is the pool a statement outside a transaction runs on.
@@ -68,9 +71,15 @@ func (p *sqlitePools) QueryRowContext(ctx context.Context, query string, args ..
 }
 
 // BeginTx begins on the writer: SQLite transactions here begin IMMEDIATE,
-// taking the write lock, so each one waits its turn for the connection.
-func (p *sqlitePools) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-	return startWithin(ctx, func(ctx context.Context) (*sql.Tx, error) { return p.writer.BeginTx(ctx, opts) })
+// taking the write lock, so each one waits its turn — for the group
+// committer's token (groupcommit.go), whose batches share a COMMIT. The
+// options are SQLite's defaults whatever opts says: a savepoint has none.
+func (p *sqlitePools) BeginTx(ctx context.Context, _ *sql.TxOptions) (gorm.ConnPool, error) {
+	m, err := p.group.begin(ctx)
+	if err != nil {
+		return nil, err // not a nil *member in a non-nil interface
+	}
+	return m, nil
 }
 
 // sqliteBusyTimeout is how long a write waits for SQLite's write lock: in

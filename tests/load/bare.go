@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 )
 
 // The statements of a fresh order with the middleware in atomic mode, as
@@ -52,7 +53,7 @@ func (b *bench) bareFresh(ctx context.Context, userID string) error {
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	owner, hash, raw := uuid.NewString(), strings.Repeat("f", 64), sha256.Sum256([]byte(key))
-	tx, err := b.pool.BeginTx(ctx, nil)
+	tx, err := begin(ctx, b.pool)
 	if err != nil {
 		return err
 	}
@@ -114,10 +115,31 @@ func rowsAffected(res sql.Result, err error) (int64, error) {
 }
 
 // pool is the app's connection pool as GORM holds it: *sql.DB on
-// PostgreSQL, the writer and readers on SQLite.
+// PostgreSQL, the writer and readers on SQLite (whose transactions share
+// commits: models/groupcommit.go).
 type pool interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// txConn is a transaction of either pool.
+type txConn interface {
+	gorm.ConnPool
+	gorm.TxCommitter
+}
+
+// begin begins a transaction on p, as GORM does.
+func begin(ctx context.Context, p pool) (txConn, error) {
+	switch b := p.(type) {
+	case gorm.TxBeginner:
+		return b.BeginTx(ctx, nil)
+	case gorm.ConnPoolBeginner:
+		tx, err := b.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		return tx.(txConn), nil
+	}
+	return nil, fmt.Errorf("no transactions on %T", p)
 }
 
 // bareSQL is the statements, in the database's placeholders.
