@@ -40,6 +40,10 @@ type groupCommitter struct {
 	commits, operations atomic.Uint64
 }
 
+// beforeCommit runs just before a shared COMMIT of that many committed
+// transactions: a fault point for the tests (hook_groupcrash.go).
+var beforeCommit = func(committed int) {}
+
 // batch is one shared transaction's outcome: done closes after its COMMIT
 // (or its failure), err is then what every member's Commit returns.
 type batch struct {
@@ -123,6 +127,7 @@ func (g *groupCommitter) commit() error {
 	if g.batch.committed == 0 {
 		return g.tx.Rollback()
 	}
+	beforeCommit(g.batch.committed)
 	if err := g.tx.Commit(); err != nil {
 		return err
 	}
