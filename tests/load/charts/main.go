@@ -157,7 +157,7 @@ func throughput(full, fresh []run, path string) error {
 		bars.Horizontal = true
 		bars.Color = plotutil.Color(i)
 		bars.LineStyle.Width = 0
-		bars.Offset = width * vg.Length(float64(i)-float64(len(t.databases)-1)/2)
+		bars.Offset = width * vg.Length(float64(len(t.databases)-1)/2-float64(i)) // the first database on top
 		p.Add(bars)
 		p.Legend.Add(database, bars)
 		if err := valueLabels(p, values, bars.Offset); err != nil {
