@@ -35,6 +35,8 @@ type runJSON struct {
 	Workers          int         `json:"workers"`
 	GroupCommit      int         `json:"group_commit"`
 	CommitsPerOrder  float64     `json:"commits_per_order"`
+	Commits          uint64      `json:"commits"`              // SQLite commits in the rounds
+	Committed        uint64      `json:"committed_operations"` // operations they held
 	Phases           []phaseJSON `json:"phases"`
 	FreshLatenciesMS []float64   `json:"fresh_latencies_ms"`
 }
@@ -54,7 +56,8 @@ func (r *report) writeJSON(path, label string) error {
 	if label == "" {
 		label = r.database
 	}
-	run := runJSON{Label: label, Database: r.database, Workers: r.workers, GroupCommit: r.groupCommit, CommitsPerOrder: r.commitsPerOrder()}
+	run := runJSON{Label: label, Database: r.database, Workers: r.workers, GroupCommit: r.groupCommit, CommitsPerOrder: r.commitsPerOrder(),
+		Commits: r.commits, Committed: r.committed}
 	for _, name := range reported {
 		p := r.phases[name]
 		if p.ops == 0 {
