@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"time"
 
 	"github.com/shop/shop/models"
 )
@@ -74,12 +73,4 @@ func (b *bench) freshBody() string {
 	i := rand.IntN(len(b.products))
 	j := (i + 1 + rand.IntN(len(b.products)-1)) % len(b.products)
 	return orderOf(b.products[i].ID, b.products[j].ID)
-}
-
-// figure is the fresh orders' line for scripts/bench: operations,
-// seconds, p50 and p99 in milliseconds.
-func (r *report) figure() string {
-	p := r.phases[phaseFresh]
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return fmt.Sprintf("%d %.3f %.2f %.2f\n", p.ops, p.elapsed.Seconds(), ms(p.percentile(0.50)), ms(p.percentile(0.99)))
 }

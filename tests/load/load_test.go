@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +44,8 @@ func TestLoadSmoke(t *testing.T) {
 }
 
 // The price of stock's run, tiny: fresh orders alone on the spread
-// catalog reserve their units, across many products, and the audit holds.
+// catalog reserve their units, across many products, and the audit holds;
+// its figure line and its JSON (for the charts) carry the fresh orders.
 func TestLoadFreshOnlySpread(t *testing.T) {
 	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1, Catalog: catalogSpread, FreshOnly: true}
 	rep, err := measure(context.Background(), cfg)
@@ -65,7 +69,19 @@ func TestLoadFreshOnlySpread(t *testing.T) {
 	if got.Taken != int64(3*orders) || got.Products < 8 {
 		t.Fatalf("%d orders took %d units from %d products: want %d units, from 8 products or more", orders, got.Taken, got.Products, 3*orders)
 	}
-	if _, err := fmt.Sscan(rep.figure(), new(int), new(float64), new(float64), new(float64)); err != nil {
+	if _, err := fmt.Sscan(rep.figure(), new(int), new(float64), new(float64), new(float64), new(float64)); err != nil {
 		t.Fatalf("figure %q: %v", rep.figure(), err)
+	}
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := rep.writeJSON(path, "spread"); err != nil {
+		t.Fatal(err)
+	}
+	var run runJSON
+	if data, err := os.ReadFile(path); err != nil || json.Unmarshal(data, &run) != nil {
+		t.Fatalf("the JSON: %v %s", err, data)
+	}
+	if run.Label != "spread" || len(run.FreshLatenciesMS) != rep.phases[phaseFresh].ops || len(run.Phases) != 2 {
+		t.Fatalf("the JSON has label %q, %d latencies for %d fresh orders and %d phases (want the warm-up and the fresh orders)",
+			run.Label, len(run.FreshLatenciesMS), rep.phases[phaseFresh].ops, len(run.Phases))
 	}
 }

@@ -41,10 +41,12 @@ func main() {
 	flag.IntVar(&cfg.MemoryOps, "memory", cfg.MemoryOps, "after the storms, fresh orders until this many operations completed on the instance with the middleware, then its memory; 0: none")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the first slice of fresh orders with the middleware")
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
-	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section")
+	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section and the JSON")
 	flag.StringVar(&cfg.Catalog, "catalog", cfg.Catalog, "what orders buy: hot (the same two products, as every phase) or spread (two of 64 products at random; only with -fresh-only)")
 	flag.BoolVar(&cfg.FreshOnly, "fresh-only", false, "run the warm-up and the fresh orders alone, in their rounds")
-	flag.StringVar(&cfg.Figure, "figure", "", "also write the fresh orders' operations, seconds, p50 and p99 (ms) as one line to this file")
+	flag.StringVar(&cfg.Figure, "figure", "", "also write the fresh orders' operations, seconds, p50 and p99 (ms), and the SQLite commits per order, as one line to this file")
+	flag.IntVar(&cfg.GroupCommit, "group-commit", cfg.GroupCommit, "the most atomic operations one SQLite commit holds, on every pool the harness opens; 1: group commit off")
+	flag.StringVar(&cfg.JSON, "json", "", "also write each phase's figures, and the fresh orders' latencies, as JSON to this file (for the charts)")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -78,6 +80,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if cfg.Figure != "" {
 		if err := os.WriteFile(cfg.Figure, []byte(rep.figure()), 0o644); err != nil {
+			return err
+		}
+	}
+	if cfg.JSON != "" {
+		if err := rep.writeJSON(cfg.JSON, cfg.Label); err != nil {
 			return err
 		}
 	}

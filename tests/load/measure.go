@@ -45,14 +45,30 @@ type config struct {
 	// Catalog: what the orders buy (catalog.go). FreshOnly: the warm-up
 	// and the fresh orders alone, in their rounds (no other phase, no
 	// storms, no memory), whose figure goes to Figure: scripts/bench's
-	// price of stock, run with and without -tags benchnostock.
+	// price of stock and events, run with and without -tags benchnowrites,
+	// and its group commit on and off.
 	Catalog   string
 	FreshOnly bool
 	Figure    string
+	// GroupCommit: the most atomic operations one SQLite commit holds, for
+	// every pool the harness opens (models.Options); 1 is group commit
+	// off, 0 the default. JSON: the file the phases go to for the charts.
+	GroupCommit int
+	JSON        string
 }
 
 func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot}
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
+		GroupCommit: models.DefaultGroupCommit}
+}
+
+// open opens a connection pool on the database, with the group commit asked.
+func (c config) open() (*gorm.DB, error) {
+	n := c.GroupCommit
+	if n == 0 {
+		n = models.DefaultGroupCommit
+	}
+	return models.OpenWith(c.DatabaseURL, models.Options{GroupCommit: n})
 }
 
 // phase is what one kind of work measured.
@@ -165,6 +181,12 @@ type bench struct {
 
 type user struct{ id, token string }
 
+// step is a phase that runs in the rounds, and its work.
+type step struct {
+	name string
+	work func(ctx context.Context, w, i int) (int, error)
+}
+
 // made is a key with the answer to replay, and its owner's token.
 type made struct {
 	token, key string
@@ -180,8 +202,12 @@ type report struct {
 	stormK   int
 	rounds   int
 	phases   map[string]phase
-	audit    audit
-	memory   memory
+	// groupCommit is the harness's setting; commits and committed, the
+	// SQLite commits the rounds made and the operations they held.
+	groupCommit        int
+	commits, committed uint64
+	audit              audit
+	memory             memory
 }
 
 // The phases, in the order they are reported.
@@ -210,7 +236,7 @@ const (
 const paymentRequest = `{"payment_method":"pm_card_visa"}`
 
 func measure(ctx context.Context, cfg config) (*report, error) {
-	db, err := models.Open(cfg.DatabaseURL)
+	db, err := cfg.open()
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +289,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		}
 	}
 
-	rep := &report{database: "SQLite", workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
+	rep := &report{database: "SQLite", workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{},
+		groupCommit: cfg.GroupCommit}
 	if b.postgres {
 		rep.database = "PostgreSQL"
 	}
@@ -282,10 +309,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	servers = append(servers, b.cold)
 
-	steps := []struct {
-		name string
-		work func(ctx context.Context, w, i int) (int, error)
-	}{
+	steps := []step{
 		{phaseFresh, b.fresh(phaseFresh)},
 		{phaseBareSQL, func(ctx context.Context, w, i int) (int, error) {
 			return 1, b.bareFresh(ctx, b.users[phaseBareSQL][w].id)
@@ -299,27 +323,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if cfg.FreshOnly {
 		steps = steps[:1]
 	}
-	rounds := rep.rounds
-	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
-	for r := range rounds {
-		for _, s := range steps {
-			maxOps := sliceOps
-			if on := map[string]*shop{phaseOther: b.other, phaseCold: b.cold}[s.name]; on != nil {
-				// Each key is replayed once there: what is left is shared
-				// out between the rounds to come.
-				b.mu.Lock()
-				maxOps = min(maxOps, (len(b.made)-b.next[on])/(rounds-r))
-				b.mu.Unlock()
-			}
-			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
-			if r == 0 && s.name == phaseFresh && cfg.CPUProfile != "" {
-				if err := profiled(cfg.CPUProfile, run); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			run()
-		}
+	if err := b.rounds(ctx, rep, steps); err != nil {
+		return nil, err
 	}
 	if !cfg.FreshOnly {
 		rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
@@ -340,6 +345,37 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	return rep, err
 }
 
+// rounds runs the steps interleaved, in rep.rounds slices of the phase's
+// time and operations each, and counts the SQLite commits they made.
+func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
+	commits, operations := models.CommitStats(b.db)
+	rounds, cfg := rep.rounds, b.cfg
+	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
+	for r := range rounds {
+		for _, s := range steps {
+			maxOps := sliceOps
+			if on := map[string]*shop{phaseOther: b.other, phaseCold: b.cold}[s.name]; on != nil {
+				// Each key is replayed once there: what is left is shared
+				// out between the rounds to come.
+				b.mu.Lock()
+				maxOps = min(maxOps, (len(b.made)-b.next[on])/(rounds-r))
+				b.mu.Unlock()
+			}
+			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
+			if r == 0 && s.name == phaseFresh && cfg.CPUProfile != "" {
+				if err := profiled(cfg.CPUProfile, run); err != nil {
+					return err
+				}
+				continue
+			}
+			run()
+		}
+	}
+	c, o := models.CommitStats(b.db)
+	rep.commits, rep.committed = c-commits, o-operations
+	return nil
+}
+
 // profiled runs work under the CPU profiler, writing the profile to path.
 func profiled(path string, work func()) error {
 	f, err := os.Create(path)
@@ -358,7 +394,7 @@ func profiled(path string, work func()) error {
 // database, on a connection pool of its own, as another process would be;
 // taking the answers once pushes, or not.
 func (b *bench) startSecond(push bool) (*shop, error) {
-	db, err := models.Open(b.cfg.DatabaseURL)
+	db, err := b.cfg.open()
 	if err != nil {
 		return nil, err
 	}
