@@ -101,10 +101,10 @@ func (s Shop) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemIn
 	if err := tx.Create(&order).Error; err != nil {
 		return Order{}, err
 	}
-	if err := event(tx, outbox.OrderPlaced, order.ID, order.ID); err != nil {
+	order.Payments = []Payment{}
+	if err := orderEvent(tx, outbox.OrderPlaced, order.ID, order); err != nil {
 		return Order{}, err
 	}
-	order.Payments = []Payment{}
 	return order, nil
 }
 

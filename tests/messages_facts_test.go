@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -235,5 +236,38 @@ func TestASelectiveConsumerIsHandedItsTypesAlone(t *testing.T) {
 	if len(handed) != 1 || !strings.HasPrefix(handed[0], paid) || e.count("inbox", "consumer = ?", p.Name()) != 1 || len(c.handed) != 2 {
 		t.Fatalf("the selective consumer was handed %v (%d inbox rows), the other %d events; want the paid event alone, 1 row, and 2",
 			handed, e.count("inbox", "consumer = ?", p.Name()), len(c.handed))
+	}
+}
+
+// A placed order's event carries the order as it stands, built from the
+// order just written rather than read back (models.orderEvent): its data is
+// what GET /api/v1/orders/{id} shows of it — lines in order, no payments,
+// attempts or refunds, the same time — and what the 201 answered.
+func TestAPlacedOrdersEventIsTheOrderAsTheAPIShowsIt(t *testing.T) {
+	e := newEnv(t)
+	token, p := e.signUp("event-view@example.com"), e.products()
+	created := e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("event-view"), body: orderBody(p[0], 2, p[1], 1)})
+	if created.Status != http.StatusCreated {
+		t.Fatalf("order: %d %s", created.Status, created.Body)
+	}
+	id := created.json(t)["id"].(string)
+	shown := e.do(request{method: "GET", path: "/api/v1/orders/" + id, token: token})
+	var ev outbox.Event
+	if err := e.db.Where("type = ? AND order_id = ?", outbox.OrderPlaced, id).Take(&ev).Error; err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Data map[string]any }
+	if err := json.Unmarshal([]byte(ev.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(body.Data)
+	for name, want := range map[string][]byte{"GET": shown.Body, "the 201": created.Body} {
+		var w map[string]any
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(w); string(got) != string(data) {
+			t.Errorf("the event's data differs from %s:\nevent %s\n%s   %s", name, data, name, got)
+		}
 	}
 }
