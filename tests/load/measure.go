@@ -308,6 +308,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		return nil, err
 	}
 	servers = append(servers, b.cold)
+	if err := b.connect(ctx, b.other, b.cold); err != nil {
+		return nil, err
+	}
 
 	steps := []step{
 		{phaseFresh, b.fresh(phaseFresh)},
