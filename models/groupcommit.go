@@ -82,7 +82,11 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 		return nil, err
 	}
 	g.batch.began++
+	// Under the member's lock: a context that has already ended runs the
+	// rollback at once, on another goroutine, which must find stop set.
+	m.mu.Lock()
 	m.stop = context.AfterFunc(ctx, func() { _ = m.end(false) })
+	m.mu.Unlock()
 	return m, nil
 }
 
