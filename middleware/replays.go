@@ -122,8 +122,9 @@ func (r *replayCounter) flush(ctx context.Context) error {
 // thousand round trips and statements, which took the database's share of
 // two cores from the requests for as long. The rows are locked first, in
 // the database's own key order (ORDER BY under FOR UPDATE locks as it
-// returns), so that two instances' flushes over the same rows still lock
-// them in one order and cannot deadlock; then one update adds every count.
+// returns), byte by byte (COLLATE "C") as the per-key path sorts them in
+// Go, so that two instances' flushes over the same rows — of this release
+// or the last — still lock them in one order and cannot deadlock; then one update adds every count.
 func addReplaysAtOnce(tx *gorm.DB, keys []replayOf, batch map[replayOf]int) error {
 	type count struct {
 		Scope string `json:"scope"`
@@ -142,7 +143,7 @@ func addReplaysAtOnce(tx *gorm.DB, keys []replayOf, batch map[replayOf]int) erro
 		return err
 	}
 	const counted = `jsonb_to_recordset(?::jsonb) AS c(scope text, "key" text, op text, n bigint)`
-	if err := tx.Exec(`SELECT 1 FROM idempotency_keys k, `+counted+` WHERE k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op ORDER BY k.scope, k."key" FOR UPDATE OF k`, string(doc)).Error; err != nil {
+	if err := tx.Exec(`SELECT 1 FROM idempotency_keys k, `+counted+` WHERE k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op ORDER BY k.scope COLLATE "C", k."key" COLLATE "C" FOR UPDATE OF k`, string(doc)).Error; err != nil {
 		return err
 	}
 	return tx.Exec(`UPDATE idempotency_keys k SET replays = replays + c.n FROM `+counted+` WHERE k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op`, string(doc)).Error

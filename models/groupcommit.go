@@ -12,6 +12,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,16 +27,21 @@ const DefaultGroupCommit = 32
 // groupCommitter runs the writer's transactions in batches. Holding the
 // token is the right to run on the open transaction; a transaction holds
 // it from its begin to its commit or rollback, as it held the writer's one
-// connection before. The fields after token are the token holder's.
+// connection before. mu guards who holds it and who waits, so that passing
+// it on and a waiter giving up cannot cross; the fields after mu are the
+// token holder's.
 type groupCommitter struct {
-	writer  *sql.DB
-	max     int
-	token   chan struct{}
-	waiting atomic.Int64
+	writer *sql.DB
+	max    int
 
-	tx    *sql.Tx // the open shared transaction, or nil
-	batch *batch  // what the open transaction's members wait on
-	seq   uint64  // savepoint names
+	mu    sync.Mutex
+	held  bool
+	queue []chan struct{} // the waiters, first come first served
+
+	conn  *sql.Conn // the writer's connection, while a transaction is open
+	tx    *sql.Tx   // the open shared transaction, or nil
+	batch *batch    // what the open transaction's members wait on
+	seq   uint64    // savepoint names
 
 	commits, operations atomic.Uint64
 }
@@ -54,9 +60,7 @@ type batch struct {
 }
 
 func newGroupCommitter(writer *sql.DB, max int) *groupCommitter {
-	g := &groupCommitter{writer: writer, max: max, token: make(chan struct{}, 1)}
-	g.token <- struct{}{}
-	return g
+	return &groupCommitter{writer: writer, max: max}
 }
 
 // begin waits for the token, opens the shared transaction if none is open,
@@ -66,14 +70,10 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 		return nil, err
 	}
 	if g.tx == nil {
-		// The shared transaction outlives any member's context: one
-		// member's ending must not roll back the others.
-		tx, err := startWithin(context.Background(), func(ctx context.Context) (*sql.Tx, error) { return g.writer.BeginTx(ctx, nil) })
-		if err != nil {
-			g.token <- struct{}{}
+		if err := g.open(); err != nil {
+			g.pass()
 			return nil, err
 		}
-		g.tx, g.batch = tx, &batch{done: make(chan struct{})}
 	}
 	g.seq++
 	m := &member{g: g, tx: g.tx, batch: g.batch, savepoint: "gc" + strconv.FormatUint(g.seq, 10), ctx: ctx}
@@ -90,39 +90,101 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 	return m, nil
 }
 
-// acquire takes the token within sqliteBusyTimeout, as a write waits for
-// the writer. A waiter that gives up may have been handed the token with
-// the transaction left open for it: it then takes the token if it is free,
-// and passes it on (or commits) as a member would.
+// open begins the shared transaction. The wait for the writer's connection
+// is bounded as any write's; the transaction itself lives on no member's
+// context, since one member's ending must not roll back the others.
+func (g *groupCommitter) open() error {
+	conn, err := startWithin(context.Background(), g.writer.Conn)
+	if err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(context.Background(), nil)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	g.conn, g.tx, g.batch = conn, tx, &batch{done: make(chan struct{})}
+	return nil
+}
+
+// acquire takes the token, waiting in line within sqliteBusyTimeout, as a
+// write waits for the writer. A waiter that gives up leaves the line — or,
+// if the token was passed to it meanwhile, passes it on (or commits) as a
+// member would.
 func (g *groupCommitter) acquire(ctx context.Context) error {
-	g.waiting.Add(1)
+	g.mu.Lock()
+	if !g.held {
+		g.held = true
+		g.mu.Unlock()
+		return nil
+	}
+	mine := make(chan struct{}, 1)
+	g.queue = append(g.queue, mine)
+	g.mu.Unlock()
 	_, err := startWithin(ctx, func(ctx context.Context) (struct{}, error) {
 		select {
-		case <-g.token:
+		case <-mine:
 			return struct{}{}, nil
 		case <-ctx.Done():
 			return struct{}{}, ctx.Err()
 		}
 	})
-	g.waiting.Add(-1)
-	if err != nil {
-		select {
-		case <-g.token:
-			g.release()
-		default: // another holds it, and will pass it on
-		}
+	if err == nil {
+		return nil
+	}
+	g.mu.Lock()
+	select {
+	case <-mine: // passed to it after all: it holds the token
+		g.mu.Unlock()
+		g.release()
+	default:
+		g.queue = slices.DeleteFunc(g.queue, func(c chan struct{}) bool { return c == mine })
+		g.mu.Unlock()
 	}
 	return err
 }
 
+// waiters is how many wait for the token.
+func (g *groupCommitter) waiters() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}
+
 // release ends a member's turn: while others wait and the batch has room,
 // the token passes on with the transaction open; otherwise the batch
-// commits first.
+// commits first. The choice and the passing are one step under mu, so that
+// a waiter leaving the line in between cannot be handed an open batch.
 func (g *groupCommitter) release() {
-	if g.tx != nil && (g.waiting.Load() == 0 || g.batch.began >= g.max) {
-		g.finish(g.commit())
+	for {
+		g.mu.Lock()
+		if g.tx != nil && (len(g.queue) == 0 || g.batch.began >= g.max) {
+			g.mu.Unlock()
+			g.finish(g.commit()) // holding the token, not mu: waiters line up meanwhile
+			continue
+		}
+		g.passLocked()
+		g.mu.Unlock()
+		return
 	}
-	g.token <- struct{}{}
+}
+
+// pass gives the token to the first waiter, or frees it, when no batch is
+// open.
+func (g *groupCommitter) pass() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.passLocked()
+}
+
+func (g *groupCommitter) passLocked() {
+	if len(g.queue) == 0 {
+		g.held = false
+		return
+	}
+	next := g.queue[0]
+	g.queue = g.queue[1:]
+	next <- struct{}{}
 }
 
 // commit ends the shared transaction: COMMIT if a member committed in it,
@@ -147,14 +209,15 @@ func (g *groupCommitter) commit() error {
 func (g *groupCommitter) fail(err error) {
 	_ = g.tx.Rollback()
 	g.finish(err)
-	g.token <- struct{}{}
+	g.pass()
 }
 
 // finish tells the batch's members its outcome and closes the transaction.
 func (g *groupCommitter) finish(err error) {
 	g.batch.err = err
 	close(g.batch.done)
-	g.tx, g.batch = nil, nil
+	_ = g.conn.Close()
+	g.conn, g.tx, g.batch = nil, nil, nil
 }
 
 // member is one transaction as its caller sees it: a savepoint in the

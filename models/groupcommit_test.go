@@ -34,9 +34,9 @@ func groupDB(t *testing.T, max int) (*gorm.DB, *groupCommitter) {
 func untilWaiting(t *testing.T, g *groupCommitter, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for g.waiting.Load() < n {
+	for int64(g.waiters()) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d transactions waiting, want %d", g.waiting.Load(), n)
+			t.Fatalf("%d transactions waiting, want %d", g.waiters(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -123,11 +123,11 @@ func TestAMemberIsAnsweredOnlyAfterTheSharedCommit(t *testing.T) {
 	untilWaiting(t, g, 1)
 	committed := make(chan error, 1)
 	go func() { committed <- first.Commit().Error }()
-	second := <-later // the token passed on, the transaction open
+	second := <-later // the token passed on: first has released its savepoint, the transaction is open
 	select {
 	case err := <-committed:
 		t.Fatalf("first's Commit returned (%v) before the shared COMMIT", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	if got := ids(t, db); len(got) != 0 {
 		t.Fatalf("a reader sees %v before the shared COMMIT", got)
@@ -209,5 +209,33 @@ func TestGroupCommitOfOneCommitsEachAlone(t *testing.T) {
 	}
 	if commits, ops := g.commits.Load(), g.operations.Load(); commits != 2 || ops != 2 {
 		t.Fatalf("%d commits for %d transactions, want 2 for 2", commits, ops)
+	}
+}
+
+// A waiter that gives up leaves the line: the member before it, finding
+// nobody waiting, commits its batch and is answered — the token is not left
+// free with the batch open.
+func TestAWaiterThatGivesUpDoesNotHoldUpTheBatch(t *testing.T) {
+	db, g := groupDB(t, 8)
+	first := db.Begin()
+	if err := first.Exec(`INSERT INTO rows (id) VALUES (1)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- db.WithContext(ctx).Begin().Error }()
+	untilWaiting(t, g, 1)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter's begin: %v, want its context's end", err)
+	}
+	if err := first.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, db); len(got) != 1 {
+		t.Fatalf("rows %v after first's Commit, want [1]", got)
+	}
+	if err := <-insertThen(db, 2, 0, true); err != nil {
+		t.Fatalf("the next transaction: %v", err)
 	}
 }

@@ -32,10 +32,9 @@ func commitCounts(e *env) (commits, operations float64) {
 }
 
 // orderFlood has clients place fresh orders at once, each with a key of
-// its own, until stop closes (if not nil), each has tried max or the server
-// is gone; it returns the keys answered 201 with their order ids, and how
+// its own, until each has tried max or the server is gone; it returns the keys answered 201 with their order ids, and how
 // many got another answer or none.
-func orderFlood(ctx context.Context, e *env, token, product string, clients, max int, stop <-chan struct{}) (map[string]string, int64) {
+func orderFlood(ctx context.Context, e *env, token, product string, clients, max int) (map[string]string, int64) {
 	var (
 		mu         sync.Mutex
 		placed     = map[string]string{}
@@ -45,11 +44,6 @@ func orderFlood(ctx context.Context, e *env, token, product string, clients, max
 	for c := range clients {
 		wg.Go(func() {
 			for i := 0; i < max && ctx.Err() == nil; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
 				k := fmt.Sprintf("flood-%d-%d", c, i)
 				r, err := e.send(request{method: "POST", path: "/api/v1/orders", token: token, key: key(k), body: orderBody(product, 1)})
 				if err != nil || r.Status != http.StatusCreated {
@@ -85,7 +79,7 @@ func TestGroupCommitSharesCommitsBetweenOrders(t *testing.T) {
 			_, e := sqliteShop(t, "shop", filepath.Join(t.TempDir(), "shop.db"), tc.setting, "ORDER_EXPIRY=24h")
 			token, product := e.signUp("many@example.com"), e.products()[0]
 			commits0, ops0 := commitCounts(e)
-			placed, unanswered := orderFlood(t.Context(), e, token, product, clients, each, nil)
+			placed, unanswered := orderFlood(t.Context(), e, token, product, clients, each)
 			commits, ops := commitCounts(e)
 			commits, ops = commits-commits0, ops-ops0
 			if len(placed) != clients*each || unanswered != 0 {
@@ -130,7 +124,7 @@ func TestKill9DuringAGroupCommitKeepsEveryAnsweredOrderWhole(t *testing.T) {
 	had := map[string]int{product: unitsLeft(t, e.db, product)}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	placed, unanswered := orderFlood(ctx, e, token, product, 32, 40, nil)
+	placed, unanswered := orderFlood(ctx, e, token, product, 32, 40)
 	first.Kill() // it is gone already: this waits for its exit
 	if unanswered == 0 {
 		t.Fatalf("all %d orders were answered: the server did not crash mid-batch", len(placed))
