@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultGroupCommit is the most transactions one SQLite commit holds,
@@ -38,10 +39,9 @@ type groupCommitter struct {
 	held  bool
 	queue []chan struct{} // the waiters, first come first served
 
-	conn  *sql.Conn // the writer's connection, while a transaction is open
-	tx    *sql.Tx   // the open shared transaction, or nil
-	batch *batch    // what the open transaction's members wait on
-	seq   uint64    // savepoint names
+	tx    *sql.Tx // the open shared transaction, or nil
+	batch *batch  // what the open transaction's members wait on
+	seq   uint64  // savepoint names
 
 	commits, operations atomic.Uint64
 }
@@ -65,12 +65,17 @@ func newGroupCommitter(writer *sql.DB, max int) *groupCommitter {
 
 // begin waits for the token, opens the shared transaction if none is open,
 // and begins a member in a savepoint of its own.
+//
+// The wait for the token and the wait for SQLite's write lock (held by
+// another process) share one bound, sqliteBusyTimeout, as one write's
+// wait did before the token: a queue must not make a write wait longer.
 func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
-	if err := g.acquire(ctx); err != nil {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	if err := g.acquire(ctx, deadline); err != nil {
 		return nil, err
 	}
 	if g.tx == nil {
-		if err := g.open(); err != nil {
+		if err := g.open(deadline); err != nil {
 			g.pass()
 			return nil, err
 		}
@@ -90,28 +95,23 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 	return m, nil
 }
 
-// open begins the shared transaction. The wait for the writer's connection
-// is bounded as any write's; the transaction itself lives on no member's
-// context, since one member's ending must not roll back the others.
-func (g *groupCommitter) open() error {
-	conn, err := startWithin(context.Background(), g.writer.Conn)
+// open begins the shared transaction by deadline: BEGIN IMMEDIATE waits
+// for SQLite's write lock, in its busy handler, no longer. The transaction
+// lives on no member's context, since one member's ending must not roll
+// back the others.
+func (g *groupCommitter) open(deadline time.Time) error {
+	tx, err := startBy(context.Background(), deadline, func(ctx context.Context) (*sql.Tx, error) { return g.writer.BeginTx(ctx, nil) })
 	if err != nil {
 		return err
 	}
-	tx, err := conn.BeginTx(context.Background(), nil)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	g.conn, g.tx, g.batch = conn, tx, &batch{done: make(chan struct{})}
+	g.tx, g.batch = tx, &batch{done: make(chan struct{})}
 	return nil
 }
 
-// acquire takes the token, waiting in line within sqliteBusyTimeout, as a
-// write waits for the writer. A waiter that gives up leaves the line — or,
+// acquire takes the token, waiting in line until deadline. A waiter that gives up leaves the line — or,
 // if the token was passed to it meanwhile, passes it on (or commits) as a
 // member would.
-func (g *groupCommitter) acquire(ctx context.Context) error {
+func (g *groupCommitter) acquire(ctx context.Context, deadline time.Time) error {
 	g.mu.Lock()
 	if !g.held {
 		g.held = true
@@ -121,7 +121,7 @@ func (g *groupCommitter) acquire(ctx context.Context) error {
 	mine := make(chan struct{}, 1)
 	g.queue = append(g.queue, mine)
 	g.mu.Unlock()
-	_, err := startWithin(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := startBy(ctx, deadline, func(ctx context.Context) (struct{}, error) {
 		select {
 		case <-mine:
 			return struct{}{}, nil
@@ -216,8 +216,7 @@ func (g *groupCommitter) fail(err error) {
 func (g *groupCommitter) finish(err error) {
 	g.batch.err = err
 	close(g.batch.done)
-	_ = g.conn.Close()
-	g.conn, g.tx, g.batch = nil, nil, nil
+	g.tx, g.batch = nil, nil
 }
 
 // member is one transaction as its caller sees it: a savepoint in the

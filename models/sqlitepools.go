@@ -92,9 +92,14 @@ const sqliteBusyTimeout = 15 * time.Second
 // that ends if it has not started within sqliteBusyTimeout. Once started,
 // the write lives on ctx alone: a transaction or rows outlast the start.
 func startWithin[T any](ctx context.Context, start func(context.Context) (T, error)) (T, error) {
+	return startBy(ctx, time.Now().Add(sqliteBusyTimeout), start)
+}
+
+// startBy is startWithin with the bound given as a deadline.
+func startBy[T any](ctx context.Context, deadline time.Time, start func(context.Context) (T, error)) (T, error) {
 	bounded, cancel := context.WithCancel(ctx)
 	var settled atomic.Bool
-	timer := time.AfterFunc(sqliteBusyTimeout, func() {
+	timer := time.AfterFunc(time.Until(deadline), func() {
 		if settled.CompareAndSwap(false, true) {
 			cancel()
 		}
