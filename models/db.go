@@ -185,7 +185,10 @@ func Seed(db *gorm.DB) error {
 		p.ID = uuid.NewSHA1(catalogNamespace, []byte(p.SKU)).String()
 		products[i] = p
 	}
-	err := db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "sku"}}, DoNothing: true}).Create(&products).Error
+	// No conflict target: two instances starting at once insert the same
+	// rows, and PostgreSQL checks a target's index alone — the race then
+	// breaks on the primary key (the id is derived from the SKU) instead.
+	err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&products).Error
 	if err != nil {
 		return fmt.Errorf("seed catalog: %w", err)
 	}
