@@ -246,7 +246,7 @@ func (m *member) end(commit bool) error {
 	m.mu.Lock()
 	if m.done {
 		m.mu.Unlock()
-		return sql.ErrTxDone
+		return m.check() // the context's end, if that is what ended it, as database/sql says
 	}
 	m.done = true
 	m.stop()
@@ -297,10 +297,13 @@ var errMemberDone = sql.ErrTxDone
 // member whose context ends is rolled back between statements instead.
 
 func (m *member) check() error {
+	if err := m.ctx.Err(); err != nil {
+		return err // a client that left is told apart from a programming error
+	}
 	if m.done {
 		return errMemberDone
 	}
-	return m.ctx.Err()
+	return nil
 }
 
 func (m *member) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
