@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // config is the environment, parsed and checked once at start-up.
@@ -120,7 +120,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 // loadServer checks the database URL and reads where to listen.
 func (cfg *config) loadServer(getenv func(string) string) []error {
 	var errs []error
-	if err := models.CheckURL(cfg.DatabaseURL); err != nil {
+	if err := database.CheckURL(cfg.DatabaseURL); err != nil {
 		errs = append(errs, err)
 	}
 	port, err := strconv.Atoi(withDefault(getenv("PORT"), "8080"))

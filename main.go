@@ -24,9 +24,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/tracing"
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -92,14 +93,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout}
-	database := "sqlite " + cfg.DatabaseURL
-	if models.IsPostgres(db) {
-		database = "postgres"
+	engine := "sqlite " + cfg.DatabaseURL
+	if database.IsPostgres(db) {
+		engine = "postgres"
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	logger.Info("shop is serving", "shop", fmt.Sprintf("http://localhost:%d/", port),
 		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
-		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", database, "payments", cfg.PaymentProvider)
+		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", engine, "payments", cfg.PaymentProvider)
 
 	// The sweeper and the reconciler stop before the database closes.
 	sweeping, reconciling := make(chan struct{}), make(chan struct{})
@@ -135,16 +136,16 @@ func newLogger(cfg config, stdout io.Writer) *slog.Logger {
 // openDatabase opens the database, migrates and seeds it; the returned
 // function closes it.
 func openDatabase(cfg config) (*gorm.DB, func(), error) {
-	db, err := models.OpenWith(cfg.DatabaseURL, models.Options{GroupCommit: cfg.GroupCommit})
+	db, err := database.OpenWith(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
 	if err != nil {
 		return nil, nil, err
 	}
-	closeDB := func() { _ = models.Close(db) }
-	if err := models.Migrate(db); err != nil {
+	closeDB := func() { _ = database.Close(db) }
+	if err := database.Migrate(db); err != nil {
 		closeDB()
 		return nil, nil, err
 	}
-	if err := models.Seed(db); err != nil {
+	if err := orders.Seed(db); err != nil {
 		closeDB()
 		return nil, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // TestRun starts the real program on a free port with a fresh SQLite file,
@@ -61,7 +61,7 @@ func TestRun(t *testing.T) {
 		}
 		if path == "/api/v1/products" {
 			var catalog struct{ Products []map[string]any }
-			if err := json.NewDecoder(resp.Body).Decode(&catalog); err != nil || len(catalog.Products) != len(models.Catalog) {
+			if err := json.NewDecoder(resp.Body).Decode(&catalog); err != nil || len(catalog.Products) != len(orders.Catalog) {
 				t.Fatalf("catalog: %v %v", catalog, err)
 			}
 		}

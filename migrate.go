@@ -9,7 +9,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/database"
 )
 
 // migrateCommand runs `shop migrate [up|status]`: up (the default) applies
@@ -23,17 +23,17 @@ func migrateCommand(ctx context.Context, databaseURL string, args []string, stdo
 	if len(args) > 1 || verb != "up" && verb != "status" {
 		return errors.New("usage: shop migrate [up|status]")
 	}
-	db, err := models.Open(databaseURL)
+	db, err := database.Open(databaseURL)
 	if err != nil {
 		return err
 	}
-	defer models.Close(db)
+	defer database.Close(db)
 	if verb == "up" {
-		if err := models.Migrate(db); err != nil {
+		if err := database.Migrate(db); err != nil {
 			return err
 		}
 	}
-	migrations, err := models.MigrationStatus(ctx, db)
+	migrations, err := database.MigrationStatus(ctx, db)
 	if err != nil {
 		return fmt.Errorf("migration status: %w", err)
 	}

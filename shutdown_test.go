@@ -18,9 +18,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // A payment in flight when the shutdown begins still gets its 201, its key
@@ -51,7 +51,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	body := fmt.Sprintf(`{"items":[{"product_id":%q,"quantity":1}]}`, productID(t, base))
 	json.Unmarshal(post(t, base+"/api/v1/orders", token.Token, "order-1", body, http.StatusCreated), &order)
 
-	db, err := models.Open(dbPath)
+	db, err := database.Open(dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 )
 
@@ -18,16 +20,16 @@ func staffCommand(ctx context.Context, databaseURL string, args []string, stdout
 	if len(args) != 2 || roles[args[0]] == "" {
 		return errors.New("usage: shop staff add|remove EMAIL")
 	}
-	db, err := models.Open(databaseURL)
+	db, err := database.Open(databaseURL)
 	if err != nil {
 		return err
 	}
-	defer models.Close(db)
-	if err := models.Migrate(db); err != nil {
+	defer database.Close(db)
+	if err := database.Migrate(db); err != nil {
 		return err
 	}
 	role := roles[args[0]]
-	changed, err := models.SetRole(ctx, db, args[1], role)
+	changed, err := accounts.SetRole(ctx, db, args[1], role)
 	if err != nil {
 		return err
 	}

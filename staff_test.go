@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 )
@@ -28,7 +29,7 @@ func TestStaffCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := testkit.Open(t, dbURL)
-	accounts, err := models.NewAccounts(db, bcrypt.MinCost)
+	accounts, err := accounts.NewAccounts(db, bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}

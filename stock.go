@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // stockUsage is what `shop stock` answers a command it does not know.
@@ -31,8 +31,8 @@ func stockCommand(ctx context.Context, cfg config, args []string, stdout io.Writ
 		return err
 	}
 	defer closeDB()
-	p, err := models.Shop{DB: db}.SetStock(ctx, args[1], units)
-	if errors.Is(err, models.ErrUnknownSKU) {
+	p, err := orders.Store{DB: db}.SetStock(ctx, args[1], units)
+	if errors.Is(err, orders.ErrUnknownSKU) {
 		return fmt.Errorf("stock set: %w (see GET /api/v1/products for the SKUs)", err)
 	}
 	if err != nil {

@@ -3,7 +3,9 @@ package billing
 import (
 	"context"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -15,7 +17,7 @@ const byReturn = "return"
 // it expires AuthExpiry after the attempt first got it, and with it the
 // order's hold. Past that, an authentication the provider still waits for
 // is the shop's to end (expire), so that the order is payable again.
-func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome models.Outcome) models.Outcome {
+func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome Outcome) Outcome {
 	if outcome.State != models.RequiresAction {
 		return outcome
 	}
@@ -35,8 +37,8 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 // waits for: the provider is told to stop, if it must be (Stripe), and the
 // attempt declined — or, if the provider cannot say, left waiting, its
 // hold lapsed, to be asked again by the reconciler's next pass.
-func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting models.Outcome) models.Outcome {
-	declined := models.Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
+func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
+	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
 	if !ok {
 		return declined
@@ -61,25 +63,25 @@ func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting m
 // second return, or a double-click on the provider's page, charges nothing
 // more.
 func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
-	order, err := s.shop.Order(ctx, userID, orderID)
+	order, err := s.orders.Order(ctx, userID, orderID)
 	if err != nil || order.AwaitingAction() == nil {
 		return order, err
 	}
-	attempt, found, err := models.ByKey[models.PaymentAttempt](ctx, s.shop, order.AwaitingAction().ProviderKey)
+	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, order.AwaitingAction().ProviderKey)
 	if err != nil || !found || attempt.State != models.RequiresAction {
 		return order, err
 	}
-	holder := models.NewHolder(byReturn)
-	ctx = models.WithActor(ctx, models.By(models.ActorProviderReturn))
+	holder := orders.NewHolder(byReturn)
+	ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
 	now := s.now()
-	row, held, err := models.HoldForResolution[models.PaymentAttempt](ctx, s.shop, attempt.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
+	row, held, err := HoldForResolution[models.PaymentAttempt](ctx, s.shop, attempt.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
 	if err != nil {
 		return order, err
 	}
 	if held { // else resolved meanwhile, or being resolved: the order shows it waiting
 		s.charges.resolve(ctx, byReturn, row, holder)
 		s.releaseHold(ctx, orderID, holder) // unless the resolution let go of it, or handed it back to the attempt
-		if order, err = s.shop.Order(ctx, userID, orderID); err != nil {
+		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
 			return order, err
 		}
 	}

@@ -6,7 +6,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -22,7 +24,7 @@ import (
 // and is applied when the provider delivers it again.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
 	tx = asWebhook(tx)
-	attempt, found, err := models.ByKey[models.PaymentAttempt](ctx, s.shop, event.ProviderKey)
+	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err // not one of ours
 	}
@@ -37,12 +39,12 @@ func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event paym
 // shop had recorded as refused or declined. It should never happen; if it
 // does, the charge is recorded all the same, and logged and counted for a
 // person to refund if the order was paid twice.
-func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, outcome models.Outcome) error {
-	holder := models.NewHolder(byWebhook + ":" + event.ID)
+func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, outcome Outcome) error {
+	holder := orders.NewHolder(byWebhook + ":" + event.ID)
 	what := "refund it if the order was paid twice"
 	_, err := s.shop.RecordLateCharge(tx, attempt, outcome, holder, s.now())
 	switch {
-	case errors.Is(err, models.ErrChargedCancelled):
+	case errors.Is(err, ErrChargedCancelled):
 		what = "the order was cancelled, and stays so: refund the charge"
 	case err != nil:
 		return err
@@ -60,7 +62,7 @@ func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt mo
 // (a late refund). Anything else changes nothing.
 func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
 	tx = asWebhook(tx)
-	refund, found, err := models.ByKey[models.Refund](ctx, s.shop, event.ProviderKey)
+	refund, found, err := ByKey[models.Refund](ctx, s.shop, event.ProviderKey)
 	if err != nil || !found {
 		return false, err
 	}
@@ -78,7 +80,7 @@ func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, even
 // the shop had recorded it failed: the money went back, so the order says
 // so — or, if its charge was given back in full already, the refund is
 // recorded as excess, for staff to recover. Logged and counted either way.
-func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome models.Outcome) (bool, error) {
+func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome Outcome) (bool, error) {
 	state, err := s.shop.RecordLateRefund(tx, refund, outcome)
 	if err != nil || state == "" {
 		return false, err
@@ -98,13 +100,13 @@ func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refu
 // under a hold of the delivery's own. On failure the hold is not let go
 // from another connection while tx is open (on SQLite it would wait for
 // tx's write lock): it lapses after one lease.
-func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome models.Outcome) (bool, error) {
+func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome Outcome) (bool, error) {
 	if !row.Base().State.Open() {
 		return false, nil // its outcome is already recorded
 	}
-	holder := models.NewHolder(byWebhook + ":" + eventID)
+	holder := orders.NewHolder(byWebhook + ":" + eventID)
 	now := f.s.now()
-	row, held, err := models.HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))
+	row, held, err := HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))
 	switch {
 	case err != nil:
 		return false, err
@@ -128,6 +130,6 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 func asWebhook(tx func() *gorm.DB) func() *gorm.DB {
 	return func() *gorm.DB {
 		db := tx()
-		return db.WithContext(models.WithActor(db.Statement.Context, models.By(models.ActorWebhook)))
+		return db.WithContext(audit.WithActor(db.Statement.Context, audit.By(audit.ActorWebhook)))
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop/shop/models"
 )
 
 // metrics are the service's Prometheus series; the server registers them
@@ -17,7 +15,7 @@ type metrics struct {
 	inDoubt     *inDoubtCollector
 }
 
-func newMetrics(shop models.Shop, now func() time.Time) *metrics {
+func newMetrics(shop Ledger, now func() time.Time) *metrics {
 	return &metrics{
 		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, refused (definitively: nothing charged under the key, ever), unavailable, error.",
@@ -44,7 +42,7 @@ func (s *Service) Collectors() []prometheus.Collector {
 // inDoubtCollector reads the attempts in doubt from the database at each
 // scrape, so that every instance reports the same shared truth.
 type inDoubtCollector struct {
-	shop          models.Shop
+	shop          Ledger
 	now           func() time.Time
 	count, oldest *prometheus.Desc
 }

@@ -12,7 +12,7 @@ import (
 // payment: the API's and the pay form's one way to take money. A declined
 // card is a payment too (Status declined).
 func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method string) (models.Payment, error) {
-	return s.charges.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (models.Begun[models.PaymentAttempt], error) {
+	return s.charges.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
 		return s.shop.BeginPayment(ctx, userID, orderID, op.DerivedKey, holder, method, now, until)
 	})
 }
@@ -23,11 +23,11 @@ func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 	return flow[models.PaymentAttempt, models.Payment]{
 		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
 		answerOf: s.shop.PaymentOf,
-		send: func(ctx context.Context, a models.PaymentAttempt) (models.Outcome, error) {
+		send: func(ctx context.Context, a models.PaymentAttempt) (Outcome, error) {
 			charge, err := s.cfg.Provider.Charge(ctx, s.chargeRequest(a))
 			return s.awaiting(ctx, a, chargeOutcome(charge)), err
 		},
-		find: func(ctx context.Context, a models.PaymentAttempt) (models.Outcome, bool, error) {
+		find: func(ctx context.Context, a models.PaymentAttempt) (Outcome, bool, error) {
 			charge, found, err := s.cfg.Provider.Find(ctx, s.chargeRequest(a))
 			return s.awaiting(ctx, a, chargeOutcome(charge)), found, err
 		},
@@ -46,6 +46,6 @@ func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest 
 	}
 }
 
-func chargeOutcome(charge payments.Charge) models.Outcome {
-	return models.Outcome{State: models.State(charge.Status), ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
+func chargeOutcome(charge payments.Charge) Outcome {
+	return Outcome{State: models.State(charge.Status), ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
 }

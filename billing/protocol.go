@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -42,16 +43,16 @@ const maxResolutions = 3
 //     provider's word that nothing was done; or, with no answer, the hold
 //     let go and the request left in doubt, for a retry, another
 //     operation on the order, the reconciler or a webhook.
-type flow[R models.Row, T any] struct {
+type flow[R Row, T any] struct {
 	s *Service
 	// by names the operations of the use in metrics ("payment", "refund"),
 	// prefix starts its metrics' labels; what names its request in logs
 	// ("attempt", "refund"), and noun in their messages.
 	by, prefix, what, noun string
 	answerOf               func(ctx context.Context, derivedKey string) (T, bool, error)
-	send                   func(ctx context.Context, row R) (models.Outcome, error)
-	find                   func(ctx context.Context, row R) (models.Outcome, bool, error)
-	settle                 func(tx *gorm.DB, row R, outcome models.Outcome, holder string) (T, error)
+	send                   func(ctx context.Context, row R) (Outcome, error)
+	find                   func(ctx context.Context, row R) (Outcome, bool, error)
+	settle                 func(tx *gorm.DB, row R, outcome Outcome, holder string) (T, error)
 	// refusalAnswers: a definitive refusal of the first request is the
 	// operation's final answer (a failed refund), rather than a passing
 	// failure that a retry asks again under a new provider key (a charge).
@@ -74,7 +75,7 @@ type flowErrors struct {
 
 // beginFunc records the operation's request under holder's hold (see
 // models.BeginPayment and models.BeginRefund).
-type beginFunc[R models.Row] func(ctx context.Context, holder string, now, until time.Time) (models.Begun[R], error)
+type beginFunc[R Row] func(ctx context.Context, holder string, now, until time.Time) (Begun[R], error)
 
 // run is one run of the operation derivedKey on the order.
 func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begin beginFunc[R]) (T, error) {
@@ -85,9 +86,9 @@ func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begi
 	}
 	// This run holds the order, not the operation: a run that outlived its
 	// lease cannot write over the run that took over.
-	holder := models.NewHolder(op.DerivedKey)
+	holder := orders.NewHolder(op.DerivedKey)
 	op.OnLeaseExtended(func(ctx context.Context, until time.Time) error {
-		return f.s.shop.ExtendHold(ctx, orderID, holder, until)
+		return orders.ExtendHold(ctx, f.s.shop.DB, orderID, holder, until)
 	})
 	row, answer, answered, err := f.begin(ctx, op, orderID, holder, begin)
 	if answered || err != nil {
@@ -180,18 +181,18 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 }
 
 // call sends the request, and counts the provider's answer.
-func (f *flow[R, T]) call(ctx context.Context, row R) (models.Outcome, error) {
+func (f *flow[R, T]) call(ctx context.Context, row R) (Outcome, error) {
 	outcome, err := f.send(ctx, row)
 	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
 	return outcome, err
 }
 
-func failed(reason string) models.Outcome {
-	return models.Outcome{State: models.Failed, Reason: reason}
+func failed(reason string) Outcome {
+	return Outcome{State: models.Failed, Reason: reason}
 }
 
 // result names a provider's answer in metrics.
-func result(outcome models.Outcome, err error) string {
+func result(outcome Outcome, err error) string {
 	switch {
 	case errors.Is(err, payments.ErrRefused):
 		return "refused"

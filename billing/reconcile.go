@@ -6,7 +6,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/problem"
 )
 
@@ -22,14 +24,14 @@ const reconcileBatch = 100
 // resolved under its order's hold, which one of them gets. It reports how
 // many it resolved.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
-	ctx = models.WithActor(ctx, models.By(models.ActorReconciler))
+	ctx = audit.WithActor(ctx, audit.By(audit.ActorReconciler))
 	charges, err := s.charges.reconcile(ctx)
 	refunds, refundsErr := s.refunds.reconcile(ctx)
 	return charges + refunds, errors.Join(err, refundsErr)
 }
 
 func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
-	rows, err := models.Stale[R](ctx, f.s.shop, f.s.now(), reconcileBatch)
+	rows, err := Stale[R](ctx, f.s.shop, f.s.now(), reconcileBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -52,10 +54,10 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 // row still open afterwards lets go of the hold (or, still waiting for the
 // shopper, has handed it back to its attempt).
 func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state models.State, held bool, err error) {
-	holder := models.NewHolder(by)
+	holder := orders.NewHolder(by)
 	now := f.s.now()
 	// Held for as long as the resolution's provider call may take.
-	row, held, err := models.HoldForResolution[R](ctx, f.s.shop, id, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
+	row, held, err := HoldForResolution[R](ctx, f.s.shop, id, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
 	if err != nil || !held {
 		return "", false, err
 	}
@@ -82,9 +84,9 @@ func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id strin
 	var held bool
 	var err error
 	switch kind {
-	case models.DoubtPayment:
+	case orders.DoubtPayment:
 		state, held, err = s.charges.resolveRow(ctx, byStaff, id)
-	case models.DoubtRefund:
+	case orders.DoubtRefund:
 		state, held, err = s.refunds.resolveRow(ctx, byStaff, id)
 	default:
 		return "", models.ErrNotFound

@@ -18,8 +18,8 @@ import (
 // resolves an earlier refund in doubt under its own key first, so that the
 // order's refunds never add up to more than its charge. A refund the
 // provider answered failed is a refund too (State failed).
-func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in models.RefundInput) (models.Refund, error) {
-	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (models.Begun[models.Refund], error) {
+func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in RefundInput) (models.Refund, error) {
+	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.Refund], error) {
 		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
 	})
 }
@@ -30,11 +30,11 @@ func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
 	return flow[models.Refund, models.Refund]{
 		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
 		answerOf: s.shop.RefundOf,
-		send: func(ctx context.Context, r models.Refund) (models.Outcome, error) {
+		send: func(ctx context.Context, r models.Refund) (Outcome, error) {
 			answer, err := s.cfg.Provider.Refund(ctx, refundRequest(r))
 			return refundOutcome(answer), err
 		},
-		find: func(ctx context.Context, r models.Refund) (models.Outcome, bool, error) {
+		find: func(ctx context.Context, r models.Refund) (Outcome, bool, error) {
 			answer, found, err := s.cfg.Provider.FindRefund(ctx, refundRequest(r))
 			return refundOutcome(answer), found, err
 		},
@@ -56,20 +56,20 @@ func refundRequest(r models.Refund) payments.RefundRequest {
 	return payments.RefundRequest{IdempotencyKey: r.ProviderKey, ChargeID: r.ChargeID, OrderID: r.OrderID, AmountCents: r.AmountCents, Currency: r.Currency}
 }
 
-func refundOutcome(a payments.RefundAnswer) models.Outcome {
-	return models.Outcome{State: a.State, ProviderID: a.ID, Reason: a.FailureReason}
+func refundOutcome(a payments.RefundAnswer) Outcome {
+	return Outcome{State: a.State, ProviderID: a.ID, Reason: a.FailureReason}
 }
 
 // Cancel cancels one of the user's pending orders through tx: only while
 // nothing can have been charged — no payment running, none in doubt. A paid
 // order is not cancellable: it is refunded instead.
 func (s *Service) Cancel(tx *gorm.DB, userID, orderID string) (models.Order, error) {
-	return paidNotCancellable(s.shop.CancelOrder(tx, userID, orderID, s.now()))
+	return paidNotCancellable(s.orders.CancelOrder(tx, userID, orderID, s.now()))
 }
 
 // CancelAny is Cancel of any user's pending order, by the staff user by.
 func (s *Service) CancelAny(tx *gorm.DB, by models.User, orderID string) (models.Order, error) {
-	return paidNotCancellable(s.shop.CancelAnyOrder(tx, by, orderID, s.now()))
+	return paidNotCancellable(s.orders.CancelAnyOrder(tx, by, orderID, s.now()))
 }
 
 // paidNotCancellable tells a paid order's refusal as the cancel's own.

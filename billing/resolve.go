@@ -73,13 +73,13 @@ func (f *flow[R, T]) label(state models.State) string {
 // with the first request's outcome, or carries it out once if the first
 // never arrived. An older request is only looked up, so that nothing is
 // done long after the shopper gave up.
-func (f *flow[R, T]) ask(ctx context.Context, row R) (models.Outcome, error) {
+func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
 	// A request that requires action was answered: there is nothing to
 	// send again, only the shopper's answer to look up.
 	waiting := row.Base().State == models.RequiresAction
 	if !waiting && f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
-		if err := models.MarkSent(ctx, f.s.shop, row, f.s.now()); err != nil {
-			return models.Outcome{}, err
+		if err := MarkSent(ctx, f.s.shop, row, f.s.now()); err != nil {
+			return Outcome{}, err
 		}
 		return f.send(ctx, row)
 	}
@@ -110,7 +110,7 @@ func (s *Service) nothingFound(lastSent time.Time) error {
 
 // record writes what the provider said of the request, under holder's hold,
 // in a transaction of its own.
-func (f *flow[R, T]) record(ctx context.Context, row R, outcome models.Outcome, holder string) (models.State, T, error) {
+func (f *flow[R, T]) record(ctx context.Context, row R, outcome Outcome, holder string) (models.State, T, error) {
 	var answer T
 	err := f.s.inTx(ctx, func(tx *gorm.DB) error {
 		var settleErr error
@@ -129,7 +129,7 @@ func (f *flow[R, T]) record(ctx context.Context, row R, outcome models.Outcome, 
 // recorded reads what another run recorded of the request.
 func (f *flow[R, T]) recorded(ctx context.Context, row R) (models.State, T, error) {
 	var none T
-	now, found, err := models.ByKey[R](ctx, f.s.shop, row.Base().ProviderKey)
+	now, found, err := ByKey[R](ctx, f.s.shop, row.Base().ProviderKey)
 	if err != nil || !found || now.Base().State.Open() {
 		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}

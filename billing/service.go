@@ -28,6 +28,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -73,7 +74,8 @@ type Config struct {
 // Service runs the money workflow. Build it with New.
 type Service struct {
 	cfg     Config
-	shop    models.Shop
+	shop    Ledger
+	orders  orders.Store
 	metrics *metrics
 	charges flow[models.PaymentAttempt, models.Payment]
 	refunds flow[models.Refund, models.Refund]
@@ -100,7 +102,7 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, shop: models.Shop{DB: cfg.DB}}
+	s := &Service{cfg: cfg, shop: Ledger{DB: cfg.DB}, orders: orders.Store{DB: cfg.DB}}
 	s.metrics = newMetrics(s.shop, s.now)
 	s.charges, s.refunds = s.chargeFlow(), s.refundFlow()
 	return s
@@ -116,7 +118,7 @@ func (s *Service) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // releaseHold lets go of the order's hold, whatever became of the request.
 func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
-	if err := s.shop.ReleaseHold(context.WithoutCancel(ctx), orderID, holder); err != nil {
+	if err := orders.ReleaseHold(context.WithoutCancel(ctx), s.shop.DB, orderID, holder); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "release an order's hold", "err", err, "order", orderID)
 	}
 }

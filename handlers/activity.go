@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
@@ -41,7 +42,7 @@ func (s *Server) accountPage(c *gin.Context) {
 	for i, k := range keys {
 		refs[i] = middleware.DerivedKeyOf(k)
 	}
-	traces, err := s.shop.TracesOf(c.Request.Context(), user.ID, refs)
+	traces, err := s.trail.TracesOf(c.Request.Context(), user.ID, refs)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -64,7 +65,7 @@ var storedRefusals = map[string][]*models.Error{
 	"/cancel":   {models.ErrPaidNotCancellable},
 }
 
-func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
+func activityOf(k middleware.IdempotencyKey, traces audit.Traces) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done := "done"
@@ -102,7 +103,7 @@ func activityOf(k middleware.IdempotencyKey, traces models.Traces) activity {
 
 // paymentActivity is the payment a key made, and the error it was refused
 // with when its trace tells one.
-func paymentActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
+func paymentActivity(traces audit.Traces, ref string) (what, href string, refused *models.Error) {
 	p, ok := traces.Payments[ref]
 	if !ok {
 		return "Tried to pay for an order", "", nil
@@ -113,7 +114,7 @@ func paymentActivity(traces models.Traces, ref string) (what, href string, refus
 	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil
 }
 
-func refundActivity(traces models.Traces, ref string) (what, href string, refused *models.Error) {
+func refundActivity(traces audit.Traces, ref string) (what, href string, refused *models.Error) {
 	r, ok := traces.Refunds[ref]
 	if !ok {
 		return "Asked for a refund", "", nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -33,13 +34,13 @@ func (s *Server) requireBearer(c *gin.Context) {
 	}
 	c.Set(userKey, user)
 	c.Set(tokenKey, t)
-	actAs(c, models.UserActor(user))
+	actAs(c, audit.UserActor(user))
 }
 
 // actAs has the request's acts recorded as done by a (models.Audit): the
 // user its authentication found.
-func actAs(c *gin.Context, a models.Actor) {
-	c.Request = c.Request.WithContext(models.WithActor(c.Request.Context(), a))
+func actAs(c *gin.Context, a audit.Actor) {
+	c.Request = c.Request.WithContext(audit.WithActor(c.Request.Context(), a))
 }
 
 // currentUser is the authenticated user; the zero User when there is none.

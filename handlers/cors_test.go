@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -20,7 +20,7 @@ import (
 // its token or key is asked for; no route outside the API does.
 func TestCORSAllowsEveryAPIMethod(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	const origin = "https://app.example.com"

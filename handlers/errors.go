@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -50,7 +51,7 @@ func (s *Server) render(c *gin.Context, p *problem.Problem) { s.fail(c, p) }
 // idempotency middleware.
 func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words models.Words, final bool) {
 	var e *models.Error
-	var throttled *models.ThrottledError
+	var throttled *accounts.ThrottledError
 	switch {
 	case errors.As(err, &p):
 	case errors.As(err, &e):

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // orderExpiry is how long an order may wait unpaid (Deps.OrderExpiry).
@@ -13,7 +14,7 @@ func (s *Server) orderExpiry() time.Duration {
 	if s.deps.OrderExpiry > 0 {
 		return s.deps.OrderExpiry
 	}
-	return models.DefaultOrderExpiry
+	return orders.DefaultOrderExpiry
 }
 
 // ExpireOrders cancels the orders left unpaid longer than the order expiry,

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -19,7 +19,7 @@ import (
 // and no policy lets a script run from anywhere but the shop.
 func TestEveryRouteCarriesTheSecurityHeaders(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test"})

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -129,9 +130,9 @@ func (s *Server) ordersPageOf(c *gin.Context) (orders []models.Order, next *curs
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	var from *models.Position
+	var from *database.Position
 	if after != nil {
-		from = &models.Position{CreatedAt: after.at, ID: after.id}
+		from = &database.Position{CreatedAt: after.at, ID: after.id}
 	}
 	orders, more, err := s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
 	if err != nil || !more {

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // metrics are the server's Prometheus series, in a registry of its own.
@@ -84,7 +84,7 @@ func (m *metrics) handler() gin.HandlerFunc {
 // orders share an fsync. Both stay 0 on PostgreSQL.
 func sqliteCommits(db *gorm.DB) []prometheus.Collector {
 	stat := func(pick func(commits, operations uint64) uint64) func() float64 {
-		return func() float64 { return float64(pick(models.CommitStats(db))) }
+		return func() float64 { return float64(pick(database.CommitStats(db))) }
 	}
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -10,6 +10,7 @@ import (
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) listProducts(c *gin.Context) {
 
 func (s *Server) createOrder(c *gin.Context) {
 	var in struct {
-		Items []models.ItemInput `json:"items"`
+		Items []orders.ItemInput `json:"items"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		s.fail(c, err)

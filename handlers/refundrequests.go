@@ -51,7 +51,7 @@ func (s *Server) requestRefund(c *gin.Context, reason string) (models.RefundRequ
 	if err != nil {
 		return models.RefundRequest{}, err
 	}
-	return s.shop.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), reason, s.deps.Now().UTC())
+	return s.ledger.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), reason, s.deps.Now().UTC())
 }
 
 // createRefundRequest is POST /api/v1/orders/{id}/refund-requests {reason?}.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
@@ -20,7 +21,7 @@ const maxReason = 200
 // refund gives the refund of the order in the path, by the staff user
 // signed in, through the operation's key; a refund the provider refused is
 // the error ErrRefundFailed, for the API and the console alike.
-func (s *Server) refund(c *gin.Context, in models.RefundInput) (models.Refund, error) {
+func (s *Server) refund(c *gin.Context, in billing.RefundInput) (models.Refund, error) {
 	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
 	if err == nil && refund.State == models.Failed {
 		err = models.ErrRefundFailed.With(refund.FailureReason)
@@ -30,13 +31,13 @@ func (s *Server) refund(c *gin.Context, in models.RefundInput) (models.Refund, e
 
 // refundInput decodes a refund's body: an optional positive amount and an
 // optional reason.
-func refundInput(c *gin.Context) (models.RefundInput, error) {
+func refundInput(c *gin.Context) (billing.RefundInput, error) {
 	var in struct {
 		AmountCents *int64 `json:"amount_cents"`
 		Reason      string `json:"reason"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
-		return models.RefundInput{}, err
+		return billing.RefundInput{}, err
 	}
 	var fields []models.FieldError
 	if in.AmountCents != nil && *in.AmountCents <= 0 {
@@ -46,9 +47,9 @@ func refundInput(c *gin.Context) (models.RefundInput, error) {
 		fields = append(fields, models.FieldError{Field: "reason", Message: "must be at most 200 characters"})
 	}
 	if fields != nil {
-		return models.RefundInput{}, models.Invalid(fields...)
+		return billing.RefundInput{}, models.Invalid(fields...)
 	}
-	return models.RefundInput{AmountCents: in.AmountCents, Reason: in.Reason}, nil
+	return billing.RefundInput{AmountCents: in.AmountCents, Reason: in.Reason}, nil
 }
 
 // createRefund gives money back on a paid order, any user's, through the
@@ -71,7 +72,7 @@ func (s *Server) createRefund(c *gin.Context) {
 // getRefund answers one refund of one of the user's orders (any user's, for
 // staff).
 func (s *Server) getRefund(c *gin.Context) {
-	refund, err := s.shop.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
+	refund, err := s.ledger.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/openapi"
 	"github.com/shop/shop/payments"
 )
@@ -96,7 +96,7 @@ func atomicMarker(c *gin.Context) { c.Next() }
 // right.
 func mountedRoutes(t *testing.T) (map[string]string, map[string]string) {
 	db := testkit.NewDB(t)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test"})

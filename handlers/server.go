@@ -17,9 +17,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -96,17 +98,19 @@ type Deps struct {
 // Server serves the shop.
 type Server struct {
 	deps        Deps
-	accounts    models.Accounts
-	shop        models.Shop
+	accounts    accounts.Accounts
+	shop        orders.Store
+	ledger      billing.Ledger
+	trail       audit.Trail
 	idempotency *middleware.Idempotency
 	payments    *billing.Service
 	pages       map[string]*template.Template
 	cookies     *securecookie.SecureCookie
-	sessions    models.Sessions
+	sessions    accounts.Sessions
 	crossOrigin *http.CrossOriginProtection
 	metrics     *metrics
 	router      *gin.Engine
-	addresses   *models.AddressLimit // nil: not throttled
+	addresses   *accounts.AddressLimit // nil: not throttled
 }
 
 // NewServer builds the server and its routes.
@@ -127,7 +131,7 @@ func NewServer(deps Deps) *Server {
 		deps.TokenTTL = 30 * 24 * time.Hour
 	}
 	if deps.TokenCacheTTL == 0 {
-		deps.TokenCacheTTL = models.DefaultTokenCacheTTL
+		deps.TokenCacheTTL = accounts.DefaultTokenCacheTTL
 	}
 	if deps.SessionIdle == 0 {
 		deps.SessionIdle = DefaultSessionIdle
@@ -142,23 +146,25 @@ func NewServer(deps Deps) *Server {
 		deps.Logger = slog.Default()
 	}
 	deps.Logger = slog.New(RequestIDs(deps.Logger.Handler()))
-	accounts, err := models.NewAccounts(deps.DB, deps.BcryptCost)
+	accts, err := accounts.NewAccounts(deps.DB, deps.BcryptCost)
 	if err != nil {
 		panic(err) // only a bcrypt cost out of range, which Deps documents
 	}
 	if deps.LoginFailures > 0 {
-		accounts.Throttle = &models.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
+		accts.Throttle = &accounts.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
 	}
 	if deps.TokenCacheTTL > 0 {
-		accounts.Tokens = models.NewTokenCache(deps.TokenCacheTTL)
+		accts.Tokens = accounts.NewTokenCache(deps.TokenCacheTTL)
 	}
 	s := &Server{
 		deps:        deps,
-		accounts:    accounts,
-		shop:        models.Shop{DB: deps.DB},
+		accounts:    accts,
+		shop:        orders.Store{DB: deps.DB},
+		ledger:      billing.Ledger{DB: deps.DB},
+		trail:       audit.Trail{DB: deps.DB},
 		pages:       mustParsePages(),
 		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
-		sessions:    models.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
+		sessions:    accounts.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
 		metrics:     newMetrics(),
 	}
@@ -183,7 +189,7 @@ func NewServer(deps Deps) *Server {
 	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
 	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
 	if deps.CredentialsPerMinute > 0 {
-		s.addresses = &models.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
+		s.addresses = &accounts.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
 	s.router = s.routes(s.idempotency.Require(), s.idempotency.RequireAtomic())
 	return s

@@ -12,6 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/securecookie"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -111,12 +113,12 @@ func (s *Server) dropCookie(c *gin.Context) {
 }
 
 // currentSession is the request's session, when it has one.
-func currentSession(c *gin.Context) (models.Session, bool) {
+func currentSession(c *gin.Context) (accounts.Session, bool) {
 	session, ok := c.Get(sessionKey)
 	if !ok {
-		return models.Session{}, false
+		return accounts.Session{}, false
 	}
-	return session.(models.Session), true
+	return session.(accounts.Session), true
 }
 
 // loadSession marks the request as a page request and, when its session
@@ -133,7 +135,7 @@ func (s *Server) loadSession(c *gin.Context) {
 		return // forged, too old, signed with another secret or of an older release: signed out
 	}
 	session, err := s.sessions.Lookup(c.Request.Context(), value.Token, s.deps.Now())
-	if errors.Is(err, models.ErrSessionEnded) {
+	if errors.Is(err, accounts.ErrSessionEnded) {
 		s.dropCookie(c)
 		return
 	}
@@ -150,7 +152,7 @@ func (s *Server) loadSession(c *gin.Context) {
 	default:
 		c.Set(userKey, user)
 		c.Set(sessionKey, session)
-		actAs(c, models.UserActor(user))
+		actAs(c, audit.UserActor(user))
 	}
 }
 

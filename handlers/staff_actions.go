@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // What staff do to an order from the console: refund it (the refund
@@ -37,19 +37,19 @@ func (s *Server) staffRefund(c *gin.Context) {
 // ("12.50"; empty for all that is left) and a reason, which the console
 // asks for. It says what is wrong, in staff's words, when the form breaks
 // a rule.
-func consoleRefund(amount, reason string) (models.RefundInput, string) {
+func consoleRefund(amount, reason string) (billing.RefundInput, string) {
 	reason, err := reasonField(reason)
 	switch {
 	case err != nil:
-		return models.RefundInput{}, "The reason is too long: at most 200 characters. Nothing was refunded."
+		return billing.RefundInput{}, "The reason is too long: at most 200 characters. Nothing was refunded."
 	case reason == "":
-		return models.RefundInput{}, "Say why the order is refunded. Nothing was refunded."
+		return billing.RefundInput{}, "Say why the order is refunded. Nothing was refunded."
 	}
-	in := models.RefundInput{Reason: reason}
+	in := billing.RefundInput{Reason: reason}
 	if amount = strings.TrimPrefix(strings.TrimSpace(amount), "$"); amount != "" {
 		cents, ok := parseCents(amount)
 		if !ok {
-			return models.RefundInput{}, "Enter the amount as dollars and cents, such as 12.50, or leave it empty to refund all that is left. Nothing was refunded."
+			return billing.RefundInput{}, "Enter the amount as dollars and cents, such as 12.50, or leave it empty to refund all that is left. Nothing was refunded."
 		}
 		in.AmountCents = &cents
 	}
@@ -77,7 +77,7 @@ func (s *Server) staffDecline(c *gin.Context) {
 		s.showStaffOrder(c, http.StatusUnprocessableEntity, errorNotice("Say why the request is declined, in at most 200 characters. Nothing was changed."))
 		return
 	}
-	_, err = s.shop.DeclineRequest(middleware.Tx(c), currentUser(c), c.Param("id"), c.Param("request_id"), reason, s.deps.Now().UTC())
+	_, err = s.ledger.DeclineRequest(middleware.Tx(c), currentUser(c), c.Param("id"), c.Param("request_id"), reason, s.deps.Now().UTC())
 	if err != nil {
 		s.fail(c, err)
 		return

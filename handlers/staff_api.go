@@ -6,6 +6,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // The staff API: every user's orders, with the console's filters, and any
@@ -26,7 +27,7 @@ type staffOrderDetailJSON struct {
 	RefundRequests []refundRequestJSON `json:"refund_requests"`
 }
 
-func staffOrderOf(o models.OrderOfUser) staffOrderJSON {
+func staffOrderOf(o orders.OrderOfUser) staffOrderJSON {
 	return staffOrderJSON{Order: models.ViewOrder(o.Order), UserID: o.UserID, Email: o.Email}
 }
 

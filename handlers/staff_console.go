@@ -7,8 +7,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/problem"
 )
 
@@ -45,8 +48,8 @@ func consolePath(orderID string) string { return "/staff/orders/" + orderID }
 
 // allOrdersPageOf reads the page of every user's orders that the query
 // asks for (q, status, limit, after): for the console and the staff API.
-func (s *Server) allOrdersPageOf(c *gin.Context) (orders []models.OrderOfUser, next *cursor, limit int, err error) {
-	filter, err := models.ParseOrderFilter(c.Query("q"), c.Query("status"))
+func (s *Server) allOrdersPageOf(c *gin.Context) (page []orders.OrderOfUser, next *cursor, limit int, err error) {
+	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -54,16 +57,16 @@ func (s *Server) allOrdersPageOf(c *gin.Context) (orders []models.OrderOfUser, n
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	var from *models.Position
+	var from *database.Position
 	if after != nil {
-		from = &models.Position{CreatedAt: after.at, ID: after.id}
+		from = &database.Position{CreatedAt: after.at, ID: after.id}
 	}
-	orders, more, err := s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
+	page, more, err := s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
 	if err != nil || !more {
-		return orders, nil, limit, err
+		return page, nil, limit, err
 	}
-	last := orders[len(orders)-1]
-	return orders, &cursor{last.CreatedAt, last.ID}, limit, nil
+	last := page[len(page)-1]
+	return page, &cursor{last.CreatedAt, last.ID}, limit, nil
 }
 
 // statusChoice is one status the console's filter offers.
@@ -72,7 +75,7 @@ type statusChoice struct{ Value, Label string }
 // statusChoices are "Any status" and each of models' order statuses.
 var statusChoices = func() []statusChoice {
 	choices := []statusChoice{{"", "Any status"}}
-	for _, status := range models.OrderStatuses() {
+	for _, status := range orders.OrderStatuses() {
 		choices = append(choices, statusChoice{status, statusName(status)})
 	}
 	return choices
@@ -80,7 +83,7 @@ var statusChoices = func() []statusChoice {
 
 type staffOrdersView struct {
 	layout
-	Orders    []models.OrderOfUser
+	Orders    []orders.OrderOfUser
 	Q, Status string
 	Statuses  []statusChoice
 	// Older links to the next page; empty on the last.
@@ -92,7 +95,7 @@ type staffOrdersView struct {
 // gets the page again, saying why (400), with no orders.
 func (s *Server) staffOrdersPage(c *gin.Context) {
 	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: statusChoices}
-	orders, next, limit, err := s.allOrdersPageOf(c)
+	page, next, limit, err := s.allOrdersPageOf(c)
 	var e *models.Error
 	if errors.As(err, &e) && e.Type == problem.InvalidParameter {
 		view.Notice = errorNotice(e.Shopper.Text)
@@ -103,7 +106,7 @@ func (s *Server) staffOrdersPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view.Orders = orders
+	view.Orders = page
 	if next != nil {
 		view.Older = nextURL(c, *next, limit)
 	}
@@ -112,7 +115,7 @@ func (s *Server) staffOrdersPage(c *gin.Context) {
 
 type staffOrderView struct {
 	layout
-	models.OrderHistory
+	orders.OrderHistory
 	// Each form's own key: refund, cancel, and decline (one per request).
 	RefundKey, CancelKey string
 	DeclineKeys          map[string]string
@@ -133,7 +136,7 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
 		s.fail(c, err)
 		return
 	}
-	refundable, err := s.shop.Refundable(c.Request.Context(), h.Order.ID)
+	refundable, err := s.ledger.Refundable(c.Request.Context(), h.Order.ID)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -229,25 +232,25 @@ func (v staffOrderView) Cancellation() string {
 func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
 
 // actionWords are the audit trail's actions in staff's words.
-var actionWords = map[models.Action]string{
-	models.ActionOrderPlaced: "Placed the order", models.ActionOrderCancelled: "Cancelled the order",
-	models.ActionRefundRequested: "Asked for a refund", models.ActionRequestDeclined: "Declined the request for a refund",
-	models.ActionRefundGiven: "Gave a refund", models.ActionRestocked: "Restocked",
-	models.ActionChargeSucceeded: "Charge succeeded", models.ActionChargeDeclined: "Card declined",
-	models.ActionLateCharge: "A late charge landed", models.ActionRefundSucceeded: "Refund succeeded",
-	models.ActionRefundPending: "Refund on its way", models.ActionRefundFailed: "Refund failed",
-	models.ActionLateRefund: "A late refund landed", models.ActionRefundExcess: "Refunded twice (recover it)",
+var actionWords = map[audit.Action]string{
+	audit.ActionOrderPlaced: "Placed the order", audit.ActionOrderCancelled: "Cancelled the order",
+	audit.ActionRefundRequested: "Asked for a refund", audit.ActionRequestDeclined: "Declined the request for a refund",
+	audit.ActionRefundGiven: "Gave a refund", audit.ActionRestocked: "Restocked",
+	audit.ActionChargeSucceeded: "Charge succeeded", audit.ActionChargeDeclined: "Card declined",
+	audit.ActionLateCharge: "A late charge landed", audit.ActionRefundSucceeded: "Refund succeeded",
+	audit.ActionRefundPending: "Refund on its way", audit.ActionRefundFailed: "Refund failed",
+	audit.ActionLateRefund: "A late refund landed", audit.ActionRefundExcess: "Refunded twice (recover it)",
 }
 
 // actorWords are the shop's own actors, who are no user, in staff's words.
-var actorWords = map[models.ActorKind]string{
-	models.ActorReconciler: "the reconciler", models.ActorWebhook: "a webhook of the provider",
-	models.ActorExpiry: "the expiry sweep", models.ActorProviderReturn: "the shopper's return from the card provider",
+var actorWords = map[audit.ActorKind]string{
+	audit.ActorReconciler: "the reconciler", audit.ActorWebhook: "a webhook of the provider",
+	audit.ActorExpiry: "the expiry sweep", audit.ActorProviderReturn: "the shopper's return from the card provider",
 }
 
 // TrailLine is one entry of the order's audit trail: what was done, by
 // whom, for how much and why.
-func (v staffOrderView) TrailLine(e models.Entry) string {
+func (v staffOrderView) TrailLine(e audit.Entry) string {
 	what, ok := actionWords[e.Action]
 	if !ok {
 		what = string(e.Action)
@@ -255,7 +258,7 @@ func (v staffOrderView) TrailLine(e models.Entry) string {
 	who := actorWords[e.Actor.Kind]
 	if e.Actor.UserID != nil {
 		who = v.nameOf(e.Actor.UserID)
-		if e.Actor.Kind == models.ActorStaff {
+		if e.Actor.Kind == audit.ActorStaff {
 			who += " (staff)"
 		}
 	}

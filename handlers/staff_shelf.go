@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // The console's products, restocked as `shop stock set` does, and its
@@ -37,7 +38,7 @@ func (s *Server) staffProductsPage(c *gin.Context) {
 
 // showStaffProducts renders the products as shop reads them: after a
 // restock, through the operation's transaction, which holds the new count.
-func (s *Server) showStaffProducts(c *gin.Context, shop models.Shop, status int, n *notice) {
+func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int, n *notice) {
 	products, err := shop.Products(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
@@ -61,14 +62,14 @@ func (s *Server) staffRestock(c *gin.Context) {
 		return
 	}
 	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), form.Get("sku"), units, s.deps.Now().UTC())
-	if errors.Is(err, models.ErrUnknownSKU) {
+	if errors.Is(err, orders.ErrUnknownSKU) {
 		err = models.ErrNotFound
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.showStaffProducts(c, models.Shop{DB: middleware.Tx(c)}, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
+	s.showStaffProducts(c, orders.Store{DB: middleware.Tx(c)}, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
 }
 
 func unitWords(n int) string {
@@ -79,7 +80,7 @@ func unitWords(n int) string {
 }
 
 type staffDoubt struct {
-	models.Doubt
+	orders.Doubt
 	Age, Key string
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) home(c *gin.Context) {
 	for i, p := range products {
 		lines[i] = catalogLine{Product: p} // empty, not "0": typing 2 must not give 20
 	}
-	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: models.MaxQuantity})
+	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: orders.MaxQuantity})
 }
 
 const qtyPrefix = "qty-"
@@ -56,14 +57,14 @@ const qtyPrefix = "qty-"
 func (s *Server) placeOrder(c *gin.Context) {
 	// Through the operation's transaction, as everything an atomic handler
 	// reads: it already holds a connection, and must not wait for another.
-	products, err := models.Shop{DB: middleware.Tx(c)}.Products(c.Request.Context())
+	products, err := orders.Store{DB: middleware.Tx(c)}.Products(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	form := postForm(c)
-	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: models.MaxQuantity}
-	var items []models.ItemInput
+	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity}
+	var items []orders.ItemInput
 	invalid := false
 	for _, p := range products {
 		typed := strings.TrimSpace(form.Get(qtyPrefix + p.ID))
@@ -73,11 +74,11 @@ func (s *Server) placeOrder(c *gin.Context) {
 		case typed == "": // none of this product
 		case err != nil:
 			line.Error = "Enter a whole number."
-		case quantity < 0 || quantity > models.MaxQuantity:
-			line.Error = "Enter a number from 0 to " + strconv.Itoa(models.MaxQuantity) + "."
+		case quantity < 0 || quantity > orders.MaxQuantity:
+			line.Error = "Enter a number from 0 to " + strconv.Itoa(orders.MaxQuantity) + "."
 		case quantity == 0: // "0", "00", "+0": none of this product
 		default:
-			items = append(items, models.ItemInput{ProductID: p.ID, Quantity: quantity})
+			items = append(items, orders.ItemInput{ProductID: p.ID, Quantity: quantity})
 		}
 		invalid = invalid || line.Error != ""
 		view.Lines = append(view.Lines, line)

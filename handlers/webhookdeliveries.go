@@ -6,7 +6,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/notify"
 	"github.com/shop/shop/outbox"
 )
 
@@ -63,11 +65,11 @@ func (s *Server) listWebhookDeliveries(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var from *models.Position
+	var from *database.Position
 	if after != nil {
-		from = &models.Position{CreatedAt: after.at, ID: after.id}
+		from = &database.Position{CreatedAt: after.at, ID: after.id}
 	}
-	deliveries, more, err := s.shop.WebhookDeliveriesPage(c.Request.Context(), from, limit)
+	deliveries, more, err := notify.Deliveries(c.Request.Context(), s.deps.DB, from, limit)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
@@ -36,7 +37,7 @@ func (s *Server) changePassword(c *gin.Context) {
 	form := postForm(c)
 	session, _ := currentSession(c)
 	tx := func() *gorm.DB { return middleware.Tx(c) }
-	change := models.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), KeepSession: session.ID, Address: c.ClientIP()}
+	change := accounts.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), KeepSession: session.ID, Address: c.ClientIP()}
 	err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), change, s.deps.Now())
 	view := passwordView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), Errors: map[string]string{}}
 	var invalid *models.Error

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -62,7 +63,7 @@ func TestRefundErrorsAreToldAsRefunds(t *testing.T) {
 // declares it, and the index lists every final answer.
 func TestProblemPagesTellFinality(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}})

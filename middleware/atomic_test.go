@@ -18,8 +18,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // beginProbe is a connection pool that tells probe when a request sent
@@ -55,7 +55,7 @@ func probedThrough(db *gorm.DB, probe chan struct{}) *gorm.DB {
 func untilBlocked(t *testing.T, db *gorm.DB, probe chan struct{}) {
 	t.Helper()
 	testkit.Recv(t, probe, "the duplicate to begin its transaction")
-	if !models.IsPostgres(db) {
+	if !database.IsPostgres(db) {
 		time.Sleep(50 * time.Millisecond)
 		return
 	}
@@ -202,7 +202,7 @@ func widgetRequest() *http.Request {
 // kills: it claims the key and writes a widget in one open transaction,
 // says so, and waits to be killed.
 func crashChild(databaseURL string) {
-	db, err := models.Open(databaseURL)
+	db, err := database.Open(databaseURL)
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // pushing is an instance of the middleware over the counted pool that
@@ -27,8 +27,8 @@ func (d *counted) pushing(t *testing.T, now func() time.Time) (*Idempotency, htt
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(func() { _ = mw.Close(context.Background()) })
-	if models.IsPostgres(d.db) != (mw.push != nil) {
-		t.Fatalf("pushing on PostgreSQL only: postgres %v, pusher %v", models.IsPostgres(d.db), mw.push != nil)
+	if database.IsPostgres(d.db) != (mw.push != nil) {
+		t.Fatalf("pushing on PostgreSQL only: postgres %v, pusher %v", database.IsPostgres(d.db), mw.push != nil)
 	}
 	if mw.push != nil {
 		select {
@@ -93,7 +93,7 @@ func TestPushedAnswerReplaysWithoutARead(t *testing.T) {
 		t.Fatalf("fresh: %d", first.StatusCode)
 	}
 	want := "[SELECT]"
-	if models.IsPostgres(d.db) {
+	if database.IsPostgres(d.db) {
 		untilCached(t, other, "alice", "k")
 		want = "[]"
 	}
@@ -147,7 +147,7 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 	runs(a, "failed attempt", "alice", "released", "?status=503", http.StatusServiceUnavailable)
 	// A later key's push is the barrier: one sender sends in order.
 	runs(a, "barrier", "alice", "barrier", "", http.StatusCreated)
-	if models.IsPostgres(d.db) {
+	if database.IsPostgres(d.db) {
 		untilCached(t, other, "alice", "barrier")
 	}
 	if _, ok := other.answers.get(scopedKey{"alice", "released"}); ok {
@@ -157,7 +157,7 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 
 	// Another scope: alice's answer is not bob's.
 	runs(a, "alice's order", "alice", "shared", "", http.StatusCreated)
-	if models.IsPostgres(d.db) {
+	if database.IsPostgres(d.db) {
 		untilCached(t, other, "alice", "shared")
 	}
 	runs(b, "bob, with the key alice used", "bob", "shared", "", http.StatusCreated)
@@ -165,7 +165,7 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 	// Expired: once the TTL passed, the key names a new operation, on the
 	// instance that was pushed the old answer as in the database.
 	runs(a, "an order that will expire", "alice", "expiring", "", http.StatusCreated)
-	if models.IsPostgres(d.db) {
+	if database.IsPostgres(d.db) {
 		untilCached(t, other, "alice", "expiring")
 	}
 	entry, ok := origin.answers.get(scopedKey{"alice", "expiring"})

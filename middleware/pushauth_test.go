@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gorm.io/driver/postgres"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // pushSecret is the secret the tests' instances share.
@@ -42,7 +42,7 @@ type notifier struct {
 func newNotifier(t *testing.T, d *counted, receivers ...*Idempotency) *notifier {
 	t.Helper()
 	n := &notifier{t: t, channel: "idempotency:main"}
-	if !models.IsPostgres(d.db) {
+	if !database.IsPostgres(d.db) {
 		for _, r := range receivers {
 			n.receivers = append(n.receivers, testPusher("receiver", r.answers))
 		}
@@ -139,7 +139,7 @@ func TestForgedPushChangesNoAnswer(t *testing.T) {
 	if real.status != http.StatusCreated {
 		t.Fatalf("fresh: %d %s", real.status, real.body)
 	}
-	if models.IsPostgres(d.db) {
+	if database.IsPostgres(d.db) {
 		untilCached(t, other, "alice", "k")
 	}
 	entry, ok := origin.answers.get(scopedKey{"alice", "k"})

@@ -219,3 +219,8 @@ func IsUnstorableText(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
 }
+
+// ErrForbidden: the caller is known, but not allowed to do this (a
+// shopper asking for what only staff may do). Not final: nothing began.
+var ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
+	Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})

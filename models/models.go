@@ -27,8 +27,8 @@ const (
 	CancelledByStaff   = "staff"   // the shop's staff cancelled it (the console)
 )
 
-// chargedStates are the states of an order that was charged.
-var chargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
+// ChargedStates are the states of an order that was charged.
+var ChargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
 
 // PaymentStatus is what the provider answered a charge: the status of a
 // payment row, and of the provider adapters' answers, one type for both.
@@ -124,7 +124,7 @@ type Order struct {
 }
 
 // Charged reports whether the order was paid, whatever was refunded since.
-func (o Order) Charged() bool { return slices.Contains(chargedStates, o.Status) }
+func (o Order) Charged() bool { return slices.Contains(ChargedStates, o.Status) }
 
 // AwaitingAction is the order's payment that waits for the shopper to
 // authenticate, if there is one.

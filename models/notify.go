@@ -1,10 +1,7 @@
 package models
 
 import (
-	"context"
 	"time"
-
-	"gorm.io/gorm"
 )
 
 // The consumers of the outbox (package notify) keep what they did here
@@ -66,15 +63,3 @@ type WebhookAttempt struct {
 }
 
 func (WebhookAttempt) TableName() string { return "webhook_attempts" }
-
-// WebhookDeliveriesPage lists up to limit deliveries, newest first, each
-// with its attempts in order, from after p; more says whether any follow.
-func (s Shop) WebhookDeliveriesPage(ctx context.Context, p *Position, limit int) (deliveries []WebhookDelivery, more bool, err error) {
-	deliveries = []WebhookDelivery{}
-	err = after(s.DB.WithContext(ctx), p).Preload("AttemptLog", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
-		Order("created_at DESC, id DESC").Limit(limit + 1).Find(&deliveries).Error
-	if len(deliveries) > limit {
-		return deliveries[:limit], true, err
-	}
-	return deliveries, false, err
-}

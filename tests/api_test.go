@@ -9,8 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
 )
@@ -218,9 +220,9 @@ func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
 	for _, db := range dbs {
 		go func() {
 			<-start
-			err := models.Migrate(db)
+			err := database.Migrate(db)
 			if err == nil {
-				err = models.Seed(db)
+				err = orders.Seed(db)
 			}
 			errs <- err
 		}()
@@ -232,8 +234,8 @@ func TestInstancesStartingTogetherMigrateOnce(t *testing.T) {
 		}
 	}
 	var products int64
-	if err := dbs[0].Model(&models.Product{}).Count(&products).Error; err != nil || products != int64(len(models.Catalog)) {
-		t.Fatalf("%d products (%v), want %d", products, err, len(models.Catalog))
+	if err := dbs[0].Model(&models.Product{}).Count(&products).Error; err != nil || products != int64(len(orders.Catalog)) {
+		t.Fatalf("%d products (%v), want %d", products, err, len(orders.Catalog))
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -24,8 +26,8 @@ func init() { addedTables = append(addedTables, "audit_entries") }
 // id, or "" for the shop's own actors), for how much (-1: no amount) and
 // why.
 type auditStep struct {
-	action models.Action
-	kind   models.ActorKind
+	action audit.Action
+	kind   audit.ActorKind
 	userID string
 	cents  int64
 	reason string
@@ -35,7 +37,7 @@ type auditStep struct {
 // models.Shop.History: exactly these entries, no more.
 func (e *env) wantTrail(orderID string, want ...auditStep) {
 	e.t.Helper()
-	got, err := models.Shop{DB: e.db}.History(context.Background(), orderID)
+	got, err := audit.Trail{DB: e.db}.History(context.Background(), orderID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func (e *env) wantTrail(orderID string, want ...auditStep) {
 	}
 }
 
-func trailLine(g models.Entry) string {
+func trailLine(g audit.Entry) string {
 	id, cents := "", int64(-1)
 	if g.Actor.UserID != nil {
 		id = *g.Actor.UserID
@@ -90,8 +92,8 @@ func TestAuditTrailOfAShoppersOrderAndCancel(t *testing.T) {
 		}
 	}
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, 3800, ""},
-		auditStep{models.ActionOrderCancelled, models.ActorShopper, shopper, -1, models.CancelledByShopper})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, 3800, ""},
+		auditStep{audit.ActionOrderCancelled, audit.ActorShopper, shopper, -1, models.CancelledByShopper})
 }
 
 // A shopper pays and asks for a refund; a staff member gives part of it,
@@ -114,11 +116,11 @@ func TestAuditTrailOfAStaffRefund(t *testing.T) {
 		}
 	}
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, 1900, ""},
-		auditStep{models.ActionChargeSucceeded, models.ActorShopper, shopper, 1900, ""},
-		auditStep{models.ActionRefundRequested, models.ActorShopper, shopper, -1, "too small"},
-		auditStep{models.ActionRefundGiven, models.ActorStaff, staffID, 700, "arrived broken"},
-		auditStep{models.ActionRefundSucceeded, models.ActorStaff, staffID, 700, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, 1900, ""},
+		auditStep{audit.ActionChargeSucceeded, audit.ActorShopper, shopper, 1900, ""},
+		auditStep{audit.ActionRefundRequested, audit.ActorShopper, shopper, -1, "too small"},
+		auditStep{audit.ActionRefundGiven, audit.ActorStaff, staffID, 700, "arrived broken"},
+		auditStep{audit.ActionRefundSucceeded, audit.ActorStaff, staffID, 700, ""})
 	if n, sum := e.refunded(); n != 1 || sum != 700 {
 		t.Fatalf("the provider refunded %d times, %d cents; want once, 700", n, sum)
 	}
@@ -143,8 +145,8 @@ func TestAuditTrailOfAProviderReturn(t *testing.T) {
 		}
 	}
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, e.userID("audit-return@example.com"), 1900, ""},
-		auditStep{models.ActionChargeSucceeded, models.ActorProviderReturn, "", 1900, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, e.userID("audit-return@example.com"), 1900, ""},
+		auditStep{audit.ActionChargeSucceeded, audit.ActorProviderReturn, "", 1900, ""})
 	e.paidOnce("after the return", orderID)
 }
 
@@ -154,15 +156,15 @@ func TestAuditTrailOfAProviderReturn(t *testing.T) {
 func TestAuditTrailOfAReconciledAttempt(t *testing.T) {
 	e, orderID, _ := inDoubt(t)
 	shopper, total := e.userID("webhook@example.com"), orderTotal(e, orderID)
-	e.wantTrail(orderID, auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, total, ""})
+	e.wantTrail(orderID, auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, total, ""})
 	for _, want := range []int{1, 0} {
 		if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != want {
 			t.Fatalf("reconcile: %d resolved, %v; want %d", n, err, want)
 		}
 	}
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, total, ""},
-		auditStep{models.ActionChargeSucceeded, models.ActorReconciler, "", total, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, total, ""},
+		auditStep{audit.ActionChargeSucceeded, audit.ActorReconciler, "", total, ""})
 	e.paidOnce("after the reconciler", orderID)
 }
 
@@ -179,8 +181,8 @@ func TestAuditTrailOfWebhooks(t *testing.T) {
 	total := orderTotal(e, orderID)
 	shopper := e.userID("webhook@example.com")
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, total, ""},
-		auditStep{models.ActionChargeSucceeded, models.ActorWebhook, "", total, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, total, ""},
+		auditStep{audit.ActionChargeSucceeded, audit.ActorWebhook, "", total, ""})
 
 	e, orderID, attempt = lostPayment(t, &failing{err: payments.ErrUnavailable, afterCharge: true, n: 1}, models.Failed)
 	late := stripeEvent(t, "evt_audit_late", stripe.EventTypePaymentIntentSucceeded, intentOf(attempt, "succeeded"))
@@ -191,8 +193,8 @@ func TestAuditTrailOfWebhooks(t *testing.T) {
 	}
 	total, shopper = orderTotal(e, orderID), e.userID("webhook@example.com")
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, total, ""},
-		auditStep{models.ActionLateCharge, models.ActorWebhook, "", total, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, total, ""},
+		auditStep{audit.ActionLateCharge, audit.ActorWebhook, "", total, ""})
 	e.paidOnce("after the late charge", orderID)
 }
 
@@ -203,19 +205,19 @@ func TestAuditTrailOfTheExpirySweep(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("audit-expiry@example.com")
 	shopper := e.userID("audit-expiry@example.com")
-	var orders []string
+	var placed []string
 	for i := range 8 {
-		orders = append(orders, e.createOrder(token, fmt.Sprintf("order-%d", i), orderBody(e.productPriced(1900), 1)))
+		placed = append(placed, e.createOrder(token, fmt.Sprintf("order-%d", i), orderBody(e.productPriced(1900), 1)))
 	}
-	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
-	if n := sweepTogether(t, e.server, newServer(t, e.deps)); n[0]+n[1] != len(orders) {
-		t.Fatalf("the two sweeps expired %v, want %d in all", n, len(orders))
+	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
+	if n := sweepTogether(t, e.server, newServer(t, e.deps)); n[0]+n[1] != len(placed) {
+		t.Fatalf("the two sweeps expired %v, want %d in all", n, len(placed))
 	}
 	sweepOnce(t, e.server, 0, "again")
-	for _, orderID := range orders {
+	for _, orderID := range placed {
 		e.wantTrail(orderID,
-			auditStep{models.ActionOrderPlaced, models.ActorShopper, shopper, 1900, ""},
-			auditStep{models.ActionOrderCancelled, models.ActorExpiry, "", -1, models.CancelledExpired})
+			auditStep{audit.ActionOrderPlaced, audit.ActorShopper, shopper, 1900, ""},
+			auditStep{audit.ActionOrderCancelled, audit.ActorExpiry, "", -1, models.CancelledExpired})
 	}
 }
 
@@ -226,8 +228,8 @@ func TestAnActWithoutAnActorIsRefused(t *testing.T) {
 	orderID := e.createOrder(token, "order", orderBody(e.productPriced(1900), 1))
 	tx := e.db.WithContext(context.Background()).Begin()
 	defer tx.Rollback()
-	_, err := models.Shop{DB: e.db}.CancelOrder(tx, e.userID("audit-nobody@example.com"), orderID, e.clock.Now())
-	if !errors.Is(err, models.ErrNoActor) {
+	_, err := orders.Store{DB: e.db}.CancelOrder(tx, e.userID("audit-nobody@example.com"), orderID, e.clock.Now())
+	if !errors.Is(err, audit.ErrNoActor) {
 		t.Fatalf("a cancel by nobody: %v; want ErrNoActor", err)
 	}
 }
@@ -247,14 +249,14 @@ func TestAuditEntryOnNoOrder(t *testing.T) {
 	e := newEnv(t)
 	_, staffID := e.staffToken("audit-restock@example.com")
 	product := e.productPriced(1900)
-	ctx := models.WithActor(context.Background(), models.UserActor(models.User{ID: staffID, Role: models.Staff}))
-	if err := models.Audit(e.db.WithContext(ctx), models.Entry{Action: models.ActionRestocked, SubjectID: product, Reason: "40 units"}); err != nil {
+	ctx := audit.WithActor(context.Background(), audit.UserActor(models.User{ID: staffID, Role: models.Staff}))
+	if err := audit.Audit(e.db.WithContext(ctx), audit.Entry{Action: audit.ActionRestocked, SubjectID: product, Reason: "40 units"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.count("audit_entries", "order_id IS NULL AND subject_id = ? AND actor_kind = ? AND actor_id = ?", product, models.ActorStaff, staffID); n != 1 {
+	if n := e.count("audit_entries", "order_id IS NULL AND subject_id = ? AND actor_kind = ? AND actor_id = ?", product, audit.ActorStaff, staffID); n != 1 {
 		t.Fatalf("%d restock entries with a null order, by the staff member; want 1", n)
 	}
-	var got models.Entry
+	var got audit.Entry
 	if err := e.db.Where("subject_id = ?", product).Take(&got).Error; err != nil || got.OrderID != "" || got.Reason != "40 units" || got.Actor.UserID == nil || *got.Actor.UserID != staffID {
 		t.Fatalf("the entry read back: %+v %v", got, err)
 	}
@@ -288,12 +290,12 @@ func TestAuditTrailOfLateRefunds(t *testing.T) {
 	}
 	reason := failed[0].FailureReason
 	e.wantTrail(orderID,
-		auditStep{models.ActionOrderPlaced, models.ActorStaff, staff, 1900, ""},
-		auditStep{models.ActionChargeSucceeded, models.ActorStaff, staff, 1900, ""},
-		auditStep{models.ActionRefundGiven, models.ActorStaff, staff, 1900, ""},
-		auditStep{models.ActionRefundFailed, models.ActorStaff, staff, 1900, reason},
-		auditStep{models.ActionRefundGiven, models.ActorStaff, staff, 1900, ""},
-		auditStep{models.ActionRefundFailed, models.ActorStaff, staff, 1900, reason},
-		auditStep{models.ActionLateRefund, models.ActorWebhook, "", 1900, ""},
-		auditStep{models.ActionRefundExcess, models.ActorWebhook, "", 1900, ""})
+		auditStep{audit.ActionOrderPlaced, audit.ActorStaff, staff, 1900, ""},
+		auditStep{audit.ActionChargeSucceeded, audit.ActorStaff, staff, 1900, ""},
+		auditStep{audit.ActionRefundGiven, audit.ActorStaff, staff, 1900, ""},
+		auditStep{audit.ActionRefundFailed, audit.ActorStaff, staff, 1900, reason},
+		auditStep{audit.ActionRefundGiven, audit.ActorStaff, staff, 1900, ""},
+		auditStep{audit.ActionRefundFailed, audit.ActorStaff, staff, 1900, reason},
+		auditStep{audit.ActionLateRefund, audit.ActorWebhook, "", 1900, ""},
+		auditStep{audit.ActionRefundExcess, audit.ActorWebhook, "", 1900, ""})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -50,7 +51,7 @@ func TestConsoleRefusesAnyoneButStaff(t *testing.T) {
 	var attempt models.PaymentAttempt
 	must(t, e.db.Take(&attempt).Error)
 	token := e.signUp("other@example.com")
-	params := strings.NewReplacer(":id", orderID, ":request_id", attempt.ID, ":kind", models.DoubtPayment)
+	params := strings.NewReplacer(":id", orderID, ":request_id", attempt.ID, ":kind", orders.DoubtPayment)
 	staff := e.staffBrowser("staff@example.com")
 	form := url.Values{"idempotency_key": {"refused"}, "amount": {"1.00"}, "reason": {"refused"}, "sku": {"sku"}, "stock": {"0"}}
 

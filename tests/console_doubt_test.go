@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -106,7 +107,7 @@ func TestAskTheProviderNowSettlesWhatIsInDoubt(t *testing.T) {
 	if !strings.Contains(string(alice.get("/staff/orders/"+refunded).Body), "$7.00 by alice@example.com: succeeded.") {
 		t.Fatal("the order's history does not tell the refund and who gave it")
 	}
-	if n := e.count("audit_entries", "action IN ? AND actor_kind = ?", []models.Action{models.ActionRefundSucceeded, models.ActionChargeSucceeded}, models.ActorStaff); n != 2 {
+	if n := e.count("audit_entries", "action IN ? AND actor_kind = ?", []audit.Action{audit.ActionRefundSucceeded, audit.ActionChargeSucceeded}, audit.ActorStaff); n != 2 {
 		t.Fatalf("%d audit entries of the settled refund and charge by the staff member who asked, want 2", n)
 	}
 	if r := alice.post("/staff/in-doubt/refund/"+refund.ID, url.Values{"idempotency_key": {"again"}}); r.Status != http.StatusConflict {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -197,7 +198,7 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	}
 	isPage(t, staff.get(console), http.StatusOK, "declined by staff@example.com. Reason: Used for a month",
 		"Declined the request for a refund, by staff@example.com (staff). Reason: Used for a month.")
-	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND actor_id = ? AND subject_id = ?", models.ActionRequestDeclined, models.ActorStaff, *req.DecidedBy, req.ID); n != 1 {
+	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND actor_id = ? AND subject_id = ?", audit.ActionRequestDeclined, audit.ActorStaff, *req.DecidedBy, req.ID); n != 1 {
 		t.Fatalf("%d audit entries of the decline by the staff member, want 1", n)
 	}
 	isPage(t, s.get(orderPath), http.StatusOK, "declined by the shop&#39;s staff.")
@@ -232,7 +233,7 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	}
 	isPage(t, s.get(pending), http.StatusOK, "The shop&#39;s staff cancelled this order.")
 	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled by the shop&#39;s staff.", "Cancelled the order, by staff@example.com (staff). Reason: staff.")
-	if n := e.count("audit_entries", "order_id = ? AND action = ? AND actor_kind = ?", pendingID, models.ActionOrderCancelled, models.ActorStaff); n != 1 {
+	if n := e.count("audit_entries", "order_id = ? AND action = ? AND actor_kind = ?", pendingID, audit.ActionOrderCancelled, audit.ActorStaff); n != 1 {
 		t.Fatalf("%d audit entries of the staff's cancel, want 1", n)
 	}
 	if r := staff.post(console+"/cancel", url.Values{"idempotency_key": {"cancel-paid"}}); r.Status != http.StatusConflict {
@@ -267,7 +268,7 @@ func TestConsoleRestocksAProduct(t *testing.T) {
 	if now.Stock != 7 {
 		t.Fatalf("stock %d after the restock, want 7", now.Stock)
 	}
-	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND subject_id = ? AND order_id IS NULL", models.ActionRestocked, models.ActorStaff, p.ID); n != 1 {
+	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND subject_id = ? AND order_id IS NULL", audit.ActionRestocked, audit.ActorStaff, p.ID); n != 1 {
 		t.Fatalf("%d audit entries of the restock by staff, want 1", n)
 	}
 	if r := staff.post("/staff/products/stock", staffForm(t, staff, "/staff/products", "/staff/products/stock", "sku", "no-such-sku", "stock", "3")); r.Status != http.StatusNotFound {

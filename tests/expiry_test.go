@@ -12,6 +12,7 @@ import (
 
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
@@ -67,18 +68,18 @@ func TestAnUnpaidOrderExpiresOnceAcrossTwoSweepers(t *testing.T) {
 	e := newEnv(t)
 	tote := stockOf(t, e.db, "TOTE-CNV", 10)
 	token := e.signUp("expiry@example.com")
-	var orders []string
+	var placed []string
 	for i := range 4 {
-		orders = append(orders, e.createOrder(token, fmt.Sprintf("expiry-%d", i), orderBody(tote, 2)))
+		placed = append(placed, e.createOrder(token, fmt.Sprintf("expiry-%d", i), orderBody(tote, 2)))
 	}
 	s := e.shopper()
 	s.signUp("expiry-page@example.com")
 	orderPath := s.placeOrder(s.checkout(tote, 2))
 	if left := unitsLeft(t, e.db, tote); left != 0 {
-		t.Fatalf("%d units left after 5 orders of 2, want 0", left)
+		t.Fatalf("%d units left after 5 placed of 2, want 0", left)
 	}
 	other := newServer(t, e.deps)
-	e.clock.Advance(models.DefaultOrderExpiry - time.Minute)
+	e.clock.Advance(orders.DefaultOrderExpiry - time.Minute)
 	if n := sweepTogether(t, e.server, other); n[0]+n[1] != 0 {
 		t.Fatalf("the sweeps expired %v before ORDER_EXPIRY, want none", n)
 	}
@@ -87,14 +88,14 @@ func TestAnUnpaidOrderExpiresOnceAcrossTwoSweepers(t *testing.T) {
 		t.Fatalf("the two sweeps expired %v, want 5 in all", n)
 	}
 	if n := e.count("orders", "status = ? AND cancel_reason = ? AND restocked_at IS NOT NULL", models.OrderCancelled, models.CancelledExpired); n != 5 {
-		t.Fatalf("%d orders expired and restocked, want 5", n)
+		t.Fatalf("%d placed expired and restocked, want 5", n)
 	}
 	if left := unitsLeft(t, e.db, tote); left != 10 {
 		t.Fatalf("%d units in stock after the expiry, want 10: each order's back once", left)
 	}
-	sweepOnce(t, other, 0, "after the orders expired")
+	sweepOnce(t, other, 0, "after the placed expired")
 	wantStockIdentity(t, e.db, map[string]int{tote: 10})
-	for _, id := range orders {
+	for _, id := range placed {
 		if status, reason := e.orderStatus(token, id); status != models.OrderCancelled || reason != models.CancelledExpired {
 			t.Fatalf("order %s: %s, cancel_reason %q; want cancelled, expired", id, status, reason)
 		}
@@ -119,11 +120,11 @@ func TestExpiryWaitsForAnAttemptInDoubt(t *testing.T) {
 	doubtful := e.createOrder(token, "doubtful", orderBody(tote, 2))
 	isProblem(t, e.do(e.payRequest(token, doubtful, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	held := e.createOrder(token, "held", orderBody(tote, 1))
-	holdUntil := e.clock.Now().Add(models.DefaultOrderExpiry + 10*time.Minute)
+	holdUntil := e.clock.Now().Add(orders.DefaultOrderExpiry + 10*time.Minute)
 	if err := e.db.Model(&models.Order{}).Where("id = ?", held).Updates(map[string]any{"held_by": "pay/run", "held_until": holdUntil}).Error; err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
 	sweepOnce(t, e.server, 0, "with one attempt in doubt and one order held")
 	if n := e.count("orders", "status = ?", models.OrderPending); n != 2 {
 		t.Fatalf("%d orders pending, want both: a charge may still land", n)
@@ -184,7 +185,7 @@ func TestCancelRacedAgainstTheExpirySweepReturnsUnitsOnce(t *testing.T) {
 		cancels[i] = e.cancelRequest(token, orderID, fmt.Sprintf("cancel-%d", i), `{}`)
 	}
 	other := newServer(t, e.deps)
-	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
 	var answers []response
 	var swept []int
 	var wg sync.WaitGroup
@@ -219,7 +220,7 @@ func TestExpiryWaitsForAnAuthentication(t *testing.T) {
 	token := e.signUp("expiry-auth@example.com")
 	orderID := e.createOrder(token, "waiting", orderBody(tote, 3))
 	e.payToAuthenticate(token, orderID, "k1")
-	e.clock.Advance(models.DefaultOrderExpiry + time.Minute) // past the order's expiry and the authentication's
+	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute) // past the order's expiry and the authentication's
 	if n := e.count("orders", "id = ? AND held_until > ?", orderID, e.clock.Now()); n != 0 {
 		t.Fatal("the authentication's hold is still live: the test would not reach the lapsed case")
 	}
@@ -255,7 +256,7 @@ func TestOrdersOfTheLastReleaseGiveNoUnitsBack(t *testing.T) {
 	if r := e.do(e.cancelRequest(token, cancelled, "cancel", `{}`)); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
-	e.clock.Advance(models.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
 	sweepOnce(t, e.server, 1, "past the last release's order's expiry")
 	if n := e.count("orders", "status = ?", models.OrderCancelled); n != 2 {
 		t.Fatalf("%d orders cancelled, want both", n)

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
@@ -381,7 +382,7 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("ann@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
-	shop := models.Shop{DB: e.db}
+	shop := billing.Ledger{DB: e.db}
 	user := e.userID("ann@example.com")
 	now := e.clock.Now()
 	start, err := shop.BeginPayment(context.Background(), user, orderID, "idem_this", "idem_this/run", payments.MethodVisa, now, now.Add(time.Minute))
@@ -394,7 +395,7 @@ func TestSettleNeedsTheOrdersHold(t *testing.T) {
 	}
 	for _, status := range []models.State{models.Succeeded, models.Declined} {
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			_, err := shop.Settle(tx, start.Row, models.Outcome{State: status, ProviderID: "ch_" + string(status)}, "idem_this/run")
+			_, err := shop.Settle(tx, start.Row, billing.Outcome{State: status, ProviderID: "ch_" + string(status)}, "idem_this/run")
 			return err
 		})
 		if !errors.Is(err, models.ErrPaymentInProgress) {

@@ -20,9 +20,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -95,7 +97,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	dbURL := testkit.URL(t)
 	db := testkit.Open(t, dbURL)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	return newEnvOn(t, dbURL, db, opts...)
@@ -104,7 +106,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 // newEnvOn is newEnv on a database the test made, as it made it.
 func newEnvOn(t *testing.T, dbURL string, db *gorm.DB, opts ...option) *env {
 	t.Helper()
-	if err := models.Seed(db); err != nil {
+	if err := orders.Seed(db); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: db, dbURL: dbURL, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}

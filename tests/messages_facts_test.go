@@ -13,8 +13,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
@@ -140,7 +140,7 @@ func (c *blocking) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error 
 func TestOneRelayAtATimeHandsAConsumerItsEvents(t *testing.T) {
 	databaseURL := testkit.URL(t)
 	db := testkit.Open(t, databaseURL)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

@@ -12,6 +12,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
@@ -26,8 +28,8 @@ func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	t.Helper()
 	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &lastReleaseProduct{}, &lastReleaseOrder{}, &models.OrderItem{},
 		&models.Payment{}, &models.PaymentAttempt{}, &models.Refund{}, &middleware.IdempotencyKey{},
-		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &models.LoginFailure{}, &models.AddressMinute{})
-	if err == nil && models.IsPostgres(db) {
+		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &accounts.LoginFailure{}, &accounts.AddressMinute{})
+	if err == nil && database.IsPostgres(db) {
 		err = db.Exec("CREATE SEQUENCE order_numbers START WITH 1001").Error
 	}
 	if err != nil {
@@ -103,7 +105,7 @@ var schemaQueries = map[bool][]string{
 func schemaOf(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
 	var lines []string
-	for _, q := range schemaQueries[models.IsPostgres(db)] {
+	for _, q := range schemaQueries[database.IsPostgres(db)] {
 		rows, err := db.Raw(q).Rows()
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +139,7 @@ func TestMigrationsMakeTheSchemaAutoMigrateMade(t *testing.T) {
 		t.Fatalf("the reference schema has %d lines: %q", len(want), want)
 	}
 	sameLines(t, "migration 1", want, got)
-	if err := models.Migrate(migrated); err != nil {
+	if err := database.Migrate(migrated); err != nil {
 		t.Fatal(err)
 	}
 	if later := schemaOf(t, migrated); len(later) <= len(got) {
@@ -150,7 +152,7 @@ func TestMigrationsMakeTheSchemaAutoMigrateMade(t *testing.T) {
 func migrateTo(t *testing.T, db *gorm.DB, version int64) {
 	t.Helper()
 	dialect, dir := goose.DialectSQLite3, "../models/migrations/sqlite3"
-	if models.IsPostgres(db) {
+	if database.IsPostgres(db) {
 		dialect, dir = goose.DialectPostgres, "../models/migrations/postgres"
 	}
 	sqlDB, err := db.DB()
@@ -238,7 +240,7 @@ func rewindToLastRelease(t *testing.T, db *gorm.DB) {
 func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	dbURL := testkit.URL(t)
 	db := testkit.Open(t, dbURL)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnvOn(t, dbURL, db)
@@ -267,14 +269,14 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	// statement cached before its table changed.
 	before := rowsOf(t, testkit.Open(t, dbURL))
 
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	// The upgraded release reads through a pool of its own: PostgreSQL
 	// refuses a statement cached before its table changed.
 	db = testkit.Open(t, dbURL)
 	e.db, e.deps.DB = db, db
-	if status, err := models.MigrationStatus(t.Context(), db); err != nil || len(status) == 0 || status[0].State != "applied" {
+	if status, err := database.MigrationStatus(t.Context(), db); err != nil || len(status) == 0 || status[0].State != "applied" {
 		t.Fatalf("migration status %v (%v), want migration 1 applied", status, err)
 	}
 	if len(before) < 20 {

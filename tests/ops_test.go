@@ -16,10 +16,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
 
@@ -260,7 +260,7 @@ func TestReadiness(t *testing.T) {
 	}
 	probe("/healthz", http.StatusOK, "ok")
 	probe("/readyz", http.StatusServiceUnavailable, "migrations not applied")
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
 	probe("/readyz", http.StatusOK, "ready")

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // The load balancer of these tests runs on 127.0.0.1; its clients come
@@ -62,7 +62,7 @@ func logInVia(t *testing.T, base, from, forged, email, password string) response
 // hitsByAddress is the address limit's count of the minute, per address.
 func (e *env) hitsByAddress() map[string]int {
 	e.t.Helper()
-	var rows []models.AddressMinute
+	var rows []accounts.AddressMinute
 	if err := e.db.Find(&rows).Error; err != nil {
 		e.t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func (e *env) hitsByAddress() map[string]int {
 // failuresByAddress counts the failed log-ins recorded, per address.
 func (e *env) failuresByAddress() map[string]int {
 	e.t.Helper()
-	var rows []models.LoginFailure
+	var rows []accounts.LoginFailure
 	if err := e.db.Find(&rows).Error; err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 )
 
 // withPushes runs the shop as main does, pushing completed answers to the
@@ -86,7 +86,7 @@ func TestForgedNotifyChangesNoShoppersAnswer(t *testing.T) {
 		t.Fatalf("order: %d %s", real.Status, real.Body)
 	}
 
-	if models.IsPostgres(e.db) {
+	if database.IsPostgres(e.db) {
 		forged := e.forgeAnswer("order-1")
 		// Sent again until every instance has counted one: a listener may
 		// still be starting, and a dropped push shows nowhere else.
@@ -109,7 +109,7 @@ func TestForgedNotifyChangesNoShoppersAnswer(t *testing.T) {
 	if r := e.do(order("order-2")); r.Status != http.StatusCreated {
 		t.Fatalf("second order: %d %s", r.Status, r.Body)
 	}
-	if models.IsPostgres(e.db) {
+	if database.IsPostgres(e.db) {
 		until(t, "the second order's push", func() bool {
 			return otherServer.ReplayCache().Entries > cached && e.refusedPushes(stranger.URL) > strangerRefused
 		})

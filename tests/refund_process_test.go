@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -27,7 +28,7 @@ func crashMidRefund(t *testing.T, databaseURL string, settings []string) (*env, 
 	until(t, "the refund is recorded in doubt", func() bool {
 		return e.count("refunds", "order_id = ? AND state = ?", orderID, models.InDoubt) == 1
 	})
-	if models.IsPostgres(e.db) {
+	if database.IsPostgres(e.db) {
 		lock := e.db.Begin()
 		defer lock.Rollback()
 		if err := lock.Exec("SELECT id FROM orders WHERE id = ? FOR UPDATE", orderID).Error; err != nil {

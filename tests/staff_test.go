@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -15,7 +16,7 @@ import (
 // makeStaff makes the user with the email staff, as `shop staff add` does.
 func (e *env) makeStaff(email string) {
 	e.t.Helper()
-	if _, err := models.SetRole(e.t.Context(), e.db, email, models.Staff); err != nil {
+	if _, err := accounts.SetRole(e.t.Context(), e.db, email, models.Staff); err != nil {
 		e.t.Fatal(err)
 	}
 }

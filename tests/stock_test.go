@@ -12,13 +12,14 @@ import (
 
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
 // stockOf sets the product's stock, as staff do, and returns its id.
 func stockOf(t *testing.T, db *gorm.DB, sku string, units int) string {
 	t.Helper()
-	p, err := models.Shop{DB: db}.SetStock(t.Context(), sku, units)
+	p, err := orders.Store{DB: db}.SetStock(t.Context(), sku, units)
 	if err != nil {
 		t.Fatal(err)
 	}

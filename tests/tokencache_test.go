@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/models"
 )
 
 func withTokenCacheTTL(d time.Duration) option {
@@ -90,7 +90,7 @@ func TestCachedTokenLookupReadsNothing(t *testing.T) {
 			token := e.signUp("ann@example.com")
 			for i, want := range tc.reads {
 				if i == len(tc.reads)-1 {
-					e.clock.Advance(models.DefaultTokenCacheTTL)
+					e.clock.Advance(accounts.DefaultTokenCacheTTL)
 				}
 				log.take()
 				if r := e.do(me(token)); r.Status != http.StatusOK {
@@ -171,7 +171,7 @@ func TestTokenRevocationReachesOtherInstancesWithinTheCacheTTL(t *testing.T) {
 	}
 	isProblem(t, e.do(me(token)), http.StatusUnauthorized, "/problems/token-revoked")
 
-	e.clock.Advance(models.DefaultTokenCacheTTL - time.Second - time.Millisecond)
+	e.clock.Advance(accounts.DefaultTokenCacheTTL - time.Second - time.Millisecond)
 	if r := e.at(other.URL, order("within-the-ttl")); r.Status != http.StatusCreated {
 		t.Fatalf("an order on the other instance a millisecond before its lookup goes stale: %d %s", r.Status, r.Body)
 	}

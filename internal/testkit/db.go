@@ -15,7 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/shop/shop/models"
+	"github.com/shop/shop/database"
 )
 
 // URL makes a fresh database for the test and returns its URL; it is
@@ -26,7 +26,7 @@ func URL(t testing.TB) string {
 	if base == "" {
 		return filepath.Join(t.TempDir(), "shop.db")
 	}
-	admin, err := models.Open(base)
+	admin, err := database.Open(base)
 	if err != nil {
 		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL cannot be opened: %v", err)
 	}
@@ -53,7 +53,7 @@ func URL(t testing.TB) string {
 // Open opens a database URL for the rest of the test.
 func Open(t testing.TB, databaseURL string) *gorm.DB {
 	t.Helper()
-	db, err := models.Open(databaseURL)
+	db, err := database.Open(databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +67,4 @@ func NewDB(t testing.TB) *gorm.DB {
 	return Open(t, URL(t))
 }
 
-func closeDB(db *gorm.DB) { _ = models.Close(db) }
+func closeDB(db *gorm.DB) { _ = database.Close(db) }

@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // The stock audit finds nothing on a seeded catalog, and names the
@@ -13,10 +15,10 @@ import (
 // not come back.
 func TestAuditStockFindsALostUnit(t *testing.T) {
 	db := testkit.NewDB(t)
-	if err := models.Migrate(db); err != nil {
+	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	if err := models.Seed(db); err != nil {
+	if err := orders.Seed(db); err != nil {
 		t.Fatal(err)
 	}
 	var products []models.Product

@@ -22,8 +22,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -59,16 +62,16 @@ type config struct {
 
 func defaults() config {
 	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
-		GroupCommit: models.DefaultGroupCommit}
+		GroupCommit: database.DefaultGroupCommit}
 }
 
 // open opens a connection pool on the database, with the group commit asked.
 func (c config) open() (*gorm.DB, error) {
 	n := c.GroupCommit
 	if n == 0 {
-		n = models.DefaultGroupCommit
+		n = database.DefaultGroupCommit
 	}
-	return models.OpenWith(c.DatabaseURL, models.Options{GroupCommit: n})
+	return database.OpenWith(c.DatabaseURL, database.Options{GroupCommit: n})
 }
 
 // phase is what one kind of work measured.
@@ -135,7 +138,7 @@ func start(server *handlers.Server, handler http.Handler) (*shop, error) {
 func (s *shop) stop(ctx context.Context) error {
 	err := errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
 	if s.db != nil {
-		err = errors.Join(err, models.Close(s.db))
+		err = errors.Join(err, database.Close(s.db))
 	}
 	return err
 }
@@ -240,15 +243,15 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer models.Close(db)
-	if err := models.Migrate(db); err != nil {
+	defer database.Close(db)
+	if err := database.Migrate(db); err != nil {
 		return nil, err
 	}
-	if err := models.Seed(db); err != nil {
+	if err := orders.Seed(db); err != nil {
 		return nil, err
 	}
 	b := &bench{
-		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: models.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
+		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
 		began: time.Now().UTC().Add(-time.Second),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
@@ -351,7 +354,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 // rounds runs the steps interleaved, in rep.rounds slices of the phase's
 // time and operations each, and counts the SQLite commits they made.
 func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
-	commits, operations := models.CommitStats(b.db)
+	commits, operations := database.CommitStats(b.db)
 	rounds, cfg := rep.rounds, b.cfg
 	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
 	for r := range rounds {
@@ -374,7 +377,7 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 			run()
 		}
 	}
-	c, o := models.CommitStats(b.db)
+	c, o := database.CommitStats(b.db)
 	rep.commits, rep.committed = c-commits, o-operations
 	return nil
 }
@@ -405,7 +408,7 @@ func (b *bench) startSecond(push bool) (*shop, error) {
 	deps.DB, deps.Provider, deps.PushAnswers = db, &payments.Simulated{DB: db}, push
 	s, err := start(handlers.NewServer(deps), nil)
 	if err != nil {
-		return nil, errors.Join(err, models.Close(db))
+		return nil, errors.Join(err, database.Close(db))
 	}
 	s.db = db
 	return s, nil
@@ -670,7 +673,7 @@ func (b *bench) storm(ctx context.Context, url, token, body string) (string, err
 }
 
 func (b *bench) signUp(ctx context.Context, name string) error {
-	accounts := models.Accounts{DB: b.db, BcryptCost: bcrypt.MinCost}
+	accounts := accounts.Accounts{DB: b.db, BcryptCost: bcrypt.MinCost}
 	for w := range b.cfg.Workers {
 		// A run of its own, so that a database used before does not collide.
 		email := fmt.Sprintf("w%d.%s.%s@load.example", w, strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(name), b.run)

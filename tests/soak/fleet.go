@@ -14,8 +14,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
-	"github.com/shop/shop/models"
 )
 
 // fleet is the two instances, each on its own database link, the
@@ -82,7 +82,7 @@ func newFleet(cfg config) (*fleet, error) {
 			return nil, err
 		}
 	}
-	f.db, err = models.Open(databaseURL)
+	f.db, err = database.Open(databaseURL)
 	return f, err
 }
 
@@ -90,7 +90,7 @@ func newFleet(cfg config) (*fleet, error) {
 // URL that uses it.
 func (f *fleet) freshSchema(base string) (string, error) {
 	var err error
-	if f.admin, err = models.Open(base); err != nil {
+	if f.admin, err = database.Open(base); err != nil {
 		return "", err
 	}
 	suffix := make([]byte, 6)

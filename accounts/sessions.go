@@ -1,0 +1,107 @@
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Session is a browser signed in as a user. The browser holds a random
+// 256-bit token; the server keeps only its SHA-256, so that a copy of the
+// table signs no one in.
+type Session struct {
+	ID         int64
+	TokenHash  string
+	UserID     string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	// ExpiresAt is the session's absolute end, however busy it is.
+	ExpiresAt time.Time
+}
+
+// ErrSessionEnded: the token names no session that still works. It was
+// never one, or it was ended (log out, a password change), or it ran out.
+var ErrSessionEnded = errors.New("the session has ended")
+
+// Sessions starts, finds and ends browser sessions. A session ends when it
+// is ended, after Idle without a request, or MaxAge after it began,
+// whichever comes first. Times are the caller's clock, kept in UTC.
+type Sessions struct {
+	DB     *gorm.DB
+	Idle   time.Duration
+	MaxAge time.Duration
+}
+
+// touchEvery is how stale a session's LastSeenAt may grow before a request
+// writes it again: a page view is a read, not a write, except once a
+// minute. So a session may end up to a minute before Idle has passed since
+// its last request, which is nothing next to an idle timeout of hours.
+const touchEvery = time.Minute
+
+// Start begins a session for the user and returns its token, which only
+// the browser keeps.
+func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (string, Session, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", Session{}, err
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	now = now.UTC()
+	session := Session{TokenHash: hashToken(token), UserID: userID, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(s.MaxAge)}
+	err := s.DB.WithContext(ctx).Create(&session).Error
+	return token, session, err
+}
+
+// Lookup is the session of a token at now, or ErrSessionEnded. A session
+// found past its idle or absolute end is deleted on the way; one found
+// alive has its LastSeenAt moved to now when it is over touchEvery old.
+func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Session, error) {
+	db := s.DB.WithContext(ctx)
+	var session Session
+	err := db.Where("token_hash = ?", hashToken(token)).Take(&session).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Session{}, ErrSessionEnded
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	now = now.UTC()
+	if !now.Before(session.ExpiresAt) || now.Sub(session.LastSeenAt) >= s.Idle {
+		if err := db.Delete(&Session{}, session.ID).Error; err != nil {
+			return Session{}, err
+		}
+		return Session{}, ErrSessionEnded
+	}
+	if now.Sub(session.LastSeenAt) >= touchEvery {
+		session.LastSeenAt = now
+		if err := db.Model(&Session{}).Where("id = ?", session.ID).Update("last_seen_at", now).Error; err != nil {
+			return Session{}, err
+		}
+	}
+	return session, nil
+}
+
+// End ends the session with this id (log out); ending one already gone is
+// no error.
+func (s Sessions) End(ctx context.Context, id int64) error {
+	return s.DB.WithContext(ctx).Delete(&Session{}, id).Error
+}
+
+// EndOthersOf ends every session of the user except the one with id
+// except (0: every one), and says how many it ended.
+func (s Sessions) EndOthersOf(ctx context.Context, userID string, except int64) (int64, error) {
+	res := s.DB.WithContext(ctx).Where("user_id = ? AND id <> ?", userID, except).Delete(&Session{})
+	return res.RowsAffected, res.Error
+}
+
+// Sweep deletes the sessions that ran out by now, idle or past their
+// absolute end, which Lookup would refuse anyway, and says how many.
+func (s Sessions) Sweep(ctx context.Context, now time.Time) (int64, error) {
+	now = now.UTC()
+	res := s.DB.WithContext(ctx).Where("expires_at <= ? OR last_seen_at <= ?", now, now.Add(-s.Idle)).Delete(&Session{})
+	return res.RowsAffected, res.Error
+}

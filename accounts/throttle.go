@@ -1,0 +1,117 @@
+package accounts
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// LoginFailure is one failed log-in of an account, by its lower-cased
+// email, from one client address. Counted in the database, so that every
+// instance sees one count.
+type LoginFailure struct {
+	ID      uint      `gorm:"primaryKey"`
+	Email   string    `gorm:"size:254;not null;index:idx_login_failures_account_from,priority:1"`
+	Address string    `gorm:"size:64;not null;default:'';index:idx_login_failures_account_from,priority:2"`
+	At      time.Time `gorm:"not null;index:idx_login_failures_account_from,priority:3;index"`
+}
+
+// LoginThrottle slows down, then refuses, the log-ins to an account from an
+// address that failed too often within Window — and only from that address:
+// failures are counted per account and address, so that an attacker who
+// knows an email cannot lock its owner out, who signs in from elsewhere
+// (OWASP's Authentication Cheat Sheet, on account lockout). The first half
+// of Failures pass; each failure after them doubles the wait before the
+// next try (1 s, 2 s, 4 s…); once Failures are reached, the address is
+// refused until the oldest of them leaves the window. Unknown emails are
+// counted alike, so a refusal tells nothing about which accounts exist.
+type LoginThrottle struct {
+	Failures int
+	Window   time.Duration
+	Now      func() time.Time
+}
+
+// ThrottledError: too many attempts; the client may try again after
+// RetryAfter.
+type ThrottledError struct {
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string { return e.Message }
+
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up, at least 1.
+func (e *ThrottledError) RetryAfterSeconds() int {
+	return max(1, int(math.Ceil(e.RetryAfter.Seconds())))
+}
+
+// Throttled is a refusal for what, to be tried again after wait; its
+// message gives the same whole seconds as its Retry-After.
+func Throttled(what string, wait time.Duration) *ThrottledError {
+	e := &ThrottledError{RetryAfter: wait}
+	unit := "seconds"
+	if e.RetryAfterSeconds() == 1 {
+		unit = "second"
+	}
+	e.Message = fmt.Sprintf("%s: try again in %d %s.", what, e.RetryAfterSeconds(), unit)
+	return e
+}
+
+// checkFailures slows down or refuses a log-in to an account from an
+// address that failed too often within the window. A refused log-in is not
+// a failure: it does not extend the refusal.
+func (a Accounts) checkFailures(ctx context.Context, email, address string) error {
+	t := a.Throttle
+	if t == nil {
+		return nil
+	}
+	now := t.Now().UTC()
+	var recent []LoginFailure
+	err := a.DB.WithContext(ctx).Where("email = ? AND address = ? AND at > ?", email, address, now.Add(-t.Window)).
+		Order("at DESC").Limit(t.Failures).Find(&recent).Error
+	if err != nil {
+		return err
+	}
+	if wait := t.wait(recent, now); wait > 0 {
+		return Throttled("Too many failed log-ins for this account from your address", wait)
+	}
+	return nil
+}
+
+// wait is how long an address waits before its next try, after its recent
+// failures (newest first).
+func (t *LoginThrottle) wait(recent []LoginFailure, now time.Time) time.Duration {
+	n, free := len(recent), t.Failures/2
+	switch {
+	case n >= t.Failures:
+		return recent[n-1].At.Add(t.Window).Sub(now)
+	case n > free:
+		return recent[0].At.Add(time.Second << (n - free - 1)).Sub(now)
+	}
+	return 0
+}
+
+// recordFailure counts a failed log-in, and forgets failures that have
+// left the window, of every account.
+func (a Accounts) recordFailure(ctx context.Context, email, address string) error {
+	t := a.Throttle
+	if t == nil {
+		return nil
+	}
+	now := t.Now().UTC()
+	db := a.DB.WithContext(ctx)
+	if err := db.Where("at <= ?", now.Add(-t.Window)).Delete(&LoginFailure{}).Error; err != nil {
+		return err
+	}
+	return db.Create(&LoginFailure{Email: email, Address: address, At: now}).Error
+}
+
+// forgetFailures clears an account's count from an address once it logs in
+// from there.
+func (a Accounts) forgetFailures(ctx context.Context, email, address string) error {
+	if a.Throttle == nil {
+		return nil
+	}
+	return a.DB.WithContext(ctx).Where("email = ? AND address = ?", email, address).Delete(&LoginFailure{}).Error
+}

@@ -1,0 +1,89 @@
+package accounts
+
+import (
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/shop/shop/models"
+)
+
+// DefaultTokenCacheTTL is how long an instance trusts a bearer-token lookup
+// it made, unless configured otherwise (TOKEN_CACHE_TTL, at most a minute).
+//
+// Why the bound is what it is: a revocation is written to the database, and
+// the instance that makes it refuses the token at once, but every other
+// instance learns of it only when its cached lookup goes stale and it reads
+// the token again. So the TTL is how long a revoked token may still work on
+// another instance: it must stay short next to what a revocation is for (a
+// logged-out device, a leaked token), where seconds are harmless and
+// minutes are not. Yet a client busy enough for the two reads of each
+// request (the token, then its user) to matter sends many requests in five
+// seconds, and all but the first of them read nothing.
+const DefaultTokenCacheTTL = 5 * time.Second
+
+// tokenCacheSize bounds the cache in entries: at a few hundred bytes each,
+// a few megabytes. Beyond it, the least useful lookups are dropped and are
+// read again when next used.
+const tokenCacheSize = 10_000
+
+// TokenCache keeps this instance's successful bearer-token lookups, by the
+// token's hash, for TTL on the server's clock. A failed lookup is never
+// kept, so a token issued since, on any instance, works at once. A hit
+// still checks the token's own expiry, so a token never works past its
+// ExpiresAt. A revocation made here is kept too, so that it takes effect
+// at once on this instance.
+type TokenCache struct {
+	ttl     time.Duration
+	lookups *otter.Cache[string, tokenLookup]
+}
+
+// tokenLookup is a token and its user as the database had them at read, on
+// the server's clock; or a revocation made by this instance.
+type tokenLookup struct {
+	token models.APIToken
+	user  models.User
+	read  time.Time
+}
+
+// NewTokenCache makes a cache that trusts a lookup for ttl.
+func NewTokenCache(ttl time.Duration) *TokenCache {
+	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[string, tokenLookup]{MaximumSize: tokenCacheSize})}
+}
+
+// lookUp is what the cache knows, at now, of the token with this hash: a
+// lookup made less than TTL ago, or a revocation made here. A revocation
+// stays true for as long as the cache keeps it: it is never undone. A nil
+// cache knows nothing.
+func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
+	if c == nil {
+		return tokenLookup{}, false
+	}
+	l, ok := c.lookups.GetIfPresent(hash)
+	// A clock set back makes a lookup stale, not younger.
+	fresh := l.token.RevokedAt != nil || !now.Before(l.read) && now.Sub(l.read) < c.ttl
+	return l, ok && fresh
+}
+
+// keep records a successful lookup, unless this instance revoked the token
+// meanwhile: a lookup that read the token before the revocation was written
+// must not bring it back.
+func (c *TokenCache) keep(hash string, l tokenLookup) {
+	if c == nil {
+		return
+	}
+	c.lookups.Compute(hash, func(old tokenLookup, found bool) (tokenLookup, otter.ComputeOp) {
+		if found && old.token.RevokedAt != nil {
+			return old, otter.CancelOp
+		}
+		return l, otter.WriteOp
+	})
+}
+
+// revoked records that this instance revoked the token at at.
+func (c *TokenCache) revoked(t models.APIToken, at time.Time) {
+	if c == nil {
+		return
+	}
+	t.RevokedAt = &at
+	c.lookups.Set(t.TokenHash, tokenLookup{token: t, read: at})
+}

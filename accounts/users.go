@@ -1,0 +1,202 @@
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shop/shop/models"
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+)
+
+// Accounts signs users up and in. Make it with NewAccounts to log users in.
+type Accounts struct {
+	DB         *gorm.DB
+	BcryptCost int
+	// Throttle, when set, refuses log-ins to an account that failed too
+	// often lately.
+	Throttle *LoginThrottle
+	// Tokens, when set, keeps successful bearer-token lookups for a short
+	// time; nil: every lookup reads the database.
+	Tokens *TokenCache
+	// dummyHash is what a log-in with an unknown email is compared with:
+	// one fixed hash at BcryptCost, made at start-up, so that every
+	// log-in, whatever its password's length, costs one bcrypt comparison.
+	dummyHash []byte
+}
+
+// NewAccounts makes the accounts service and its dummy hash.
+func NewAccounts(db *gorm.DB, bcryptCost int) (Accounts, error) {
+	dummy := make([]byte, 32)
+	if _, err := rand.Read(dummy); err != nil {
+		return Accounts{}, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(dummy)), bcryptCost)
+	return Accounts{DB: db, BcryptCost: bcryptCost, dummyHash: hash}, err
+}
+
+// compareHash is bcrypt's comparison; a variable so that a test can see
+// which hash a log-in was compared with.
+var compareHash = bcrypt.CompareHashAndPassword
+
+// SignUp creates a user with a lower-cased email and a bcrypt password hash.
+func (a Accounts) SignUp(ctx context.Context, email, password string) (models.User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	var fields []models.FieldError
+	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || len(email) > 254 {
+		fields = append(fields, models.FieldError{Field: "email", Message: "must be a valid email address"})
+	}
+	if problem := passwordProblem(password); problem != "" {
+		fields = append(fields, models.FieldError{Field: "password", Message: problem})
+	}
+	if fields != nil {
+		return models.User{}, models.Invalid(fields...)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), a.BcryptCost)
+	if err != nil {
+		return models.User{}, err
+	}
+	user := models.User{ID: uuid.NewString(), Email: email, PasswordHash: string(hash)}
+	err = a.DB.WithContext(ctx).Create(&user).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return models.User{}, models.ErrEmailTaken
+	}
+	return user, err
+}
+
+// LogIn checks an email and password sent from a client address. With a
+// Throttle, an account that failed too often lately from that address gets
+// a *ThrottledError, before any bcrypt work.
+func (a Accounts) LogIn(ctx context.Context, email, password, address string) (models.User, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if err := a.checkFailures(ctx, email, address); err != nil {
+		return models.User{}, err
+	}
+	user, err := a.logIn(ctx, email, password)
+	switch {
+	case errors.Is(err, models.ErrBadCredentials):
+		if err := a.recordFailure(ctx, email, address); err != nil {
+			return models.User{}, err
+		}
+	case err == nil:
+		err = a.forgetFailures(ctx, email, address)
+	}
+	return user, err
+}
+
+func (a Accounts) logIn(ctx context.Context, email, password string) (models.User, error) {
+	var user models.User
+	err := a.DB.WithContext(ctx).Where("email = ?", email).Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		// Spend the time of a wrong password, comparing at the same cost,
+		// so response times do not tell which emails have accounts. (Hashing
+		// the password instead fails at once for one over 72 bytes.)
+		_ = compareHash(a.dummyHash, []byte(password))
+		return models.User{}, models.ErrBadCredentials
+	}
+	if err != nil {
+		return models.User{}, err
+	}
+	if compareHash([]byte(user.PasswordHash), []byte(password)) != nil {
+		return models.User{}, models.ErrBadCredentials
+	}
+	return user, nil
+}
+
+// IssueToken creates a bearer token for the user, valid until expires, and
+// returns it. It is shown once; only its hash is stored.
+func (a Accounts) IssueToken(ctx context.Context, user models.User, expires time.Time) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := "shp_" + base64.RawURLEncoding.EncodeToString(raw)
+	err := a.DB.WithContext(ctx).Create(&models.APIToken{UserID: user.ID, TokenHash: hashToken(token), ExpiresAt: &expires}).Error
+	return token, err
+}
+
+// TokenUser finds a bearer token and its user, if the token works at now:
+// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not. With
+// Tokens, a lookup made less than its TTL ago is not read again.
+func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (models.APIToken, models.User, error) {
+	hash := hashToken(token)
+	if l, ok := a.Tokens.lookUp(hash, now); ok {
+		if err := refusal(l.token, now); err != nil {
+			return models.APIToken{}, models.User{}, err
+		}
+		return l.token, l.user, nil
+	}
+	t, user, err := a.readToken(ctx, hash, now)
+	if err == nil {
+		// Read at now, a moment before the database answered: the lookup
+		// goes stale early rather than late.
+		a.Tokens.keep(hash, tokenLookup{token: t, user: user, read: now})
+	}
+	return t, user, err
+}
+
+// readToken is TokenUser from the database.
+func (a Accounts) readToken(ctx context.Context, hash string, now time.Time) (models.APIToken, models.User, error) {
+	var t models.APIToken
+	err := a.DB.WithContext(ctx).Where("token_hash = ?", hash).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.APIToken{}, models.User{}, models.ErrBadToken
+	}
+	if err != nil {
+		return models.APIToken{}, models.User{}, err
+	}
+	if err := refusal(t, now); err != nil {
+		return models.APIToken{}, models.User{}, err
+	}
+	user, err := a.UserByID(ctx, t.UserID)
+	if errors.Is(err, models.ErrNotFound) {
+		return models.APIToken{}, models.User{}, models.ErrBadToken
+	}
+	return t, user, err
+}
+
+// refusal is why the token does not work at now, or nil when it does.
+func refusal(t models.APIToken, now time.Time) error {
+	switch {
+	case t.RevokedAt != nil:
+		return models.ErrTokenRevoked
+	case t.ExpiresAt == nil || !now.Before(*t.ExpiresAt):
+		return models.ErrTokenExpired
+	}
+	return nil
+}
+
+// RevokeToken ends the token at now; a token already revoked keeps its
+// first revocation time. With Tokens, this instance refuses the token from
+// now on; other instances do once their cached lookup of it goes stale.
+func (a Accounts) RevokeToken(ctx context.Context, t models.APIToken, now time.Time) error {
+	err := a.DB.WithContext(ctx).Model(&models.APIToken{}).Where("id = ? AND revoked_at IS NULL", t.ID).Update("revoked_at", now).Error
+	if err == nil {
+		a.Tokens.revoked(t, now)
+	}
+	return err
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// UserByID finds the user a signed session names; ErrNotFound when the
+// account is gone.
+func (a Accounts) UserByID(ctx context.Context, id string) (models.User, error) {
+	var user models.User
+	err := a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.User{}, models.ErrNotFound
+	}
+	return user, err
+}

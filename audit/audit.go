@@ -1,0 +1,140 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shop/shop/models"
+	"gorm.io/gorm"
+)
+
+// The audit trail: every money movement and every act of a shopper or of
+// staff leaves one entry, written by Audit through the transaction of the
+// act itself, so that an act rolled back leaves none and an act done once
+// (each is a conditional write: see the money rule, requests.go) leaves
+// one. A replayed request runs nothing, and so writes nothing.
+
+// ActorKind is who acted: a user (staff or shopper), or one of the shop's
+// own resolvers of what a user started.
+type ActorKind string
+
+const (
+	ActorStaff          ActorKind = "staff"
+	ActorShopper        ActorKind = "shopper"
+	ActorReconciler     ActorKind = "reconciler"      // billing's reconcile pass
+	ActorWebhook        ActorKind = "webhook"         // a provider's event
+	ActorExpiry         ActorKind = "expiry"          // the sweep of unpaid orders
+	ActorProviderReturn ActorKind = "provider_return" // the shopper's return from an authentication
+)
+
+// Actor is who acted: UserID names the user for staff and shoppers, and is
+// nil otherwise.
+type Actor struct {
+	Kind   ActorKind `gorm:"column:kind;size:16;not null"`
+	UserID *string   `gorm:"column:id;size:36"`
+}
+
+// UserActor is the user acting in their role: staff or shopper.
+func UserActor(u models.User) Actor {
+	id := u.ID
+	if u.IsStaff() {
+		return Actor{Kind: ActorStaff, UserID: &id}
+	}
+	return Actor{Kind: ActorShopper, UserID: &id}
+}
+
+// By is one of the shop's own actors, which are no user.
+func By(kind ActorKind) Actor { return Actor{Kind: kind} }
+
+type actorKey struct{}
+
+// WithActor is ctx carrying who acts in it: the request's user, put there
+// by its authentication, or the resolver that runs (billing). Audit reads
+// it from the transaction's context.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// ActorFrom is who acts in ctx; the zero Actor when nobody said.
+func ActorFrom(ctx context.Context) Actor {
+	a, _ := ctx.Value(actorKey{}).(Actor)
+	return a
+}
+
+// Action is what an audit entry records.
+type Action string
+
+// The acts of users.
+const (
+	ActionOrderPlaced     Action = "order_placed"
+	ActionOrderCancelled  Action = "order_cancelled" // by its shopper, or expired (the reason says which)
+	ActionRefundRequested Action = "refund_requested"
+	ActionRequestDeclined Action = "request_declined"
+	ActionRefundGiven     Action = "refund_given" // staff gave a refund, with its reason; its outcome follows
+	ActionRestocked       Action = "restocked"
+)
+
+// The money movements, and the provider's answers that moved none.
+const (
+	ActionChargeSucceeded Action = "charge_succeeded"
+	ActionChargeDeclined  Action = "charge_declined"
+	ActionLateCharge      Action = "late_charge"
+	ActionRefundSucceeded Action = "refund_succeeded"
+	ActionRefundPending   Action = "refund_pending"
+	ActionRefundFailed    Action = "refund_failed"
+	ActionLateRefund      Action = "late_refund"
+	ActionRefundExcess    Action = "refund_excess"
+)
+
+// Entry is one line of the audit trail. OrderID is empty for an act on no
+// order (a restock); SubjectID names the row the act made or moved: the
+// payment, the refund, the request, the product.
+type Entry struct {
+	ID          int64  `gorm:"primaryKey;autoIncrement"`
+	OrderID     string `gorm:"size:36;default:null"`
+	Action      Action `gorm:"size:32;not null"`
+	Actor       Actor  `gorm:"embedded;embeddedPrefix:actor_"`
+	SubjectID   string `gorm:"size:36;default:null"`
+	AmountCents *int64
+	Reason      string    `gorm:"not null"`
+	At          time.Time `gorm:"not null"`
+}
+
+func (Entry) TableName() string { return "audit_entries" }
+
+// ErrNoActor: an act whose actor is unknown. Every act has one, so the act
+// is refused (rolled back) rather than recorded without it.
+var ErrNoActor = errors.New("models: an audited act without an actor")
+
+// Audit records the entry through tx, the act's own transaction: by the
+// entry's actor or, when it names none, the one tx's context carries
+// (WithActor); at the entry's time or now.
+func Audit(tx *gorm.DB, e Entry) error {
+	if e.Actor.Kind == "" {
+		e.Actor = ActorFrom(tx.Statement.Context)
+	}
+	if e.Actor.Kind == "" {
+		return ErrNoActor
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	e.At = e.At.UTC()
+	return tx.Create(&e).Error
+}
+
+// History is the order's audit trail, oldest first.
+func (s Trail) History(ctx context.Context, orderID string) ([]Entry, error) {
+	var entries []Entry
+	err := s.DB.WithContext(ctx).Where("order_id = ?", orderID).Order("id").Find(&entries).Error
+	return entries, err
+}
+
+// Trail reads the audit entries back: an order's history, a user's traces.
+type Trail struct {
+	DB *gorm.DB
+}
+
+// Cents is an amount for an entry.
+func Cents(n int64) *int64 { return &n }

@@ -1,0 +1,250 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
+)
+
+// charges is the protocol's use for payments: a pending order, charged at
+// most once.
+var charges = Kind{
+	admits: func(order models.Order) error {
+		switch {
+		case order.Charged():
+			return models.ErrOrderPaid
+		case order.Status == models.OrderCancelled:
+			return models.ErrOrderCancelled
+		}
+		return nil
+	},
+	holdable: []string{models.OrderPending},
+	inDoubt:  models.ErrPaymentInDoubt,
+	awaiting: models.ErrPaymentAwaiting,
+}
+
+// BeginPayment takes the hold on the user's pending order for holder, a run
+// of the payment operation derivedKey, and records its attempt to charge
+// method for the order's total, in one transaction; or hands back an
+// earlier attempt of the order still in doubt, to resolve first.
+func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
+	return begin(s.DB.WithContext(ctx), charges, orders.OwnedBy(userID), orderID, derivedKey, holder, now, until,
+		func(_ *gorm.DB, order models.Order, req models.Request) (models.PaymentAttempt, error) {
+			return models.PaymentAttempt{Request: req, AmountCents: order.TotalCents, Currency: order.Currency, PaymentMethod: method}, nil
+		})
+}
+
+// PaymentOf is the payment recorded for the operation derivedKey — by the
+// provider's answer to one of its attempts — if there is one.
+func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Payment, bool, error) {
+	var payment models.Payment
+	err := s.DB.WithContext(ctx).
+		Where("provider_key IN (?)", s.DB.Model(&models.PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)).
+		Take(&payment).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Payment{}, false, nil
+	}
+	if err == nil && payment.Status == models.PaymentRequiresAction {
+		var action models.PaymentAction
+		action, _, err = s.ActionOf(ctx, payment.ProviderKey)
+		payment.NextActionURL = action.URL
+	}
+	return payment, err == nil, err
+}
+
+// Settle records through tx, which the caller commits, the provider's
+// answer to an open attempt: the attempt resolved, the hold let go, and,
+// unless the provider charged nothing (Failed), a payment row, the order
+// paid if the charge succeeded. An answer that requires action keeps the
+// order held (see awaitingHold). holder must still hold the order, and the
+// attempt must still be open (ErrPaymentInProgress otherwise, and nothing
+// is written).
+func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string) (models.Payment, error) {
+	if !slices.Contains([]models.State{models.Succeeded, models.Declined, models.Failed, models.RequiresAction}, outcome.State) {
+		// Not an outcome: the attempt stays in doubt, to be asked again.
+		return models.Payment{}, fmt.Errorf("models: %q is not the outcome of a charge", outcome.State)
+	}
+	order := map[string]any{"held_by": nil, "held_until": nil}
+	update := map[string]any{"state": outcome.State}
+	switch outcome.State {
+	case models.Succeeded:
+		order["status"] = models.OrderPaid
+	case models.RequiresAction:
+		order = awaitingHold(attempt, outcome.Until)
+	}
+	if outcome.State != models.Failed {
+		update["provider_charge_id"], update["decline_reason"] = outcome.ProviderID, outcome.Reason
+	}
+	if err := settle(tx, attempt, holder, order, update); err != nil {
+		return models.Payment{}, err
+	}
+	if outcome.State == models.RequiresAction {
+		action := models.PaymentAction{ProviderKey: attempt.ProviderKey, URL: outcome.NextActionURL, ExpiresAt: outcome.Until}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&action).Error; err != nil {
+			return models.Payment{}, err
+		}
+	}
+	payment, err := recordPayment(tx, attempt, outcome)
+	if err == nil {
+		err = auditCharge(tx, payment)
+	}
+	if outcome.State == models.RequiresAction {
+		payment.NextActionURL = outcome.NextActionURL
+	}
+	return payment, err
+}
+
+// awaitingHold is the order's hold while its attempt waits for the shopper
+// to authenticate. No request runs meanwhile, so no heartbeat extends a
+// lease: the attempt holds the order itself, until the authentication
+// expires. Until then no other key may charge the order (as for an attempt
+// in doubt: the shopper may still complete it, and be charged); after
+// that, the hold has lapsed by itself, so a crashed or restarted shop
+// never blocks the order for longer, and the reconciler or the next
+// payment asks the provider, which has expired the authentication by then.
+// Whoever resolves the attempt meanwhile takes this hold over
+// (HoldForResolution), and hands it back if the shopper is still to answer.
+func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any {
+	return map[string]any{"held_by": orders.AwaitingHolder(attempt.ID), "held_until": until}
+}
+
+// recordPayment writes the payment an answer makes — none when nothing was
+// charged (Failed) — or updates the one an answer that required action
+// made, declined if the authentication came to nothing.
+func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
+	status := models.PaymentStatus(outcome.State)
+	if outcome.State == models.Failed {
+		status = models.PaymentDeclined
+	}
+	var payment models.Payment
+	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == models.Failed:
+		return models.Payment{}, nil
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		payment = models.Payment{
+			ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
+			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey,
+		}
+		payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
+		if err := tx.Create(&payment).Error; err != nil {
+			return models.Payment{}, err
+		}
+		return payment, paymentEvent(tx, payment)
+	case err != nil:
+		return models.Payment{}, err
+	}
+	payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
+	if err := tx.Save(&payment).Error; err != nil {
+		return models.Payment{}, err
+	}
+	return payment, paymentEvent(tx, payment)
+}
+
+// ActionOf is what the attempt sent under providerKey asks of the shopper,
+// if it ever required action.
+func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.PaymentAction, bool, error) {
+	var action models.PaymentAction
+	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&action).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return action, false, nil
+	}
+	return action, err == nil, err
+}
+
+// RecordLateCharge records, through tx, a charge the provider reports for
+// an attempt the shop had recorded as refused (failed) or declined: the
+// provider's word wins, so that every charge taken is recorded. It takes the
+// order's hold for holder (ErrPaymentInProgress when a live operation has
+// it), marks the attempt succeeded, records its payment as succeeded and
+// marks the order paid — the order may then show two succeeded payments, one
+// of them to refund — unless the order was cancelled meanwhile
+// (ErrChargedCancelled, with the charge recorded).
+func (s Ledger) RecordLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (models.Payment, error) {
+	held, err := orders.TakeHold(tx, attempt.OrderID, holder, now, now)
+	if err != nil {
+		return models.Payment{}, err
+	}
+	if !held {
+		return models.Payment{}, models.ErrPaymentInProgress
+	}
+	res := tx.Model(&models.PaymentAttempt{}).Where("id = ? AND state IN ?", attempt.ID, []models.State{models.Failed, models.Declined}).
+		Updates(map[string]any{"state": models.Succeeded, "provider_charge_id": outcome.ProviderID, "decline_reason": ""})
+	if res.Error != nil {
+		return models.Payment{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return models.Payment{}, models.ErrPaymentInProgress
+	}
+	if err := tx.Model(&models.Order{}).Where("id = ?", attempt.OrderID).Updates(orders.Released()).Error; err != nil {
+		return models.Payment{}, err
+	}
+	// A declined attempt has its payment row already: it becomes the charge,
+	// under the same id, so that the declined answer's Location shows it.
+	var payment models.Payment
+	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == models.Failed:
+		return models.Payment{}, nil
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		payment = models.Payment{ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
+			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey}
+	case err != nil:
+		return models.Payment{}, err
+	}
+	payment.Status, payment.ProviderChargeID, payment.DeclineReason = models.PaymentSucceeded, outcome.ProviderID, ""
+	if err := tx.Save(&payment).Error; err != nil {
+		return models.Payment{}, err
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: payment.OrderID, Action: audit.ActionLateCharge, SubjectID: payment.ID, AmountCents: audit.Cents(payment.AmountCents)}); err != nil {
+		return models.Payment{}, err
+	}
+	// A cancelled order stays cancelled: its units may be back on sale and
+	// its shopper told nothing was charged. The charge is recorded, for a
+	// person to refund (ErrChargedCancelled). Otherwise paid, or still
+	// partly refunded: the late charge counts as charged.
+	var cancelled int64
+	if err := tx.Model(&models.Order{}).Where("id = ? AND status = ?", attempt.OrderID, models.OrderCancelled).Count(&cancelled).Error; err != nil {
+		return models.Payment{}, err
+	}
+	if cancelled == 0 {
+		if err := updateRefunded(tx, attempt.OrderID); err != nil {
+			return models.Payment{}, err
+		}
+	}
+	if err := paymentEvent(tx, payment); err != nil {
+		return models.Payment{}, err
+	}
+	if cancelled == 1 {
+		return payment, ErrChargedCancelled
+	}
+	return payment, nil
+}
+
+// ErrChargedCancelled: a late charge landed on a cancelled order. It is
+// recorded (the transaction should commit); the order stays cancelled, and
+// the charge is to be refunded.
+var ErrChargedCancelled = errors.New("models: a late charge landed on a cancelled order")
+
+// AttemptsInDoubt counts the payment attempts in doubt, and tells when the
+// oldest of them was made (zero when there is none).
+func (s Ledger) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
+	db := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
+	var n int64
+	if err := db.Count(&n).Error; err != nil || n == 0 {
+		return n, time.Time{}, err
+	}
+	// The oldest row rather than MIN(created_at): SQLite's aggregate loses
+	// the column's time type.
+	var oldest models.PaymentAttempt
+	err := s.DB.WithContext(ctx).Select("created_at").Where("state = ?", models.InDoubt).Order("created_at").Take(&oldest).Error
+	return n, oldest.CreatedAt, err
+}

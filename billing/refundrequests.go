@@ -1,0 +1,95 @@
+package billing
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
+	"github.com/shop/shop/problem"
+)
+
+// ErrRequestOpen: a request for a refund of an order that has one open
+// already. Not final: once staff have answered it, the shopper may ask again.
+var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
+	Shopper: models.Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
+
+// RequestRefund records, through tx, the user's request for a refund of
+// their charged order, with an optional reason.
+func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (models.RefundRequest, error) {
+	order, err := orders.OwnOrder(tx, userID, orderID)
+	if err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := refunds.admits(order); err != nil {
+		return models.RefundRequest{}, err
+	}
+	req := models.RefundRequest{ID: uuid.NewString(), OrderID: order.ID, UserID: userID, Reason: reason, State: models.RequestOpen, CreatedAt: now}
+	err = tx.Create(&req).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return models.RefundRequest{}, ErrRequestOpen
+	}
+	if err == nil {
+		err = audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
+	return req, err
+}
+
+// fulfilRequest marks through tx the order's open request, if any, as
+// fulfilled by the refund.
+func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
+	return tx.Model(&models.RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestFulfilled, "refund_id": refund.ID}).Error
+}
+
+// ErrNoOpenRequest: staff declined a request that is no longer open — it
+// was fulfilled or declined meanwhile.
+var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
+	Shopper: models.Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
+
+// DeclineRequest records through tx that the staff user by declines the
+// order's open request for a refund, with a reason (models.ErrForbidden for anyone
+// but staff, ErrNotFound when the order has no such request,
+// ErrNoOpenRequest when it is no longer open).
+func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, reason string, now time.Time) (models.RefundRequest, error) {
+	if !by.IsStaff() {
+		return models.RefundRequest{}, models.ErrForbidden
+	}
+	if _, err := orders.AnyOrder(tx, orderID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := orders.KnownID(requestID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	res := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ? AND state = ?", requestID, orderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestDeclined, "decided_by": by.ID, "decided_at": now, "decline_reason": reason})
+	if res.Error != nil {
+		return models.RefundRequest{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return models.RefundRequest{}, noOpenRequest(tx, orderID, requestID)
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: orderID, Action: audit.ActionRequestDeclined, Actor: audit.UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
+		return models.RefundRequest{}, err
+	}
+	var req models.RefundRequest
+	return req, tx.Where("id = ?", requestID).Take(&req).Error
+}
+
+// noOpenRequest is why no open request of the order was declined:
+// ErrNotFound when the order has no request requestID, ErrNoOpenRequest
+// when it was answered already.
+func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
+	var n int64
+	if err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return models.ErrNotFound
+	}
+	return ErrNoOpenRequest
+}

@@ -1,0 +1,272 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
+)
+
+// givingBack are the states whose amount is no longer refundable: given
+// back, on its way, or perhaps given back (in doubt).
+var givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
+
+// refunds is the protocol's use for refunds: a charged order, given back at
+// most what it was charged.
+var refunds = Kind{
+	admits: func(order models.Order) error {
+		if !order.Charged() {
+			return models.ErrOrderNotPaid
+		}
+		return nil
+	},
+	holdable: models.ChargedStates,
+	inDoubt:  models.ErrRefundInDoubt,
+}
+
+// RefundInput is what a refund asks for: an amount (all that is still
+// refundable when nil) and a reason.
+type RefundInput struct {
+	AmountCents *int64
+	Reason      string
+}
+
+// BeginRefund takes the hold on a charged order, any user's, for holder, a
+// run of the refund operation derivedKey that the staff user by gives, and
+// records its refund in doubt, in one transaction (models.ErrForbidden, and
+// nothing written, when by is not staff): of the order's first charge that still has something to
+// refund (an order charged twice, by a late charge, has two), for what it
+// asks — at most what that charge has left. Or it hands back an earlier
+// refund of the order still in doubt, to resolve first.
+func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
+	if !by.IsStaff() {
+		return Begun[models.Refund]{}, models.ErrForbidden
+	}
+	return begin(s.DB.WithContext(ctx), refunds, orders.AnyOrder, orderID, derivedKey, holder, now, until,
+		func(tx *gorm.DB, order models.Order, req models.Request) (models.Refund, error) {
+			charge, refundable, err := refundableCharge(tx, order.ID)
+			if err != nil {
+				return models.Refund{}, err
+			}
+			amount := refundable
+			if in.AmountCents != nil {
+				amount = *in.AmountCents
+			}
+			if refundable <= 0 || amount > refundable {
+				return models.Refund{}, exceeds(tx, order.ID)
+			}
+			if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundGiven, Actor: audit.UserActor(by), SubjectID: req.ID, AmountCents: audit.Cents(amount), Reason: in.Reason, At: now}); err != nil {
+				return models.Refund{}, err
+			}
+			return models.Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
+		})
+}
+
+// exceeds refuses a refund of more than is left: finally, unless a refund
+// of the order is still pending, which may yet fail and give its amount back.
+func exceeds(tx *gorm.DB, orderID string) error {
+	var pending int64
+	if err := tx.Model(&models.Refund{}).Where("order_id = ? AND state = ?", orderID, models.Pending).Count(&pending).Error; err != nil {
+		return err
+	}
+	if pending > 0 {
+		return models.ErrRefundExceeds.ForNow()
+	}
+	return models.ErrRefundExceeds
+}
+
+// refundableCharge is the order's first succeeded charge with something
+// left to refund, and how much; the last charge and 0 when none has.
+func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error) {
+	var charges []models.Payment
+	if err := tx.Where("order_id = ? AND status = ?", orderID, models.PaymentSucceeded).Order("created_at, id").Find(&charges).Error; err != nil {
+		return models.Payment{}, 0, err
+	}
+	if len(charges) == 0 {
+		return models.Payment{}, 0, models.ErrOrderNotPaid
+	}
+	for _, charge := range charges {
+		left, err := leftOf(tx, charge)
+		if err != nil || left > 0 {
+			return charge, left, err
+		}
+	}
+	return charges[len(charges)-1], 0, nil
+}
+
+// Refundable is what a refund of the order, any user's, may give back now,
+// as BeginRefund reckons it: what its first charge with something left has
+// left, refunds in doubt counted; 0 when the order is not charged.
+func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
+	tx := s.DB.WithContext(ctx)
+	order, err := orders.AnyOrder(tx, orderID)
+	if err != nil {
+		return 0, err
+	}
+	if refunds.admits(order) != nil {
+		return 0, nil
+	}
+	_, left, err := refundableCharge(tx, orderID)
+	if errors.Is(err, models.ErrOrderNotPaid) {
+		return 0, nil
+	}
+	return max(left, 0), err
+}
+
+// leftOf is what can still be refunded of a charge: refunds given back, on
+// their way, or perhaps given back (in doubt) counted.
+func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
+	var given int64
+	err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
+		Where("payment_id = ? AND state IN ?", charge.ID, givingBack).Scan(&given).Error
+	return charge.AmountCents - given, err
+}
+
+// SettleRefund records through tx the provider's answer to a refund in
+// doubt, and what the order has been given back, and lets go of holder's
+// hold — if holder still holds the order and the refund is still in doubt
+// (ErrPaymentInProgress otherwise, and nothing is written).
+func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string) (models.Refund, error) {
+	update := map[string]any{"state": outcome.State, "provider_refund_id": outcome.ProviderID, "failure_reason": outcome.Reason}
+	if err := settle(tx, refund, holder, orders.Released(), update); err != nil {
+		return models.Refund{}, err
+	}
+	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
+	if err := auditRefund(tx, refund, outcome, false); err != nil {
+		return models.Refund{}, err
+	}
+	if refund.State == models.Succeeded || refund.State == models.Pending {
+		if err := fulfilRequest(tx, refund); err != nil {
+			return models.Refund{}, err
+		}
+	}
+	if err := updateRefunded(tx, refund.OrderID); err != nil {
+		return models.Refund{}, err
+	}
+	return refund, refundEvent(tx, refund, refund.State)
+}
+
+// UpdateRefundState moves a refund the provider answered pending to its
+// final state (an event's), and what the order has been given back.
+func (s Ledger) UpdateRefundState(tx *gorm.DB, refund models.Refund, outcome Outcome) (bool, error) {
+	moved, err := moveRefund(tx, refund, models.Pending, outcome)
+	if err == nil && moved {
+		err = auditRefund(tx, refund, outcome, false)
+	}
+	return moved, err
+}
+
+// RecordLateRefund records a refund the provider reports succeeded although
+// the shop had recorded it failed: the provider's word wins, so that every
+// refund made is recorded. But the books never show more given back than
+// was taken: if the charge has nothing left to give back (refunds in doubt
+// counted), the money went back twice, and the refund is recorded Excess,
+// for staff to recover, and not counted as given back. It reports the state
+// recorded, or "" if the refund was no longer failed; ErrPaymentInProgress
+// while another refund of the charge is unsettled.
+func (s Ledger) RecordLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome) (models.State, error) {
+	if err := lockOrder(tx, refund.OrderID); err != nil {
+		return "", err
+	}
+	// Decided on settled facts only: while another refund of the charge is
+	// in doubt or pending, the event waits for the provider's next delivery.
+	var unsettled int64
+	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID, []models.State{models.InDoubt, models.Pending}).
+		Count(&unsettled).Error; err != nil || unsettled > 0 {
+		return "", errors.Join(err, models.ErrPaymentInProgress)
+	}
+	var charge models.Payment
+	if err := tx.Where("id = ?", refund.PaymentID).Take(&charge).Error; err != nil {
+		return "", err
+	}
+	left, err := leftOf(tx, charge)
+	if err != nil {
+		return "", err
+	}
+	if refund.AmountCents > left {
+		outcome.State = models.Excess
+	}
+	moved, err := moveRefund(tx, refund, models.Failed, outcome)
+	if err != nil || !moved {
+		return "", err
+	}
+	return outcome.State, auditRefund(tx, refund, outcome, true)
+}
+
+// moveRefund moves a refund from one answered state to the outcome's, and
+// writes what the order has been given back. The order's row is locked
+// first, as SettleRefund locks it, so that totals are never written from
+// sums a concurrent settlement has changed.
+func moveRefund(tx *gorm.DB, refund models.Refund, from models.State, outcome Outcome) (bool, error) {
+	if err := lockOrder(tx, refund.OrderID); err != nil {
+		return false, err
+	}
+	res := tx.Model(&models.Refund{}).Where("id = ? AND state = ?", refund.ID, from).
+		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason, "provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)})
+	if res.Error != nil || res.RowsAffected != 1 {
+		return false, res.Error
+	}
+	if err := updateRefunded(tx, refund.OrderID); err != nil {
+		return false, err
+	}
+	return true, refundEvent(tx, refund, outcome.State)
+}
+
+// lockOrder locks the order's row, as the settling transactions do first.
+func lockOrder(tx *gorm.DB, orderID string) error {
+	return tx.Model(&models.Order{}).Where("id = ?", orderID).Update("refunded_cents", gorm.Expr("refunded_cents")).Error
+}
+
+// updateRefunded writes what the order's succeeded and pending refunds give
+// back, and its state: paid, partially_refunded or refunded.
+func updateRefunded(tx *gorm.DB, orderID string) error {
+	var totals struct{ Charged, Refunded int64 }
+	if err := tx.Model(&models.Payment{}).Select("COALESCE(SUM(amount_cents), 0)").
+		Where("order_id = ? AND status = ?", orderID, models.PaymentSucceeded).Scan(&totals.Charged).Error; err != nil {
+		return err
+	}
+	if err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
+		Where("order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}).Scan(&totals.Refunded).Error; err != nil {
+		return err
+	}
+	status := models.OrderPaid
+	switch {
+	case totals.Refunded >= totals.Charged:
+		status = models.OrderRefunded
+	case totals.Refunded > 0:
+		status = models.OrderPartiallyRefunded
+	}
+	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": totals.Refunded}).Error
+}
+
+// RefundOf is the refund the operation derivedKey made, succeeded or
+// pending, if there is one. (A failed one gave nothing back: its answer is
+// the stored one, or the operation tries again under a new provider key.)
+func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
+	var refund models.Refund
+	err := s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
+		Order("created_at DESC, id DESC").Take(&refund).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Refund{}, false, nil
+	}
+	return refund, err == nil, err
+}
+
+// OrderRefund finds one refund of an order the user may see: their own, or
+// for staff any user's.
+func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refundID string) (models.Refund, error) {
+	if _, err := orders.OrdersOf(user)(s.DB.WithContext(ctx), orderID); err != nil {
+		return models.Refund{}, err
+	}
+	var refund models.Refund
+	err := s.DB.WithContext(ctx).Where("id = ? AND order_id = ? AND state IN ?", refundID, orderID, []models.State{models.Succeeded, models.Pending}).Take(&refund).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Refund{}, models.ErrNotFound
+	}
+	return refund, err
+}

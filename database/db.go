@@ -1,0 +1,159 @@
+package database
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Open connects to the database named by url: a postgres:// or postgresql://
+// URL for PostgreSQL, or a path to an SQLite file (a "sqlite:" or "file:"
+// prefix is optional). SQLite runs in WAL mode, its writers queued on one
+// connection and its readers on a pool of their own (sqlitePools).
+func Open(databaseURL string) (*gorm.DB, error) {
+	return OpenWith(databaseURL, Options{GroupCommit: DefaultGroupCommit})
+}
+
+// Options are how Open's connections behave.
+type Options struct {
+	// GroupCommit is the most transactions one SQLite commit holds
+	// (groupcommit.go); 1, each its own commit. PostgreSQL ignores it.
+	GroupCommit int
+}
+
+// OpenWith is Open with options.
+func OpenWith(databaseURL string, o Options) (*gorm.DB, error) {
+	cfg := &gorm.Config{
+		TranslateError: true,
+		Logger:         logger.Discard,
+		NowFunc:        func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	if err := CheckURL(databaseURL); err != nil {
+		return nil, err
+	}
+	if !isPostgresURL(databaseURL) {
+		return openSQLite(sqlitePath(databaseURL), cfg, max(o.GroupCommit, 1))
+	}
+	db, err := gorm.Open(postgres.Open(databaseURL), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	sqlDB.SetMaxOpenConns(20)
+	sqlDB.SetMaxIdleConns(20)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// openSQLite opens the file as sqlitePools: one writer connection, whose
+// transactions begin IMMEDIATE (a busy timeout still covers other processes
+// on the file), and a pool of query-only readers.
+func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.Itoa(int(sqliteBusyTimeout/time.Millisecond)))
+	q.Set("_stmt_cache_size", "64")
+	w := maps.Clone(q)
+	w.Set("_journal_mode", "WAL")
+	w.Set("_txlock", "immediate")
+	w.Set("_foreign_keys", "1")
+	// FULL: a commit reaches the disk before the answer is sent. NORMAL
+	// would be faster in WAL mode, but a power loss could then undo a claim
+	// or an order a client was already told about.
+	w.Set("_synchronous", "FULL")
+	q.Set("_query_only", "1")
+	pools := &sqlitePools{}
+	var err error
+	if pools.writer, err = sql.Open("sqlite3", "file:"+path+"?"+w.Encode()); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	pools.writer.SetMaxOpenConns(1)
+	pools.writer.SetMaxIdleConns(1)
+	pools.writer.SetConnMaxIdleTime(0)
+	pools.group = newGroupCommitter(pools.writer, groupCommit)
+	// The writer connects first, so the file is in WAL mode before any
+	// reader opens it.
+	if err := pools.writer.Ping(); err != nil {
+		pools.writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if pools.readers, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode()); err != nil {
+		pools.writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// database/sql keeps two idle connections by default: under concurrent
+	// requests the rest were closed and reopened, pragmas and all.
+	pools.readers.SetMaxIdleConns(20)
+	pools.readers.SetConnMaxIdleTime(5 * time.Minute)
+	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	if err != nil {
+		pools.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// CommitStats is what SQLite's group committer has done: the COMMITs it
+// issued, and the transactions (as the code sees them) committed in them.
+// Zeros on PostgreSQL.
+func CommitStats(db *gorm.DB) (commits, operations uint64) {
+	if pools, ok := db.ConnPool.(*sqlitePools); ok {
+		return pools.group.commits.Load(), pools.group.operations.Load()
+	}
+	return 0, 0
+}
+
+// Close closes what Open opened: on SQLite, both pools.
+func Close(db *gorm.DB) error {
+	if pools, ok := db.ConnPool.(*sqlitePools); ok {
+		return pools.Close()
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// CheckURL reports what is wrong with a database URL that Open would refuse
+// before trying to connect: an unknown scheme, or no SQLite path.
+func CheckURL(databaseURL string) error {
+	scheme, _, hasScheme := strings.Cut(databaseURL, "://")
+	switch {
+	case isPostgresURL(databaseURL):
+		return nil
+	case hasScheme:
+		return fmt.Errorf("DATABASE_URL: unknown database scheme %q (use postgres://… or an SQLite file path)", scheme)
+	case sqlitePath(databaseURL) == "":
+		return errors.New("DATABASE_URL: empty SQLite path")
+	}
+	return nil
+}
+
+func isPostgresURL(databaseURL string) bool {
+	return strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://")
+}
+
+func sqlitePath(databaseURL string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "file:")
+}
+
+// IsPostgres reports whether db talks to PostgreSQL.
+func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }

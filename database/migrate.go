@@ -1,0 +1,89 @@
+package database
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/pressly/goose/v3"
+	"gorm.io/gorm"
+)
+
+// migrations holds the schema's versioned migrations, one directory per
+// engine, in the order goose applies them (00001_…, 00002_…).
+//
+//go:embed migrations
+var migrations embed.FS
+
+// Migrate applies the migrations the database has not had, and records
+// them in goose's version table. On PostgreSQL it holds the migration lock,
+// so that instances starting together migrate one after the other.
+func Migrate(db *gorm.DB) error {
+	p, err := migrator(db)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	_, err = p.Up(ctx)
+	if err != nil && !IsPostgres(db) {
+		// SQLite has no lock that spans goose's reading of the versions and
+		// its transactions: an instance that lost the race to apply a
+		// migration (it failed, already done) tries again, and finds it
+		// applied. Migration 1 (IF NOT EXISTS) never fails so.
+		_, err = p.Up(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// MigrationStatus lists every migration, applied or pending.
+func MigrationStatus(ctx context.Context, db *gorm.DB) ([]*goose.MigrationStatus, error) {
+	p, err := migrator(db)
+	if err != nil {
+		return nil, err
+	}
+	return p.Status(ctx)
+}
+
+// migrator is goose's provider for the database's engine, on the pool GORM
+// writes with.
+func migrator(db *gorm.DB) (*goose.Provider, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	dialect, dir := goose.DialectSQLite3, "migrations/sqlite3"
+	var opts []goose.ProviderOption
+	if IsPostgres(db) {
+		dialect, dir = goose.DialectPostgres, "migrations/postgres"
+		opts = append(opts, goose.WithSessionLocker(migrationLock{}))
+	}
+	fsys, err := fs.Sub(migrations, dir)
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(dialect, sqlDB, fsys, opts...)
+}
+
+// migrationLock is goose's lock on PostgreSQL: the advisory lock the
+// release before took to migrate, so an instance of it and one of this
+// release never migrate at once. pg_advisory_lock waits for it; goose's own
+// locker would poll, a second at a time, and the tests migrate hundreds of
+// schemas of one database.
+type migrationLock struct{}
+
+const migrationLockID = 7243190515
+
+func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrationLockID)
+	return err
+}
+
+func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", migrationLockID)
+	return err
+}

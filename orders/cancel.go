@@ -1,0 +1,143 @@
+package orders
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
+)
+
+// DefaultOrderExpiry is how long an order may wait unpaid before the sweep
+// cancels it and its units come back (ORDER_EXPIRY).
+const DefaultOrderExpiry = 30 * time.Minute
+
+// expireBatch bounds the orders one sweep looks at; the next sweep takes
+// the rest.
+const expireBatch = 500
+
+// cancellable narrows q, a query of orders, to those that may be cancelled
+// at now: pending, held by no live payment operation, and with no payment
+// attempt still open (in doubt, or awaiting the shopper's authentication
+// after its hold lapsed). A charge may still land on any other. The
+// shopper's cancel, the staff's and the expiry sweep all ask this one rule.
+func cancellable(q *gorm.DB, now time.Time) *gorm.DB {
+	q = q.Where("orders.status = ?", models.OrderPending)
+	return HoldFree(q, now).
+		Where("NOT EXISTS (SELECT 1 FROM payment_attempts a WHERE a.order_id = orders.id AND a.state IN ?)", models.OpenStates)
+}
+
+// cancel cancels the order id, if it may be cancelled at now (q may narrow
+// further), for the reason: one conditional statement, so that instances,
+// sweeps and shoppers cancelling at once cancel it once. Only the call that
+// cancelled it audits it (by actor, or the context's actor when zero), gives
+// its units back and records its event. It reports whether it cancelled.
+func cancel(tx, q *gorm.DB, id, reason string, actor audit.Actor, now time.Time) (bool, error) {
+	res := cancellable(q.Model(&models.Order{}).Where("orders.id = ?", id), now).
+		Updates(map[string]any{"status": models.OrderCancelled, "cancel_reason": reason, "held_by": nil, "held_until": nil})
+	if res.Error != nil || res.RowsAffected != 1 {
+		return false, res.Error
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: id, Action: audit.ActionOrderCancelled, Actor: actor, Reason: reason, At: now}); err != nil {
+		return false, err
+	}
+	if err := returnStock(tx, id, now); err != nil {
+		return false, err
+	}
+	return true, Event(tx, outbox.OrderCancelled, id, id)
+}
+
+// CancelOrder cancels one of the user's pending orders through tx, if no
+// operation holds it and no payment attempt of it is open: nothing was
+// charged, and nothing can be any more. Its units come back to stock in
+// the same transaction, once.
+func (s Store) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (models.Order, error) {
+	return s.cancelOrder(tx, OwnedBy(userID), models.CancelledByShopper, orderID, now)
+}
+
+// CancelAnyOrder is CancelOrder of any user's pending order, by the staff
+// user by (ErrForbidden, and nothing written, for anyone else).
+func (s Store) CancelAnyOrder(tx *gorm.DB, by models.User, orderID string, now time.Time) (models.Order, error) {
+	if !by.IsStaff() {
+		return models.Order{}, models.ErrForbidden
+	}
+	return s.cancelOrder(tx, AnyOrder, models.CancelledByStaff, orderID, now)
+}
+
+// cancelOrder cancels the order, found among those find lets the caller
+// act on, for the reason; one already cancelled is answered as it stands.
+func (s Store) cancelOrder(tx *gorm.DB, find Whose, reason, orderID string, now time.Time) (models.Order, error) {
+	if _, err := find(tx, orderID); err != nil {
+		return models.Order{}, err
+	}
+	cancelled, err := cancel(tx, tx, orderID, reason, audit.Actor{}, now)
+	if err != nil {
+		return models.Order{}, err
+	}
+	if !cancelled {
+		if err := whyNotCancelled(tx, orderID); err != nil {
+			return models.Order{}, err
+		}
+	}
+	return find(s.withLines(tx), orderID)
+}
+
+// whyNotCancelled says why the order may not be cancelled now, or nil when
+// it already was (by another cancel, perhaps meanwhile).
+func whyNotCancelled(tx *gorm.DB, orderID string) error {
+	var order models.Order
+	if err := tx.Select("status").Where("id = ?", orderID).Take(&order).Error; err != nil {
+		return err
+	}
+	switch {
+	case order.Status == models.OrderCancelled:
+		return nil
+	case order.Status != models.OrderPending:
+		return models.ErrOrderPaid
+	}
+	var states []models.State
+	err := tx.Model(&models.PaymentAttempt{}).Where("order_id = ? AND state IN ?", orderID, models.OpenStates).
+		Distinct().Pluck("state", &states).Error
+	switch {
+	case err != nil:
+		return err
+	case slices.Contains(states, models.RequiresAction):
+		return models.ErrPaymentAwaiting
+	case len(states) > 0:
+		return models.ErrPaymentInDoubt
+	}
+	return models.ErrPaymentInProgress
+}
+
+// ExpireOrders cancels the orders left unpaid since before the cutoff, as
+// of now, each in its own transaction, by the rule every cancel follows
+// (cancel): the reason is CancelledExpired, the actor the sweep. It returns
+// how many orders it expired.
+func (s Store) ExpireOrders(ctx context.Context, cutoff, now time.Time) (int, error) {
+	db := s.DB.WithContext(ctx)
+	var ids []string
+	err := cancellable(db.Model(&models.Order{}), now).Where("orders.created_at < ?", cutoff).
+		Order("orders.created_at, orders.id").Limit(expireBatch).Pluck("orders.id", &ids).Error
+	if err != nil {
+		return 0, err
+	}
+	expired := 0
+	for _, id := range ids {
+		cancelled := false
+		err := db.Transaction(func(tx *gorm.DB) (err error) {
+			cancelled, err = cancel(tx, tx.Where("orders.created_at < ?", cutoff), id, models.CancelledExpired, audit.By(audit.ActorExpiry), now)
+			return err
+		})
+		if err != nil {
+			return expired, err
+		}
+		if cancelled {
+			expired++
+		}
+	}
+	return expired, nil
+}

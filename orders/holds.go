@@ -1,0 +1,71 @@
+package orders
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/models"
+)
+
+// The order's hold: one run at a time may move money for an order — a
+// payment, a refund, a resolution by the reconciler or a webhook — and a
+// cancel waits until nobody holds it. Every write of the money rule is
+// fenced by it (billing's protocol). This file is the hold's one home.
+
+// HoldFree narrows q, a query of orders, to those nobody holds at now: no
+// holder, or a holder whose lease has lapsed.
+func HoldFree(q *gorm.DB, now time.Time) *gorm.DB {
+	return q.Where("orders.held_by IS NULL OR orders.held_until <= ?", now)
+}
+
+// TakeHold gives the order's hold to holder until the given time, if it is
+// free, already holder's, or lapsed; q may narrow the orders that qualify.
+func TakeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, error) {
+	return TakeHoldFrom(q, orderID, holder, holder, now, until)
+}
+
+// TakeHoldFrom is TakeHold that also takes the hold over from from.
+func TakeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time) (bool, error) {
+	res := q.Model(&models.Order{}).
+		Where("id = ?", orderID).
+		Where("held_by IS NULL OR held_by IN ? OR held_until <= ?", []string{holder, from}, now).
+		Updates(map[string]any{"held_by": holder, "held_until": until})
+	return res.RowsAffected == 1, res.Error
+}
+
+// AwaitingPrefix starts the holder of an order whose attempt waits for the
+// shopper (AwaitingHolder); SQL matches it as a prefix of held_by.
+const AwaitingPrefix = "awaiting/"
+
+// AwaitingHolder is who holds an order while its attempt waits for the
+// shopper: the attempt itself, since no running request does.
+func AwaitingHolder(requestID string) string { return AwaitingPrefix + requestID }
+
+// Released is the update that lets go of an order's hold.
+func Released() map[string]any { return map[string]any{"held_by": nil, "held_until": nil} }
+
+// ExtendHold moves the end of holder's hold on the order, if holder still
+// holds it: a payment operation that is slow but alive keeps the order.
+func ExtendHold(ctx context.Context, db *gorm.DB, orderID, holder string, until time.Time) error {
+	return db.WithContext(ctx).Model(&models.Order{}).
+		Where("id = ? AND held_by = ?", orderID, holder).
+		Update("held_until", until).Error
+}
+
+// ReleaseHold lets go of holder's hold on the order, if it still has it.
+func ReleaseHold(ctx context.Context, db *gorm.DB, orderID, holder string) error {
+	return db.WithContext(ctx).Model(&models.Order{}).
+		Where("id = ? AND held_by = ?", orderID, holder).
+		Updates(Released()).Error
+}
+
+// NewHolder names one run that holds an order: who it is (a payment
+// operation's derived key, "reconciler", or a webhook event's id) and a
+// random token of the run, so that two runs of one operation differ.
+func NewHolder(who string) string {
+	return who + "/" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+}

@@ -1,0 +1,163 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/audit"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
+)
+
+// Limits of one order.
+const (
+	MinQuantity = 1
+	MaxQuantity = 100
+	MaxLines    = 50
+)
+
+// Store reads the catalog and orders, and writes orders and their stock.
+type Store struct {
+	DB *gorm.DB
+}
+
+// ItemInput is one requested line of an order.
+type ItemInput struct {
+	ProductID string `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+}
+
+// Products lists the catalog by name.
+func (s Store) Products(ctx context.Context) ([]models.Product, error) {
+	var products []models.Product
+	err := s.DB.WithContext(ctx).Order("name").Find(&products).Error
+	return products, err
+}
+
+// CreateOrder validates the items against the catalog, reserves their
+// quantities and writes the order through tx, under the operation's derived
+// key: all of it or, rolled back, none.
+func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (models.Order, error) {
+	if len(items) == 0 {
+		return models.Order{}, models.Invalid(models.FieldError{Field: "items", Message: "must list at least one product"})
+	}
+	if len(items) > MaxLines {
+		return models.Order{}, models.Invalid(models.FieldError{Field: "items", Message: fmt.Sprintf("must list at most %d products", MaxLines)})
+	}
+	var fields []models.FieldError
+	ids := make([]string, 0, len(items))
+	seen := make(map[string]bool, len(items))
+	for i, item := range items {
+		field := fmt.Sprintf("items[%d]", i)
+		if item.Quantity < MinQuantity || item.Quantity > MaxQuantity {
+			fields = append(fields, models.FieldError{Field: field + ".quantity", Message: fmt.Sprintf("must be between %d and %d", MinQuantity, MaxQuantity)})
+		}
+		if seen[item.ProductID] {
+			fields = append(fields, models.FieldError{Field: field + ".product_id", Message: "is listed twice"})
+		}
+		seen[item.ProductID] = true
+		ids = append(ids, item.ProductID)
+	}
+	var products []models.Product
+	if err := tx.Where("id IN ?", ids).Find(&products).Error; err != nil {
+		return models.Order{}, err
+	}
+	byID := make(map[string]models.Product, len(products))
+	for _, p := range products {
+		byID[p.ID] = p
+	}
+	order := models.Order{ID: uuid.NewString(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey}
+	for i, item := range items {
+		p, ok := byID[item.ProductID]
+		if !ok {
+			fields = append(fields, models.FieldError{Field: fmt.Sprintf("items[%d].product_id", i), Message: "is not a product of the catalog"})
+			continue
+		}
+		if order.Currency == "" {
+			order.Currency = p.Currency
+		} else if order.Currency != p.Currency {
+			fields = append(fields, models.FieldError{Field: fmt.Sprintf("items[%d].product_id", i), Message: "is priced in another currency than the rest of the order"})
+		}
+		order.Items = append(order.Items, models.OrderItem{ProductID: p.ID, SKU: p.SKU, Name: p.Name, UnitPriceCents: p.PriceCents, Quantity: item.Quantity})
+		order.TotalCents += p.PriceCents * int64(item.Quantity)
+	}
+	if fields != nil {
+		return models.Order{}, models.Invalid(fields...)
+	}
+	if err := reserve(tx, order.Items); err != nil {
+		return models.Order{}, err
+	}
+	order.StockReserved = true
+	number, err := nextOrderNumber(tx)
+	if err != nil {
+		return models.Order{}, err
+	}
+	order.Number = number
+	if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
+		return models.Order{}, err
+	}
+	if err := tx.Create(&order).Error; err != nil {
+		return models.Order{}, err
+	}
+	order.Payments = []models.Payment{}
+	if err := orderEvent(tx, outbox.OrderPlaced, order.ID, order); err != nil {
+		return models.Order{}, err
+	}
+	return order, nil
+}
+
+// Order finds one of the user's orders with its items and payments.
+func (s Store) Order(ctx context.Context, userID, id string) (models.Order, error) {
+	return OwnOrder(s.withLines(s.DB.WithContext(ctx)), userID, id)
+}
+
+// OwnOrder reads the order id if it belongs to the user: anyone else's order
+// is as missing as one that does not exist.
+func OwnOrder(db *gorm.DB, userID, id string) (models.Order, error) {
+	return AnyOrder(db.Where("user_id = ?", userID), id)
+}
+
+// Whose finds an order by id among the orders someone may act on.
+type Whose func(db *gorm.DB, id string) (models.Order, error)
+
+// OwnedBy are the user's own orders.
+func OwnedBy(userID string) Whose {
+	return func(db *gorm.DB, id string) (models.Order, error) { return OwnOrder(db, userID, id) }
+}
+
+// AnyOrder reads the order id, whoever's it is: for staff, who act on
+// every user's orders.
+func AnyOrder(db *gorm.DB, id string) (models.Order, error) {
+	var order models.Order
+	if err := KnownID(id); err != nil {
+		return models.Order{}, err
+	}
+	err := db.Where("id = ?", id).Take(&order).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Order{}, models.ErrNotFound
+	}
+	return order, err
+}
+
+// KnownID is ErrNotFound for an id that is no UUID, so that no query is
+// sent with it: none can name a row (and PostgreSQL refuses some bytes).
+func KnownID(id string) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return models.ErrNotFound
+	}
+	return nil
+}
+
+func (s Store) withLines(db *gorm.DB) *gorm.DB {
+	return db.
+		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
+		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Preload("Attempts", func(db *gorm.DB) *gorm.DB { return db.Order("created_at, id") }).
+		Preload("Refunds", func(db *gorm.DB) *gorm.DB {
+			return db.Where("state IN ?", []models.State{models.Succeeded, models.Pending}).Order("created_at, id")
+		})
+}
