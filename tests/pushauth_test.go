@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
@@ -19,7 +18,7 @@ import (
 // withPushes runs the shop as main does, pushing completed answers to the
 // other instances (on PostgreSQL), under the SESSION_SECRET secret.
 func withPushes(secret string) option {
-	return func(deps *handlers.Deps) { deps.PushAnswers, deps.SessionSecret = true, []byte(secret) }
+	return func(deps *setup) { deps.PushAnswers, deps.SessionSecret = true, []byte(secret) }
 }
 
 // refusedPushes reads how many pushes the instance at base dropped, from
