@@ -144,10 +144,12 @@ func newServer(t *testing.T, with setup) *handlers.Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	deps.Payments = billing.New(billing.Config{
-		DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
-		AuthExpiry: with.AuthExpiry, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
-	})
+	if deps.Payments == nil { // unless the test built its own
+		deps.Payments = billing.New(billing.Config{
+			DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
+			AuthExpiry: with.AuthExpiry, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
+		})
+	}
 	s := handlers.NewServer(deps)
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
