@@ -4,6 +4,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/handlers"
 )
 
@@ -11,7 +12,8 @@ import (
 // service main builds logs through it, not through the server's.
 func TestProcessLoggerCarriesRequestIDs(t *testing.T) {
 	for _, json := range []bool{false, true} {
-		h := newLogger(config{LogJSON: json}, io.Discard).Handler()
+		format := map[bool]string{false: "text", true: "json"}[json]
+		h := newLogger(config.Config{LogFormat: format}, io.Discard).Handler()
 		if handlers.RequestIDs(h) != h {
 			t.Errorf("LogJSON %v: the logger does not add request ids", json)
 		}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,34 +22,68 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/admin"
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/tracing"
+	"github.com/shop/shop/jobs"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout); err != nil {
+	err := run(context.Background(), os.Args, os.Getenv, os.Stdout)
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	case err != nil:
 		// One line, whatever the error: a log collector keeps it whole.
 		fmt.Fprintln(os.Stderr, "shop:", strings.ReplaceAll(err.Error(), "\n", "; "))
 		os.Exit(1)
 	}
 }
 
-// sweepEvery is how often expired idempotency keys are deleted, and orders
-// left unpaid past ORDER_EXPIRY cancelled.
-const sweepEvery = time.Minute
-
 // shutdownTimeout is how long requests in flight get to finish, and record
 // their keys, once a shutdown begins.
 const shutdownTimeout = 20 * time.Second
 
+// usage is what `shop help` prints, and an unknown argument is answered with.
+const usage = `usage: shop [command]
+
+With no command, shop serves the shop. Commands:
+` + admin.Usage + `
+  help, -h, --help        print this help
+  version, --version      print the build's version
+
+Settings come from the environment, or a .env file: each is listed, with
+its default, in .env.example, and explained in docs/operations.md.`
+
+// usageError is an argument shop does not know: exit status 2, with the usage.
+type usageError string
+
+func (e usageError) Error() string {
+	return fmt.Sprintf("shop: unknown argument %q\n%s", string(e), usage)
+}
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if slices.Contains(args, "-version") {
+	command := ""
+	if len(args) > 1 {
+		command = args[1]
+	}
+	switch {
+	case command == "help" || command == "-h" || command == "-help" || command == "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	case command == "version" || command == "-version" || command == "--version":
 		fmt.Fprintln(stdout, version(debug.ReadBuildInfo()))
 		return nil
+	case command != "" && !admin.Is(command):
+		return usageError(command)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -58,20 +91,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read .env: %w", err)
 	}
-	cfg, err := loadConfig(getenv)
+	cfg, err := config.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if len(args) > 1 {
-		switch args[1] {
-		case "migrate":
-			return migrateCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
-		case "stock":
-			return stockCommand(ctx, cfg, args[2:], stdout)
-		case "staff":
-			return staffCommand(ctx, cfg.DatabaseURL, args[2:], stdout)
-		}
+	if command != "" {
+		return admin.Run(ctx, cfg.DatabaseURL, func() (*gorm.DB, func(), error) { return openDatabase(cfg) }, args[1:], stdout)
 	}
+	return serve(ctx, stop, cfg, getenv, stdout)
+}
+
+// serve serves the shop until ctx ends, with its background jobs beside it.
+func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(string) string, stdout io.Writer) error {
 	logger := newLogger(cfg, stdout)
 	db, closeDB, err := openDatabase(cfg)
 	if err != nil {
@@ -86,7 +117,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := tracing.Database(db, tracer); err != nil {
 		return err
 	}
-	srv := newServer(cfg, db, logger, tracer)
+	service := newBilling(cfg, db, logger, tracer)
+	srv := newServer(cfg, db, service, logger, tracer)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -102,14 +134,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
 		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", engine, "payments", cfg.PaymentProvider)
 
-	// The sweeper and the reconciler stop before the database closes.
-	sweeping, reconciling := make(chan struct{}), make(chan struct{})
-	go func() { defer close(sweeping); sweep(ctx, srv, logger) }()
-	go func() { defer close(reconciling); reconcile(ctx, srv.Payments(), cfg.ReconcileEvery, logger) }()
-	webhooking := make(chan struct{})
-	go func() { defer close(webhooking); sendWebhooks(ctx, cfg, db, logger) }()
+	// The jobs stop before the database closes.
+	sweep := jobs.Sweep{Keys: srv, Sessions: accounts.Sessions{DB: db, Idle: cfg.SessionIdle, MaxAge: cfg.SessionMaxAge},
+		Shop: orders.Store{DB: db}, OrderExpiry: cfg.OrderExpiry, Now: time.Now, Logger: logger}
+	sweeping, reconciling, webhooking := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { defer close(sweeping); sweep.Run(ctx) }()
+	go func() { defer close(reconciling); jobs.Reconcile(ctx, service, cfg.ReconcileEvery, logger) }()
+	go func() { defer close(webhooking); jobs.SendWebhooks(ctx, cfg, db, logger) }()
 	defer func() { stop(); <-sweeping; <-reconciling; <-webhooking }()
-	stopRelay, err := startRelay(ctx, cfg, db, logger)
+	stopRelay, err := jobs.StartRelay(ctx, cfg, db, logger)
 	if err != nil {
 		return err
 	}
@@ -125,9 +158,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return shutdown(httpServer, srv, logger)
 }
 
-func newLogger(cfg config, stdout io.Writer) *slog.Logger {
+func newLogger(cfg config.Config, stdout io.Writer) *slog.Logger {
 	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
-	if cfg.LogJSON {
+	if cfg.LogJSON() {
 		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
 	}
 	return slog.New(handlers.RequestIDs(logs))
@@ -135,7 +168,7 @@ func newLogger(cfg config, stdout io.Writer) *slog.Logger {
 
 // openDatabase opens the database, migrates and seeds it; the returned
 // function closes it.
-func openDatabase(cfg config) (*gorm.DB, func(), error) {
+func openDatabase(cfg config.Config) (*gorm.DB, func(), error) {
 	db, err := database.OpenWith(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
 	if err != nil {
 		return nil, nil, err
@@ -152,9 +185,8 @@ func openDatabase(cfg config) (*gorm.DB, func(), error) {
 	return db, closeDB, nil
 }
 
-// newServer builds the payment provider and the HTTP handlers, and warns
-// of the settings left to their development defaults.
-func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
+// newBilling builds the payment provider and the payments service.
+func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *billing.Service {
 	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency, AuthExpiry: cfg.AuthExpiry}
 	var cards []string
 	var providerName string
@@ -162,20 +194,25 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
 		cards, providerName = payments.StripeCards, "Stripe"
 	}
-	service := billing.New(billing.Config{
-		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.attemptTimeout(),
+	return billing.New(billing.Config{
+		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.AttemptTimeout(),
 		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, TestCards: cards, ProviderName: providerName, Logger: logger,
 		ReturnURL: func(orderID string) string { return cfg.PublicURL + "/orders/" + orderID },
 	})
+}
+
+// newServer builds the HTTP handlers, and warns of the settings left to
+// their development defaults.
+func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,
 		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		ReplayCacheBytes:     cacheBytes(cfg.IdempotencyCacheBytes),
+		ReplayCacheBytes:     cfg.ReplayCacheBytes(),
 		PushAnswers:          true,
-		SessionSecret:        cfg.SessionSecret,
-		SecureCookies:        cfg.Production,
+		SessionSecret:        []byte(cfg.SessionSecret),
+		SecureCookies:        cfg.Production(),
 		CORSOrigins:          cfg.CORSOrigins,
 		SessionIdle:          cfg.SessionIdle,
 		SessionMaxAge:        cfg.SessionMaxAge,
@@ -191,7 +228,7 @@ func newServer(cfg config, db *gorm.DB, logger *slog.Logger, tracer trace.Tracer
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
 	}
-	if cfg.SessionSecret == nil {
+	if cfg.SessionSecret == "" {
 		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
 	}
 	return srv
@@ -224,59 +261,4 @@ func flushTraces(stop func(context.Context) error, logger *slog.Logger) {
 	if err := stop(ctx); err != nil {
 		logger.Warn("flush traces", "err", err)
 	}
-}
-
-// reconcile resolves payment attempts left in doubt, at start-up and then
-// every interval, so that a charge the provider took is recorded even if
-// nobody retries; every == 0 turns it off.
-func reconcile(ctx context.Context, service *billing.Service, every time.Duration, logger *slog.Logger) {
-	if every <= 0 {
-		return
-	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		if n, err := service.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("reconcile payment attempts", "err", err)
-		} else if n > 0 {
-			logger.Info("reconciled payment attempts in doubt", "resolved", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
-}
-
-func sweep(ctx context.Context, srv *handlers.Server, logger *slog.Logger) {
-	ticker := time.NewTicker(sweepEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			expireOrders(ctx, srv, logger)
-			if n, err := srv.SweepKeys(ctx); err != nil {
-				logger.Error("sweep idempotency keys", "err", err)
-			} else if n > 0 {
-				logger.Info("swept expired idempotency keys", "deleted", n)
-			}
-			if n, err := srv.SweepSessions(ctx); err != nil {
-				logger.Error("sweep sessions", "err", err)
-			} else if n > 0 {
-				logger.Info("swept sessions that ran out", "deleted", n)
-			}
-		}
-	}
-}
-
-// cacheBytes maps IDEMPOTENCY_CACHE_BYTES, where 0 turns the cache off, to
-// Deps.ReplayCacheBytes, where zero is the default and negative is off.
-func cacheBytes(setting int64) int64 {
-	if setting == 0 {
-		return -1
-	}
-	return setting
 }

@@ -13,9 +13,11 @@ import (
 
 // The program itself, started with bad configuration, exits with status 1
 // and one line on stderr naming every problem: no stack trace, no log.
-// The test binary plays the program: with SHOP_TEST_MAIN=1 it runs main.
+// The test binary plays the program: with SHOP_TEST_MAIN=1 it runs main,
+// with the arguments SHOP_TEST_ARGS.
 func TestStartupErrorIsOneLine(t *testing.T) {
 	if os.Getenv("SHOP_TEST_MAIN") == "1" {
+		os.Args = append(os.Args[:1], strings.Fields(os.Getenv("SHOP_TEST_ARGS"))...) // not the test binary's flags
 		main()
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
@@ -24,7 +25,7 @@ func TestCORSAllowsEveryAPIMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	const origin = "https://app.example.com"
-	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test", CORSOrigins: []string{origin}})
+	s := NewServer(Deps{DB: db, Payments: billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}}), StripeWebhookSecret: "whsec_test", CORSOrigins: []string{origin}})
 	params := regexp.MustCompile(`:[a-z_]+|\*[a-z_]+`)
 	used := map[string]bool{}
 	for _, route := range s.router.Routes() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
@@ -22,7 +23,7 @@ func TestEveryRouteCarriesTheSecurityHeaders(t *testing.T) {
 	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test"})
+	s := NewServer(Deps{DB: db, Payments: billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}}), StripeWebhookSecret: "whsec_test"})
 	params := regexp.MustCompile(`:[a-z_]+`)
 	type probe struct{ method, path string }
 	probes := []probe{{"GET", "/no-such-page"}, {"GET", "/api/v1/no-such-thing"}, {"PUT", "/"}}

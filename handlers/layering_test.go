@@ -8,18 +8,19 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// moneyFunctions are the functions of models that write or read a payment
-// attempt, a refund in doubt or an order's hold: the payments service's alone.
+// moneyFunctions are the functions of billing's ledger and of the order's
+// hold (orders) that write or read a payment attempt, a refund in doubt or
+// an order's hold: the payments service's alone.
 var moneyFunctions = map[string]bool{
 	"BeginPayment": true, "Settle": true, "RecordLateCharge": true, "BeginRefund": true, "SettleRefund": true,
 	"UpdateRefundState": true, "RecordLateRefund": true, "HoldForResolution": true, "Stale": true, "ByKey": true,
 	"MarkSent": true, "ExtendHold": true, "ReleaseHold": true, "PaymentOf": true, "RefundOf": true,
-	"AttemptsInDoubt": true, "NewHolder": true,
+	"AttemptsInDoubt": true, "NewHolder": true, "TakeHold": true, "TakeHoldFrom": true,
 }
 
 // TestHandlersLeaveTheMoneyToTheService holds the layering rule: handlers
 // decode, call the payments service (billing) and render. They never call a
-// payment provider, nor the attempt and hold functions of models. It reads
+// payment provider, nor the ledger's attempt functions, nor the order's hold. It reads
 // the package's production code as the compiler types it.
 func TestHandlersLeaveTheMoneyToTheService(t *testing.T) {
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax}
@@ -65,7 +66,8 @@ func forbidden(fn *types.Func) string {
 	switch path := fn.Pkg().Path(); {
 	case path == "github.com/shop/shop/payments" && recv != nil:
 		return "a payment provider: only the payments service calls it"
-	case path == "github.com/shop/shop/models" && moneyFunctions[fn.Name()]:
+	case (path == "github.com/shop/shop/billing" || path == "github.com/shop/shop/orders") &&
+		moneyFunctions[fn.Name()] && (recv == nil || types.TypeString(recv.Type(), nil) == "github.com/shop/shop/billing.Ledger"):
 		return "an attempt or hold function: only the payments service calls it"
 	}
 	return ""
@@ -75,19 +77,22 @@ func forbidden(fn *types.Func) string {
 // call of each kind it forbids is reported.
 func TestLayeringCheckCatchesAProviderCall(t *testing.T) {
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes}
-	pkgs, err := packages.Load(cfg, "github.com/shop/shop/payments", "github.com/shop/shop/models")
-	if err != nil || len(pkgs) != 2 {
+	pkgs, err := packages.Load(cfg, "github.com/shop/shop/payments", "github.com/shop/shop/billing", "github.com/shop/shop/orders")
+	if err != nil || len(pkgs) != 3 {
 		t.Fatalf("load: %v", err)
 	}
 	for _, c := range []struct{ pkg, typ, method string }{
 		{"payments", "Simulated", "Charge"}, {"payments", "Stripe", "Find"},
-		{"models", "Shop", "BeginPayment"}, {"models", "Shop", "ReleaseHold"},
+		{"billing", "Ledger", "BeginPayment"}, {"billing", "", "Stale"}, {"orders", "", "ReleaseHold"},
 	} {
 		for _, p := range pkgs {
 			if p.Name != c.pkg {
 				continue
 			}
-			obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(p.Types.Scope().Lookup(c.typ).Type()), true, p.Types, c.method)
+			obj := p.Types.Scope().Lookup(c.method)
+			if c.typ != "" {
+				obj, _, _ = types.LookupFieldOrMethod(types.NewPointer(p.Types.Scope().Lookup(c.typ).Type()), true, p.Types, c.method)
+			}
 			fn, ok := obj.(*types.Func)
 			if !ok || forbidden(fn) == "" {
 				t.Errorf("a call of %s.%s.%s would not be reported", c.pkg, c.typ, c.method)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/openapi"
@@ -99,7 +100,7 @@ func mountedRoutes(t *testing.T) (map[string]string, map[string]string) {
 	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}, StripeWebhookSecret: "whsec_test"})
+	s := NewServer(Deps{DB: db, Payments: billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}}), StripeWebhookSecret: "whsec_test"})
 	r := s.routes(twoPhaseMarker, atomicMarker)
 	markers := map[uintptr]string{reflect.ValueOf(twoPhaseMarker).Pointer(): "two-phase", reflect.ValueOf(atomicMarker).Pointer(): "atomic"}
 	all, modes := map[string]string{}, map[string]string{}

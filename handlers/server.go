@@ -22,20 +22,14 @@ import (
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/orders"
-	"github.com/shop/shop/payments"
 )
 
 // Deps is what the server is built from.
 type Deps struct {
 	DB *gorm.DB
-	// Payments is the payments service, which owns the money workflow.
-	// When nil, the server builds one from Provider, with its own lease,
-	// clock and logger.
+	// Payments is the payments service, which owns the money workflow:
+	// required, built by main (one composition root).
 	Payments *billing.Service
-	Provider payments.Provider
-	// AuthExpiry is how long a payment that asks the shopper to
-	// authenticate holds its order (billing.Config.AuthExpiry).
-	AuthExpiry time.Duration
 	// TTL, Lease and Wait configure the idempotency middleware.
 	TTL, Lease, Wait time.Duration
 	// ReplayCacheBytes bounds the middleware's cache of completed answers:
@@ -179,12 +173,6 @@ func NewServer(deps Deps) *Server {
 		Logger:      deps.Logger,
 	})
 	s.payments = deps.Payments
-	if s.payments == nil {
-		s.payments = billing.New(billing.Config{
-			DB: deps.DB, Provider: deps.Provider, Lease: deps.Lease, AttemptTimeout: s.idempotency.AttemptTimeout(),
-			AuthExpiry: deps.AuthExpiry, Now: deps.Now, Logger: deps.Logger,
-		})
-	}
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
 	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
 	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
@@ -195,8 +183,7 @@ func NewServer(deps Deps) *Server {
 	return s
 }
 
-// Payments is the payments service the server calls: the one main runs
-// the reconciler with, or, when Deps gave none, the one the server built.
+// Payments is the payments service the server calls, Deps.Payments.
 func (s *Server) Payments() *billing.Service { return s.payments }
 
 // scope is who owns an idempotency key: the signed-in user, or Stripe for

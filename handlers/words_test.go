@@ -66,7 +66,7 @@ func TestProblemPagesTellFinality(t *testing.T) {
 	if err := database.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Deps{DB: db, Provider: &payments.Simulated{DB: db}})
+	s := NewServer(Deps{DB: db, Payments: billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}})})
 	get := func(path string) string {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))

@@ -34,7 +34,7 @@ type auditStep struct {
 }
 
 // wantTrail checks the order's whole audit trail, oldest first, through
-// models.Shop.History: exactly these entries, no more.
+// audit.Trail.History: exactly these entries, no more.
 func (e *env) wantTrail(orderID string, want ...auditStep) {
 	e.t.Helper()
 	got, err := audit.Trail{DB: e.db}.History(context.Background(), orderID)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/shop/shop/billing"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
@@ -114,7 +113,7 @@ func TestFailedAuthenticationLeavesTheOrderPayable(t *testing.T) {
 // reconciler settles it declined, and the order is payable again.
 func TestAbandonedAuthenticationIsSettledByTheReconciler(t *testing.T) {
 	const expiry = time.Minute
-	e := newEnv(t, func(d *handlers.Deps) { d.AuthExpiry = expiry })
+	e := newEnv(t, func(d *setup) { d.AuthExpiry = expiry })
 	e.provider.AuthExpiry, e.provider.Now = expiry, e.clock.Now
 	token := e.signUp("auth-abandon@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
@@ -158,7 +157,7 @@ func TestPayFormOffersTheProvidersOwnTestCards(t *testing.T) {
 		{"the simulated provider", payments.SimulatedCards, ""},
 	} {
 		t.Run(c.provider, func(t *testing.T) {
-			e := newEnv(t, func(d *handlers.Deps) {
+			e := newEnv(t, func(d *setup) {
 				d.Payments = billing.New(billing.Config{DB: d.DB, Provider: d.Provider, Lease: d.Lease, AttemptTimeout: time.Minute,
 					TestCards: c.cards, ProviderName: c.provider, Now: d.Now})
 			})

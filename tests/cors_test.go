@@ -8,13 +8,11 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-
-	"github.com/shop/shop/handlers"
 )
 
 // withCORS lets the pages of origins call the API (CORS_ORIGINS).
 func withCORS(origins ...string) option {
-	return func(deps *handlers.Deps) { deps.CORSOrigins = origins }
+	return func(deps *setup) { deps.CORSOrigins = origins }
 }
 
 // preflight is the request a browser sends before a cross-origin call

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/shop/shop/handlers"
 )
 
 // The key table keeps a hash of every request it saw, for a day: with a
@@ -14,7 +12,7 @@ import (
 // reader of the table cannot test guesses of the passwords a password
 // change sent. The change still replays to a double-click.
 func TestKeyTableTellsNothingOfAPasswordChange(t *testing.T) {
-	e := newEnv(t, func(d *handlers.Deps) { d.SessionSecret = []byte(strings.Repeat("s", 32)) })
+	e := newEnv(t, func(d *setup) { d.SessionSecret = []byte(strings.Repeat("s", 32)) })
 	e.signUp("ann@example.com")
 	s := e.shopper()
 	if r := s.post("/login", url.Values{"email": {"ann@example.com"}, "password": {webPassword}}); r.Status != http.StatusSeeOther {

@@ -214,7 +214,7 @@ func TestCancelRacedAgainstTheExpirySweepReturnsUnitsOnce(t *testing.T) {
 // complete it, and be charged. Settled declined, the next sweep expires it.
 func TestExpiryWaitsForAnAuthentication(t *testing.T) {
 	const authExpiry = time.Minute
-	e := newEnv(t, func(d *handlers.Deps) { d.AuthExpiry = authExpiry })
+	e := newEnv(t, func(d *setup) { d.AuthExpiry = authExpiry })
 	e.provider.AuthExpiry, e.provider.Now = authExpiry, e.clock.Now
 	tote := stockOf(t, e.db, "TOTE-CNV", 4)
 	token := e.signUp("expiry-auth@example.com")

@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 )
 
@@ -48,7 +47,7 @@ func hangUp(next http.Handler, path string, reached, served chan struct{}) http.
 // middleware uses, and no 500 is counted.
 func TestClientHangUpIsNotAServerError(t *testing.T) {
 	var logs testkit.Buffer
-	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e := newEnv(t, func(d *setup) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	token := e.signUp("hangs-up@example.com")
 	orderID := e.createOrder(token, "hang-up-order", orderBody(e.products()[0], 1))
 	e.do(request{method: "GET", path: "/api/v1/orders/" + orderID, token: token}) // the token is cached: the read is the handler's

@@ -21,7 +21,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -138,7 +137,7 @@ func TestReplaysKeepNoStoreAndOutagesSayWhenToRetry(t *testing.T) {
 // keeps only the start of the method and the path.
 func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
 	var logs testkit.Buffer
-	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e := newEnv(t, func(d *setup) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	huge := strings.Repeat("M", 200_000)
 	methods := []string{huge}
 	for i := range 200 {
@@ -194,7 +193,7 @@ func TestClientInputIsBoundedInMetricsAndLogs(t *testing.T) {
 // 429 with Retry-After, a problem for the API and a page for the browser,
 // and nothing is done.
 func TestCredentialsAreThrottledPerAddress(t *testing.T) {
-	e := newEnv(t, func(d *handlers.Deps) { d.CredentialsPerMinute = 3 })
+	e := newEnv(t, func(d *setup) { d.CredentialsPerMinute = 3 })
 	creds := `{"email":"ann@example.com","password":"correct horse"}`
 	for _, path := range []string{"/api/v1/users", "/api/v1/tokens", "/api/v1/tokens"} {
 		if r := e.do(request{method: "POST", path: path, body: creds}); r.Status != http.StatusCreated {
@@ -231,7 +230,7 @@ func TestCredentialsAreThrottledPerAddress(t *testing.T) {
 // accounts exist.
 func TestFailedLogInsAreThrottledPerAccountAndAddressAcrossInstances(t *testing.T) {
 	const failures, window = 4, 15 * time.Minute
-	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	e := newEnv(t, func(d *setup) { d.LoginFailures, d.LoginFailureWindow = failures, window })
 	other := httptest.NewServer(newServer(t, e.deps))
 	t.Cleanup(other.Close)
 	e.signUp("ann@example.com")
@@ -273,7 +272,7 @@ func TestFailedLogInsAreThrottledPerAccountAndAddressAcrossInstances(t *testing.
 // attack; the attacker stays refused, even with the right password.
 func TestOwnerSignsInDuringAnAttack(t *testing.T) {
 	const failures, window = 4, 15 * time.Minute
-	e := newEnv(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	e := newEnv(t, func(d *setup) { d.LoginFailures, d.LoginFailureWindow = failures, window })
 	other := httptest.NewServer(newServer(t, e.deps))
 	t.Cleanup(other.Close)
 	e.signUp("owner@example.com")
@@ -311,7 +310,7 @@ func TestOwnerSignsInDuringAnAttack(t *testing.T) {
 // another address is not affected.
 func TestAddressLimitIsSharedByInstances(t *testing.T) {
 	const perMinute = 4
-	e := newEnv(t, func(d *handlers.Deps) { d.CredentialsPerMinute = perMinute })
+	e := newEnv(t, func(d *setup) { d.CredentialsPerMinute = perMinute })
 	other := httptest.NewServer(newServer(t, e.deps))
 	t.Cleanup(other.Close)
 	e.signUp("ann@example.com") // one request of the minute, and its token another

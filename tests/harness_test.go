@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,9 +21,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
@@ -73,22 +76,31 @@ type env struct {
 	url      string
 	provider *payments.Simulated
 	clock    *testkit.Clock
-	deps     handlers.Deps
+	deps     setup
 	server   *handlers.Server
 }
 
-type option func(*handlers.Deps)
+// setup is what a test's server is built from: the handlers' Deps, and
+// the provider and authentication expiry of the payments service built
+// for it, as main builds one.
+type setup struct {
+	handlers.Deps
+	Provider   payments.Provider
+	AuthExpiry time.Duration
+}
+
+type option func(*setup)
 
 func withLatency(d time.Duration) option {
-	return func(deps *handlers.Deps) { deps.Provider.(*payments.Simulated).Latency = d }
+	return func(deps *setup) { deps.Provider.(*payments.Simulated).Latency = d }
 }
 
 func withWait(d time.Duration) option {
-	return func(deps *handlers.Deps) { deps.Wait = d }
+	return func(deps *setup) { deps.Wait = d }
 }
 
 func withProvider(wrap func(payments.Provider) payments.Provider) option {
-	return func(deps *handlers.Deps) { deps.Provider = wrap(deps.Provider) }
+	return func(deps *setup) { deps.Provider = wrap(deps.Provider) }
 }
 
 const ttl = 24 * time.Hour
@@ -110,10 +122,10 @@ func newEnvOn(t *testing.T, dbURL string, db *gorm.DB, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: db, dbURL: dbURL, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}
-	e.deps = handlers.Deps{
-		DB: db, Provider: e.provider, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
+	e.deps = setup{Provider: e.provider, Deps: handlers.Deps{
+		DB: db, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		Now: e.clock.Now, BcryptCost: bcrypt.MinCost,
-	}
+	}}
 	for _, o := range opts {
 		o(&e.deps)
 	}
@@ -124,10 +136,22 @@ func newEnvOn(t *testing.T, dbURL string, db *gorm.DB, opts ...option) *env {
 	return e
 }
 
-// newServer builds a server that is closed when the test ends, after the
-// HTTP servers started later: Close stops its replay flusher.
-func newServer(t *testing.T, deps handlers.Deps) *handlers.Server {
+// newServer builds a server, and its payments service, that is closed when
+// the test ends, after the HTTP servers started later: Close stops its
+// replay flusher.
+func newServer(t *testing.T, with setup) *handlers.Server {
 	t.Helper()
+	deps := with.Deps
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if deps.Payments == nil { // unless the test built its own
+		deps.Payments = billing.New(billing.Config{
+			DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
+			AuthExpiry: with.AuthExpiry, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
+		})
+	}
 	s := handlers.NewServer(deps)
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
@@ -366,7 +390,7 @@ func isProblem(t *testing.T, r response, status int, typ string) {
 }
 
 func withLease(d time.Duration) option {
-	return func(deps *handlers.Deps) { deps.Lease = d }
+	return func(deps *setup) { deps.Lease = d }
 }
 
 // withAfterCharge runs hook once the provider has charged and before it

@@ -151,9 +151,9 @@ func TestMigrationsMakeTheSchemaAutoMigrateMade(t *testing.T) {
 // to and including version.
 func migrateTo(t *testing.T, db *gorm.DB, version int64) {
 	t.Helper()
-	dialect, dir := goose.DialectSQLite3, "../models/migrations/sqlite3"
+	dialect, dir := goose.DialectSQLite3, "../database/migrations/sqlite3"
 	if database.IsPostgres(db) {
-		dialect, dir = goose.DialectPostgres, "../models/migrations/postgres"
+		dialect, dir = goose.DialectPostgres, "../database/migrations/postgres"
 	}
 	sqlDB, err := db.DB()
 	if err != nil {

@@ -248,7 +248,7 @@ func async(e *env, r request) <-chan response {
 // answer and the schema to be in place.
 func TestReadiness(t *testing.T) {
 	db := testkit.NewDB(t)
-	srv := httptest.NewServer(newServer(t, handlers.Deps{DB: db, Provider: &payments.Simulated{DB: db}, TTL: ttl, Lease: 30 * time.Second}))
+	srv := httptest.NewServer(newServer(t, setup{Provider: &payments.Simulated{DB: db}, Deps: handlers.Deps{DB: db, TTL: ttl, Lease: 30 * time.Second}}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, db: db, url: srv.URL}
 	probe := func(path string, want int, body string) {
@@ -278,7 +278,7 @@ func TestReadiness(t *testing.T) {
 // replayed. Passwords, tokens and keys never appear.
 func TestRequestLog(t *testing.T) {
 	var logs testkit.Buffer
-	e := newEnv(t, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e := newEnv(t, func(d *setup) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	const password, rawKey, wrongToken = "correct horse", "a-secret-key-7f3a", "shp_not-a-real-token-9c1d"
 	signup := e.do(request{method: "POST", path: "/api/v1/users", body: `{"email":"logs@example.com","password":"` + password + `"}`})
 	userID := signup.json(t)["id"].(string)

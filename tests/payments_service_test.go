@@ -15,7 +15,6 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/shop/shop/billing"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -49,7 +48,7 @@ func TestWebhookOfAnotherAPIVersionIsRefused(t *testing.T) {
 // the same id), the order paid, an ERROR logged and the late charge counted.
 func TestWebhookRecordsAChargeAfterARecordedDecline(t *testing.T) {
 	var logs testkit.Buffer
-	e := newEnv(t, withWebhookSecret(), func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e := newEnv(t, withWebhookSecret(), func(d *setup) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	token := e.signUp("late-charge@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	declined := e.do(e.payRequest(token, orderID, "k1", payments.MethodChargeDeclined))

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/shop/shop/accounts"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 )
 
@@ -25,7 +24,7 @@ import (
 const proxyAddress = "127.0.0.1"
 
 // behindProxy is a shop that trusts the proxy of proxyTo: TRUSTED_PROXIES=127.0.0.1.
-func behindProxy(d *handlers.Deps) {
+func behindProxy(d *setup) {
 	d.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(proxyAddress + "/32")}
 }
 
@@ -95,7 +94,7 @@ func (e *env) failuresByAddress() map[string]int {
 func TestClientsBehindAProxyHaveTheirOwnBuckets(t *testing.T) {
 	const perMinute = 3
 	logs := &testkit.Buffer{}
-	e := newEnv(t, behindProxy, func(d *handlers.Deps) { d.Logger = slog.New(slog.NewTextHandler(logs, nil)) }, func(d *handlers.Deps) { d.CredentialsPerMinute = perMinute })
+	e := newEnv(t, behindProxy, func(d *setup) { d.Logger = slog.New(slog.NewTextHandler(logs, nil)) }, func(d *setup) { d.CredentialsPerMinute = perMinute })
 	proxy := proxyTo(t, e.url)
 	const first, second = "127.0.0.2", "127.0.0.3"
 	if r, err := sendTo(proxy, request{method: "POST", path: "/api/v1/users", from: first, body: `{"email":"ann@example.com","password":"correct horse"}`}); err != nil || r.Status != http.StatusCreated {
@@ -133,7 +132,7 @@ func TestClientsBehindAProxyHaveTheirOwnBuckets(t *testing.T) {
 // failure recorded is the attacker's address, none the proxy's.
 func TestAttackerBehindAProxyCannotLockOutTheOwner(t *testing.T) {
 	const failures, window = 4, 15 * time.Minute
-	e := newEnv(t, behindProxy, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = failures, window })
+	e := newEnv(t, behindProxy, func(d *setup) { d.LoginFailures, d.LoginFailureWindow = failures, window })
 	proxy := proxyTo(t, e.url)
 	e.signUp("owner@example.com")
 	const attacker, owner = "127.0.0.3", "127.0.0.2"
@@ -174,7 +173,7 @@ func TestAttackerBehindAProxyCannotLockOutTheOwner(t *testing.T) {
 // another address, signs in.
 func TestForgedForwardedForBuysNothing(t *testing.T) {
 	const perMinute, failures = 6, 2
-	e := newEnv(t, func(d *handlers.Deps) {
+	e := newEnv(t, func(d *setup) {
 		d.CredentialsPerMinute, d.LoginFailures, d.LoginFailureWindow = perMinute, failures, 15*time.Minute
 	})
 	const attacker = "127.0.0.3"

@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/shop/shop/database"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/middleware"
 )
 
 // withPushes runs the shop as main does, pushing completed answers to the
 // other instances (on PostgreSQL), under the SESSION_SECRET secret.
 func withPushes(secret string) option {
-	return func(deps *handlers.Deps) { deps.PushAnswers, deps.SessionSecret = true, []byte(secret) }
+	return func(deps *setup) { deps.PushAnswers, deps.SessionSecret = true, []byte(secret) }
 }
 
 // refusedPushes reads how many pushes the instance at base dropped, from

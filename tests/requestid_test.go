@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
@@ -143,7 +142,7 @@ func (e *env) replaysWithNewIDs(t *testing.T, r request, other string, status in
 func TestLogLinesCarryTheRequestID(t *testing.T) {
 	var logs testkit.Buffer
 	e := newEnv(t,
-		func(d *handlers.Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
+		func(d *setup) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
 		withProvider(func(p payments.Provider) payments.Provider {
 			return &failing{Provider: p, err: errors.New("connection reset"), n: 1}
 		}))

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/shop/shop/accounts"
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 )
 
@@ -146,7 +145,7 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 // refused until the failures leave the window.
 func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 	const window = 15 * time.Minute
-	e, _, s := signedIn(t, func(d *handlers.Deps) { d.LoginFailures, d.LoginFailureWindow = 2, window })
+	e, _, s := signedIn(t, func(d *setup) { d.LoginFailures, d.LoginFailureWindow = 2, window })
 	var before models.User
 	if err := e.db.Take(&before).Error; err != nil {
 		t.Fatal(err)
@@ -173,7 +172,7 @@ func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 
 func TestIdleAndOldSessionsEnd(t *testing.T) {
 	const idle, maxAge = time.Hour, 3 * time.Hour
-	e, ids, s := signedIn(t, func(d *handlers.Deps) { d.SessionIdle, d.SessionMaxAge = idle, maxAge })
+	e, ids, s := signedIn(t, func(d *setup) { d.SessionIdle, d.SessionMaxAge = idle, maxAge })
 	form := s.checkout(ids[0], 1)
 	// A request within the idle timeout keeps the session alive, up to its
 	// absolute end: 150 minutes in, then 180.
@@ -198,7 +197,7 @@ func TestIdleAndOldSessionsEnd(t *testing.T) {
 }
 
 func TestSweepDeletesSessionsThatRanOut(t *testing.T) {
-	e, _, _ := signedIn(t, func(d *handlers.Deps) { d.SessionIdle = time.Hour })
+	e, _, _ := signedIn(t, func(d *setup) { d.SessionIdle = time.Hour })
 	e.shopper().signUp("bob@example.com")
 	e.clock.Advance(59 * time.Minute)
 	e.shopper().signUp("cy@example.com")

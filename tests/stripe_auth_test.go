@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -127,7 +126,7 @@ func TestStripeAuthenticationIsRecordedOnceOnReturnAndWebhook(t *testing.T) {
 func TestStripeAbandonedAuthenticationIsCancelled(t *testing.T) {
 	const expiry = time.Minute
 	fake, base := newFakeStripe(t)
-	e := newEnv(t, withStripe(base, http.DefaultTransport), func(d *handlers.Deps) { d.AuthExpiry = expiry })
+	e := newEnv(t, withStripe(base, http.DefaultTransport), func(d *setup) { d.AuthExpiry = expiry })
 	token := e.signUp("stripe-3ds-abandon@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	e.payToAuthenticate(token, orderID, "k1")

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
@@ -149,7 +148,7 @@ func (r *recording) all() []stripeCall {
 }
 
 func withStripe(base string, transport http.RoundTripper) option {
-	return func(deps *handlers.Deps) {
+	return func(deps *setup) {
 		deps.Provider = payments.NewStripe(payments.StripeConfig{
 			SecretKey: "sk_test_shop", APIBase: base, HTTPClient: &http.Client{Transport: transport, Timeout: 30 * time.Second}, Tracer: deps.Tracer,
 		})

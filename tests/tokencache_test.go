@@ -11,11 +11,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
-	"github.com/shop/shop/handlers"
 )
 
 func withTokenCacheTTL(d time.Duration) option {
-	return func(deps *handlers.Deps) { deps.TokenCacheTTL = d }
+	return func(deps *setup) { deps.TokenCacheTTL = d }
 }
 
 // statementLog records the table of every statement sent through a

@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 )
 
 func withTokenTTL(d time.Duration) option {
-	return func(deps *handlers.Deps) { deps.TokenTTL = d }
+	return func(deps *setup) { deps.TokenTTL = d }
 }
 
 // token gets a token for an existing account, and its stored row.

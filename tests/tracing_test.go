@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/payments"
 )
@@ -37,7 +36,7 @@ func (tr traces) OnEnd(s sdktrace.ReadOnlySpan) {
 // withStripe, which gives the Stripe client the same tracer.
 func withTracing(t *testing.T, tr traces) option {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tr.InMemoryExporter), sdktrace.WithSpanProcessor(tr))
-	return func(deps *handlers.Deps) {
+	return func(deps *setup) {
 		if err := tracing.Database(deps.DB, tp); err != nil {
 			t.Fatal(err)
 		}

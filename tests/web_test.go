@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
@@ -571,7 +570,7 @@ func TestPagesAndAssets(t *testing.T) {
 // In production TLS usually ends at a proxy, so the request here is plain
 // HTTP; the cookie is marked Secure all the same.
 func TestSessionCookieIsSecureInProduction(t *testing.T) {
-	e := newEnv(t, func(d *handlers.Deps) { d.SecureCookies = true })
+	e := newEnv(t, func(d *setup) { d.SecureCookies = true })
 	r := e.shopper().post("/signup", url.Values{"email": {"ann@example.com"}, "password": {webPassword}})
 	if cookie := sessionCookieOf(t, r); !cookie.Secure {
 		t.Fatalf("session cookie %+v: want Secure when configured so", cookie)

@@ -11,7 +11,6 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
@@ -21,7 +20,7 @@ import (
 const webhookSecret = "whsec_test_shop"
 
 func withWebhookSecret() option {
-	return func(deps *handlers.Deps) { deps.StripeWebhookSecret = webhookSecret }
+	return func(deps *setup) { deps.StripeWebhookSecret = webhookSecret }
 }
 
 // stripeEvent is a webhook delivery as Stripe sends it, signed with the

@@ -23,8 +23,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
@@ -266,9 +268,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if err := b.setCatalog(); err != nil {
 		return nil, err
 	}
-	// The provider answers at once: the payment phases measure the shop.
 	b.deps = handlers.Deps{
-		DB: db, Provider: &payments.Simulated{DB: db}, TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
+		DB: db, Payments: simulated(db), TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
 		// One SESSION_SECRET for every instance, as a deployment has: pushes
 		// are signed with a key derived from it.
@@ -405,7 +406,7 @@ func (b *bench) startSecond(push bool) (*shop, error) {
 		return nil, err
 	}
 	deps := b.deps
-	deps.DB, deps.Provider, deps.PushAnswers = db, &payments.Simulated{DB: db}, push
+	deps.DB, deps.Payments, deps.PushAnswers = db, simulated(db), push
 	s, err := start(handlers.NewServer(deps), nil)
 	if err != nil {
 		return nil, errors.Join(err, database.Close(db))
@@ -688,4 +689,12 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 		b.users[name] = append(b.users[name], user{u.ID, token})
 	}
 	return nil
+}
+
+// simulated is a payments service on the simulated provider over db, as
+// main builds one: the provider answers at once, so the phases measure the
+// shop.
+func simulated(db *gorm.DB) *billing.Service {
+	return billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}, Lease: 30 * time.Second,
+		AttemptTimeout: middleware.Config{Lease: 30 * time.Second}.AttemptTimeout(), Logger: slog.New(slog.DiscardHandler)})
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/shop/shop/database"
 )
 
-// migrateCommand runs `shop migrate [up|status]`: up (the default) applies
+// migrate runs `shop migrate [up|status]`: up (the default) applies
 // the pending migrations; both then list every migration, with when it was
 // applied, and exit without serving.
-func migrateCommand(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func migrate(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
 	verb := "up"
 	if len(args) > 0 {
 		verb = args[0]

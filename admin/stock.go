@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -7,18 +7,20 @@ import (
 	"io"
 	"strconv"
 
+	"gorm.io/gorm"
+
 	"github.com/shop/shop/orders"
 )
 
 // stockUsage is what `shop stock` answers a command it does not know.
 const stockUsage = "usage: shop stock set SKU UNITS"
 
-// stockCommand runs `shop stock set SKU UNITS`: the product's stock
+// stock runs `shop stock set SKU UNITS`: the product's stock
 // becomes UNITS, staff's count, whatever it was; setting it again changes
 // nothing. Until the staff console, it is how a product is restocked. The
 // database is migrated and seeded first, as for serving, so it works on a
 // fresh shop too.
-func stockCommand(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
+func stock(ctx context.Context, prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
 	if len(args) != 3 || args[0] != "set" {
 		return errors.New(stockUsage)
 	}
@@ -26,7 +28,7 @@ func stockCommand(ctx context.Context, cfg config, args []string, stdout io.Writ
 	if err != nil || units < 0 {
 		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
 	}
-	db, closeDB, err := openDatabase(cfg)
+	db, closeDB, err := prepare()
 	if err != nil {
 		return err
 	}

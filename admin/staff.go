@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// staffCommand runs `shop staff add|remove EMAIL`: it makes an existing
+// staff runs `shop staff add|remove EMAIL`: it makes an existing
 // user staff, or a shopper again, and exits without serving. Both are
 // idempotent; an email no user has is an error. It is the only way anyone
 // becomes staff: nothing on the web does it.
-func staffCommand(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func staff(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
 	roles := map[string]models.Role{"add": models.Staff, "remove": models.Shopper}
 	if len(args) != 2 || roles[args[0]] == "" {
 		return errors.New("usage: shop staff add|remove EMAIL")

@@ -1,8 +1,6 @@
-package main
+package config
 
 import (
-	"bytes"
-	"context"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,7 +11,7 @@ import (
 // bare addresses, and refuses anything else at start-up, naming the value.
 func TestTrustedProxiesSetting(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "proxy.internal", "10.0.0.1:8080", "fe80::1%eth0", "10.0.0.0/8;192.0.2.7", "*"} {
-		err := run(context.Background(), nil, func(k string) string { return map[string]string{"TRUSTED_PROXIES": bad}[k] }, &bytes.Buffer{})
+		_, err := Load(func(k string) string { return map[string]string{"TRUSTED_PROXIES": bad}[k] })
 		if err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") || !strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("TRUSTED_PROXIES=%q: %v; want one line naming the setting and the value", bad, err)
 		}
@@ -25,7 +23,7 @@ func TestTrustedProxiesSetting(t *testing.T) {
 		"10.1.2.3/8":                     {"10.0.0.0/8"},
 		"::ffff:192.0.2.7":               {"192.0.2.7/32"},
 	} {
-		cfg, err := loadConfig(func(k string) string { return map[string]string{"TRUSTED_PROXIES": setting}[k] })
+		cfg, err := Load(func(k string) string { return map[string]string{"TRUSTED_PROXIES": setting}[k] })
 		var got []string
 		for _, p := range cfg.TrustedProxies {
 			got = append(got, p.String())

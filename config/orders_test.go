@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func TestOrderExpirySetting(t *testing.T) {
 		{"-5m", 0, "ORDER_EXPIRY"},
 		{"soon", 0, "ORDER_EXPIRY"},
 	} {
-		cfg, err := loadConfig(func(name string) string {
+		cfg, err := Load(func(name string) string {
 			if name == "ORDER_EXPIRY" {
 				return tc.value
 			}
@@ -42,7 +42,7 @@ func TestGroupCommitSetting(t *testing.T) {
 		{"", 32, false}, {"1", 1, false}, {"1000", 1000, false},
 		{"0", 0, true}, {"1001", 0, true}, {"many", 0, true}, {"-3", 0, true},
 	} {
-		cfg, err := loadConfig(func(name string) string {
+		cfg, err := Load(func(name string) string {
 			if name == "SQLITE_GROUP_COMMIT" {
 				return tc.value
 			}

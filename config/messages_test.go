@@ -1,10 +1,20 @@
-package main
+package config
 
 import (
 	"strings"
 	"testing"
 	"time"
 )
+
+// messageConfig is the settings of the outbox's relay and its publisher.
+type messageConfig struct {
+	OutboxPollInterval, OutboxLease time.Duration
+	NATSURL, NATSStream, NATSPrefix string
+}
+
+func messages(c Config) messageConfig {
+	return messageConfig{c.OutboxPollInterval, c.OutboxLease, c.NATSURL, c.NATSStream, c.NATSPrefix}
+}
 
 func TestMessageSettings(t *testing.T) {
 	for _, tc := range []struct {
@@ -22,12 +32,12 @@ func TestMessageSettings(t *testing.T) {
 		{map[string]string{"NATS_STREAM": "a.b"}, messageConfig{}, "NATS_STREAM"},
 		{map[string]string{"NATS_SUBJECT_PREFIX": "shop.>"}, messageConfig{}, "NATS_SUBJECT_PREFIX"},
 	} {
-		cfg, err := loadConfig(func(name string) string { return tc.env[name] })
+		cfg, err := Load(func(name string) string { return tc.env[name] })
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.err)
-		case tc.err == "" && (err != nil || cfg.messageConfig != tc.want):
-			t.Errorf("%v: %+v, %v; want %+v", tc.env, cfg.messageConfig, err, tc.want)
+		case tc.err == "" && (err != nil || messages(cfg) != tc.want):
+			t.Errorf("%v: %+v, %v; want %+v", tc.env, messages(cfg), err, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -26,14 +26,14 @@ func TestNotifySettings(t *testing.T) {
 		{map[string]string{"WEBHOOK_MAX_ATTEMPTS": "0"}, "WEBHOOK_MAX_ATTEMPTS"},
 		{map[string]string{"WEBHOOK_BACKOFF": "soon"}, "WEBHOOK_BACKOFF"},
 	} {
-		cfg, err := loadConfig(func(name string) string { return tc.env[name] })
+		cfg, err := Load(func(name string) string { return tc.env[name] })
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.err)
 		case tc.err == "" && err != nil:
 			t.Errorf("%v: %v", tc.env, err)
 		case tc.err == "" && (cfg.MailDir != "data/mail" || cfg.WebhookMaxAttempts != 8 || (cfg.WebhookURL != "") != (len(cfg.WebhookKey) == 24)):
-			t.Errorf("%v: %+v", tc.env, cfg.notifyConfig)
+			t.Errorf("%v: %+v", tc.env, cfg)
 		}
 	}
 }

@@ -1,8 +1,6 @@
-package main
+package config
 
 import (
-	"bytes"
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +20,7 @@ func TestCORSOriginsSetting(t *testing.T) {
 		{"http://[::1]:8081", []string{"http://[::1]:8081"}},
 	}
 	for _, tc := range accepted {
-		cfg, err := loadConfig(func(k string) string { return map[string]string{"CORS_ORIGINS": tc.value}[k] })
+		cfg, err := Load(func(k string) string { return map[string]string{"CORS_ORIGINS": tc.value}[k] })
 		if err != nil || !slices.Equal(cfg.CORSOrigins, tc.want) {
 			t.Errorf("CORS_ORIGINS=%q: %q, %v; want %q", tc.value, cfg.CORSOrigins, err, tc.want)
 		}
@@ -42,7 +40,7 @@ func TestCORSOriginsSetting(t *testing.T) {
 		{"https://ok.example.com, https://bad.example.com/", `want "https://bad.example.com"`},
 	}
 	for _, tc := range refused {
-		err := run(context.Background(), nil, func(k string) string { return map[string]string{"CORS_ORIGINS": tc.value}[k] }, &bytes.Buffer{})
+		_, err := Load(func(k string) string { return map[string]string{"CORS_ORIGINS": tc.value}[k] })
 		if err == nil || !strings.Contains(err.Error(), "CORS_ORIGINS: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("CORS_ORIGINS=%q: got %v, want an error saying %s", tc.value, err, tc.want)
 		}

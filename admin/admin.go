@@ -1,0 +1,32 @@
+// Package admin runs the operator's subcommands: migrate, stock set and staff add|remove.
+package admin
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	"gorm.io/gorm"
+)
+
+// Usage lists the subcommands, one a line, as `shop help` shows them.
+const Usage = `  migrate [up|status]     apply the pending migrations (up, the default) and list them all
+  stock set SKU UNITS     set a product's stock to UNITS
+  staff add|remove EMAIL  make a user staff, or a shopper again`
+
+// Is reports whether name is one of the subcommands.
+func Is(name string) bool { return slices.Contains([]string{"migrate", "stock", "staff"}, name) }
+
+// Run runs the subcommand args[0] with its arguments on the database at
+// databaseURL, and exits without serving. prepare opens the database
+// migrated and seeded, as serving does: stock set needs the catalog.
+func Run(ctx context.Context, databaseURL string, prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
+	switch args[0] {
+	case "migrate":
+		return migrate(ctx, databaseURL, args[1:], stdout)
+	case "stock":
+		return stock(ctx, prepare, args[1:], stdout)
+	default:
+		return staff(ctx, databaseURL, args[1:], stdout)
+	}
+}

@@ -1,0 +1,83 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/shop/shop/config"
+	"github.com/shop/shop/notify"
+	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/outbox/publish"
+)
+
+// webhookEvery is how often the webhook sender looks for deliveries due.
+const webhookEvery = time.Second
+
+// consumers are the consumers the outbox's relay hands every event to,
+// built in this one place: the receipt email always (by SMTP, or .eml
+// files), the merchant's webhooks when WEBHOOK_URL is set, and the
+// JetStream publisher when NATS_URL is. closeAll lets go of what they
+// hold, once the relay has stopped.
+func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all []outbox.Consumer, closeAll func(), err error) {
+	closeAll = func() {}
+	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	domain := "localhost"
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		domain = u.Hostname()
+	}
+	all = []outbox.Consumer{notify.Receipts{Logger: logger, Mailer: mailer, From: cfg.MailFrom, Domain: domain, PublicURL: cfg.PublicURL}}
+	if cfg.WebhookURL != "" {
+		all = append(all, notify.Webhooks{})
+	}
+	if cfg.NATSURL != "" {
+		js, err := publish.NewJetStream(ctx, cfg.NATSURL, cfg.NATSStream, cfg.NATSPrefix)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		all, closeAll = append(all, js), js.Close
+	}
+	return all, closeAll, nil
+}
+
+// StartRelay runs the outbox's relay, in every instance, until the
+// returned stop is called or ctx ends; stop waits for it, then closes the
+// consumers.
+func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), err error) {
+	all, closeAll, err := consumers(ctx, cfg, logger)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	relay := outbox.NewRelay(db, all, outbox.RelayConfig{
+		Interval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, Logger: logger,
+		Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
+	})
+	ctx, cancel := context.WithCancel(ctx)
+	relaying := make(chan struct{})
+	go func() { defer close(relaying); relay.Run(ctx) }()
+	return func() { cancel(); <-relaying; closeAll() }, nil
+}
+
+// SendWebhooks posts the deliveries due until ctx ends; nothing without a
+// WEBHOOK_URL.
+func SendWebhooks(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) {
+	if cfg.WebhookURL == "" {
+		return
+	}
+	sender := &notify.Sender{DB: db, URL: cfg.WebhookURL, Key: cfg.WebhookKey, MaxAttempts: cfg.WebhookMaxAttempts,
+		Timeout: cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, MaxBackoff: cfg.WebhookMaxBackoff,
+		Logger: logger, Client: &http.Client{}}
+	sender.Run(ctx, webhookEvery)
+}

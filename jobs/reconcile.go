@@ -1,0 +1,32 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/shop/shop/billing"
+)
+
+// Reconcile resolves payment attempts left in doubt, at start-up and then
+// every interval, so that a charge the provider took is recorded even if
+// nobody retries; every == 0 turns it off.
+func Reconcile(ctx context.Context, service *billing.Service, every time.Duration, logger *slog.Logger) {
+	if every <= 0 {
+		return
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		if n, err := service.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("reconcile payment attempts", "err", err)
+		} else if n > 0 {
+			logger.Info("reconciled payment attempts in doubt", "resolved", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
