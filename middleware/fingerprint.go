@@ -83,15 +83,7 @@ func fingerprinted(r request) (head, body []byte, err error) {
 	}
 	// The fields before the body go through one small buffer, and the body
 	// is hashed where it lies: no copy of it.
-	head = make([]byte, 0, 256)
-	head = field(head, r.Method)
-	head = field(head, r.Route)
-	// The route template fixes the parameters and their order; each name and
-	// value is a field of its own, so no value can pass for another.
-	for _, p := range r.Params {
-		head = field(head, p.Key)
-		head = field(head, p.Value)
-	}
+	head = targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
 	// The media type counts: the same bytes sent as another type are another
 	// request, which the handler may well refuse.
@@ -104,15 +96,22 @@ func fingerprinted(r request) (head, body []byte, err error) {
 // (which order to pay, say). A released key may be retried with a corrected
 // body or query, never against another target.
 func targetOf(r request) string {
-	buf := make([]byte, 0, 128)
+	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), r))
+	return hex.EncodeToString(sum[:])
+}
+
+// targetFields appends to buf the fields of what a request acts on: its
+// method, route and path parameters. The route template fixes the
+// parameters and their order; each name and value is a field of its own, so
+// no value can pass for another.
+func targetFields(buf []byte, r request) []byte {
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)
 	for _, p := range r.Params {
 		buf = field(buf, p.Key)
 		buf = field(buf, p.Value)
 	}
-	sum := sha256.Sum256(buf)
-	return hex.EncodeToString(sum[:])
+	return buf
 }
 
 // mediaType is the lower-cased media type of a Content-Type, without

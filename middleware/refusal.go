@@ -23,7 +23,9 @@ type Refusal struct {
 	RetryAfter int `json:"-"`
 }
 
-// The refusals, without their detail.
+// The refusals, without their detail. Each one's slug, status and title is
+// written here only: the shop's problem types of the refusals are generated
+// from these lines (problem/refusals_gen.go).
 var (
 	refuseUnauthenticated = Refusal{Status: http.StatusUnauthorized, Type: "unauthorized", Title: "Authentication required"}
 	refuseKeyMissing      = Refusal{Status: http.StatusBadRequest, Type: "idempotency-key-missing", Title: "Idempotency key required"}

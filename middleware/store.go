@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -84,15 +83,17 @@ func scanKey(row interface{ Scan(...any) error }) (IdempotencyKey, error) {
 func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)
+VALUES (@scope, @key, @operation, @method, @route, @fingerprint, @digest, @target, @state, @owner, @locked, 0, 0, @now, @expires)
 ON CONFLICT (scope, "key") DO UPDATE SET
   operation_id = excluded.operation_id, method = excluded.method, route = excluded.route,
   fingerprint = excluded.fingerprint, raw_digest = excluded.raw_digest, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
 WHERE `+claimFence,
-		k.Scope, k.Key, k.OperationID, k.Method, k.Route, k.Fingerprint, k.RawDigest, k.Target, KeyInProgress, k.OwnerToken, k.LockedUntil,
-		k.CreatedAt, k.ExpiresAt)
+		sql.Named("scope", k.Scope), sql.Named("key", k.Key), sql.Named("operation", k.OperationID), sql.Named("method", k.Method),
+		sql.Named("route", k.Route), sql.Named("fingerprint", k.Fingerprint), sql.Named("digest", k.RawDigest), sql.Named("target", k.Target),
+		sql.Named("state", KeyInProgress), sql.Named("owner", k.OwnerToken), sql.Named("locked", k.LockedUntil),
+		sql.Named("now", k.CreatedAt), sql.Named("expires", k.ExpiresAt))
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -146,16 +147,11 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 	return res.RowsAffected == 1, res.Error
 }
 
-// claimFence is the claim's guard on a key row that exists: it is taken
-// only when claimable. (The build tag unfencedclaim, in unfenced.go, drops
-// it: the planted bug that tests/linearizability_test.go must catch.)
-var claimFence = claimableSQL("idempotency_keys", "excluded.created_at")
-
-// claimableSQL is claimable in SQL, for the key row named table at the
-// moment now (an SQL expression): expired, and completed or its lease over.
-func claimableSQL(table, now string) string {
-	return fmt.Sprintf("%[1]s.expires_at <= %[2]s AND (%[1]s.state = '%[3]s' OR %[1]s.locked_until <= %[2]s)", table, now, KeyCompleted)
-}
+// claimableSQL is claimable in SQL, for a row of idempotency_keys at the
+// moment @now: expired, and completed or its lease over. The claim is
+// fenced by it (claimFence, in fence.go) and the sweep deletes by it.
+const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.state = '` + KeyCompleted +
+	`' OR idempotency_keys.locked_until <= @now)`
 
 // sweep deletes up to batch expired keys and returns the route of each.
 // The outer conditions repeat the inner ones so that a key claimed again
@@ -163,8 +159,8 @@ func claimableSQL(table, now string) string {
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
-WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL("idempotency_keys", "@now")+` LIMIT @batch)
-  AND `+claimableSQL("idempotency_keys", "@now")+`
+WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL+` LIMIT @batch)
+  AND `+claimableSQL+`
 RETURNING route`,
 		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err

@@ -32,10 +32,6 @@ var (
 	htmlReceipt = htmltemplate.Must(htmltemplate.ParseFS(templateFiles, "templates/receipt.html"))
 )
 
-// afterSend runs between a receipt's send and its record: a crash there is
-// the case a resend covers. A no-op but in the test build (hook_crash.go).
-var afterSend = func(eventID string) {}
-
 // Receipts emails the shopper a receipt for each paid order and each
 // succeeded refund.
 type Receipts struct {

@@ -88,11 +88,11 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 		s.name = "sender-" + uuid.NewString()[:8]
 	}
 	now := s.now()
-	var due []string
-	err := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).Where(dueNow, models.DeliveryPending, now, now).
-		Order("next_attempt_at").Limit(batch).Pluck("id", &due).Error
+	var ids []string
+	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
+		Order("next_attempt_at").Limit(batch).Pluck("id", &ids).Error
 	sent := 0
-	for _, id := range due {
+	for _, id := range ids {
 		if err != nil || ctx.Err() != nil {
 			break
 		}
@@ -105,8 +105,13 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	return sent, err
 }
 
-// dueNow is a pending delivery whose attempt is due and that no sender holds.
-const dueNow = "state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)"
+// due selects the pending deliveries whose attempt is due at now.
+func due(db *gorm.DB, now time.Time) *gorm.DB {
+	return db.Model(&models.WebhookDelivery{}).Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now)
+}
+
+// deliveryClaim is a delivery's claim by the one sender that posts it.
+var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 
 // claim takes the delivery for this sender until its attempt is over, and
 // reads it as it stands once taken; nil when it is not due any more (another
@@ -114,10 +119,9 @@ const dueNow = "state = ? AND next_attempt_at <= ? AND (claimed_until IS NULL OR
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.now()
 	until := now.Add(2*s.Timeout + 5*time.Second)
-	res := s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).Where("id = ?", id).Where(dueNow, models.DeliveryPending, now, now).
-		Updates(map[string]any{"claimed_by": s.name, "claimed_until": until})
-	if res.Error != nil || res.RowsAffected == 0 {
-		return nil, res.Error
+	taken, err := deliveryClaim.Take(due(s.DB.WithContext(ctx), now).Where("id = ?", id), s.name, now, until)
+	if err != nil || taken == 0 {
+		return nil, err
 	}
 	var d models.WebhookDelivery
 	return &d, s.DB.WithContext(ctx).Take(&d, "id = ?", id).Error

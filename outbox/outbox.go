@@ -3,7 +3,8 @@
 // the event exists exactly when the fact does. Consumers (the NATS relay,
 // the receipt email, the merchant's webhooks) are handed every event at
 // least once; each records what it has acted on in its inbox with Once, in
-// the transaction of its own effect, so a redelivered event acts once.
+// the transaction of its own effect, so a redelivered event acts once. A
+// consumer's work is held by one instance at a time with a Lease.
 package outbox
 
 import (

@@ -145,12 +145,11 @@ func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (tim
 		return time.Time{}, err
 	}
 	until := now.Add(r.cfg.Lease)
-	res := db.Model(&leaseRow{}).Where("consumer = ? AND (holder = ? OR held_until <= ?)", consumer, r.cfg.Holder, now).
-		Updates(map[string]any{"holder": r.cfg.Holder, "held_until": until})
-	if res.Error != nil || res.RowsAffected == 1 {
-		return until, res.Error
+	taken, err := consumerLease.Take(db.Model(&leaseRow{}).Where("consumer = ?", consumer), r.cfg.Holder, now, until)
+	if err != nil || taken == 1 {
+		return until, err
 	}
-	res = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: until})
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: until})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return time.Time{}, res.Error
 	}
@@ -175,3 +174,6 @@ type leaseRow struct {
 }
 
 func (leaseRow) TableName() string { return "outbox_leases" }
+
+// consumerLease is a consumer's lease, in its leaseRow.
+var consumerLease = Lease{Holder: "holder", Until: "held_until"}

@@ -26,6 +26,12 @@ type Type struct {
 	Doc string
 }
 
+// documented is t with the words of its page.
+func (t Type) documented(doc string) Type {
+	t.Doc = doc
+	return t
+}
+
 // URI is where the type is documented; relative, resolved against the request.
 func (t Type) URI() string { return "/problems/" + t.Slug }
 

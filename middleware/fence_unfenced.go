@@ -2,8 +2,8 @@
 
 package middleware
 
-// A planted bug, built only with -tags unfencedclaim: the claim takes a
+// claimFence, in a build with the planted bug (-tags unfencedclaim), takes a
 // key whatever its state, so that two requests with one key can both run.
 // TestLinearizabilityCatchesAnUnfencedClaim shows that the checker fails
 // such a server.
-func init() { claimFence = "TRUE" }
+const claimFence = "TRUE"
