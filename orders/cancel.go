@@ -37,8 +37,9 @@ func cancellable(q *gorm.DB, now time.Time) *gorm.DB {
 // cancelled it audits it (by actor, or the context's actor when zero), gives
 // its units back and records its event. It reports whether it cancelled.
 func cancel(tx, q *gorm.DB, id, reason string, actor audit.Actor, now time.Time) (bool, error) {
-	res := cancellable(q.Model(&models.Order{}).Where("orders.id = ?", id), now).
-		Updates(map[string]any{"status": models.OrderCancelled, "cancel_reason": reason, "held_by": nil, "held_until": nil})
+	update := Released()
+	update["status"], update["cancel_reason"] = models.OrderCancelled, reason
+	res := cancellable(q.Model(&models.Order{}).Where("orders.id = ?", id), now).Updates(update)
 	if res.Error != nil || res.RowsAffected != 1 {
 		return false, res.Error
 	}
