@@ -11,7 +11,8 @@ import (
 	"testing"
 )
 
-// The walks of docs/architecture.md — a payment and a refund, hop by hop —
+// The walks of docs/architecture.md — an order, a payment and a refund, hop
+// by hop —
 // are held to the code: at most 10 hops each; every function, method and
 // file they name exists where they say (a file names what it declares or
 // calls; pkg.Name is declared in pkg; Type.method in the package of the
@@ -22,7 +23,7 @@ func TestArchitectureWalksAreTrue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, title := range []string{"## One payment, hop by hop", "## One refund, hop by hop"} {
+	for _, title := range []string{"## One order, hop by hop", "## One payment, hop by hop", "## One refund, hop by hop"} {
 		hops := walk(t, string(doc), title)
 		if len(hops) < 6 || len(hops) > 10 {
 			t.Errorf("%s: %d hops; want at most 10 (and the walk found)", title, len(hops))
