@@ -96,7 +96,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if command != "" {
-		return admin.Run(ctx, cfg.DatabaseURL, func() (*gorm.DB, func(), error) { return openDatabase(cfg) }, args[1:], stdout)
+		open := func() (*gorm.DB, error) {
+			return database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
+		}
+		return admin.Run(ctx, open, func() (*gorm.DB, func(), error) { return openDatabase(cfg) }, args[1:], stdout)
 	}
 	return serve(ctx, stop, cfg, getenv, stdout)
 }
@@ -169,7 +172,7 @@ func newLogger(cfg config.Config, stdout io.Writer) *slog.Logger {
 // openDatabase opens the database, migrates and seeds it; the returned
 // function closes it.
 func openDatabase(cfg config.Config) (*gorm.DB, func(), error) {
-	db, err := database.OpenWith(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
+	db, err := database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
@@ -51,7 +52,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	body := fmt.Sprintf(`{"items":[{"product_id":%q,"quantity":1}]}`, productID(t, base))
 	json.Unmarshal(post(t, base+"/api/v1/orders", token.Token, "order-1", body, http.StatusCreated), &order)
 
-	db, err := database.Open(dbPath)
+	db, err := database.Open(dbPath, database.Options{GroupCommit: config.Default().GroupCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,3 @@
-// Package accounts keeps the shop's users and who they are: sign-up and
-// passwords, bearer tokens and their cache, browser sessions, the throttles
-// on guessing, and roles.
+// Package accounts keeps who may use the shop: users and their passwords,
+// bearer tokens and browser sessions, roles, and the throttles on log-ins.
 package accounts

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 )
 
@@ -13,7 +14,7 @@ import (
 // over touchEvery old, so a busy browser costs a write a minute, not one a
 // page.
 func TestLookupTouchesASessionOnlyOnceAMinute(t *testing.T) {
-	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"), database.Options{GroupCommit: config.Default().GroupCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

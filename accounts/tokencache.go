@@ -7,20 +7,6 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// DefaultTokenCacheTTL is how long an instance trusts a bearer-token lookup
-// it made, unless configured otherwise (TOKEN_CACHE_TTL, at most a minute).
-//
-// Why the bound is what it is: a revocation is written to the database, and
-// the instance that makes it refuses the token at once, but every other
-// instance learns of it only when its cached lookup goes stale and it reads
-// the token again. So the TTL is how long a revoked token may still work on
-// another instance: it must stay short next to what a revocation is for (a
-// logged-out device, a leaked token), where seconds are harmless and
-// minutes are not. Yet a client busy enough for the two reads of each
-// request (the token, then its user) to matter sends many requests in five
-// seconds, and all but the first of them read nothing.
-const DefaultTokenCacheTTL = 5 * time.Second
-
 // tokenCacheSize bounds the cache in entries: at a few hundred bytes each,
 // a few megabytes. Beyond it, the least useful lookups are dropped and are
 // read again when next used.

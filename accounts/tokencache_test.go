@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"golang.org/x/crypto/bcrypt"
@@ -15,7 +16,7 @@ import (
 // A lookup that read the token before this instance revoked it, and ends
 // after, does not bring the token back: the next use is refused at once.
 func TestALookupEndingAfterARevocationDoesNotBringTheTokenBack(t *testing.T) {
-	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"), database.Options{GroupCommit: config.Default().GroupCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

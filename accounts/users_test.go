@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"golang.org/x/crypto/bcrypt"
@@ -18,7 +19,7 @@ import (
 // password's length: hashing the password instead answers at once for one
 // over 72 bytes, which tells that the email has no account.
 func TestLogInWithAnUnknownEmailComparesWithTheDummyHash(t *testing.T) {
-	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"))
+	db, err := database.Open(filepath.Join(t.TempDir(), "shop.db"), database.Options{GroupCommit: config.Default().GroupCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

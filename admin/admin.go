@@ -17,16 +17,16 @@ const Usage = `  migrate [up|status]     apply the pending migrations (up, the d
 // Is reports whether name is one of the subcommands.
 func Is(name string) bool { return slices.Contains([]string{"migrate", "stock", "staff"}, name) }
 
-// Run runs the subcommand args[0] with its arguments on the database at
-// databaseURL, and exits without serving. prepare opens the database
+// Run runs the subcommand args[0] with its arguments, and exits without
+// serving. open opens the database as configured; prepare opens it
 // migrated and seeded, as serving does: stock set needs the catalog.
-func Run(ctx context.Context, databaseURL string, prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
+func Run(ctx context.Context, open func() (*gorm.DB, error), prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
 	switch args[0] {
 	case "migrate":
-		return migrate(ctx, databaseURL, args[1:], stdout)
+		return migrate(ctx, open, args[1:], stdout)
 	case "stock":
 		return stock(ctx, prepare, args[1:], stdout)
 	default:
-		return staff(ctx, databaseURL, args[1:], stdout)
+		return staff(ctx, open, args[1:], stdout)
 	}
 }

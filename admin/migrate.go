@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/database"
 )
@@ -15,7 +16,7 @@ import (
 // migrate runs `shop migrate [up|status]`: up (the default) applies
 // the pending migrations; both then list every migration, with when it was
 // applied, and exit without serving.
-func migrate(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func migrate(ctx context.Context, open func() (*gorm.DB, error), args []string, stdout io.Writer) error {
 	verb := "up"
 	if len(args) > 0 {
 		verb = args[0]
@@ -23,7 +24,7 @@ func migrate(ctx context.Context, databaseURL string, args []string, stdout io.W
 	if len(args) > 1 || verb != "up" && verb != "status" {
 		return errors.New("usage: shop migrate [up|status]")
 	}
-	db, err := database.Open(databaseURL)
+	db, err := open()
 	if err != nil {
 		return err
 	}

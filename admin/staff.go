@@ -9,18 +9,19 @@ import (
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
+	"gorm.io/gorm"
 )
 
 // staff runs `shop staff add|remove EMAIL`: it makes an existing
 // user staff, or a shopper again, and exits without serving. Both are
 // idempotent; an email no user has is an error. It is the only way anyone
 // becomes staff: nothing on the web does it.
-func staff(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func staff(ctx context.Context, open func() (*gorm.DB, error), args []string, stdout io.Writer) error {
 	roles := map[string]models.Role{"add": models.Staff, "remove": models.Shopper}
 	if len(args) != 2 || roles[args[0]] == "" {
 		return errors.New("usage: shop staff add|remove EMAIL")
 	}
-	db, err := database.Open(databaseURL)
+	db, err := open()
 	if err != nil {
 		return err
 	}

@@ -32,10 +32,6 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// DefaultRollForward is how long after it was made an attempt in doubt may
-// still be sent again, and so charged, when Config.RollForward is zero.
-const DefaultRollForward = 15 * time.Minute
-
 // Config is what a Service is built from.
 type Config struct {
 	DB       *gorm.DB
@@ -50,12 +46,12 @@ type Config struct {
 	// RollForward is the roll-forward window: an attempt in doubt is sent
 	// again — which may make its charge — only while it is younger than
 	// this. An older one is looked up at the provider, and settled as
-	// failed if the provider has no record of it. DefaultRollForward when
-	// zero; never shorter than an attempt may live (AttemptTimeout + Lease),
+	// failed if the provider has no record of it (PAYMENT_ROLL_FORWARD);
+	// never shorter than an attempt may live (AttemptTimeout + Lease),
 	// so that no request under a key looked up is still running.
 	RollForward time.Duration
 	// AuthExpiry is how long a charge that asks the shopper to
-	// authenticate holds its order (payments.DefaultAuthExpiry when zero):
+	// authenticate holds its order (PAYMENT_AUTH_EXPIRY):
 	// the provider's own expiry of the authentication.
 	AuthExpiry time.Duration
 	// ReturnURL is the page a provider sends the shopper back to after an
@@ -83,15 +79,9 @@ type Service struct {
 
 // New builds the service.
 func New(cfg Config) *Service {
-	if cfg.RollForward == 0 {
-		cfg.RollForward = DefaultRollForward
-	}
 	cfg.RollForward = max(cfg.RollForward, cfg.AttemptTimeout+cfg.Lease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.AuthExpiry == 0 {
-		cfg.AuthExpiry = payments.DefaultAuthExpiry
 	}
 	if len(cfg.TestCards) == 0 {
 		cfg.TestCards, cfg.ProviderName = payments.SimulatedCards, "the simulated provider"

@@ -138,9 +138,6 @@ func (c *Config) checkTogether() []error {
 	if c.TokenTTL == 0 {
 		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
 	}
-	if c.TokenCacheTTL == 0 {
-		c.TokenCacheTTL = -1
-	}
 	if c.LoginFailures > 0 && c.LoginFailureWindow <= 0 {
 		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", c.LoginFailureWindow))
 	}

@@ -25,8 +25,11 @@ type Config struct {
 
 	TokenTTL time.Duration `env:"TOKEN_TTL" envDefault:"720h" doc:"How long a bearer token stays valid."`
 	// TokenCacheTTL is how long an instance trusts a bearer-token lookup:
-	// so how long a token revoked elsewhere may still work on it. 0 in the
-	// environment turns the cache off: negative here, as handlers.Deps has it.
+	// so how long a token revoked elsewhere may still work on it (the
+	// revoking instance refuses it at once). Short next to what a revocation
+	// is for (a logged-out device, a leaked token), where seconds are
+	// harmless and minutes are not; yet a busy client sends many requests
+	// in five seconds, and all but the first read neither token nor user.
 	TokenCacheTTL time.Duration `env:"TOKEN_CACHE_TTL" envDefault:"5s" doc:"How long an instance trusts a bearer-token lookup (at most 1m); 0 turns the cache off."`
 
 	PaymentProvider     string        `env:"PAYMENT_PROVIDER" envDefault:"simulated" oneof:"simulated stripe" doc:"The payment provider: simulated (built in) or stripe."`
@@ -43,7 +46,9 @@ type Config struct {
 	RollForward time.Duration `env:"PAYMENT_ROLL_FORWARD" envDefault:"15m" doc:"How long after it was made an attempt in doubt may still be sent again; at least 1m and 5 × IDEMPOTENCY_LEASE."`
 
 	OrderExpiry time.Duration `env:"ORDER_EXPIRY" envDefault:"30m" min:"1" doc:"How long an order may wait unpaid before the sweep cancels it."`
-	GroupCommit int           `env:"SQLITE_GROUP_COMMIT" envDefault:"32" min:"1" max:"1000" want:"a whole number from 1 to 1000, the most transactions one SQLite commit holds (1: each its own)" doc:"SQLite only: the most transactions one COMMIT holds."`
+	// GroupCommit: enough that a queue of concurrent requests shares one
+	// fsync, few enough that the first of them is not held long for the last.
+	GroupCommit int `env:"SQLITE_GROUP_COMMIT" envDefault:"32" min:"1" max:"1000" want:"a whole number from 1 to 1000, the most transactions one SQLite commit holds (1: each its own)" doc:"SQLite only: the most transactions one COMMIT holds."`
 
 	// ReadTimeout bounds reading a whole request, body included, so that a
 	// client sending a byte at a time cannot hold a connection (or a
@@ -63,11 +68,14 @@ type Config struct {
 	Env string `env:"SHOP_ENV" envDefault:"development" oneof:"development production" doc:"development or production."`
 	// SessionSecret signs the browser's session cookies; when empty, outside
 	// production, the server makes a random one and sessions end at a restart.
-	SessionSecret  string        `env:"SESSION_SECRET" doc:"Signs session cookies and pushed answers: at least 32 characters, the same on every instance."`
-	TrustedProxies Prefixes      `env:"TRUSTED_PROXIES" doc:"The reverse proxies whose X-Forwarded-For names the client: addresses and CIDR ranges, comma-separated."`
-	CORSOrigins    Origins       `env:"CORS_ORIGINS" doc:"Origins whose pages may call the JSON API from a browser, comma-separated, as the browser sends them."`
-	SessionIdle    time.Duration `env:"SESSION_IDLE_TIMEOUT" envDefault:"24h" min:"1" doc:"A browser session ends after this long without a request."`
-	SessionMaxAge  time.Duration `env:"SESSION_MAX_AGE" envDefault:"336h" min:"1" doc:"A browser session ends this long after log-in, however busy."`
+	SessionSecret  string   `env:"SESSION_SECRET" doc:"Signs session cookies and pushed answers: at least 32 characters, the same on every instance."`
+	TrustedProxies Prefixes `env:"TRUSTED_PROXIES" doc:"The reverse proxies whose X-Forwarded-For names the client: addresses and CIDR ranges, comma-separated."`
+	CORSOrigins    Origins  `env:"CORS_ORIGINS" doc:"Origins whose pages may call the JSON API from a browser, comma-separated, as the browser sends them."`
+	// A day idle: a shopper back the next day is still signed in, while a
+	// session left on a shared or lost device dies within a day of its last
+	// use. Fourteen days at most, as the signed cookie of an earlier release lasted.
+	SessionIdle   time.Duration `env:"SESSION_IDLE_TIMEOUT" envDefault:"24h" min:"1" doc:"A browser session ends after this long without a request."`
+	SessionMaxAge time.Duration `env:"SESSION_MAX_AGE" envDefault:"336h" min:"1" doc:"A browser session ends this long after log-in, however busy."`
 
 	SMTPURL            string        `env:"SMTP_URL" doc:"Where receipts are sent, smtp:// or smtps://; empty: .eml files under MAIL_DIR."`
 	MailDir            string        `env:"MAIL_DIR" envDefault:"data/mail" doc:"Where receipts are written when SMTP_URL is empty."`

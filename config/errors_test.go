@@ -64,10 +64,10 @@ func TestConfigErrors(t *testing.T) {
 	if cfg, _ := Load(func(string) string { return "" }); cfg.TokenTTL != 30*24*time.Hour || cfg.TokenCacheTTL != 5*time.Second {
 		t.Fatalf("TOKEN_TTL defaults to %s, want 30 days; TOKEN_CACHE_TTL to %s, want 5s", cfg.TokenTTL, cfg.TokenCacheTTL)
 	}
-	for value, want := range map[string]time.Duration{"0": -1, "0s": -1, "1m": time.Minute, "250ms": 250 * time.Millisecond} {
+	for value, want := range map[string]time.Duration{"0": 0, "0s": 0, "1m": time.Minute, "250ms": 250 * time.Millisecond} {
 		cfg, err := Load(func(k string) string { return map[string]string{"TOKEN_CACHE_TTL": value}[k] })
 		if err != nil || cfg.TokenCacheTTL != want {
-			t.Fatalf("TOKEN_CACHE_TTL=%s: %s, %v; want %s (negative: no cache, as handlers.Deps has it)", value, cfg.TokenCacheTTL, err, want)
+			t.Fatalf("TOKEN_CACHE_TTL=%s: %s, %v; want %s (0: no cache, as handlers.Deps has it)", value, cfg.TokenCacheTTL, err, want)
 		}
 	}
 	for value, want := range map[string]int64{"": 64 << 20, "1048576": 1 << 20, "0": 0} {

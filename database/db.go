@@ -18,23 +18,19 @@ import (
 	"gorm.io/gorm/logger"
 )
 
+// Options are how Open's connections behave.
+type Options struct {
+	// GroupCommit is the most transactions one SQLite commit holds
+	// (groupcommit.go; SQLITE_GROUP_COMMIT); 0 or 1, each its own commit.
+	// PostgreSQL ignores it.
+	GroupCommit int
+}
+
 // Open connects to the database named by url: a postgres:// or postgresql://
 // URL for PostgreSQL, or a path to an SQLite file (a "sqlite:" or "file:"
 // prefix is optional). SQLite runs in WAL mode, its writers queued on one
 // connection and its readers on a pool of their own (sqlitePools).
-func Open(databaseURL string) (*gorm.DB, error) {
-	return OpenWith(databaseURL, Options{GroupCommit: DefaultGroupCommit})
-}
-
-// Options are how Open's connections behave.
-type Options struct {
-	// GroupCommit is the most transactions one SQLite commit holds
-	// (groupcommit.go); 1, each its own commit. PostgreSQL ignores it.
-	GroupCommit int
-}
-
-// OpenWith is Open with options.
-func OpenWith(databaseURL string, o Options) (*gorm.DB, error) {
+func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		TranslateError: true,
 		Logger:         logger.Discard,

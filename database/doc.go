@@ -1,4 +1,3 @@
-// Package database opens the shop's database and keeps it: SQLite's one
-// writer, its readers and group commit, or a PostgreSQL pool; the schema's
-// migrations; and keyset paging.
+// Package database opens the shop's database (SQLite with group commit, or
+// PostgreSQL), migrates it, and pages its reads.
 package database

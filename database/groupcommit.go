@@ -19,12 +19,6 @@ import (
 	"time"
 )
 
-// DefaultGroupCommit is the most transactions one SQLite commit holds,
-// unless SQLITE_GROUP_COMMIT says otherwise: enough that a queue of
-// concurrent requests shares one fsync, few enough that the first of them
-// is not held long for the last.
-const DefaultGroupCommit = 32
-
 // groupCommitter runs the writer's transactions in batches. Holding the
 // token is the right to run on the open transaction; a transaction holds
 // it from its begin to its commit or rollback, as it held the writer's one

@@ -14,7 +14,7 @@ import (
 // of rows, one with a deferred foreign key (checked only at COMMIT).
 func groupDB(t *testing.T, max int) (*gorm.DB, *groupCommitter) {
 	t.Helper()
-	db, err := OpenWith(filepath.Join(t.TempDir(), "group.db"), Options{GroupCommit: max})
+	db, err := Open(filepath.Join(t.TempDir(), "group.db"), Options{GroupCommit: max})
 	if err != nil {
 		t.Fatal(err)
 	}

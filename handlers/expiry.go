@@ -6,23 +6,14 @@ import (
 	"time"
 
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/orders"
 )
-
-// orderExpiry is how long an order may wait unpaid (Deps.OrderExpiry).
-func (s *Server) orderExpiry() time.Duration {
-	if s.deps.OrderExpiry > 0 {
-		return s.deps.OrderExpiry
-	}
-	return orders.DefaultOrderExpiry
-}
 
 // ExpireOrders cancels the orders left unpaid longer than the order expiry,
 // on the clock Now, and gives their units back; it returns how many. Every
 // instance may run it at once: each order is expired once.
 func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
 	now := s.deps.Now()
-	return s.shop.ExpireOrders(ctx, now.Add(-s.orderExpiry()), now)
+	return s.shop.ExpireOrders(ctx, now.Add(-s.deps.OrderExpiry), now)
 }
 
 // cancelledNotice is what a cancelled order's page opens with: why it was

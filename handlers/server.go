@@ -42,15 +42,16 @@ type Deps struct {
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
 	// OrderExpiry is how long an order may wait unpaid before ExpireOrders
-	// cancels it; models.DefaultOrderExpiry when zero.
+	// cancels it (ORDER_EXPIRY). This and the other durations below are
+	// required: their defaults live in config's table (config.Default).
 	OrderExpiry time.Duration
-	// TokenTTL is how long a bearer token works; 30 days when zero.
+	// TokenTTL is how long a bearer token works (TOKEN_TTL).
 	TokenTTL time.Duration
 	// TokenCacheTTL is how long a successful bearer-token lookup is trusted
 	// without reading the database again, on the clock Now: so how long a
 	// token revoked on another instance may still work here (the revoking
-	// instance refuses it at once). models.DefaultTokenCacheTTL (5 seconds)
-	// when zero; negative: no cache, every request reads the token.
+	// instance refuses it at once) (TOKEN_CACHE_TTL). Zero or negative: no
+	// cache, every request reads the token.
 	TokenCacheTTL time.Duration
 	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
@@ -59,8 +60,8 @@ type Deps struct {
 	// sessions end when the process does.
 	SessionSecret []byte
 	// SessionIdle ends a browser session after this long without a
-	// request, SessionMaxAge this long after it began, however busy;
-	// DefaultSessionIdle and DefaultSessionMaxAge when zero.
+	// request, SessionMaxAge this long after it began, however busy
+	// (SESSION_IDLE_TIMEOUT, SESSION_MAX_AGE).
 	SessionIdle, SessionMaxAge time.Duration
 	// SecureCookies marks the session cookie Secure even when the request
 	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
@@ -120,18 +121,6 @@ func NewServer(deps Deps) *Server {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
-	}
-	if deps.TokenTTL == 0 {
-		deps.TokenTTL = 30 * 24 * time.Hour
-	}
-	if deps.TokenCacheTTL == 0 {
-		deps.TokenCacheTTL = accounts.DefaultTokenCacheTTL
-	}
-	if deps.SessionIdle == 0 {
-		deps.SessionIdle = DefaultSessionIdle
-	}
-	if deps.SessionMaxAge == 0 {
-		deps.SessionMaxAge = DefaultSessionMaxAge
 	}
 	if deps.BcryptCost == 0 {
 		deps.BcryptCost = bcrypt.DefaultCost

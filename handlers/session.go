@@ -34,15 +34,6 @@ const (
 	sessionKey    = "shop.session"
 )
 
-// The defaults of Deps.SessionIdle and Deps.SessionMaxAge. A day idle: a
-// shopper back the next day is still signed in, while a session left on a
-// shared or lost device dies within a day of its last use. Fourteen days
-// at most, as the signed cookie of the release before lasted.
-const (
-	DefaultSessionIdle   = 24 * time.Hour
-	DefaultSessionMaxAge = 14 * 24 * time.Hour
-)
-
 type sessionValue struct {
 	Token string `json:"sid"`
 }

@@ -180,7 +180,7 @@ func (s *Server) orderPage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	view.Notice = orderOutcome(order, s.takeRepeat(c), s.orderExpiry())
+	view.Notice = orderOutcome(order, s.takeRepeat(c), s.deps.OrderExpiry)
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/internal/loop"
 )
 
 // Reconcile resolves payment attempts left in doubt, at start-up and then
@@ -15,18 +16,13 @@ func Reconcile(ctx context.Context, service *billing.Service, every time.Duratio
 	if every <= 0 {
 		return
 	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
+	reconcile := func(ctx context.Context) {
 		if n, err := service.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("reconcile payment attempts", "err", err)
 		} else if n > 0 {
 			logger.Info("reconciled payment attempts in doubt", "resolved", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
 	}
+	reconcile(ctx)
+	loop.Every(ctx, every, reconcile)
 }

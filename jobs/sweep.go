@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/internal/loop"
 	"github.com/shop/shop/orders"
 )
 
@@ -32,18 +33,7 @@ type Sweep struct {
 }
 
 // Run sweeps every minute until ctx ends.
-func (s Sweep) Run(ctx context.Context) {
-	ticker := time.NewTicker(sweepEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			s.once(ctx)
-		}
-	}
-}
+func (s Sweep) Run(ctx context.Context) { loop.Every(ctx, sweepEvery, s.once) }
 
 func (s Sweep) once(ctx context.Context) {
 	now := s.Now()

@@ -202,7 +202,7 @@ func widgetRequest() *http.Request {
 // kills: it claims the key and writes a widget in one open transaction,
 // says so, and waits to be killed.
 func crashChild(databaseURL string) {
-	db, err := database.Open(databaseURL)
+	db, err := database.Open(databaseURL, database.Options{GroupCommit: testkit.GroupCommit})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)

@@ -12,10 +12,6 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// DefaultOrderExpiry is how long an order may wait unpaid before the sweep
-// cancels it and its units come back (ORDER_EXPIRY).
-const DefaultOrderExpiry = 30 * time.Minute
-
 // expireBatch bounds the orders one sweep looks at; the next sweep takes
 // the rest.
 const expireBatch = 500

@@ -1,4 +1,3 @@
-// Package orders places, reads and ends orders: the catalog and its stock,
-// cancel and expiry as one rule, the order's hold that the payments service
-// takes, and the order's events.
+// Package orders places, reads, cancels and expires orders, and keeps the
+// stock their lines reserve and the events their facts record.
 package orders

@@ -80,10 +80,6 @@ type Expirer interface {
 	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
 }
 
-// DefaultAuthExpiry is how long an authentication waits for the shopper
-// before it expires as failed, when none is configured.
-const DefaultAuthExpiry = 15 * time.Minute
-
 // authFailed and authExpired are why a charge that asked the shopper to
 // authenticate was declined.
 const (

@@ -39,7 +39,7 @@ type Simulated struct {
 	DB      *gorm.DB
 	Latency time.Duration
 	// AuthExpiry is how long a charge that asks the shopper to
-	// authenticate waits for them (DefaultAuthExpiry when zero); Now is the
+	// authenticate waits for them (PAYMENT_AUTH_EXPIRY); Now is the
 	// clock it is measured by (time.Now when nil).
 	AuthExpiry time.Duration
 	Now        func() time.Time

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -35,14 +34,6 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, chargeID string, complete bool) (Authentication, bool, error)
 }
 
-// authExpiry is how long an authentication waits for the shopper.
-func (s *Simulated) authExpiry() time.Duration {
-	if s.AuthExpiry > 0 {
-		return s.AuthExpiry
-	}
-	return DefaultAuthExpiry
-}
-
 // authURL is the page the shopper authenticates a charge on; the return
 // URL rides along.
 func authURL(chargeID, returnURL string) string {
@@ -64,7 +55,7 @@ func ReturnPath(returnURL string) string {
 func (s *Simulated) expire(db *gorm.DB, where string, arg any) error {
 	return db.Model(&SimulatedCharge{}).
 		Where(where, arg).
-		Where("status = ? AND created_at <= ?", models.PaymentRequiresAction, s.now().Add(-s.authExpiry())).
+		Where("status = ? AND created_at <= ?", models.PaymentRequiresAction, s.now().Add(-s.AuthExpiry)).
 		Updates(map[string]any{"status": models.PaymentDeclined, "decline_reason": authExpired}).Error
 }
 

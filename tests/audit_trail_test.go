@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/audit"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
@@ -209,7 +210,7 @@ func TestAuditTrailOfTheExpirySweep(t *testing.T) {
 	for i := range 8 {
 		placed = append(placed, e.createOrder(token, fmt.Sprintf("order-%d", i), orderBody(e.productPriced(1900), 1)))
 	}
-	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(config.Default().OrderExpiry + time.Minute)
 	if n := sweepTogether(t, e.server, newServer(t, e.deps)); n[0]+n[1] != len(placed) {
 		t.Fatalf("the two sweeps expired %v, want %d in all", n, len(placed))
 	}

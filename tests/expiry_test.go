@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/orders"
 	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
@@ -79,7 +79,7 @@ func TestAnUnpaidOrderExpiresOnceAcrossTwoSweepers(t *testing.T) {
 		t.Fatalf("%d units left after 5 placed of 2, want 0", left)
 	}
 	other := newServer(t, e.deps)
-	e.clock.Advance(orders.DefaultOrderExpiry - time.Minute)
+	e.clock.Advance(config.Default().OrderExpiry - time.Minute)
 	if n := sweepTogether(t, e.server, other); n[0]+n[1] != 0 {
 		t.Fatalf("the sweeps expired %v before ORDER_EXPIRY, want none", n)
 	}
@@ -120,11 +120,11 @@ func TestExpiryWaitsForAnAttemptInDoubt(t *testing.T) {
 	doubtful := e.createOrder(token, "doubtful", orderBody(tote, 2))
 	isProblem(t, e.do(e.payRequest(token, doubtful, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 	held := e.createOrder(token, "held", orderBody(tote, 1))
-	holdUntil := e.clock.Now().Add(orders.DefaultOrderExpiry + 10*time.Minute)
+	holdUntil := e.clock.Now().Add(config.Default().OrderExpiry + 10*time.Minute)
 	if err := e.db.Model(&models.Order{}).Where("id = ?", held).Updates(map[string]any{"held_by": "pay/run", "held_until": holdUntil}).Error; err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(config.Default().OrderExpiry + time.Minute)
 	sweepOnce(t, e.server, 0, "with one attempt in doubt and one order held")
 	if n := e.count("orders", "status = ?", models.OrderPending); n != 2 {
 		t.Fatalf("%d orders pending, want both: a charge may still land", n)
@@ -185,7 +185,7 @@ func TestCancelRacedAgainstTheExpirySweepReturnsUnitsOnce(t *testing.T) {
 		cancels[i] = e.cancelRequest(token, orderID, fmt.Sprintf("cancel-%d", i), `{}`)
 	}
 	other := newServer(t, e.deps)
-	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(config.Default().OrderExpiry + time.Minute)
 	var answers []response
 	var swept []int
 	var wg sync.WaitGroup
@@ -220,7 +220,7 @@ func TestExpiryWaitsForAnAuthentication(t *testing.T) {
 	token := e.signUp("expiry-auth@example.com")
 	orderID := e.createOrder(token, "waiting", orderBody(tote, 3))
 	e.payToAuthenticate(token, orderID, "k1")
-	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute) // past the order's expiry and the authentication's
+	e.clock.Advance(config.Default().OrderExpiry + time.Minute) // past the order's expiry and the authentication's
 	if n := e.count("orders", "id = ? AND held_until > ?", orderID, e.clock.Now()); n != 0 {
 		t.Fatal("the authentication's hold is still live: the test would not reach the lapsed case")
 	}
@@ -256,7 +256,7 @@ func TestOrdersOfTheLastReleaseGiveNoUnitsBack(t *testing.T) {
 	if r := e.do(e.cancelRequest(token, cancelled, "cancel", `{}`)); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
-	e.clock.Advance(orders.DefaultOrderExpiry + time.Minute)
+	e.clock.Advance(config.Default().OrderExpiry + time.Minute)
 	sweepOnce(t, e.server, 1, "past the last release's order's expiry")
 	if n := e.count("orders", "status = ?", models.OrderCancelled); n != 2 {
 		t.Fatalf("%d orders cancelled, want both", n)

@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
@@ -121,10 +122,13 @@ func newEnvOn(t *testing.T, dbURL string, db *gorm.DB, opts ...option) *env {
 	if err := orders.Seed(db); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, dbURL: dbURL, provider: &payments.Simulated{DB: db}, clock: testkit.NewClock(time.Now().UTC())}
-	e.deps = setup{Provider: e.provider, Deps: handlers.Deps{
+	cfg := config.Default()
+	e := &env{t: t, db: db, dbURL: dbURL, provider: &payments.Simulated{DB: db, AuthExpiry: cfg.AuthExpiry}, clock: testkit.NewClock(time.Now().UTC())}
+	e.deps = setup{Provider: e.provider, AuthExpiry: cfg.AuthExpiry, Deps: handlers.Deps{
 		DB: db, TTL: ttl, Lease: 30 * time.Second, Wait: 5 * time.Second,
 		Now: e.clock.Now, BcryptCost: bcrypt.MinCost,
+		OrderExpiry: cfg.OrderExpiry, TokenTTL: cfg.TokenTTL, TokenCacheTTL: cfg.TokenCacheTTL,
+		SessionIdle: cfg.SessionIdle, SessionMaxAge: cfg.SessionMaxAge,
 	}}
 	for _, o := range opts {
 		o(&e.deps)
@@ -149,7 +153,7 @@ func newServer(t *testing.T, with setup) *handlers.Server {
 	if deps.Payments == nil { // unless the test built its own
 		deps.Payments = billing.New(billing.Config{
 			DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
-			AuthExpiry: with.AuthExpiry, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
+			AuthExpiry: with.AuthExpiry, RollForward: config.Default().RollForward, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
 		})
 	}
 	s := handlers.NewServer(deps)

@@ -26,7 +26,7 @@ var allowedImports = map[string][]string{
 	".":                {"accounts", "admin", "billing", "config", "database", "handlers", "internal/tracing", "jobs", "orders", "payments"},
 	"config":           {"database", "middleware", "notify"},
 	"admin":            {"accounts", "database", "models", "orders"},
-	"jobs":             {"accounts", "billing", "config", "notify", "orders", "outbox", "outbox/publish"},
+	"jobs":             {"accounts", "billing", "config", "internal/loop", "notify", "orders", "outbox", "outbox/publish"},
 	"handlers":         {"accounts", "audit", "billing", "database", "internal/tracing", "middleware", "models", "notify", "openapi", "orders", "outbox", "payments", "problem", "static", "templates"},
 	"middleware":       {},
 	"billing":          {"audit", "models", "orders", "outbox", "payments", "problem"},
@@ -44,6 +44,7 @@ var allowedImports = map[string][]string{
 	"static":           {},
 	"templates":        {},
 	"internal/tracing": {},
+	"internal/loop":    {},
 	"client":           {"clients/go"},
 }
 

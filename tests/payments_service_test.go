@@ -14,7 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/shop/shop/billing"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -128,7 +128,7 @@ func TestAttemptsPastTheRollForwardWindowAreLookedUpOnly(t *testing.T) {
 			orderID := orderPath[strings.LastIndex(orderPath, "/")+1:]
 			isPage(t, s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodVisa)), http.StatusBadGateway)
 			calls := e.provider.Calls()
-			e.clock.Advance(billing.DefaultRollForward + time.Minute)
+			e.clock.Advance(config.Default().RollForward + time.Minute)
 			if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 1 {
 				t.Fatalf("reconcile: %d, %v; want the attempt resolved", n, err)
 			}
@@ -158,7 +158,7 @@ func TestALookupSoonAfterASendSettlesNothing(t *testing.T) {
 	token := e.signUp("late-send@example.com")
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
-	e.clock.Advance(billing.DefaultRollForward + time.Minute)
+	e.clock.Advance(config.Default().RollForward + time.Minute)
 	if err := e.db.Model(&models.PaymentAttempt{}).Where("order_id = ?", orderID).Update("sent_at", e.clock.Now().Add(-time.Minute)).Error; err != nil {
 		t.Fatal(err)
 	}

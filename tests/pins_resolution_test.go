@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop/shop/billing"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -34,7 +34,7 @@ func TestALookupSoonAfterAResolutionsResendSettlesNothing(t *testing.T) {
 	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
 	isProblem(t, e.do(e.payRequest(token, orderID, "k1", payments.MethodVisa)), http.StatusBadGateway, "/problems/payment-unconfirmed")
 
-	e.clock.Advance(billing.DefaultRollForward - 30*time.Second)
+	e.clock.Advance(config.Default().RollForward - 30*time.Second)
 	if n, err := e.server.Payments().Reconcile(context.Background()); err != nil || n != 0 {
 		t.Fatalf("the re-send, its reply lost: %d resolved, %v; want none", n, err)
 	}

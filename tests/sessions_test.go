@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/models"
 )
 
@@ -127,7 +127,7 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 	if n := e.count("api_tokens", "revoked_at IS NOT NULL"); n != 1 {
 		t.Fatalf("%d tokens revoked, want the user's one", n)
 	}
-	e.clock.Advance(accounts.DefaultTokenCacheTTL) // past the lookup this instance cached
+	e.clock.Advance(config.Default().TokenCacheTTL) // past the lookup this instance cached
 	if r := e.do(request{method: "GET", path: "/api/v1/me", token: token}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("the token after the change: %d %s, want 401", r.Status, r.Body)
 	}

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/config"
 	"gorm.io/gorm"
-
-	"github.com/shop/shop/accounts"
 )
 
 func withTokenCacheTTL(d time.Duration) option {
@@ -89,7 +88,7 @@ func TestCachedTokenLookupReadsNothing(t *testing.T) {
 			token := e.signUp("ann@example.com")
 			for i, want := range tc.reads {
 				if i == len(tc.reads)-1 {
-					e.clock.Advance(accounts.DefaultTokenCacheTTL)
+					e.clock.Advance(config.Default().TokenCacheTTL)
 				}
 				log.take()
 				if r := e.do(me(token)); r.Status != http.StatusOK {
@@ -170,7 +169,7 @@ func TestTokenRevocationReachesOtherInstancesWithinTheCacheTTL(t *testing.T) {
 	}
 	isProblem(t, e.do(me(token)), http.StatusUnauthorized, "/problems/token-revoked")
 
-	e.clock.Advance(accounts.DefaultTokenCacheTTL - time.Second - time.Millisecond)
+	e.clock.Advance(config.Default().TokenCacheTTL - time.Second - time.Millisecond)
 	if r := e.at(other.URL, order("within-the-ttl")); r.Status != http.StatusCreated {
 		t.Fatalf("an order on the other instance a millisecond before its lookup goes stale: %d %s", r.Status, r.Body)
 	}

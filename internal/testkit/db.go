@@ -26,7 +26,7 @@ func URL(t testing.TB) string {
 	if base == "" {
 		return filepath.Join(t.TempDir(), "shop.db")
 	}
-	admin, err := database.Open(base)
+	admin, err := database.Open(base, database.Options{})
 	if err != nil {
 		t.Fatalf("TEST_DATABASE_URL is set but PostgreSQL cannot be opened: %v", err)
 	}
@@ -50,10 +50,16 @@ func URL(t testing.TB) string {
 	return u.String()
 }
 
+// GroupCommit is SQLITE_GROUP_COMMIT's default, which tests open their
+// databases with. It is not read from config.Default: the middleware's own
+// tests use this package, and config imports the middleware. A test holds
+// the two equal (TestGroupCommitIsTheConfigDefault).
+const GroupCommit = 32
+
 // Open opens a database URL for the rest of the test.
 func Open(t testing.TB, databaseURL string) *gorm.DB {
 	t.Helper()
-	db, err := database.Open(databaseURL)
+	db, err := database.Open(databaseURL, database.Options{GroupCommit: GroupCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

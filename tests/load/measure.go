@@ -24,9 +24,9 @@ import (
 
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/billing"
+	settings "github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
-	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
@@ -56,24 +56,20 @@ type config struct {
 	FreshOnly bool
 	Figure    string
 	// GroupCommit: the most atomic operations one SQLite commit holds, for
-	// every pool the harness opens (models.Options); 1 is group commit
-	// off, 0 the default. JSON: the file the phases go to for the charts.
+	// every pool the harness opens (database.Options); 0 or 1 is group
+	// commit off, and defaults() starts from SQLITE_GROUP_COMMIT's. JSON: the file the phases go to for the charts.
 	GroupCommit int
 	JSON        string
 }
 
 func defaults() config {
 	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
-		GroupCommit: database.DefaultGroupCommit}
+		GroupCommit: settings.Default().GroupCommit}
 }
 
 // open opens a connection pool on the database, with the group commit asked.
 func (c config) open() (*gorm.DB, error) {
-	n := c.GroupCommit
-	if n == 0 {
-		n = database.DefaultGroupCommit
-	}
-	return database.OpenWith(c.DatabaseURL, database.Options{GroupCommit: n})
+	return database.Open(c.DatabaseURL, database.Options{GroupCommit: c.GroupCommit})
 }
 
 // phase is what one kind of work measured.
@@ -268,8 +264,11 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	if err := b.setCatalog(); err != nil {
 		return nil, err
 	}
+	def := settings.Default() // the settings main runs with when none is set
 	b.deps = handlers.Deps{
-		DB: db, Payments: simulated(db), TTL: 24 * time.Hour, Lease: 30 * time.Second, Wait: 5 * time.Second,
+		DB: db, Payments: simulated(db), TTL: def.IdempotencyTTL, Lease: def.IdempotencyLease, Wait: def.IdempotencyWait,
+		ReplayCacheBytes: def.ReplayCacheBytes(), OrderExpiry: def.OrderExpiry, TokenTTL: def.TokenTTL,
+		TokenCacheTTL: def.TokenCacheTTL, SessionIdle: def.SessionIdle, SessionMaxAge: def.SessionMaxAge,
 		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
 		// One SESSION_SECRET for every instance, as a deployment has: pushes
 		// are signed with a key derived from it.
@@ -695,6 +694,8 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 // main builds one: the provider answers at once, so the phases measure the
 // shop.
 func simulated(db *gorm.DB) *billing.Service {
-	return billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}, Lease: 30 * time.Second,
-		AttemptTimeout: middleware.Config{Lease: 30 * time.Second}.AttemptTimeout(), Logger: slog.New(slog.DiscardHandler)})
+	def := settings.Default()
+	return billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db, AuthExpiry: def.AuthExpiry},
+		Lease: def.IdempotencyLease, AttemptTimeout: def.AttemptTimeout(), RollForward: def.RollForward,
+		AuthExpiry: def.AuthExpiry, Logger: slog.New(slog.DiscardHandler)})
 }

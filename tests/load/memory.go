@@ -30,9 +30,6 @@ type cacheOf struct {
 func (m *memory) measure(b *bench) {
 	m.completed = b.completed.Load()
 	m.bound = b.deps.ReplayCacheBytes
-	if m.bound == 0 {
-		m.bound = middleware.DefaultCacheBytes
-	}
 	m.caches = []cacheOf{
 		{"with middleware (made the answers)", b.once.server.ReplayCache()},
 		{"other instance (answers pushed on PostgreSQL)", b.other.server.ReplayCache()},

@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	settings "github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 )
@@ -82,7 +83,7 @@ func newFleet(cfg config) (*fleet, error) {
 			return nil, err
 		}
 	}
-	f.db, err = database.Open(databaseURL)
+	f.db, err = database.Open(databaseURL, database.Options{GroupCommit: settings.Default().GroupCommit})
 	return f, err
 }
 
@@ -90,7 +91,7 @@ func newFleet(cfg config) (*fleet, error) {
 // URL that uses it.
 func (f *fleet) freshSchema(base string) (string, error) {
 	var err error
-	if f.admin, err = database.Open(base); err != nil {
+	if f.admin, err = database.Open(base, database.Options{}); err != nil {
 		return "", err
 	}
 	suffix := make([]byte, 6)
