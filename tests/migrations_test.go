@@ -261,6 +261,9 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	for i, r := range requests[:2] { // made by paidOrder: their stored answers
 		answers[i] = e.do(r)
 	}
+	// Their replays reach the rows off the request path, a flush a second:
+	// once both have, no flush can land between the two snapshots below.
+	until(t, "the replays counted", func() bool { return e.count("idempotency_keys", "replays > 0") == 2 })
 	if stored := e.count("idempotency_keys", "state = ?", middleware.KeyCompleted); stored != int64(len(requests)+1) {
 		t.Fatalf("%d stored answers, want %d (the requests and the declined order)", stored, len(requests)+1)
 	}
