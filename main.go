@@ -1,5 +1,6 @@
-// Command shop serves the shop: a JSON API whose writes are idempotent, on
-// SQLite by default or PostgreSQL when DATABASE_URL says so.
+// Command shop serves the shop, the JSON API and the browser checkout whose
+// order and money writes run once per Idempotency-Key, on SQLite by default
+// or PostgreSQL when DATABASE_URL says so; main only wires.
 package main
 
 import (
