@@ -28,7 +28,7 @@ func (s *Server) authenticationPage(c *gin.Context) {
 		return
 	}
 	view := authenticateView{layout: s.layout(c), Auth: auth, Action: payments.AuthPath + auth.ChargeID,
-		ReturnURL: payments.ReturnPath(c.Query("return_url"))}
+		ReturnURL: payments.LocalPath(c.Query("return_url"))}
 	s.renderPage(c, http.StatusOK, "authenticate.html", view)
 }
 
@@ -44,5 +44,5 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.Redirect(http.StatusSeeOther, payments.ReturnPath(c.PostForm("return_url")))
+	c.Redirect(http.StatusSeeOther, payments.LocalPath(c.PostForm("return_url")))
 }
