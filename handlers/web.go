@@ -15,7 +15,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
-	"github.com/shop/shop/payments"
 )
 
 // The browser's pages. Every render of a form embeds a fresh key in its
@@ -262,25 +261,15 @@ func declineReason(reason string) string {
 // a cancelled order's final, a provider failure's not stored.
 func (s *Server) payOrder(c *gin.Context) {
 	form := postForm(c)
-	method := form.Get("payment_method")
-	if !slices.Contains(payments.Methods, method) {
-		order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		view := orderPageView{
-			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: s.cardChoice(),
-			MethodError: "Choose a card to pay with.",
-		}
-		view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
-		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
+	payment, err := s.pay(c, form.Get(methodField))
+	var invalid *models.Error
+	switch {
+	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
+		s.chooseCard(c, form.Get(middleware.FormKeyField))
 		return
-	}
-	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
-	if errors.Is(err, models.ErrOrderPaid) {
+	case errors.Is(err, models.ErrOrderPaid):
 		s.markOrderPage(c, alreadyPaid)
-	} else if err != nil {
+	case err != nil:
 		s.fail(c, err)
 		return
 	}
@@ -290,4 +279,17 @@ func (s *Server) payOrder(c *gin.Context) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+}
+
+// chooseCard gives the order page back (422) with its pay form as sent,
+// keeping its key: nothing was charged nor stored under it.
+func (s *Server) chooseCard(c *gin.Context, key string) {
+	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: key, Methods: s.cardChoice(), MethodError: "Choose a card to pay with."}
+	view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
+	s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 }
