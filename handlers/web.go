@@ -227,20 +227,21 @@ var repeatedText = map[string]string{
 // lastAttemptFailed: the order's latest attempt reached no charge — the
 // provider refused it, or, past the roll-forward window, had no record of it.
 func lastAttemptFailed(order models.Order) bool {
-	var last *models.PaymentAttempt
-	for i, a := range order.Attempts {
-		if last == nil || !a.CreatedAt.Before(last.CreatedAt) {
-			last = &order.Attempts[i]
-		}
-	}
+	last := latest(order.Attempts, func(a models.PaymentAttempt) time.Time { return a.CreatedAt })
 	return last != nil && last.State == models.Failed
 }
 
 func lastPayment(order models.Order) *models.Payment {
-	var last *models.Payment
-	for i, p := range order.Payments {
-		if last == nil || !p.CreatedAt.Before(last.CreatedAt) {
-			last = &order.Payments[i]
+	return latest(order.Payments, func(p models.Payment) time.Time { return p.CreatedAt })
+}
+
+// latest is the row of rows created last (the later one of a tie), nil
+// when there is none.
+func latest[T any](rows []T, createdAt func(T) time.Time) *T {
+	var last *T
+	for i := range rows {
+		if last == nil || !createdAt(rows[i]).Before(createdAt(*last)) {
+			last = &rows[i]
 		}
 	}
 	return last
