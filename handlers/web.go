@@ -114,13 +114,6 @@ func (s *Server) placeOrder(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, orderPage(order.ID))
 }
 
-// postForm is the submitted form; the idempotency middleware has already
-// read the body once, checked its size and found it a well-formed form.
-func postForm(c *gin.Context) url.Values {
-	_ = c.Request.ParseForm()
-	return c.Request.PostForm
-}
-
 func unknownProducts(form url.Values, products []models.Product) bool {
 	for field := range form {
 		id, ok := strings.CutPrefix(field, qtyPrefix)
