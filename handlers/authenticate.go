@@ -28,14 +28,14 @@ func (s *Server) authenticationPage(c *gin.Context) {
 		return
 	}
 	view := authenticateView{layout: s.layout(c), Auth: auth, Action: payments.AuthPath + auth.ChargeID,
-		ReturnURL: payments.ReturnPath(c.Query("return_url"))}
+		ReturnURL: payments.LocalPath(c.Query("return_url"))}
 	s.renderPage(c, http.StatusOK, "authenticate.html", view)
 }
 
 // authenticate records the shopper's answer at the provider, once, and
 // sends them back to the shop (303), whichever button, however often.
 func (s *Server) authenticate(c *gin.Context) {
-	outcome := c.PostForm("outcome")
+	outcome := postForm(c).Get("outcome")
 	if outcome != "complete" && outcome != "fail" {
 		s.fail(c, models.Invalid(models.FieldError{Field: "outcome", Message: "must be complete or fail"}))
 		return
@@ -44,5 +44,5 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.Redirect(http.StatusSeeOther, payments.ReturnPath(c.PostForm("return_url")))
+	c.Redirect(http.StatusSeeOther, payments.LocalPath(postForm(c).Get("return_url")))
 }

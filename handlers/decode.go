@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 
@@ -48,6 +49,14 @@ func decodeJSON(c *gin.Context, dst any) error {
 		return problem.MalformedRequest.With("The body is empty.")
 	}
 	return problem.MalformedRequest.With("The body is not valid JSON for this endpoint: " + err.Error())
+}
+
+// postForm reads a form's body, the one way the pages take input: the
+// idempotency middleware, or limitBody, has already bounded its size; a
+// form cut off reads as empty fields.
+func postForm(c *gin.Context) url.Values {
+	_ = c.Request.ParseForm()
+	return c.Request.PostForm
 }
 
 // jsonKind names what a JSON field must be, in JSON's words, not Go's.

@@ -126,6 +126,15 @@ func (s *Server) listOrders(c *gin.Context) {
 // the API and the page; next is where the following page starts, nil on the
 // last.
 func (s *Server) ordersPageOf(c *gin.Context) (orders []models.Order, next *cursor, limit int, err error) {
+	return readPage(c, func(from *database.Position, limit int) ([]models.Order, bool, error) {
+		return s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
+	}, func(o models.Order) cursor { return cursor{o.CreatedAt, o.ID} })
+}
+
+// readPage reads one page of a newest-first listing of rows named by a
+// UUID, as the query asks (limit, after), with the cursor of the page after
+// it, nil on the last: for the shopper's orders and for staff's.
+func readPage[T any](c *gin.Context, read func(from *database.Position, limit int) ([]T, bool, error), at func(T) cursor) ([]T, *cursor, int, error) {
 	limit, after, err := pageQuery(c, isUUID)
 	if err != nil {
 		return nil, nil, 0, err
@@ -134,12 +143,12 @@ func (s *Server) ordersPageOf(c *gin.Context) (orders []models.Order, next *curs
 	if after != nil {
 		from = &database.Position{CreatedAt: after.at, ID: after.id}
 	}
-	orders, more, err := s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
+	page, more, err := read(from, limit)
 	if err != nil || !more {
-		return orders, nil, limit, err
+		return page, nil, limit, err
 	}
-	last := orders[len(orders)-1]
-	return orders, &cursor{last.CreatedAt, last.ID}, limit, nil
+	next := at(page[len(page)-1])
+	return page, &next, limit, nil
 }
 
 // listKeys shows what the server remembers of the user's operations,

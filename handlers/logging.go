@@ -33,10 +33,7 @@ func clip(s string, n int) string {
 func (s *Server) logRequest(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
-	}
+	route := routeOf(c)
 	status := c.Writer.Status()
 	level := slog.LevelInfo
 	if status >= http.StatusInternalServerError {

@@ -48,10 +48,7 @@ func newMetrics() *metrics {
 func (m *metrics) observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
-	}
+	route := routeOf(c)
 	status := strconv.Itoa(c.Writer.Status())
 	method := methodLabel(c.Request.Method)
 	m.requests.WithLabelValues(route, method, status).Inc()
@@ -96,4 +93,13 @@ func sqliteCommits(db *gorm.DB) []prometheus.Collector {
 			Help: "Transactions committed in SQLite's shared COMMITs.",
 		}, stat(func(_, o uint64) uint64 { return o })),
 	}
+}
+
+// routeOf is the request's route template, "unmatched" for none: the
+// route's name in the logs and the metrics.
+func routeOf(c *gin.Context) string {
+	if route := c.FullPath(); route != "" {
+		return route
+	}
+	return "unmatched"
 }

@@ -74,11 +74,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !slices.Contains(payments.Methods, in.PaymentMethod) {
-		s.fail(c, models.Invalid(models.FieldError{Field: "payment_method", Message: "must be one of " + strings.Join(payments.Methods, ", ")}))
-		return
-	}
-	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in.PaymentMethod)
+	payment, err := s.pay(c, in.PaymentMethod)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -96,10 +92,37 @@ func (s *Server) createPayment(c *gin.Context) {
 	}
 }
 
+// pay charges the order in the path with the method sent, for the API and
+// the order page's form alike: the one check of the method, the one call.
+func (s *Server) pay(c *gin.Context, method string) (models.Payment, error) {
+	if !slices.Contains(payments.Methods, method) {
+		return models.Payment{}, models.Invalid(models.FieldError{Field: methodField, Message: "must be one of " + strings.Join(payments.Methods, ", ")})
+	}
+	return s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
+}
+
+const methodField = "payment_method"
+
 // operationOf is the idempotent operation a payment or refund runs in: the
 // middleware's own, so that the service calls the middleware, never back
 // into a handler.
 func operationOf(c *gin.Context) billing.Operation {
 	op := middleware.Current(c)
 	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
+}
+
+// paymentLocation is where a payment is served, the Location of its 201
+// (and of a declined payment's 402).
+func paymentLocation(p models.Payment) string {
+	return orderLocation(p.OrderID) + "/payments/" + p.ID
+}
+
+// getPayment answers one payment of one of the user's orders.
+func (s *Server) getPayment(c *gin.Context) {
+	payment, err := s.shop.Payment(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("payment_id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, models.ViewPayment(payment))
 }

@@ -95,10 +95,7 @@ func (s *Server) withRequests(c *gin.Context, view *orderPageView) error {
 
 // requestSentence is one request of the order's history, in a shopper's words.
 func requestSentence(r models.RefundRequest) string {
-	text := "You asked for a refund"
-	if r.Reason != "" {
-		text += " (" + r.Reason + ")"
-	}
+	text := askedForRefund("You", r)
 	switch r.State {
 	case models.RequestFulfilled:
 		return text + ": refunded."
@@ -106,4 +103,13 @@ func requestSentence(r models.RefundRequest) string {
 		return text + ": declined by the shop's staff."
 	}
 	return text + ": the shop's staff will answer it."
+}
+
+// askedForRefund is the start of a sentence on a request for a refund:
+// who asked and, when they said, why.
+func askedForRefund(who string, r models.RefundRequest) string {
+	if r.Reason != "" {
+		return who + " asked for a refund (" + r.Reason + ")"
+	}
+	return who + " asked for a refund"
 }

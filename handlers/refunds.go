@@ -2,9 +2,9 @@ package handlers
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,33 +29,36 @@ func (s *Server) refund(c *gin.Context, in billing.RefundInput) (models.Refund, 
 	return refund, err
 }
 
-// refundInput decodes a refund's body: an optional positive amount and an
-// optional reason.
-func refundInput(c *gin.Context) (billing.RefundInput, error) {
-	var in struct {
-		AmountCents *int64 `json:"amount_cents"`
-		Reason      string `json:"reason"`
-	}
-	if err := decodeJSON(c, &in); err != nil {
-		return billing.RefundInput{}, err
-	}
+// refundInput is a refund's one validation, for the API and the console:
+// an optional positive amount and an optional reason, trimmed.
+func refundInput(amountCents *int64, reason string) (billing.RefundInput, error) {
 	var fields []models.FieldError
-	if in.AmountCents != nil && *in.AmountCents <= 0 {
+	if amountCents != nil && *amountCents <= 0 {
 		fields = append(fields, models.FieldError{Field: "amount_cents", Message: "must be a positive number of cents"})
 	}
-	if utf8.RuneCountInString(in.Reason) > maxReason {
-		fields = append(fields, models.FieldError{Field: "reason", Message: "must be at most 200 characters"})
+	reason, err := reasonField(reason)
+	var invalid *models.Error
+	if errors.As(err, &invalid) {
+		fields = append(fields, invalid.Fields...)
 	}
 	if fields != nil {
 		return billing.RefundInput{}, models.Invalid(fields...)
 	}
-	return billing.RefundInput{AmountCents: in.AmountCents, Reason: in.Reason}, nil
+	return billing.RefundInput{AmountCents: amountCents, Reason: reason}, nil
 }
 
 // createRefund gives money back on a paid order, any user's, through the
 // payments service: staff only (requireStaff).
 func (s *Server) createRefund(c *gin.Context) {
-	in, err := refundInput(c)
+	var body struct {
+		AmountCents *int64 `json:"amount_cents"`
+		Reason      string `json:"reason"`
+	}
+	if err := decodeJSON(c, &body); err != nil {
+		s.fail(c, err)
+		return
+	}
+	in, err := refundInput(body.AmountCents, body.Reason)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -1,6 +1,7 @@
-// Package handlers is the HTTP surface of the shop: routes, the JSON API and
-// the pages documenting its problems. Handlers are methods on Server, which
-// gets every dependency from its caller.
+// Package handlers is the shop's HTTP layer: each handler decodes a request,
+// calls a service and renders the answer as JSON or an HTML page.
+//
+// Handlers are methods on Server, which gets every dependency from its caller.
 package handlers
 
 import (

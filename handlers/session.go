@@ -4,10 +4,7 @@ import (
 	"crypto/sha512"
 	"errors"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/securecookie"
@@ -167,18 +164,4 @@ func (s *Server) refuseCrossOrigin(c *gin.Context) {
 	if err := s.crossOrigin.Check(c.Request); err != nil {
 		s.fail(c, problem.CrossOrigin.With(""))
 	}
-}
-
-// localPath is next when it is plainly a path on this site, and "/"
-// otherwise, so that the log-in form cannot be made to redirect elsewhere.
-// Browsers read a backslash as a slash and drop tabs and newlines, so
-// "/\\evil" or "/\t/evil" would leave the site: anything unusual is refused.
-func localPath(next string) string {
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
-		!strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
-		strings.ContainsRune(next, '\\') || strings.IndexFunc(next, unicode.IsControl) >= 0 {
-		return "/"
-	}
-	return next
 }

@@ -38,14 +38,13 @@ func (s *Server) staffRefund(c *gin.Context) {
 // asks for. It says what is wrong, in staff's words, when the form breaks
 // a rule.
 func consoleRefund(amount, reason string) (billing.RefundInput, string) {
-	reason, err := reasonField(reason)
+	in, err := refundInput(nil, reason)
 	switch {
 	case err != nil:
 		return billing.RefundInput{}, "The reason is too long: at most 200 characters. Nothing was refunded."
-	case reason == "":
+	case in.Reason == "":
 		return billing.RefundInput{}, "Say why the order is refunded. Nothing was refunded."
 	}
-	in := billing.RefundInput{Reason: reason}
 	if amount = strings.TrimPrefix(strings.TrimSpace(amount), "$"); amount != "" {
 		cents, ok := parseCents(amount)
 		if !ok {

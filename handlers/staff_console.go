@@ -53,20 +53,9 @@ func (s *Server) allOrdersPageOf(c *gin.Context) (page []orders.OrderOfUser, nex
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	limit, after, err := pageQuery(c, isUUID)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	var from *database.Position
-	if after != nil {
-		from = &database.Position{CreatedAt: after.at, ID: after.id}
-	}
-	page, more, err := s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
-	if err != nil || !more {
-		return page, nil, limit, err
-	}
-	last := page[len(page)-1]
-	return page, &cursor{last.CreatedAt, last.ID}, limit, nil
+	return readPage(c, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
+		return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
+	}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
 }
 
 // statusChoice is one status the console's filter offers.
@@ -200,10 +189,7 @@ func (v staffOrderView) RefundLine(r models.Refund) string {
 
 // RequestLine is one of the shopper's requests for a refund and its answer.
 func (v staffOrderView) RequestLine(r models.RefundRequest) string {
-	text := "The shopper asked for a refund"
-	if r.Reason != "" {
-		text += " (" + r.Reason + ")"
-	}
+	text := askedForRefund("The shopper", r)
 	switch r.State {
 	case models.RequestFulfilled:
 		return text + ": refunded."

@@ -15,7 +15,6 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
-	"github.com/shop/shop/payments"
 )
 
 // The browser's pages. Every render of a form embeds a fresh key in its
@@ -113,13 +112,6 @@ func (s *Server) placeOrder(c *gin.Context) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(order.ID))
-}
-
-// postForm is the submitted form; the idempotency middleware has already
-// read the body once, checked its size and found it a well-formed form.
-func postForm(c *gin.Context) url.Values {
-	_ = c.Request.ParseForm()
-	return c.Request.PostForm
 }
 
 func unknownProducts(form url.Values, products []models.Product) bool {
@@ -228,20 +220,21 @@ var repeatedText = map[string]string{
 // lastAttemptFailed: the order's latest attempt reached no charge — the
 // provider refused it, or, past the roll-forward window, had no record of it.
 func lastAttemptFailed(order models.Order) bool {
-	var last *models.PaymentAttempt
-	for i, a := range order.Attempts {
-		if last == nil || !a.CreatedAt.Before(last.CreatedAt) {
-			last = &order.Attempts[i]
-		}
-	}
+	last := latest(order.Attempts, func(a models.PaymentAttempt) time.Time { return a.CreatedAt })
 	return last != nil && last.State == models.Failed
 }
 
 func lastPayment(order models.Order) *models.Payment {
-	var last *models.Payment
-	for i, p := range order.Payments {
-		if last == nil || !p.CreatedAt.Before(last.CreatedAt) {
-			last = &order.Payments[i]
+	return latest(order.Payments, func(p models.Payment) time.Time { return p.CreatedAt })
+}
+
+// latest is the row of rows created last (the later one of a tie), nil
+// when there is none.
+func latest[T any](rows []T, createdAt func(T) time.Time) *T {
+	var last *T
+	for i := range rows {
+		if last == nil || !createdAt(rows[i]).Before(createdAt(*last)) {
+			last = &rows[i]
 		}
 	}
 	return last
@@ -262,25 +255,15 @@ func declineReason(reason string) string {
 // a cancelled order's final, a provider failure's not stored.
 func (s *Server) payOrder(c *gin.Context) {
 	form := postForm(c)
-	method := form.Get("payment_method")
-	if !slices.Contains(payments.Methods, method) {
-		order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		view := orderPageView{
-			layout: s.layout(c), Order: order, Key: form.Get(middleware.FormKeyField), Methods: s.cardChoice(),
-			MethodError: "Choose a card to pay with.",
-		}
-		view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
-		s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
+	payment, err := s.pay(c, form.Get(methodField))
+	var invalid *models.Error
+	switch {
+	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
+		s.chooseCard(c, form.Get(middleware.FormKeyField))
 		return
-	}
-	payment, err := s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
-	if errors.Is(err, models.ErrOrderPaid) {
+	case errors.Is(err, models.ErrOrderPaid):
 		s.markOrderPage(c, alreadyPaid)
-	} else if err != nil {
+	case err != nil:
 		s.fail(c, err)
 		return
 	}
@@ -290,4 +273,17 @@ func (s *Server) payOrder(c *gin.Context) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+}
+
+// chooseCard gives the order page back (422) with its pay form as sent,
+// keeping its key: nothing was charged nor stored under it.
+func (s *Server) chooseCard(c *gin.Context, key string) {
+	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := orderPageView{layout: s.layout(c), Order: order, Key: key, Methods: s.cardChoice(), MethodError: "Choose a card to pay with."}
+	view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
+	s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 }

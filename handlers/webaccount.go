@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
 )
 
 // The browser's account pages: sign up, log in, log out (the password's
@@ -23,7 +24,7 @@ func (s *Server) signupPage(c *gin.Context) {
 	if s.signedInAlready(c) {
 		return
 	}
-	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
+	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c), Next: payments.LocalPath(c.Query("next"))})
 }
 
 // signedInAlready sends a signed-in shopper on from the sign-up and log-in
@@ -32,7 +33,7 @@ func (s *Server) signedInAlready(c *gin.Context) bool {
 	if currentUser(c).ID == "" {
 		return false
 	}
-	c.Redirect(http.StatusSeeOther, localPath(c.Query("next")))
+	c.Redirect(http.StatusSeeOther, payments.LocalPath(c.Query("next")))
 	return true
 }
 
@@ -40,14 +41,14 @@ func (s *Server) signedInAlready(c *gin.Context) bool {
 // same form (a double-click) finds the account and, the password being
 // right, signs in too instead of saying the email is taken.
 func (s *Server) signup(c *gin.Context) {
-	email, password := c.PostForm("email"), c.PostForm("password")
+	email, password := postForm(c).Get("email"), postForm(c).Get("password")
 	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
 	if errors.Is(err, models.ErrEmailTaken) {
 		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.ClientIP()); loginErr == nil {
 			user, err = existing, nil
 		}
 	}
-	next := localPath(c.PostForm("next"))
+	next := payments.LocalPath(postForm(c).Get("next"))
 	view := accountView{layout: s.layout(c), Email: email, Next: next, Errors: map[string]string{}}
 	var invalid *models.Error
 	switch {
@@ -73,14 +74,14 @@ func (s *Server) loginPage(c *gin.Context) {
 	if s.signedInAlready(c) {
 		return
 	}
-	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: localPath(c.Query("next"))})
+	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: payments.LocalPath(c.Query("next"))})
 }
 
 func (s *Server) login(c *gin.Context) {
-	email := c.PostForm("email")
-	user, err := s.accounts.LogIn(c.Request.Context(), email, c.PostForm("password"), c.ClientIP())
+	email := postForm(c).Get("email")
+	user, err := s.accounts.LogIn(c.Request.Context(), email, postForm(c).Get("password"), c.ClientIP())
 	if errors.Is(err, models.ErrBadCredentials) {
-		view := accountView{layout: s.layout(c), Email: email, Next: localPath(c.PostForm("next"))}
+		view := accountView{layout: s.layout(c), Email: email, Next: payments.LocalPath(postForm(c).Get("next"))}
 		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
 		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
 		return
@@ -89,7 +90,7 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.signIn(c, user, localPath(c.PostForm("next")))
+	s.signIn(c, user, payments.LocalPath(postForm(c).Get("next")))
 }
 
 func (s *Server) signIn(c *gin.Context, user models.User, next string) {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -58,13 +59,7 @@ func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final
 
 // lastRefund is the order's latest refund, nil when it has none.
 func lastRefund(o models.Order) *models.Refund {
-	var last *models.Refund
-	for i, r := range o.Refunds {
-		if last == nil || !r.CreatedAt.Before(last.CreatedAt) {
-			last = &o.Refunds[i]
-		}
-	}
-	return last
+	return latest(o.Refunds, func(r models.Refund) time.Time { return r.CreatedAt })
 }
 
 // refundSentence is one refund of the order's history, in a shopper's words.

@@ -1,5 +1,5 @@
-// Package payments is the client side of the payment provider: an interface,
-// and a simulated provider that behaves like a real one in test mode.
+// Package payments talks to the card provider: one Provider interface, met by
+// Stripe and by a simulation that behaves like it in test mode.
 package payments
 
 import (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"gorm.io/gorm"
 
@@ -35,19 +36,28 @@ type Authenticator interface {
 }
 
 // authURL is the page the shopper authenticates a charge on; the return
-// URL rides along.
+// URL rides along, kept to its path on this site.
 func authURL(chargeID, returnURL string) string {
-	return AuthPath + chargeID + "?" + url.Values{"return_url": {ReturnPath(returnURL)}}.Encode()
+	path := "/"
+	if u, err := url.Parse(returnURL); err == nil {
+		path = u.RequestURI()
+	}
+	return AuthPath + chargeID + "?" + url.Values{"return_url": {LocalPath(path)}}.Encode()
 }
 
-// ReturnPath is a return URL kept to its path on this site, so that the
-// authentication page never sends the shopper to another one.
-func ReturnPath(returnURL string) string {
-	u, err := url.Parse(returnURL)
-	if err != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+// LocalPath is target when it is plainly a path on this site, and "/"
+// otherwise: the one check of every redirect the shop takes from a request
+// (the log-in's next, the authentication's return URL). Browsers read a
+// backslash as a slash and drop tabs and newlines, so "/\\evil" or
+// "/\t/evil" would leave the site: anything unusual is refused.
+func LocalPath(target string) string {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
+		!strings.HasPrefix(target, "/") || strings.HasPrefix(target, "//") ||
+		strings.ContainsRune(target, '\\') || strings.IndexFunc(target, unicode.IsControl) >= 0 {
 		return "/"
 	}
-	return (&url.URL{Path: u.Path, RawQuery: u.RawQuery}).String()
+	return target
 }
 
 // expire declines the charges whose authentication passed its expiry, as

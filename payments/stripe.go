@@ -81,9 +81,7 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 		// Where Stripe sends the shopper back after 3-D Secure.
 		params.ReturnURL = stripe.String(req.ReturnURL)
 	}
-	params.SetIdempotencyKey(req.IdempotencyKey)
-	params.AddMetadata("order_id", req.OrderID)
-	params.AddMetadata(stripeKeyMetadata, req.IdempotencyKey)
+	keyed(params, req.IdempotencyKey, req.OrderID)
 	intent, err := s.client.V1PaymentIntents.Create(ctx, params)
 	var stripeErr *stripe.Error
 	switch {
@@ -95,6 +93,17 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 		return Charge{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
 	}
 	return chargeOfIntent(intent)
+}
+
+// keyed sends a request to Stripe under the key, as its Idempotency-Key and
+// in its metadata (with the order's id): charges and refunds alike.
+func keyed(params interface {
+	SetIdempotencyKey(string)
+	AddMetadata(string, string)
+}, key, orderID string) {
+	params.SetIdempotencyKey(key)
+	params.AddMetadata("order_id", orderID)
+	params.AddMetadata(stripeKeyMetadata, key)
 }
 
 // stripeKeyMetadata is the metadata entry every PaymentIntent carries its

@@ -18,9 +18,7 @@ import (
 // Idempotency-Key and in the metadata, as for charges.
 func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
 	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(req.ChargeID), Amount: stripe.Int64(req.AmountCents)}
-	params.SetIdempotencyKey(req.IdempotencyKey)
-	params.AddMetadata("order_id", req.OrderID)
-	params.AddMetadata(stripeKeyMetadata, req.IdempotencyKey)
+	keyed(params, req.IdempotencyKey, req.OrderID)
 	refund, err := s.client.V1Refunds.Create(ctx, params)
 	var stripeErr *stripe.Error
 	switch {
