@@ -1,8 +1,5 @@
-// Package models holds the shop's domain: users, tokens, products, orders and
-// payments, and the database they live in (the table of idempotency keys is
-// the middleware's own). It knows nothing about HTTP or how keys are
-// claimed: writes that must be exactly-once take the transaction and the
-// derived key they are given.
+// Package models holds the shop's data: its row types, their states, the
+// API's JSON views of them and the catalogue of named errors.
 package models
 
 import (
