@@ -29,6 +29,6 @@ func providerErrors(unconfirmed problem.Type, what, does, done, earlier string) 
 	unavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
 		Message: "The payment provider is unavailable; nothing was " + done + ". Retry with the same key.",
 		Shopper: models.Words{Heading: "The " + what + " did not go through", Retry: "Try again",
-			Text: "The card provider is not answering right now. Nothing was " + done + "; try again in a moment: nothing is ever " + done + " twice."}})
+			Text: "The card provider is not answering right now. Nothing was " + done + ", try again in a moment: nothing is ever " + done + " twice."}})
 	return own, earlierOne, unavailable
 }

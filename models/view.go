@@ -14,25 +14,19 @@ type ItemJSON struct {
 	Quantity       int    `json:"quantity"`
 }
 
-// MoneyJSON is what a payment and a refund show alike: whose, where it
-// stands with the provider, and how much.
-type MoneyJSON struct {
-	ID          string    `json:"id"`
-	OrderID     string    `json:"order_id"`
-	Status      State     `json:"status"`
-	AmountCents int64     `json:"amount_cents"`
-	Currency    string    `json:"currency"`
-	CreatedAt   time.Time `json:"created_at"`
-}
-
 // PaymentJSON is one payment, as the API shows it.
 type PaymentJSON struct {
-	MoneyJSON
+	ID               string `json:"id"`
+	OrderID          string `json:"order_id"`
+	Status           State  `json:"status"`
+	AmountCents      int64  `json:"amount_cents"`
+	Currency         string `json:"currency"`
 	ProviderChargeID string `json:"provider_charge_id"`
 	DeclineReason    string `json:"decline_reason,omitempty"`
 	// NextAction is what a payment that requires action asks of the
 	// shopper, shaped as Stripe's PaymentIntent next_action.
 	NextAction *NextActionJSON `json:"next_action,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
 }
 
 // NextActionJSON is where a shopper authenticates a payment, and comes back.
@@ -63,12 +57,17 @@ type AttemptJSON struct {
 // RefundJSON is one refund the provider answered: succeeded, or pending on
 // its way back to the card.
 type RefundJSON struct {
-	MoneyJSON
-	PaymentID string `json:"payment_id"`
-	Reason    string `json:"reason"`
+	ID          string `json:"id"`
+	OrderID     string `json:"order_id"`
+	PaymentID   string `json:"payment_id"`
+	Status      State  `json:"status"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	Reason      string `json:"reason"`
 	// CreatedBy is the id of the staff user who gave the refund; null for
 	// refunds from before it was recorded.
-	CreatedBy *string `json:"created_by"`
+	CreatedBy *string   `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // OrderJSON is an order with its lines, as the API shows it.
@@ -91,14 +90,16 @@ type OrderJSON struct {
 
 // ViewPayment is the payment as the API shows it.
 func ViewPayment(p Payment) PaymentJSON {
-	return PaymentJSON{MoneyJSON: MoneyJSON{ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency, CreatedAt: p.CreatedAt.UTC()},
-		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason}
+	return PaymentJSON{
+		ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
+		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason, CreatedAt: p.CreatedAt.UTC(),
+	}
 }
 
 // ViewRefund is the refund as the API shows it.
 func ViewRefund(r Refund) RefundJSON {
-	return RefundJSON{MoneyJSON: MoneyJSON{ID: r.ID, OrderID: r.OrderID, Status: r.State, AmountCents: r.AmountCents, Currency: r.Currency, CreatedAt: r.CreatedAt.UTC()},
-		PaymentID: r.PaymentID, Reason: r.Reason, CreatedBy: r.CreatedBy}
+	return RefundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
+		Currency: r.Currency, Reason: r.Reason, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // ViewOrder is the order, with the lines it was read with, as the API
