@@ -11,7 +11,7 @@ import (
 // card declined. A charge still waiting for the shopper is recorded when
 // it ends.
 func auditCharge(tx *gorm.DB, p models.Payment) error {
-	action := map[models.PaymentStatus]audit.Action{models.PaymentSucceeded: audit.ActionChargeSucceeded, models.PaymentDeclined: audit.ActionChargeDeclined}[p.Status]
+	action := map[models.State]audit.Action{models.Succeeded: audit.ActionChargeSucceeded, models.Declined: audit.ActionChargeDeclined}[p.Status]
 	if action == "" {
 		return nil
 	}

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 
 	"gorm.io/gorm"
 
@@ -15,84 +14,40 @@ import (
 // ApplyEvent applies a provider's event about a charge through tx, the
 // transaction of the event's delivery, which the idempotency middleware
 // deduplicates: a second path to the truth of an attempt in doubt, beside
-// the reconciler. It reports whether the event changed anything. An event
-// about an attempt already resolved changes nothing, so a late or
-// out-of-order delivery (failed after succeeded) never un-pays an order —
-// except a charge reported for an attempt recorded as refused or declined,
-// which is recorded all the same (a late charge). An event about an attempt
-// a live operation holds gets models.ErrPaymentInProgress, writes nothing,
-// and is applied when the provider delivers it again.
+// the reconciler (applyEvent). It reports whether the event changed anything.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
+	return s.charges.applyEvent(ctx, tx, event.ID, event.ProviderKey, chargeOutcome(event.Charge))
+}
+
+// ApplyRefundEvent is ApplyEvent for a provider's event about a refund.
+func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
+	return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(event.Refund))
+}
+
+// applyEvent applies the provider's word on the request sent under
+// providerKey: a request in doubt is settled with it (apply). An event about
+// a request already answered changes nothing, so a late or out-of-order
+// delivery (failed after succeeded) never un-pays an order — except the
+// provider's later word that the use records (flow.late): money moved that
+// the shop had recorded as not moved, logged and counted for a person; or a
+// pending refund's end. An event about a request a live operation holds
+// gets models.ErrPaymentInProgress, writes nothing, and is applied when the
+// provider delivers it again.
+func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID, providerKey string, outcome Outcome) (bool, error) {
 	tx = asWebhook(tx)
-	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, event.ProviderKey)
+	row, found, err := ByKey[R](ctx, f.s.shop, providerKey)
 	if err != nil || !found {
 		return false, err // not one of ours
 	}
-	outcome := chargeOutcome(event.Charge)
-	if outcome.State == models.Succeeded && (attempt.State == models.Failed || attempt.State == models.Declined) {
-		return true, s.recordLateCharge(tx(), event, attempt, outcome)
+	if row.Base().State.Open() {
+		return f.apply(ctx, tx, eventID, row, outcome)
 	}
-	return s.charges.apply(ctx, tx, event.ID, attempt, outcome)
-}
-
-// recordLateCharge records a charge the provider reports for an attempt the
-// shop had recorded as refused or declined. It should never happen; if it
-// does, the charge is recorded all the same, and logged and counted for a
-// person to refund if the order was paid twice.
-func (s *Service) recordLateCharge(tx *gorm.DB, event payments.Event, attempt models.PaymentAttempt, outcome Outcome) error {
-	holder := orders.NewHolder(byWebhook + ":" + event.ID)
-	what := "refund it if the order was paid twice"
-	_, err := s.shop.RecordLateCharge(tx, attempt, outcome, holder, s.now())
-	switch {
-	case errors.Is(err, ErrChargedCancelled):
-		what = "the order was cancelled, and stays so: refund the charge"
-	case err != nil:
-		return err
+	late, err := f.late(tx(), row, outcome, orders.NewHolder(byWebhook+":"+eventID), f.s.now())
+	if err != nil || late.Label == "" {
+		return late.Moved, err
 	}
-	s.metrics.resolutions.WithLabelValues(byWebhook, "late_charge").Inc()
-	s.cfg.Logger.ErrorContext(tx.Statement.Context, "the provider charged a payment attempt the shop had recorded as "+string(attempt.State)+"; recorded now — "+what,
-		"attempt", attempt.ID, "order", attempt.OrderID, "event", event.ID, "charge", event.Charge.ID)
-	return nil
-}
-
-// ApplyRefundEvent applies a provider's event about a refund through tx,
-// the delivery's transaction: a refund in doubt is settled with the event's
-// answer, as ApplyEvent settles an attempt; a pending one moves to its final
-// state; one recorded failed that the provider made after all is recorded
-// (a late refund). Anything else changes nothing.
-func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
-	tx = asWebhook(tx)
-	refund, found, err := ByKey[models.Refund](ctx, s.shop, event.ProviderKey)
-	if err != nil || !found {
-		return false, err
-	}
-	outcome := refundOutcome(event.Refund)
-	switch {
-	case refund.State == models.Pending && outcome.State != models.Pending:
-		return s.shop.UpdateRefundState(tx(), refund, outcome)
-	case refund.State == models.Failed && outcome.State == models.Succeeded:
-		return s.recordLateRefund(tx(), event, refund, outcome)
-	}
-	return s.refunds.apply(ctx, tx, event.ID, refund, outcome)
-}
-
-// recordLateRefund records a refund the provider reports succeeded although
-// the shop had recorded it failed: the money went back, so the order says
-// so — or, if its charge was given back in full already, the refund is
-// recorded as excess, for staff to recover. Logged and counted either way.
-func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refund models.Refund, outcome Outcome) (bool, error) {
-	state, err := s.shop.RecordLateRefund(tx, refund, outcome)
-	if err != nil || state == "" {
-		return false, err
-	}
-	log := s.cfg.Logger.With("refund", refund.ID, "order", refund.OrderID, "event", event.ID, "provider_refund", event.Refund.ID)
-	if state == models.Excess {
-		s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund_excess").Inc()
-		log.ErrorContext(tx.Statement.Context, "the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover")
-		return true, nil
-	}
-	s.metrics.resolutions.WithLabelValues(byWebhook, "late_refund").Inc()
-	log.ErrorContext(tx.Statement.Context, "the provider made a refund the shop had recorded as failed; recorded now")
+	f.s.metrics.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
+	f.s.cfg.Logger.ErrorContext(ctx, late.Warning, f.what, row.Base().ID, "order", row.Base().OrderID, "event", eventID, "provider_id", outcome.ProviderID)
 	return true, nil
 }
 
@@ -101,9 +56,6 @@ func (s *Service) recordLateRefund(tx *gorm.DB, event payments.RefundEvent, refu
 // from another connection while tx is open (on SQLite it would wait for
 // tx's write lock): it lapses after one lease.
 func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome Outcome) (bool, error) {
-	if !row.Base().State.Open() {
-		return false, nil // its outcome is already recorded
-	}
 	holder := orders.NewHolder(byWebhook + ":" + eventID)
 	now := f.s.now()
 	row, held, err := HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))

@@ -12,9 +12,9 @@ import (
 // good: paid or declined. One that requires action is not answered yet.
 func paymentEvent(tx *gorm.DB, p models.Payment) error {
 	switch p.Status {
-	case models.PaymentSucceeded:
+	case models.Succeeded:
 		return orders.Event(tx, outbox.OrderPaid, p.ID, p.OrderID)
-	case models.PaymentDeclined:
+	case models.Declined:
 		return orders.Event(tx, outbox.OrderPaymentDeclined, p.ID, p.OrderID)
 	}
 	return nil

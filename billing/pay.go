@@ -31,7 +31,7 @@ func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 			charge, found, err := s.cfg.Provider.Find(ctx, s.chargeRequest(a))
 			return s.awaiting(ctx, a, chargeOutcome(charge)), found, err
 		},
-		settle: s.shop.Settle,
+		settle: s.shop.Settle, late: s.shop.settleLateCharge,
 		errs: flowErrors{
 			unconfirmed: ErrUnconfirmed, earlierUnconfirmed: ErrEarlierUnconfirmed,
 			unavailable: ErrProviderUnavailable, inDoubt: models.ErrPaymentInDoubt,
@@ -47,5 +47,5 @@ func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest 
 }
 
 func chargeOutcome(charge payments.Charge) Outcome {
-	return Outcome{State: models.State(charge.Status), ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
+	return Outcome{State: charge.Status, ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
 }

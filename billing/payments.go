@@ -54,7 +54,7 @@ func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Paymen
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.Payment{}, false, nil
 	}
-	if err == nil && payment.Status == models.PaymentRequiresAction {
+	if err == nil && payment.Status == models.RequiresAction {
 		var action models.PaymentAction
 		action, _, err = s.ActionOf(ctx, payment.ProviderKey)
 		payment.NextActionURL = action.URL
@@ -96,7 +96,7 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 	}
 	payment, err := recordPayment(tx, attempt, outcome)
 	if err == nil {
-		err = auditCharge(tx, payment)
+		err = errors.Join(paymentEvent(tx, payment), auditCharge(tx, payment))
 	}
 	if outcome.State == models.RequiresAction {
 		payment.NextActionURL = outcome.NextActionURL
@@ -119,35 +119,32 @@ func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any
 }
 
 // recordPayment writes the payment an answer makes — none when nothing was
-// charged (Failed) — or updates the one an answer that required action
-// made, declined if the authentication came to nothing.
+// charged (Failed) — or updates the one an earlier answer made: one that
+// required action, ended (declined if the authentication came to nothing);
+// or one declined, charged late, under the same id, so that the declined
+// answer's Location shows it. The caller records its event once the order
+// is written (paymentEvent).
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
-	status := models.PaymentStatus(outcome.State)
-	if outcome.State == models.Failed {
-		status = models.PaymentDeclined
-	}
 	var payment models.Payment
-	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
+	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
+	found := err == nil
+	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == models.Failed:
 		return models.Payment{}, nil
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		payment = models.Payment{
-			ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
-			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey,
-		}
-		payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
-		if err := tx.Create(&payment).Error; err != nil {
-			return models.Payment{}, err
-		}
-		return payment, paymentEvent(tx, payment)
+		payment = models.Payment{ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
+			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey}
 	case err != nil:
 		return models.Payment{}, err
 	}
-	payment.Status, payment.DeclineReason, payment.ProviderChargeID = status, outcome.Reason, outcome.ProviderID
-	if err := tx.Save(&payment).Error; err != nil {
-		return models.Payment{}, err
+	payment.Status, payment.DeclineReason, payment.ProviderChargeID = outcome.State, outcome.Reason, outcome.ProviderID
+	if outcome.State == models.Failed {
+		payment.Status = models.Declined
 	}
-	return payment, paymentEvent(tx, payment)
+	if found {
+		return payment, tx.Save(&payment).Error
+	}
+	return payment, tx.Create(&payment).Error
 }
 
 // ActionOf is what the attempt sent under providerKey asks of the shopper,
@@ -161,78 +158,45 @@ func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.Paymen
 	return action, err == nil, err
 }
 
-// RecordLateCharge records, through tx, a charge the provider reports for
+// settleLateCharge records, through tx, a charge the provider reports for
 // an attempt the shop had recorded as refused (failed) or declined: the
 // provider's word wins, so that every charge taken is recorded. It takes the
 // order's hold for holder (ErrPaymentInProgress when a live operation has
 // it), marks the attempt succeeded, records its payment as succeeded and
 // marks the order paid — the order may then show two succeeded payments, one
-// of them to refund — unless the order was cancelled meanwhile
-// (ErrChargedCancelled, with the charge recorded).
-func (s Ledger) RecordLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (models.Payment, error) {
-	held, err := orders.TakeHold(tx, attempt.OrderID, holder, now, now)
+// of them to refund — unless the order was cancelled meanwhile: a cancelled
+// order stays cancelled (its units may be back on sale, its shopper told
+// nothing was charged), and the charge is for a person to refund.
+func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (Late, error) {
+	if outcome.State != models.Succeeded || (attempt.State != models.Failed && attempt.State != models.Declined) {
+		return Late{}, nil
+	}
+	outcome.Reason = ""
+	if err := settleLate(tx, attempt, holder, now, func() (map[string]any, error) {
+		return map[string]any{"state": models.Succeeded, "provider_charge_id": outcome.ProviderID, "decline_reason": ""}, nil
+	}); err != nil {
+		return Late{}, err
+	}
+	payment, err := recordPayment(tx, attempt, outcome)
 	if err != nil {
-		return models.Payment{}, err
-	}
-	if !held {
-		return models.Payment{}, models.ErrPaymentInProgress
-	}
-	res := tx.Model(&models.PaymentAttempt{}).Where("id = ? AND state IN ?", attempt.ID, []models.State{models.Failed, models.Declined}).
-		Updates(map[string]any{"state": models.Succeeded, "provider_charge_id": outcome.ProviderID, "decline_reason": ""})
-	if res.Error != nil {
-		return models.Payment{}, res.Error
-	}
-	if res.RowsAffected != 1 {
-		return models.Payment{}, models.ErrPaymentInProgress
-	}
-	if err := tx.Model(&models.Order{}).Where("id = ?", attempt.OrderID).Updates(orders.Released()).Error; err != nil {
-		return models.Payment{}, err
-	}
-	// A declined attempt has its payment row already: it becomes the charge,
-	// under the same id, so that the declined answer's Location shows it.
-	var payment models.Payment
-	switch err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error; {
-	case errors.Is(err, gorm.ErrRecordNotFound) && outcome.State == models.Failed:
-		return models.Payment{}, nil
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		payment = models.Payment{ID: uuid.NewString(), OrderID: attempt.OrderID, AmountCents: attempt.AmountCents,
-			Currency: attempt.Currency, PaymentMethod: attempt.PaymentMethod, ProviderKey: attempt.ProviderKey}
-	case err != nil:
-		return models.Payment{}, err
-	}
-	payment.Status, payment.ProviderChargeID, payment.DeclineReason = models.PaymentSucceeded, outcome.ProviderID, ""
-	if err := tx.Save(&payment).Error; err != nil {
-		return models.Payment{}, err
+		return Late{}, err
 	}
 	if err := audit.Audit(tx, audit.Entry{OrderID: payment.OrderID, Action: audit.ActionLateCharge, SubjectID: payment.ID, AmountCents: audit.Cents(payment.AmountCents)}); err != nil {
-		return models.Payment{}, err
+		return Late{}, err
 	}
-	// A cancelled order stays cancelled: its units may be back on sale and
-	// its shopper told nothing was charged. The charge is recorded, for a
-	// person to refund (ErrChargedCancelled). Otherwise paid, or still
-	// partly refunded: the late charge counts as charged.
 	var cancelled int64
 	if err := tx.Model(&models.Order{}).Where("id = ? AND status = ?", attempt.OrderID, models.OrderCancelled).Count(&cancelled).Error; err != nil {
-		return models.Payment{}, err
+		return Late{}, err
 	}
-	if cancelled == 0 {
-		if err := updateRefunded(tx, attempt.OrderID); err != nil {
-			return models.Payment{}, err
-		}
-	}
-	if err := paymentEvent(tx, payment); err != nil {
-		return models.Payment{}, err
-	}
+	late := Late{Moved: true, Label: "late_charge",
+		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — refund it if the order was paid twice"}
 	if cancelled == 1 {
-		return payment, ErrChargedCancelled
+		late.Warning = "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — the order was cancelled, and stays so: refund the charge"
+	} else if err := updateRefunded(tx, attempt.OrderID); err != nil {
+		return Late{}, err
 	}
-	return payment, nil
+	return late, paymentEvent(tx, payment)
 }
-
-// ErrChargedCancelled: a late charge landed on a cancelled order. It is
-// recorded (the transaction should commit); the order stays cancelled, and
-// the charge is to be refunded.
-var ErrChargedCancelled = errors.New("models: a late charge landed on a cancelled order")
 
 // AttemptsInDoubt counts the payment attempts in doubt, and tells when the
 // oldest of them was made (zero when there is none).

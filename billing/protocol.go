@@ -53,6 +53,9 @@ type flow[R Row, T any] struct {
 	send                   func(ctx context.Context, row R) (Outcome, error)
 	find                   func(ctx context.Context, row R) (Outcome, bool, error)
 	settle                 func(tx *gorm.DB, row R, outcome Outcome, holder string) (T, error)
+	// late records the provider's later word on a request it had answered
+	// (settleLate).
+	late func(tx *gorm.DB, row R, outcome Outcome, holder string, now time.Time) (Late, error)
 	// refusalAnswers: a definitive refusal of the first request is the
 	// operation's final answer (a failed refund), rather than a passing
 	// failure that a retry asks again under a new provider key (a charge).

@@ -39,6 +39,7 @@ func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
 			return refundOutcome(answer), found, err
 		},
 		settle:         s.shop.SettleRefund,
+		late:           s.shop.settleLateRefund,
 		refusalAnswers: true,
 		reasons: reasons{
 			refused:     "The payment provider refused the refund.",

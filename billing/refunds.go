@@ -84,7 +84,7 @@ func exceeds(tx *gorm.DB, orderID string) error {
 // left to refund, and how much; the last charge and 0 when none has.
 func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error) {
 	var charges []models.Payment
-	if err := tx.Where("order_id = ? AND status = ?", orderID, models.PaymentSucceeded).Order("created_at, id").Find(&charges).Error; err != nil {
+	if err := tx.Where("order_id = ? AND status = ?", orderID, models.Succeeded).Order("created_at, id").Find(&charges).Error; err != nil {
 		return models.Payment{}, 0, err
 	}
 	if len(charges) == 0 {
@@ -151,75 +151,64 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	return refund, refundEvent(tx, refund, refund.State)
 }
 
-// UpdateRefundState moves a refund the provider answered pending to its
-// final state (an event's), and what the order has been given back.
-func (s Ledger) UpdateRefundState(tx *gorm.DB, refund models.Refund, outcome Outcome) (bool, error) {
-	moved, err := moveRefund(tx, refund, models.Pending, outcome)
-	if err == nil && moved {
-		err = auditRefund(tx, refund, outcome, false)
+// settleLateRefund records, through tx, the provider's later word on a
+// refund it had answered: a pending refund's final state; or a refund made
+// although the shop had recorded it failed — the provider's word wins, so
+// that every refund made is recorded. But the books never show more given
+// back than was taken: if the charge has nothing left to give back (refunds
+// in doubt counted), the money went back twice, and the refund is recorded
+// Excess, for staff to recover, and not counted as given back. Decided on
+// settled facts only: ErrPaymentInProgress while another refund of the
+// charge is in doubt or pending, and the event waits for the provider's next
+// delivery.
+func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string, now time.Time) (Late, error) {
+	late := refund.State == models.Failed && outcome.State == models.Succeeded
+	if !late && (refund.State != models.Pending || outcome.State == models.Pending) {
+		return Late{}, nil
 	}
-	return moved, err
+	err := settleLate(tx, refund, holder, now, func() (map[string]any, error) {
+		if late {
+			excess, err := exceedsCharge(tx, refund)
+			if err != nil {
+				return nil, err
+			}
+			if excess {
+				outcome.State = models.Excess
+			}
+		}
+		return map[string]any{"state": outcome.State, "failure_reason": outcome.Reason,
+			"provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)}, nil
+	})
+	if err == nil {
+		err = updateRefunded(tx, refund.OrderID)
+	}
+	if err == nil {
+		err = errors.Join(refundEvent(tx, refund, outcome.State), auditRefund(tx, refund, outcome, late))
+	}
+	switch {
+	case err != nil || !late:
+		return Late{Moved: err == nil}, err
+	case outcome.State == models.Excess:
+		return Late{Moved: true, Label: "late_refund_excess", Warning: "the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover"}, nil
+	}
+	return Late{Moved: true, Label: "late_refund", Warning: "the provider made a refund the shop had recorded as failed; recorded now"}, nil
 }
 
-// RecordLateRefund records a refund the provider reports succeeded although
-// the shop had recorded it failed: the provider's word wins, so that every
-// refund made is recorded. But the books never show more given back than
-// was taken: if the charge has nothing left to give back (refunds in doubt
-// counted), the money went back twice, and the refund is recorded Excess,
-// for staff to recover, and not counted as given back. It reports the state
-// recorded, or "" if the refund was no longer failed; ErrPaymentInProgress
-// while another refund of the charge is unsettled.
-func (s Ledger) RecordLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome) (models.State, error) {
-	if err := lockOrder(tx, refund.OrderID); err != nil {
-		return "", err
-	}
-	// Decided on settled facts only: while another refund of the charge is
-	// in doubt or pending, the event waits for the provider's next delivery.
+// exceedsCharge reports whether a refund is more than its charge has left
+// to give back; ErrPaymentInProgress while another refund of the charge is
+// unsettled.
+func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	var unsettled int64
 	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID, []models.State{models.InDoubt, models.Pending}).
 		Count(&unsettled).Error; err != nil || unsettled > 0 {
-		return "", errors.Join(err, models.ErrPaymentInProgress)
+		return false, errors.Join(err, models.ErrPaymentInProgress)
 	}
 	var charge models.Payment
 	if err := tx.Where("id = ?", refund.PaymentID).Take(&charge).Error; err != nil {
-		return "", err
+		return false, err
 	}
 	left, err := leftOf(tx, charge)
-	if err != nil {
-		return "", err
-	}
-	if refund.AmountCents > left {
-		outcome.State = models.Excess
-	}
-	moved, err := moveRefund(tx, refund, models.Failed, outcome)
-	if err != nil || !moved {
-		return "", err
-	}
-	return outcome.State, auditRefund(tx, refund, outcome, true)
-}
-
-// moveRefund moves a refund from one answered state to the outcome's, and
-// writes what the order has been given back. The order's row is locked
-// first, as SettleRefund locks it, so that totals are never written from
-// sums a concurrent settlement has changed.
-func moveRefund(tx *gorm.DB, refund models.Refund, from models.State, outcome Outcome) (bool, error) {
-	if err := lockOrder(tx, refund.OrderID); err != nil {
-		return false, err
-	}
-	res := tx.Model(&models.Refund{}).Where("id = ? AND state = ?", refund.ID, from).
-		Updates(map[string]any{"state": outcome.State, "failure_reason": outcome.Reason, "provider_refund_id": gorm.Expr("COALESCE(NULLIF(?, ''), provider_refund_id)", outcome.ProviderID)})
-	if res.Error != nil || res.RowsAffected != 1 {
-		return false, res.Error
-	}
-	if err := updateRefunded(tx, refund.OrderID); err != nil {
-		return false, err
-	}
-	return true, refundEvent(tx, refund, outcome.State)
-}
-
-// lockOrder locks the order's row, as the settling transactions do first.
-func lockOrder(tx *gorm.DB, orderID string) error {
-	return tx.Model(&models.Order{}).Where("id = ?", orderID).Update("refunded_cents", gorm.Expr("refunded_cents")).Error
+	return refund.AmountCents > left, err
 }
 
 // updateRefunded writes what the order's succeeded and pending refunds give
@@ -227,7 +216,7 @@ func lockOrder(tx *gorm.DB, orderID string) error {
 func updateRefunded(tx *gorm.DB, orderID string) error {
 	var totals struct{ Charged, Refunded int64 }
 	if err := tx.Model(&models.Payment{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND status = ?", orderID, models.PaymentSucceeded).Scan(&totals.Charged).Error; err != nil {
+		Where("order_id = ? AND status = ?", orderID, models.Succeeded).Scan(&totals.Charged).Error; err != nil {
 		return err
 	}
 	if err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").

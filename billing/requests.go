@@ -256,6 +256,42 @@ func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]a
 	return res.Error
 }
 
+// Late is what the provider's later word on a request it had answered
+// did: Moved when it moved the request; Label names it in metrics and
+// Warning tells staff what to do, when it is a surprise (money moved that
+// the shop had recorded as not moved).
+type Late struct {
+	Moved          bool
+	Label, Warning string
+}
+
+// settleLate is the protocol's settle of a request whose outcome came late:
+// under holder's hold of the order, taken and let go in tx, it moves the row
+// from the answer it had to what update, decided under the hold, writes.
+// ErrPaymentInProgress, and nothing written, when a live operation holds
+// the order or the row moved meanwhile.
+func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update func() (map[string]any, error)) error {
+	held, err := orders.TakeHold(tx, row.Base().OrderID, holder, now, now)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return models.ErrPaymentInProgress
+	}
+	fields, err := update()
+	if err != nil {
+		return err
+	}
+	res := tx.Model(new(R)).Where("id = ? AND state = ?", row.Base().ID, row.Base().State).Updates(fields)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 {
+		return models.ErrPaymentInProgress
+	}
+	return tx.Model(&models.Order{}).Where("id = ?", row.Base().OrderID).Updates(orders.Released()).Error
+}
+
 // Ledger writes and reads the money's rows: attempts, payments, refunds
 // and refund requests, each write fenced by the order's hold.
 type Ledger struct {

@@ -1,23 +1,5 @@
-// Package billing owns the money: it pays an order, resolves the payment
-// attempts left in doubt, reconciles those nobody retries, and applies the
-// provider's events. Handlers decode a request, call the Service, and render
-// what it returns; nothing else in the shop calls the provider or writes an
-// attempt or an order's hold.
-//
-// The money rule — at most one succeeded charge per order, and never more
-// given back than was taken, whatever keys are used — rests on the writes
-// of models/requests.go, each fenced by the order's hold. Charges and
-// refunds are two uses of one protocol for a provider request in doubt
-// (flow, in protocol.go): record it under the hold, send it under its
-// provider key, settle it or leave it in doubt, and resolve an earlier one
-// first; the reconciler and the provider's events resolve those nobody
-// retries.
-//
-// The Service runs inside the idempotency middleware as a handler that
-// commits outside its transaction (see the middleware's package
-// documentation): its request is committed, under the order's hold, before
-// it calls out, and keyed by the operation's derived key, so that a re-run
-// finds it.
+// Package billing moves the money: it charges and refunds orders through
+// one protocol for a provider request in doubt, and resolves those requests.
 package billing
 
 import (

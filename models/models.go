@@ -1,8 +1,5 @@
-// Package models holds the shop's domain: users, tokens, products, orders and
-// payments, and the database they live in (the table of idempotency keys is
-// the middleware's own). It knows nothing about HTTP or how keys are
-// claimed: writes that must be exactly-once take the transaction and the
-// derived key they are given.
+// Package models holds the shop's data: its row types, their states, the
+// API's JSON views of them and the catalogue of named errors.
 package models
 
 import (
@@ -30,17 +27,15 @@ const (
 // ChargedStates are the states of an order that was charged.
 var ChargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
 
-// PaymentStatus is what the provider answered a charge: the status of a
-// payment row, and of the provider adapters' answers, one type for both.
-type PaymentStatus string
+// PaymentStatus is a payment's State, as the provider answered its
+// charge: succeeded, declined or requires_action. One type; the names
+// below are the payment's words for the States.
+type PaymentStatus = State
 
-// Payment states, as the provider answered.
 const (
-	PaymentSucceeded PaymentStatus = "succeeded"
-	PaymentDeclined  PaymentStatus = "declined"
-	// PaymentRequiresAction: the shopper is to authenticate at
-	// NextActionURL; neither paid nor declined yet.
-	PaymentRequiresAction PaymentStatus = "requires_action"
+	PaymentSucceeded      = Succeeded
+	PaymentDeclined       = Declined
+	PaymentRequiresAction = RequiresAction
 )
 
 // User is a customer, or one of the shop's staff. Email is stored
@@ -130,7 +125,7 @@ func (o Order) Charged() bool { return slices.Contains(ChargedStates, o.Status) 
 // authenticate, if there is one.
 func (o Order) AwaitingAction() *Payment {
 	for i, p := range o.Payments {
-		if p.Status == PaymentRequiresAction {
+		if p.Status == RequiresAction {
 			return &o.Payments[i]
 		}
 	}
@@ -164,16 +159,16 @@ type OrderItem struct {
 // ProviderKey is the idempotency key the provider was called with: unique,
 // so a re-run records the provider's deduplicated answer at most once.
 type Payment struct {
-	ID               string        `gorm:"primaryKey;size:36"`
-	OrderID          string        `gorm:"size:36;not null;index"`
-	Status           PaymentStatus `gorm:"size:16;not null"`
-	AmountCents      int64         `gorm:"not null"`
-	Currency         string        `gorm:"size:3;not null"`
-	PaymentMethod    string        `gorm:"size:64;not null"`
-	DeclineReason    string        `gorm:"size:200"`
-	ProviderChargeID string        `gorm:"size:64;not null"`
-	ProviderKey      string        `gorm:"size:90;not null;uniqueIndex"`
-	CreatedAt        time.Time     `gorm:"not null"`
+	ID               string    `gorm:"primaryKey;size:36"`
+	OrderID          string    `gorm:"size:36;not null;index"`
+	Status           State     `gorm:"size:16;not null"`
+	AmountCents      int64     `gorm:"not null"`
+	Currency         string    `gorm:"size:3;not null"`
+	PaymentMethod    string    `gorm:"size:64;not null"`
+	DeclineReason    string    `gorm:"size:200"`
+	ProviderChargeID string    `gorm:"size:64;not null"`
+	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
+	CreatedAt        time.Time `gorm:"not null"`
 	// NextActionURL is where the shopper authenticates a payment that
 	// requires action (a PaymentAction, not a column of its own).
 	NextActionURL string `gorm:"-"`

@@ -16,13 +16,13 @@ type ItemJSON struct {
 
 // PaymentJSON is one payment, as the API shows it.
 type PaymentJSON struct {
-	ID               string        `json:"id"`
-	OrderID          string        `json:"order_id"`
-	Status           PaymentStatus `json:"status"`
-	AmountCents      int64         `json:"amount_cents"`
-	Currency         string        `json:"currency"`
-	ProviderChargeID string        `json:"provider_charge_id"`
-	DeclineReason    string        `json:"decline_reason,omitempty"`
+	ID               string `json:"id"`
+	OrderID          string `json:"order_id"`
+	Status           State  `json:"status"`
+	AmountCents      int64  `json:"amount_cents"`
+	Currency         string `json:"currency"`
+	ProviderChargeID string `json:"provider_charge_id"`
+	DeclineReason    string `json:"decline_reason,omitempty"`
 	// NextAction is what a payment that requires action asks of the
 	// shopper, shaped as Stripe's PaymentIntent next_action.
 	NextAction *NextActionJSON `json:"next_action,omitempty"`
