@@ -12,8 +12,8 @@ import (
 // hold (orders) that write or read a payment attempt, a refund in doubt or
 // an order's hold: the payments service's alone.
 var moneyFunctions = map[string]bool{
-	"BeginPayment": true, "Settle": true, "RecordLateCharge": true, "BeginRefund": true, "SettleRefund": true,
-	"UpdateRefundState": true, "RecordLateRefund": true, "HoldForResolution": true, "Stale": true, "ByKey": true,
+	"BeginPayment": true, "Settle": true, "BeginRefund": true, "SettleRefund": true,
+	"HoldForResolution": true, "Stale": true, "ByKey": true,
 	"MarkSent": true, "ExtendHold": true, "ReleaseHold": true, "PaymentOf": true, "RefundOf": true,
 	"AttemptsInDoubt": true, "NewHolder": true, "TakeHold": true, "TakeHoldFrom": true,
 }
