@@ -36,8 +36,8 @@ func (b *bench) setCatalog() error {
 			return fmt.Errorf("catalog: %v", err)
 		}
 	case catalogSpread:
-		if !b.cfg.FreshOnly {
-			return fmt.Errorf("-catalog %s: only with -fresh-only (the replays send the hot catalog's body)", catalogSpread)
+		if !b.cfg.FreshOnly && !b.cfg.BareOnly {
+			return fmt.Errorf("-catalog %s: only with -fresh-only or -bare-only (the replays send the hot catalog's body)", catalogSpread)
 		}
 		for i := range spreadProducts {
 			sku := fmt.Sprintf("BENCH-%s-%02d", b.run, i)
@@ -70,7 +70,17 @@ func (b *bench) freshBody() string {
 	if b.cfg.Catalog != catalogSpread {
 		return b.orderBody
 	}
+	p, q := b.pair()
+	return orderOf(p.ID, q.ID)
+}
+
+// pair is what an order buys, 2 units of p and 1 of q: the hot catalog's
+// two products, or two of the spread catalog at random.
+func (b *bench) pair() (p, q models.Product) {
+	if b.cfg.Catalog != catalogSpread {
+		return b.products[0], b.products[1]
+	}
 	i := rand.IntN(len(b.products))
 	j := (i + 1 + rand.IntN(len(b.products)-1)) % len(b.products)
-	return orderOf(b.products[i].ID, b.products[j].ID)
+	return b.products[i], b.products[j]
 }

@@ -12,16 +12,25 @@ import (
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// figure is the fresh orders' line for scripts/bench: operations,
-// seconds, p50 and p99 in milliseconds, and the SQLite commits per order
-// in the rounds (0 on PostgreSQL; only fresh orders with -fresh-only).
+// figure is the fresh orders' line for scripts/bench (the bare SQL's with
+// -bare-only): operations, seconds, p50 and p99 in milliseconds, and the
+// SQLite commits per order in the rounds (0 on PostgreSQL; only that
+// phase's orders with -fresh-only or -bare-only).
 func (r *report) figure() string {
-	p := r.phases[phaseFresh]
+	p := r.phases[r.figuredPhase()]
 	return fmt.Sprintf("%d %.3f %.2f %.2f %.3f\n", p.ops, p.elapsed.Seconds(), millis(p.percentile(0.50)), millis(p.percentile(0.99)), r.commitsPerOrder())
 }
 
+// figuredPhase is the phase of the figure line.
+func (r *report) figuredPhase() string {
+	if r.figured == "" {
+		return phaseFresh
+	}
+	return r.figured
+}
+
 func (r *report) commitsPerOrder() float64 {
-	if ops := r.phases[phaseFresh].ops; ops > 0 {
+	if ops := r.phases[r.figuredPhase()].ops; ops > 0 {
 		return float64(r.commits) / float64(ops)
 	}
 	return 0

@@ -85,3 +85,46 @@ func TestLoadFreshOnlySpread(t *testing.T) {
 			run.Label, len(run.FreshLatenciesMS), rep.phases[phaseFresh].ops, len(run.Phases))
 	}
 }
+
+// The price of stock and events' runs, tiny: the bare SQL alone on the
+// spread catalog, with everything a fresh order writes and with no
+// reservation and no outbox event. With full writes each bare order takes
+// its 3 units and records its event; with none it takes no unit and
+// records no event (the audit counts the events and the audit entries);
+// the figure line is the bare SQL's.
+func TestLoadBareOnlyWrites(t *testing.T) {
+	for _, writes := range []string{bareWritesFull, bareWritesNone} {
+		t.Run(writes, func(t *testing.T) {
+			cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1,
+				Catalog: catalogSpread, BareOnly: true, BareWrites: writes}
+			rep, err := measure(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if problems := rep.audit.problems(); len(problems) > 0 {
+				t.Fatalf("audit: %v", problems)
+			}
+			bare := rep.phases[phaseBareSQL].ops
+			if bare == 0 || rep.phases[phaseFresh].ops != 0 || rep.phases[phaseHit].ops != 0 {
+				t.Fatalf("bare %d, fresh %d, replays %d: want the bare SQL alone", bare, rep.phases[phaseFresh].ops, rep.phases[phaseHit].ops)
+			}
+			db := testkit.Open(t, cfg.DatabaseURL)
+			var taken int64
+			err = db.Raw(`SELECT COALESCE(SUM(2147483647 - stock), 0) FROM products WHERE sku LIKE 'BENCH-%'`).Scan(&taken).Error
+			if err != nil {
+				t.Fatal(err)
+			}
+			orders := rep.phases[phaseWarmup].ops // the warm-up's orders are the shop's: they reserve
+			if writes == bareWritesFull {
+				orders += bare
+			}
+			if taken != int64(3*orders) {
+				t.Fatalf("%d units taken, want %d (warm-up %d, bare %d, writes %s)", taken, 3*orders, rep.phases[phaseWarmup].ops, bare, writes)
+			}
+			var n int
+			if _, err := fmt.Sscan(rep.figure(), &n); err != nil || n != bare {
+				t.Fatalf("figure %q: %v, want the bare SQL's %d orders", rep.figure(), err, bare)
+			}
+		})
+	}
+}

@@ -50,11 +50,17 @@ type config struct {
 	// Catalog: what the orders buy (catalog.go). FreshOnly: the warm-up
 	// and the fresh orders alone, in their rounds (no other phase, no
 	// storms, no memory), whose figure goes to Figure: scripts/bench's
-	// price of stock and events, run with and without -tags benchnowrites,
-	// and its group commit on and off.
-	Catalog   string
-	FreshOnly bool
-	Figure    string
+	// shop on the hot and the spread catalog, and its group commit on and
+	// off. BareOnly: the warm-up and the bare SQL of the fresh path alone,
+	// whose figure goes to Figure instead; BareWrites: what the bare SQL
+	// writes (bare.go), everything a fresh order writes or no reservation
+	// and no outbox event: scripts/bench's price of stock and events, in
+	// the database.
+	Catalog    string
+	FreshOnly  bool
+	BareOnly   bool
+	BareWrites string
+	Figure     string
 	// GroupCommit: the most atomic operations one SQLite commit holds, for
 	// every pool the harness opens (database.Options); 0 or 1 is group
 	// commit off, and defaults() starts from SQLITE_GROUP_COMMIT's. JSON: the file the phases go to for the charts.
@@ -64,7 +70,7 @@ type config struct {
 
 func defaults() config {
 	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
-		GroupCommit: settings.Default().GroupCommit}
+		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit}
 }
 
 // open opens a connection pool on the database, with the group commit asked.
@@ -209,6 +215,9 @@ type report struct {
 	commits, committed uint64
 	audit              audit
 	memory             memory
+	// figured is the phase of the figure line: the fresh orders, or the
+	// bare SQL with -bare-only.
+	figured string
 }
 
 // The phases, in the order they are reported.
@@ -257,6 +266,12 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		unpaid: map[string][][]order{}, next: map[*shop]int{},
 	}
 	b.bare = newBareSQL(b.postgres)
+	if cfg.FreshOnly && cfg.BareOnly {
+		return nil, errors.New("-fresh-only or -bare-only, not both")
+	}
+	if cfg.BareWrites != "" && cfg.BareWrites != bareWritesFull && cfg.BareWrites != bareWritesNone {
+		return nil, fmt.Errorf("-bare-writes %q: %s or %s", cfg.BareWrites, bareWritesFull, bareWritesNone)
+	}
 	defer b.client.CloseIdleConnections()
 	for _, pool := range []string{unpaidOnce, unpaidStorm} {
 		b.unpaid[pool] = make([][]order, cfg.Workers)
@@ -292,10 +307,13 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		}
 	}
 
-	rep := &report{database: "SQLite", workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{},
+	rep := &report{database: "SQLite", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{},
 		groupCommit: cfg.GroupCommit}
 	if b.postgres {
 		rep.database = "PostgreSQL"
+	}
+	if cfg.BareOnly {
+		rep.figured = phaseBareSQL
 	}
 	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
 	if b.first.status == 0 {
@@ -326,17 +344,20 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		{phaseCold, b.replayOnce(b.cold)},
 		{phasePay, b.pay},
 	}
-	if cfg.FreshOnly {
+	switch {
+	case cfg.FreshOnly:
 		steps = steps[:1]
+	case cfg.BareOnly:
+		steps = steps[1:2]
 	}
 	if err := b.rounds(ctx, rep, steps); err != nil {
 		return nil, err
 	}
-	if !cfg.FreshOnly {
+	if !cfg.FreshOnly && !cfg.BareOnly {
 		rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
 		rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
 	}
-	if cfg.MemoryOps > 0 && !cfg.FreshOnly {
+	if cfg.MemoryOps > 0 && !cfg.FreshOnly && !cfg.BareOnly {
 		rep.memory.before = heapAfterGC()
 		left := max(0, cfg.MemoryOps-int(b.completed.Load()))
 		rep.phases[phaseMemory] = b.phase(ctx, phaseMemory, b.fresh(phaseMemory), 5*time.Minute, left)

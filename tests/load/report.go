@@ -67,6 +67,10 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 		Select("COALESCE(SUM(replays), 0)").Scan(&replays).Error)
 	payments := "order_id IN (SELECT id FROM orders WHERE user_id IN ?)"
 	k := int64(b.cfg.StormK)
+	bareEvents := ops(phaseBareSQL)
+	if b.cfg.BareWrites == bareWritesNone {
+		bareEvents = 0
+	}
 	a := audit{
 		{"failed operations", failed, 0},
 		{"orders, with middleware (warm-up, fresh, storm, memory)", count("orders", "user_id IN ?", once), ops(phaseWarmup, phaseFresh, phaseStorm, phaseMemory)},
@@ -75,6 +79,8 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 		{"completed keys, with middleware (orders and payments)", count("idempotency_keys", "scope IN ? AND state = ?", once, "completed"),
 			ops(phaseWarmup, phaseFresh, phaseStorm, phasePay, phasePayStorm, phaseMemory)},
 		{"completed keys, bare SQL", count("idempotency_keys", "scope IN ? AND state = ?", bare, "completed"), ops(phaseBareSQL)},
+		{"audit entries of orders placed, bare SQL", count("audit_entries", "actor_id IN ? AND action = ?", bare, "order_placed"), ops(phaseBareSQL)},
+		{"order.placed events, bare SQL (none with -bare-writes none)", count("events", "type = ? AND order_id IN (SELECT id FROM orders WHERE user_id IN ?)", "order.placed", bare), bareEvents},
 		// Charges belong to no user: those since the run began.
 		{"successful charges", count("simulated_charges", "status = ? AND created_at >= ?", "succeeded", b.began), ops(phasePay, phasePayStorm)},
 		{"paid orders, with middleware", count("orders", "user_id IN ? AND status = ?", once, "paid"), ops(phasePay, phasePayStorm)},
