@@ -108,7 +108,7 @@ func paymentActivity(traces audit.Traces, ref string) (what, href string, refuse
 	if !ok {
 		return "Tried to pay for an order", "", nil
 	}
-	if p.Status == models.PaymentDeclined {
+	if p.Status == models.Declined {
 		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined
 	}
 	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil

@@ -81,9 +81,9 @@ func (s *Server) createPayment(c *gin.Context) {
 	}
 	c.Header("Location", paymentLocation(payment))
 	switch payment.Status {
-	case models.PaymentDeclined:
+	case models.Declined:
 		s.fail(c, models.DeclinedError(payment))
-	case models.PaymentRequiresAction:
+	case models.RequiresAction:
 		v := models.ViewPayment(payment)
 		v.NextAction = &models.NextActionJSON{Type: "redirect_to_url", RedirectToURL: models.RedirectToURL{URL: payment.NextActionURL, ReturnURL: s.payments.ReturnURL(payment.OrderID)}}
 		c.JSON(http.StatusAccepted, v)

@@ -177,10 +177,10 @@ func cardName(value string) string {
 // for a decline.
 func paymentSentence(p models.Payment) string {
 	amount, card := money(p.AmountCents, p.Currency), cardName(p.PaymentMethod)
-	if p.Status == models.PaymentRequiresAction {
+	if p.Status == models.RequiresAction {
 		return amount + " on the " + card + ", waiting for you to authenticate it. Nothing is charged until you do."
 	}
-	if p.Status != models.PaymentSucceeded {
+	if p.Status != models.Succeeded {
 		return amount + " declined on the " + card + ". " + strings.TrimSpace(declineReason(p.DeclineReason)+" Nothing was charged.")
 	}
 	return amount + " charged to the " + card + "."
@@ -188,7 +188,7 @@ func paymentSentence(p models.Payment) string {
 
 // paid says whether the order was charged: it has a receipt.
 func paid(o models.Order) bool {
-	return slices.ContainsFunc(o.Payments, func(p models.Payment) bool { return p.Status == models.PaymentSucceeded })
+	return slices.ContainsFunc(o.Payments, func(p models.Payment) bool { return p.Status == models.Succeeded })
 }
 
 func methodName(value string) string {

@@ -28,7 +28,7 @@ func (s *Server) receiptPage(c *gin.Context) {
 	}
 	view := receiptView{layout: s.layout(c), Order: order}
 	for _, p := range order.Payments {
-		if p.Status == models.PaymentSucceeded {
+		if p.Status == models.Succeeded {
 			view.Charges = append(view.Charges, p)
 		}
 	}

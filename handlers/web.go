@@ -199,7 +199,7 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 		return &notice{Kind: noticeInfo, Title: "Your last payment is being confirmed.", Text: "We are checking with the card provider whether it went through. You will not be charged twice; this page shows the result once it is known.", Also: twice}
 	case lastAttemptFailed(order):
 		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
-	case last != nil && last.Status == models.PaymentDeclined:
+	case last != nil && last.Status == models.Declined:
 		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
 		n.Text = declineReason(last.DeclineReason) + n.Text
 		return n
@@ -267,7 +267,7 @@ func (s *Server) payOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if payment.Status == models.PaymentRequiresAction {
+	if payment.Status == models.RequiresAction {
 		// To the card provider's page; it sends the shopper back to the order.
 		c.Redirect(http.StatusSeeOther, payment.NextActionURL)
 		return

@@ -80,7 +80,7 @@ func refundSentence(o models.Order, r models.Refund) string {
 
 func lastSucceededPayment(o models.Order) *models.Payment {
 	for i, p := range o.Payments {
-		if p.Status == models.PaymentSucceeded {
+		if p.Status == models.Succeeded {
 			return &o.Payments[i]
 		}
 	}

@@ -27,17 +27,6 @@ const (
 // ChargedStates are the states of an order that was charged.
 var ChargedStates = []string{OrderPaid, OrderPartiallyRefunded, OrderRefunded}
 
-// PaymentStatus is a payment's State, as the provider answered its
-// charge: succeeded, declined or requires_action. One type; the names
-// below are the payment's words for the States.
-type PaymentStatus = State
-
-const (
-	PaymentSucceeded      = Succeeded
-	PaymentDeclined       = Declined
-	PaymentRequiresAction = RequiresAction
-)
-
 // User is a customer, or one of the shop's staff. Email is stored
 // lower-cased; only a bcrypt hash of the password is kept.
 type User struct {

@@ -68,7 +68,7 @@ type ChargeRequest struct {
 // requires action — the shopper is to authenticate at NextActionURL.
 type Charge struct {
 	ID            string
-	Status        models.PaymentStatus
+	Status        models.State
 	DeclineReason string
 	NextActionURL string
 }

@@ -20,14 +20,14 @@ import (
 // by the idempotency key it was asked with. It lives in its own table, written
 // outside the shop's transactions, the way a real provider's ledger would.
 type SimulatedCharge struct {
-	ID             string               `gorm:"primaryKey;size:40"`
-	IdempotencyKey string               `gorm:"size:255;not null;uniqueIndex"`
-	AmountCents    int64                `gorm:"not null"`
-	Currency       string               `gorm:"size:3;not null"`
-	PaymentMethod  string               `gorm:"size:64;not null"`
-	Status         models.PaymentStatus `gorm:"size:16;not null"`
-	DeclineReason  string               `gorm:"size:200"`
-	CreatedAt      time.Time            `gorm:"not null"`
+	ID             string       `gorm:"primaryKey;size:40"`
+	IdempotencyKey string       `gorm:"size:255;not null;uniqueIndex"`
+	AmountCents    int64        `gorm:"not null"`
+	Currency       string       `gorm:"size:3;not null"`
+	PaymentMethod  string       `gorm:"size:64;not null"`
+	Status         models.State `gorm:"size:16;not null"`
+	DeclineReason  string       `gorm:"size:200"`
+	CreatedAt      time.Time    `gorm:"not null"`
 }
 
 // Simulated is the built-in provider. It deduplicates durably by idempotency
@@ -86,16 +86,16 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 		AmountCents:    req.AmountCents,
 		Currency:       req.Currency,
 		PaymentMethod:  req.PaymentMethod,
-		Status:         models.PaymentSucceeded,
+		Status:         models.Succeeded,
 		CreatedAt:      s.now(),
 	}
 	switch req.PaymentMethod {
 	case MethodAuthentication:
-		charge.Status = models.PaymentRequiresAction
+		charge.Status = models.RequiresAction
 	case MethodDeclined, MethodChargeDeclined:
-		charge.Status, charge.DeclineReason = models.PaymentDeclined, "Your card was declined."
+		charge.Status, charge.DeclineReason = models.Declined, "Your card was declined."
 	case MethodInsufficientFunds:
-		charge.Status, charge.DeclineReason = models.PaymentDeclined, "Your card has insufficient funds."
+		charge.Status, charge.DeclineReason = models.Declined, "Your card has insufficient funds."
 	}
 	db := s.DB.WithContext(ctx)
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
@@ -119,7 +119,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, erro
 
 func (c SimulatedCharge) answer(req ChargeRequest) Charge {
 	charge := Charge{ID: c.ID, Status: c.Status, DeclineReason: c.DeclineReason}
-	if c.Status == models.PaymentRequiresAction {
+	if c.Status == models.RequiresAction {
 		charge.NextActionURL = authURL(c.ID, req.ReturnURL)
 	}
 	return charge

@@ -23,7 +23,7 @@ type Authentication struct {
 	ChargeID    string
 	AmountCents int64
 	Currency    string
-	Status      models.PaymentStatus
+	Status      models.State
 }
 
 // Authenticator is a provider that serves its own authentication page:
@@ -65,8 +65,8 @@ func LocalPath(target string) string {
 func (s *Simulated) expire(db *gorm.DB, where string, arg any) error {
 	return db.Model(&SimulatedCharge{}).
 		Where(where, arg).
-		Where("status = ? AND created_at <= ?", models.PaymentRequiresAction, s.now().Add(-s.AuthExpiry)).
-		Updates(map[string]any{"status": models.PaymentDeclined, "decline_reason": authExpired}).Error
+		Where("status = ? AND created_at <= ?", models.RequiresAction, s.now().Add(-s.AuthExpiry)).
+		Updates(map[string]any{"status": models.Declined, "decline_reason": authExpired}).Error
 }
 
 // Authentication implements Authenticator.
@@ -93,11 +93,11 @@ func (s *Simulated) Authenticate(ctx context.Context, chargeID string, complete 
 	if err := s.expire(db, "id = ?", chargeID); err != nil {
 		return Authentication{}, false, err
 	}
-	answer := map[string]any{"status": models.PaymentSucceeded, "decline_reason": ""}
+	answer := map[string]any{"status": models.Succeeded, "decline_reason": ""}
 	if !complete {
-		answer = map[string]any{"status": models.PaymentDeclined, "decline_reason": authFailed}
+		answer = map[string]any{"status": models.Declined, "decline_reason": authFailed}
 	}
-	if err := db.Model(&SimulatedCharge{}).Where("id = ? AND status = ?", chargeID, models.PaymentRequiresAction).Updates(answer).Error; err != nil {
+	if err := db.Model(&SimulatedCharge{}).Where("id = ? AND status = ?", chargeID, models.RequiresAction).Updates(answer).Error; err != nil {
 		return Authentication{}, false, fmt.Errorf("record authentication: %w", err)
 	}
 	return s.Authentication(ctx, chargeID)

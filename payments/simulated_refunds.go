@@ -77,7 +77,7 @@ func (s *Simulated) newRefund(tx *gorm.DB, req RefundRequest) (refund SimulatedR
 		return SimulatedRefund{}, false, err
 	}
 	var charge SimulatedCharge
-	err = tx.Where("id = ? AND status = ?", req.ChargeID, models.PaymentSucceeded).Take(&charge).Error
+	err = tx.Where("id = ? AND status = ?", req.ChargeID, models.Succeeded).Take(&charge).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return SimulatedRefund{}, false, errNoSuchCharge
 	}

@@ -20,7 +20,7 @@ func TestSimulatedRefundRepeatedAddsNothingToTheLedger(t *testing.T) {
 	p := &payments.Simulated{DB: db}
 	ctx := context.Background()
 	charge, err := p.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "idem_charge", OrderID: "o1", AmountCents: 1900, Currency: "USD", PaymentMethod: payments.MethodVisa})
-	if err != nil || charge.Status != models.PaymentSucceeded {
+	if err != nil || charge.Status != models.Succeeded {
 		t.Fatalf("charge: %+v %v", charge, err)
 	}
 	req := payments.RefundRequest{IdempotencyKey: "idem_refund", ChargeID: charge.ID, OrderID: "o1", AmountCents: 700, Currency: "USD"}

@@ -164,14 +164,14 @@ func (s *Stripe) Expire(ctx context.Context, req ChargeRequest) (Charge, error) 
 func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 	switch intent.Status {
 	case stripe.PaymentIntentStatusSucceeded:
-		return Charge{ID: intent.ID, Status: models.PaymentSucceeded}, nil
+		return Charge{ID: intent.ID, Status: models.Succeeded}, nil
 	case stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
 		// Confirmation failed: the payment method was refused.
-		return Charge{ID: intent.ID, Status: models.PaymentDeclined, DeclineReason: declineReason(intent)}, nil
+		return Charge{ID: intent.ID, Status: models.Declined, DeclineReason: declineReason(intent)}, nil
 	case stripe.PaymentIntentStatusRequiresAction:
 		if next := intent.NextAction; next != nil && next.RedirectToURL != nil && next.RedirectToURL.URL != "" {
 			// 3-D Secure: the shopper authenticates on Stripe's page.
-			return Charge{ID: intent.ID, Status: models.PaymentRequiresAction, NextActionURL: next.RedirectToURL.URL}, nil
+			return Charge{ID: intent.ID, Status: models.RequiresAction, NextActionURL: next.RedirectToURL.URL}, nil
 		}
 	}
 	// processing, requires_capture, an action without a page to send the
@@ -197,7 +197,7 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 func chargeOfError(e *stripe.Error) (Charge, error) {
 	switch {
 	case e.Type == stripe.ErrorTypeCard:
-		c := Charge{Status: models.PaymentDeclined, DeclineReason: e.Msg}
+		c := Charge{Status: models.Declined, DeclineReason: e.Msg}
 		if e.PaymentIntent != nil {
 			c.ID = e.PaymentIntent.ID
 		}

@@ -48,12 +48,12 @@ func VerifyStripeEvent(payload []byte, signature, secret string) (stripe.Event, 
 // reports, and the key its PaymentIntent was created with; false for any
 // other event, or one about a PaymentIntent the shop did not create.
 func StripeChargeEvent(event stripe.Event) (Event, bool) {
-	var status models.PaymentStatus
+	var status models.State
 	switch event.Type {
 	case stripe.EventTypePaymentIntentSucceeded:
-		status = models.PaymentSucceeded
+		status = models.Succeeded
 	case stripe.EventTypePaymentIntentPaymentFailed:
-		status = models.PaymentDeclined
+		status = models.Declined
 	default:
 		return Event{}, false
 	}
@@ -62,7 +62,7 @@ func StripeChargeEvent(event stripe.Event) (Event, bool) {
 		return Event{}, false
 	}
 	charge := Charge{ID: intent.ID, Status: status}
-	if status == models.PaymentDeclined {
+	if status == models.Declined {
 		charge.DeclineReason = declineReason(&intent)
 	}
 	return Event{ID: event.ID, ProviderKey: intent.Metadata[stripeKeyMetadata], Charge: charge}, true

@@ -22,7 +22,7 @@ func TestStripeErrorMapping(t *testing.T) {
 		cut    bool // the connection is closed after the request arrived
 		want   error
 		// for a decline
-		declined       models.PaymentStatus
+		declined       models.State
 		reason, intent string
 	}{
 		{name: "card declined", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","decline_code":"generic_decline","message":"Your card was declined.","payment_intent":{"id":"pi_declined","object":"payment_intent","status":"requires_payment_method"}}}`,

@@ -84,7 +84,7 @@ func TestCancelAndPayRace(t *testing.T) {
 		if err := e.db.Take(&order, "id = ?", orderID).Error; err != nil {
 			t.Fatal(err)
 		}
-		charges := e.count("payments", "order_id = ? AND status = ?", orderID, models.PaymentSucceeded)
+		charges := e.count("payments", "order_id = ? AND status = ?", orderID, models.Succeeded)
 		switch {
 		case order.Status == models.OrderPaid && charges == 1 && pay.Status == http.StatusCreated && cancel.Status == http.StatusConflict:
 		case order.Status == models.OrderCancelled && charges == 0 && cancel.Status == http.StatusOK && pay.Status == http.StatusConflict:

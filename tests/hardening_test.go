@@ -359,7 +359,7 @@ func TestPaymentProviderKeyIsUnique(t *testing.T) {
 	}
 	payment := func() *models.Payment {
 		return &models.Payment{
-			ID: uuid.NewString(), OrderID: orderID, Status: models.PaymentDeclined, AmountCents: 1, Currency: "EUR",
+			ID: uuid.NewString(), OrderID: orderID, Status: models.Declined, AmountCents: 1, Currency: "EUR",
 			PaymentMethod: payments.MethodDeclined, ProviderChargeID: "ch_1", ProviderKey: "idem_same",
 		}
 	}

@@ -211,7 +211,7 @@ func TestLateChargeOnACancelledOrderKeepsItCancelled(t *testing.T) {
 	if n := e.count("orders", "id = ? AND status = ? AND restocked_at IS NOT NULL", orderID, models.OrderCancelled); n != 1 {
 		t.Fatal("the late charge brought the cancelled order back")
 	}
-	if n := e.count("payments", "order_id = ? AND status = ?", orderID, models.PaymentSucceeded); n != 1 {
+	if n := e.count("payments", "order_id = ? AND status = ?", orderID, models.Succeeded); n != 1 {
 		t.Fatalf("%d succeeded payments recorded, want the late charge's one", n)
 	}
 	if violations, err := testkit.AuditStock(e.db, nil); err != nil || len(violations) != 0 {
