@@ -19,7 +19,7 @@ func auditCharge(tx *gorm.DB, p models.Payment) error {
 }
 
 // auditRefund records where the provider's answer took a refund; late,
-// for a refund the shop had recorded as failed (RecordLateRefund).
+// for a refund the shop had recorded as failed (settleLateRefund).
 func auditRefund(tx *gorm.DB, r models.Refund, outcome Outcome, late bool) error {
 	actions := map[models.State]audit.Action{models.Succeeded: audit.ActionRefundSucceeded, models.Pending: audit.ActionRefundPending, models.Failed: audit.ActionRefundFailed}
 	if late {

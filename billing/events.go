@@ -78,7 +78,7 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 }
 
 // asWebhook is tx, the delivery's transaction, recording what it writes as
-// the provider's webhook's doing (models.Audit).
+// the provider's webhook's doing (audit.Audit).
 func asWebhook(tx func() *gorm.DB) func() *gorm.DB {
 	return func() *gorm.DB {
 		db := tx()

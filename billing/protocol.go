@@ -77,7 +77,7 @@ type flowErrors struct {
 }
 
 // beginFunc records the operation's request under holder's hold (see
-// models.BeginPayment and models.BeginRefund).
+// Ledger.BeginPayment and Ledger.BeginRefund).
 type beginFunc[R Row] func(ctx context.Context, holder string, now, until time.Time) (Begun[R], error)
 
 // run is one run of the operation derivedKey on the order.

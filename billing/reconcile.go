@@ -73,7 +73,7 @@ var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message
 	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
 
 // ResolveNow asks the provider now what became of the payment attempt or
-// refund id in doubt (kind models.DoubtPayment or models.DoubtRefund), as
+// refund id in doubt (kind orders.DoubtPayment or orders.DoubtRefund), as
 // the reconciler would, by the staff user by: under the order's hold, so
 // that two presses at once ask once. It returns the request's state now.
 func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {

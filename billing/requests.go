@@ -17,7 +17,7 @@ import (
 // The money rule: at most one successful charge per order, and never more
 // given back than was taken, whatever keys are used. Charges and refunds
 // are two uses of one protocol for a provider request in doubt, each of
-// whose writes is fenced by the order's hold (holds.go):
+// whose writes is fenced by the order's hold (orders/holds.go):
 //
 //   - begin (BeginPayment, BeginRefund) takes the hold and, in the same
 //     transaction, records the operation's request in doubt — but only if

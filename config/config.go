@@ -73,7 +73,8 @@ type Config struct {
 	CORSOrigins    Origins  `env:"CORS_ORIGINS" doc:"Origins whose pages may call the JSON API from a browser, comma-separated, as the browser sends them."`
 	// A day idle: a shopper back the next day is still signed in, while a
 	// session left on a shared or lost device dies within a day of its last
-	// use. Fourteen days at most, as the signed cookie of an earlier release lasted.
+	// use. The default of fourteen days is how long the signed cookie of an
+	// earlier release lasted.
 	SessionIdle   time.Duration `env:"SESSION_IDLE_TIMEOUT" envDefault:"24h" min:"1" doc:"A browser session ends after this long without a request."`
 	SessionMaxAge time.Duration `env:"SESSION_MAX_AGE" envDefault:"336h" min:"1" doc:"A browser session ends this long after log-in, however busy."`
 

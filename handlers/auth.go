@@ -38,7 +38,7 @@ func (s *Server) requireBearer(c *gin.Context) {
 	actAs(c, audit.UserActor(user))
 }
 
-// actAs has the request's acts recorded as done by a (models.Audit): the
+// actAs has the request's acts recorded as done by a (audit.Audit): the
 // user its authentication found.
 func actAs(c *gin.Context, a audit.Actor) {
 	c.Request = c.Request.WithContext(audit.WithActor(c.Request.Context(), a))

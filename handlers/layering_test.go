@@ -37,7 +37,7 @@ func TestHandlersLeaveTheMoneyToTheService(t *testing.T) {
 				return true
 			}
 			fun := call.Fun
-			if index, ok := fun.(*ast.IndexExpr); ok { // a generic function, instantiated: models.Stale[R]
+			if index, ok := fun.(*ast.IndexExpr); ok { // a generic function, instantiated: billing.Stale[R]
 				fun = index.X
 			}
 			sel, ok := fun.(*ast.SelectorExpr)

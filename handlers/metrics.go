@@ -76,7 +76,7 @@ func (m *metrics) handler() gin.HandlerFunc {
 	return gin.WrapH(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 }
 
-// sqliteCommits are SQLite's group commits (models.CommitStats): the COMMITs
+// sqliteCommits are SQLite's group commits (database.CommitStats): the COMMITs
 // issued, and the transactions committed in them; their ratio is how many
 // orders share an fsync. Both stay 0 on PostgreSQL.
 func sqliteCommits(db *gorm.DB) []prometheus.Collector {

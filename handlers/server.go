@@ -74,7 +74,7 @@ type Deps struct {
 	// CredentialsPerMinute bounds sign-ups and log-ins per client address
 	// and minute, on all instances together; LoginFailures bounds failed
 	// log-ins per account and address within LoginFailureWindow (see
-	// models.LoginThrottle). Zero: no limit.
+	// accounts.LoginThrottle). Zero: no limit.
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration

@@ -32,7 +32,7 @@ func (s *Server) passwordPage(c *gin.Context) {
 // changePassword changes the password. A wrong current password or a new
 // one that breaks the rules gets the form again (422) with the same key:
 // nothing is stored under it, so the corrected form runs with it. Wrong
-// current passwords count as failed log-ins (models.PasswordChange).
+// current passwords count as failed log-ins (accounts.PasswordChange).
 func (s *Server) changePassword(c *gin.Context) {
 	form := postForm(c)
 	session, _ := currentSession(c)

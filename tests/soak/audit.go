@@ -104,7 +104,7 @@ type trail struct {
 	violations          []string
 }
 
-// movementActions are the audit entries (models.Action) that record a
+// movementActions are the audit entries (audit.Action) that record a
 // payment's or a refund's state.
 var movementActions = []struct {
 	table, state string
