@@ -21,6 +21,9 @@ const expireBatch = 500
 // attempt still open (in doubt, or awaiting the shopper's authentication
 // after its hold lapsed). A charge may still land on any other. The
 // shopper's cancel, the staff's and the expiry sweep all ask this one rule.
+// On PostgreSQL an UPDATE that waited for the row re-checks the row's own
+// conditions, not the NOT EXISTS: that is enough because an attempt opens
+// only under a live hold, which the re-check of held_by/held_until refuses.
 func cancellable(q *gorm.DB, now time.Time) *gorm.DB {
 	q = q.Where("orders.status = ?", models.OrderPending)
 	return HoldFree(q, now).
