@@ -2,7 +2,10 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
@@ -67,16 +70,12 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 	if err != nil || order.AwaitingAction() == nil {
 		return order, err
 	}
-	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, order.AwaitingAction().ProviderKey)
-	if err != nil || !found || attempt.State != models.RequiresAction {
-		return order, err
-	}
-	due, err := s.shop.checkDue(ctx, attempt.ID, s.now(), s.cfg.AuthPoll)
+	attemptID, due, err := s.shop.checkDue(ctx, order.AwaitingAction().ProviderKey, s.now(), s.cfg.AuthPoll)
 	if err != nil {
 		return order, err
 	}
 	if due {
-		s.settleAwaiting(ctx, attempt.ID)
+		s.settleAwaiting(ctx, attemptID)
 		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
 			return order, err
 		}
@@ -84,14 +83,23 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 	return order, s.withAction(ctx, order)
 }
 
-// checkDue takes the attempt's turn to be asked about at the provider, if
-// it still waits for the shopper and was not asked since poll ago: one
-// conditional update, which one caller of many wins.
-func (s Ledger) checkDue(ctx context.Context, attemptID string, now time.Time, poll time.Duration) (bool, error) {
-	res := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).
-		Where("id = ? AND state = ? AND (checked_at IS NULL OR checked_at <= ?)", attemptID, models.RequiresAction, now.Add(-poll)).
-		Update("checked_at", now)
-	return res.RowsAffected == 1, res.Error
+// checkDue takes the turn to ask the provider about the attempt sent under
+// providerKey, if it still waits for the shopper and was not asked since
+// poll ago: one conditional update, which one caller of many wins. It reads
+// first, so that a read within the poll writes nothing.
+func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
+	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
+	var attempt models.PaymentAttempt
+	err := s.DB.WithContext(ctx).Select("id").Where("provider_key = ? AND state = ?", providerKey, models.RequiresAction).
+		Where(notAsked, now.Add(-poll)).Take(&attempt).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	res := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("id = ?", attempt.ID).Where(notAsked, now.Add(-poll)).UpdateColumn("checked_at", now)
+	return attempt.ID, res.RowsAffected == 1, res.Error
 }
 
 // settleAwaiting asks the provider what the shopper did about the attempt
