@@ -152,7 +152,7 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 	if err == nil && !found {
 		err = models.ErrNotFound
 	}
-	if err == nil && a.Status != models.RequiresAction {
+	if err == nil {
 		s.returned(ctx, a.Key)
 	}
 	return a, err
@@ -162,11 +162,10 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 // shopper's return from its authentication.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
-	switch {
-	case err != nil:
+	if found {
+		s.settleAwaiting(ctx, attempt.ID) // unless it is settled already
+	} else if err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "read the attempt the shopper authenticated", "err", err)
-	case found && attempt.State == models.RequiresAction:
-		s.settleAwaiting(ctx, attempt.ID)
 	}
 }
 

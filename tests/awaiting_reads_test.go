@@ -14,7 +14,6 @@ import (
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/config"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -128,11 +127,7 @@ func TestReadsOfAWaitingOrderAskTheProviderOnceAPoll(t *testing.T) {
 	}
 
 	e.authenticate(page, "complete")
-	if state := e.attemptState(token, orderID); state != models.Succeeded {
-		t.Fatalf("after the return, within the poll, the attempt is %q", state)
-	}
-	e.paidOnce("after the return", orderID)
-	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
+	e.paidOnReturn(token, orderID, "after the return, within the poll")
 }
 
 // A staff user removed (`shop staff remove`, accounts.SetRole) is refused a
