@@ -2,10 +2,7 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
@@ -89,13 +86,9 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 // first, so that a read within the poll writes nothing.
 func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
 	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
-	var attempt models.PaymentAttempt
-	err := s.DB.WithContext(ctx).Select("id").Where("provider_key = ? AND state = ?", providerKey, models.RequiresAction).
-		Where(notAsked, now.Add(-poll)).Take(&attempt).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
+	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
+		Where("provider_key = ? AND state = ?", providerKey, models.RequiresAction).Where(notAsked, now.Add(-poll)))
+	if err != nil || !found {
 		return "", false, err
 	}
 	res := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("id = ?", attempt.ID).Where(notAsked, now.Add(-poll)).UpdateColumn("checked_at", now)

@@ -242,13 +242,8 @@ func updateRefunded(tx *gorm.DB, orderID string) error {
 // pending, if there is one. (A failed one gave nothing back: its answer is
 // the stored one, or the operation tries again under a new provider key.)
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
-	var refund models.Refund
-	err := s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
-		Order("created_at DESC, id DESC").Take(&refund).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Refund{}, false, nil
-	}
-	return refund, err == nil, err
+	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
+		Order("created_at DESC, id DESC"))
 }
 
 // OrderRefund finds one refund of an order the user may see: their own, or
