@@ -200,7 +200,7 @@ func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trac
 	}
 	return billing.New(billing.Config{
 		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.AttemptTimeout(),
-		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, TestCards: cards, ProviderName: providerName, Logger: logger,
+		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, AuthPoll: cfg.AuthPoll, TestCards: cards, ProviderName: providerName, Logger: logger,
 		ReturnURL: func(orderID string) string { return cfg.PublicURL + "/orders/" + orderID },
 	})
 }

@@ -2,10 +2,10 @@ package billing
 
 import (
 	"context"
+	"time"
 
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
@@ -56,36 +56,54 @@ func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting O
 	}
 }
 
-// Awaited is one of the user's orders, once the provider has been asked
-// about its payment that waits for the shopper to authenticate: the
-// shopper's return from the authentication page lands here, and records
-// what they did, through the same resolution as the reconciler's — so a
-// second return, or a double-click on the provider's page, charges nothing
-// more.
+// Awaited is one of the user's orders. Its payment that waits for the
+// shopper to authenticate is asked about at the provider at most once an
+// AuthPoll, across instances (checkDue): a reload loop neither spends the
+// provider's rate limit nor writes. The shopper's return from the
+// authentication (Authenticate) and the provider's webhooks settle it at
+// once.
 func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
 	order, err := s.orders.Order(ctx, userID, orderID)
 	if err != nil || order.AwaitingAction() == nil {
 		return order, err
 	}
-	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, order.AwaitingAction().ProviderKey)
-	if err != nil || !found || attempt.State != models.RequiresAction {
-		return order, err
-	}
-	holder := orders.NewHolder(byReturn)
-	ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
-	now := s.now()
-	row, held, err := HoldForResolution[models.PaymentAttempt](ctx, s.shop, attempt.ID, holder, now, now.Add(s.cfg.AttemptTimeout+s.cfg.Lease))
+	attemptID, due, err := s.shop.checkDue(ctx, order.AwaitingAction().ProviderKey, s.now(), s.cfg.AuthPoll)
 	if err != nil {
 		return order, err
 	}
-	if held { // else resolved meanwhile, or being resolved: the order shows it waiting
-		s.charges.resolve(ctx, byReturn, row, holder)
-		s.releaseHold(ctx, orderID, holder) // unless the resolution let go of it, or handed it back to the attempt
+	if due {
+		s.settleAwaiting(ctx, attemptID)
 		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
 			return order, err
 		}
 	}
 	return order, s.withAction(ctx, order)
+}
+
+// checkDue takes the turn to ask the provider about the attempt sent under
+// providerKey, if it still waits for the shopper and was not asked since
+// poll ago: one conditional update, which one caller of many wins. It reads
+// first, so that a read within the poll writes nothing.
+func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
+	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
+	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
+		Where("provider_key = ? AND state = ?", providerKey, models.RequiresAction).Where(notAsked, now.Add(-poll)))
+	if err != nil || !found {
+		return "", false, err
+	}
+	res := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("id = ?", attempt.ID).Where(notAsked, now.Add(-poll)).UpdateColumn("checked_at", now)
+	return attempt.ID, res.RowsAffected == 1, res.Error
+}
+
+// settleAwaiting asks the provider what the shopper did about the attempt
+// that waits for them, and records it under the order's hold: through the
+// same resolution as the reconciler's, so that a second return, or a
+// double-click on the provider's page, charges nothing more.
+func (s *Service) settleAwaiting(ctx context.Context, attemptID string) {
+	ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
+	if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
+	}
 }
 
 // withAction fills in where the shopper authenticates the order's payment
@@ -116,7 +134,8 @@ func (s *Service) Authentication(ctx context.Context, chargeID string) (payments
 }
 
 // Authenticate records the shopper's answer on the simulated provider's
-// page, at the provider: the shop learns it on the shopper's return.
+// page, at the provider, and settles the attempt at once: the shopper's
+// return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
 	auth, ok := s.cfg.Provider.(payments.Authenticator)
 	if !ok {
@@ -126,7 +145,21 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 	if err == nil && !found {
 		err = models.ErrNotFound
 	}
+	if err == nil {
+		s.returned(ctx, a.Key)
+	}
 	return a, err
+}
+
+// returned settles at once the attempt sent under providerKey, on the
+// shopper's return from its authentication.
+func (s *Service) returned(ctx context.Context, providerKey string) {
+	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
+	if found {
+		s.settleAwaiting(ctx, attempt.ID) // unless it is settled already
+	} else if err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "read the attempt the shopper authenticated", "err", err)
+	}
 }
 
 // ReturnURL is where a provider sends the shopper back to after an

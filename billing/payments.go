@@ -47,19 +47,14 @@ func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, h
 // PaymentOf is the payment recorded for the operation derivedKey — by the
 // provider's answer to one of its attempts — if there is one.
 func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Payment, bool, error) {
-	var payment models.Payment
-	err := s.DB.WithContext(ctx).
-		Where("provider_key IN (?)", s.DB.Model(&models.PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)).
-		Take(&payment).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Payment{}, false, nil
-	}
-	if err == nil && payment.Status == models.RequiresAction {
+	payment, found, err := take[models.Payment](s.DB.WithContext(ctx).
+		Where("provider_key IN (?)", s.DB.Model(&models.PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)))
+	if found && payment.Status == models.RequiresAction {
 		var action models.PaymentAction
 		action, _, err = s.ActionOf(ctx, payment.ProviderKey)
 		payment.NextActionURL = action.URL
 	}
-	return payment, err == nil, err
+	return payment, found && err == nil, err
 }
 
 // Settle records through tx, which the caller commits, the provider's
@@ -150,12 +145,7 @@ func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) 
 // ActionOf is what the attempt sent under providerKey asks of the shopper,
 // if it ever required action.
 func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.PaymentAction, bool, error) {
-	var action models.PaymentAction
-	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&action).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return action, false, nil
-	}
-	return action, err == nil, err
+	return take[models.PaymentAction](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
 }
 
 // settleLateCharge records, through tx, a charge the provider reports for

@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
@@ -75,10 +76,12 @@ var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message
 // ResolveNow asks the provider now what became of the payment attempt or
 // refund id in doubt (kind orders.DoubtPayment or orders.DoubtRefund), as
 // the reconciler would, by the staff user by: under the order's hold, so
-// that two presses at once ask once. It returns the request's state now.
+// that two presses at once ask once; a resolution may send the request
+// again, so by must be staff in the database. It returns the request's
+// state now.
 func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
-	if !by.IsStaff() {
-		return "", models.ErrForbidden
+	if err := accounts.StaffNow(s.shop.DB.WithContext(ctx), by.ID); err != nil {
+		return "", err
 	}
 	var state models.State
 	var held bool

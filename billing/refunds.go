@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
@@ -39,15 +40,19 @@ type RefundInput struct {
 // BeginRefund takes the hold on a charged order, any user's, for holder, a
 // run of the refund operation derivedKey that the staff user by gives, and
 // records its refund in doubt, in one transaction (models.ErrForbidden, and
-// nothing written, when by is not staff): of the order's first charge that still has something to
+// nothing written, when by is not staff in the database, whatever a cached
+// lookup says): of the order's first charge that still has something to
 // refund (an order charged twice, by a late charge, has two), for what it
 // asks — at most what that charge has left. Or it hands back an earlier
 // refund of the order still in doubt, to resolve first.
 func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
-	if !by.IsStaff() {
-		return Begun[models.Refund]{}, models.ErrForbidden
+	staffs := func(tx *gorm.DB, orderID string) (models.Order, error) {
+		if err := accounts.StaffNow(tx, by.ID); err != nil {
+			return models.Order{}, err
+		}
+		return orders.AnyOrder(tx, orderID)
 	}
-	return begin(s.DB.WithContext(ctx), refunds, orders.AnyOrder, orderID, derivedKey, holder, now, until,
+	return begin(s.DB.WithContext(ctx), refunds, staffs, orderID, derivedKey, holder, now, until,
 		func(tx *gorm.DB, order models.Order, req models.Request) (models.Refund, error) {
 			charge, refundable, err := refundableCharge(tx, order.ID)
 			if err != nil {
@@ -237,13 +242,8 @@ func updateRefunded(tx *gorm.DB, orderID string) error {
 // pending, if there is one. (A failed one gave nothing back: its answer is
 // the stored one, or the operation tries again under a new provider key.)
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
-	var refund models.Refund
-	err := s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
-		Order("created_at DESC, id DESC").Take(&refund).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Refund{}, false, nil
-	}
-	return refund, err == nil, err
+	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
+		Order("created_at DESC, id DESC"))
 }
 
 // OrderRefund finds one refund of an order the user may see: their own, or

@@ -212,8 +212,13 @@ func Stale[R Row](ctx context.Context, s Ledger, now time.Time, limit int) ([]R,
 
 // ByKey finds the row sent under a provider key.
 func ByKey[R Row](ctx context.Context, s Ledger, providerKey string) (R, bool, error) {
-	var row R
-	err := s.DB.WithContext(ctx).Where("provider_key = ?", providerKey).Take(&row).Error
+	return take[R](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
+}
+
+// take reads the row the query finds, if there is one.
+func take[T any](query *gorm.DB) (T, bool, error) {
+	var row T
+	err := query.Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return row, false, nil
 	}

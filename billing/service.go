@@ -36,6 +36,9 @@ type Config struct {
 	// authenticate holds its order (PAYMENT_AUTH_EXPIRY):
 	// the provider's own expiry of the authentication.
 	AuthExpiry time.Duration
+	// AuthPoll is how often, at most, a read of an order asks the provider
+	// about its attempt that waits for the shopper (PAYMENT_AUTH_POLL).
+	AuthPoll time.Duration
 	// ReturnURL is the page a provider sends the shopper back to after an
 	// authentication: the order's page. "/orders/{id}" when nil.
 	ReturnURL func(orderID string) string

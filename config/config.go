@@ -35,6 +35,7 @@ type Config struct {
 	PaymentProvider     string        `env:"PAYMENT_PROVIDER" envDefault:"simulated" oneof:"simulated stripe" doc:"The payment provider: simulated (built in) or stripe."`
 	PaymentLatency      time.Duration `env:"PAYMENT_LATENCY" envDefault:"50ms" doc:"Delay added to each call of the simulated provider."`
 	AuthExpiry          time.Duration `env:"PAYMENT_AUTH_EXPIRY" envDefault:"15m" min:"1" doc:"How long a payment waiting for the shopper to authenticate (3-D Secure) holds its order."`
+	AuthPoll            time.Duration `env:"PAYMENT_AUTH_POLL" envDefault:"5s" min:"1" doc:"How often, at most, reading an order asks the provider about its payment waiting for the shopper to authenticate."`
 	PublicURL           string        `env:"PUBLIC_URL" doc:"The shop's address as shoppers reach it, where a card provider sends them back; http://localhost:PORT when empty."`
 	StripeSecretKey     string        `env:"STRIPE_SECRET_KEY" doc:"Stripe's secret key, required with PAYMENT_PROVIDER=stripe; a live key only with SHOP_ENV=production."`
 	StripeAPIBase       string        `env:"STRIPE_API_BASE" doc:"Where Stripe's API is: empty for api.stripe.com, or a stripe-mock's URL."`

@@ -20,7 +20,9 @@ const AuthPath = "/simulated-provider/authenticate/"
 // Authentication is a charge that asks the shopper to authenticate, as the
 // simulated provider's page shows it.
 type Authentication struct {
-	ChargeID    string
+	ChargeID string
+	// Key is the idempotency key the charge was asked with.
+	Key         string
 	AmountCents int64
 	Currency    string
 	Status      models.State
@@ -83,7 +85,7 @@ func (s *Simulated) Authentication(ctx context.Context, chargeID string) (Authen
 	if err != nil {
 		return Authentication{}, false, fmt.Errorf("read charge: %w", err)
 	}
-	return Authentication{ChargeID: stored.ID, AmountCents: stored.AmountCents, Currency: stored.Currency, Status: stored.Status}, true, nil
+	return Authentication{ChargeID: stored.ID, Key: stored.IdempotencyKey, AmountCents: stored.AmountCents, Currency: stored.Currency, Status: stored.Status}, true, nil
 }
 
 // Authenticate implements Authenticator: one conditional update of the

@@ -84,11 +84,18 @@ func TestAuthenticationIsAskedOnceAndChargesOnce(t *testing.T) {
 
 	e.authenticate(page, "complete")
 	e.authenticate(page, "complete")
+	e.paidOnReturn(token, orderID, "after a double-click on Complete")
+}
+
+// paidOnReturn wants the order's attempt succeeded once the shopper is back
+// from the authentication: the order paid, with one charge and one event.
+func (e *env) paidOnReturn(token, orderID, when string) {
+	e.t.Helper()
 	if state := e.attemptState(token, orderID); state != models.Succeeded {
-		t.Fatalf("after the return, the attempt is %q", state)
+		e.t.Fatalf("%s, the attempt is %q", when, state)
 	}
-	e.paidOnce("after a double-click on Complete", orderID)
-	wantEventPerFact(t, e.db, outbox.OrderPaid, 1)
+	e.paidOnce(when, orderID)
+	wantEventPerFact(e.t, e.db, outbox.OrderPaid, 1)
 }
 
 // A failed authentication leaves the order payable; another card then pays

@@ -153,7 +153,7 @@ func newServer(t *testing.T, with setup) *handlers.Server {
 	if deps.Payments == nil { // unless the test built its own
 		deps.Payments = billing.New(billing.Config{
 			DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
-			AuthExpiry: with.AuthExpiry, RollForward: config.Default().RollForward, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
+			AuthExpiry: with.AuthExpiry, AuthPoll: config.Default().AuthPoll, RollForward: config.Default().RollForward, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
 		})
 	}
 	s := handlers.NewServer(deps)

@@ -29,7 +29,7 @@ var allowedImports = map[string][]string{
 	"jobs":             {"accounts", "billing", "config", "internal/loop", "notify", "orders", "outbox", "outbox/publish"},
 	"handlers":         {"accounts", "audit", "billing", "database", "internal/tracing", "middleware", "models", "notify", "openapi", "orders", "outbox", "payments", "problem", "static", "templates"},
 	"middleware":       {},
-	"billing":          {"audit", "models", "orders", "outbox", "payments", "problem"},
+	"billing":          {"accounts", "audit", "models", "orders", "outbox", "payments", "problem"},
 	"orders":           {"audit", "database", "models", "outbox", "problem"},
 	"accounts":         {"models"},
 	"audit":            {"models"},

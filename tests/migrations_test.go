@@ -76,10 +76,11 @@ var addedTables = []any{"sessions", "payment_actions", "refund_requests", "event
 // addedColumns are the columns migrations after 1 add to the last
 // release's tables, with the value each gives the rows already there.
 var addedColumns = map[string]map[string]any{
-	"products": {"stock": int64(10000)},
-	"orders":   {"cancel_reason": "", "restocked_at": nil, "stock_reserved": false},
-	"users":    {"role": "shopper"},
-	"refunds":  {"created_by": nil},
+	"products":         {"stock": int64(10000)},
+	"orders":           {"cancel_reason": "", "restocked_at": nil, "stock_reserved": false},
+	"users":            {"role": "shopper"},
+	"refunds":          {"created_by": nil},
+	"payment_attempts": {"checked_at": nil},
 }
 
 // schemaQueries describe a schema, leaving out goose's own table: every

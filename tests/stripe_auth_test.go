@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/config"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -94,6 +95,10 @@ func TestStripeAuthenticationIsRecordedOnceOnReturnAndWebhook(t *testing.T) {
 			}
 
 			fake.authenticated(attempt.ProviderKey)
+			// With Stripe the shopper returns to the order's page, a read:
+			// it asks Stripe once PAYMENT_AUTH_POLL has passed since the
+			// read above asked.
+			e.clock.Advance(config.Default().AuthPoll)
 			fake.mu.Lock()
 			var intent map[string]any
 			must(t, json.Unmarshal(fake.kept[attempt.ProviderKey].body, &intent))
