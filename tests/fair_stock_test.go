@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/config"
+	"github.com/shop/shop/database"
+	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -153,4 +158,75 @@ func TestARetriedStockAdjustmentCountsOnce(t *testing.T) {
 		isPage(t, staff.post("/staff/products/stock", form), http.StatusUnprocessableEntity, "Nothing was changed.")
 	}
 	wantCounts(t, e, tote, 13, 3, 10)
+}
+
+// Ten orders of one shopper at once, through the database's own
+// concurrency (PostgreSQL's pool; SQLite's one writer): exactly
+// MaxPendingOrders are placed, the rest refused, and the shopper's count
+// is theirs.
+func TestConcurrentOrdersOfOneShopperStopAtTheCap(t *testing.T) {
+	e := newEnv(t, withMaxPending(config.Default().MaxPendingOrders))
+	p := e.products()[0]
+	token := e.signUp("racer@example.com")
+	start := make(chan struct{})
+	answers := make(chan int, 10)
+	for i := range 10 {
+		go func() {
+			<-start
+			answers <- e.do(request{method: "POST", path: "/api/v1/orders", token: token, key: key("race-" + string(rune('a'+i))), body: orderBody(p, 1)}).Status
+		}()
+	}
+	close(start)
+	placed := 0
+	for range 10 {
+		switch status := <-answers; status {
+		case http.StatusCreated:
+			placed++
+		case http.StatusConflict:
+		default:
+			t.Fatalf("an order answered %d", status)
+		}
+	}
+	if want := config.Default().MaxPendingOrders; placed != want || e.count("orders") != int64(want) || e.count("users", "pending_orders = ?", want) != 1 {
+		t.Fatalf("%d placed, %d orders; want %d of each and the shopper counting them", placed, e.count("orders"), want)
+	}
+	wantStockIdentity(t, e.db, nil)
+}
+
+// A database of the last release, its products' stock what was left to buy,
+// is upgraded in place by migration 11: held is the units of its live unpaid
+// orders, so on hand is stock + held; its paid and cancelled orders hold
+// none; each shopper counts their unpaid orders; an order that never took
+// units (before migration 3) is counted nowhere.
+func TestMigration11CountsTheLastReleasesHeldUnits(t *testing.T) {
+	db := testkit.NewDB(t)
+	migrateTo(t, db, 10)
+	now := time.Now().UTC()
+	must(t, db.Exec(`INSERT INTO products (id, sku, name, price_cents, currency, stock) VALUES ('p1', 'SKU-1', 'One', 100, 'USD', 3), ('p2', 'SKU-2', 'Two', 100, 'USD', 9)`).Error)
+	must(t, db.Exec(`INSERT INTO users (id, email, password_hash, created_at) VALUES ('u1', 'u1@example.com', 'x', ?), ('u2', 'u2@example.com', 'x', ?)`, now, now).Error)
+	for i, o := range []struct {
+		status   string
+		reserved bool
+		units    int
+	}{{"pending", true, 2}, {"pending", true, 1}, {"paid", true, 4}, {"cancelled", true, 5}, {"pending", false, 7}} {
+		id := fmt.Sprintf("o%d", i)
+		must(t, db.Exec(`INSERT INTO orders (id, number, user_id, status, currency, total_cents, derived_key, stock_reserved, created_at) VALUES (?, ?, 'u1', ?, 'USD', 100, ?, ?, ?)`,
+			id, 1001+i, o.status, id, o.reserved, now).Error)
+		must(t, db.Exec(`INSERT INTO order_items (order_id, product_id, sku, name, unit_price_cents, quantity) VALUES (?, 'p1', 'SKU-1', 'One', 100, ?)`, id, o.units).Error)
+	}
+	must(t, database.Migrate(db))
+	var products []models.Product
+	must(t, db.Order("id").Find(&products).Error)
+	if p := products[0]; p.Stock != 3 || p.Held != 3 || p.OnHand() != 6 || products[1].Held != 0 || products[1].Stock != 9 {
+		t.Fatalf("after the upgrade: %+v; want p1 3 for sale, 3 held, 6 on hand, and p2 as it was", products)
+	}
+	if n := db.Model(&models.Order{}).Where("stock_reserved").Find(&[]models.Order{}).RowsAffected; n != 2 {
+		t.Fatalf("%d orders hold units, want the 2 live unpaid ones", n)
+	}
+	var counts []int
+	must(t, db.Table("users").Order("id").Pluck("pending_orders", &counts).Error)
+	if !slices.Equal(counts, []int{2, 0}) {
+		t.Fatalf("shoppers' unpaid orders %v, want [2 0]", counts)
+	}
+	wantStockIdentity(t, db, map[string]int{"p1": 3 + 3 + 4})
 }
