@@ -137,7 +137,7 @@ func TestARetriedStockAdjustmentCountsOnce(t *testing.T) {
 	staff := e.staffBrowser("stock@example.com")
 	for _, tc := range []struct {
 		change, units, reason, says string
-		onHand, available         int
+		onHand, available           int
 	}{
 		{"received", "12", "delivery 42", "17 units on hand.", 17, 14},
 		{"written-off", "4", "water damage", "13 units on hand.", 13, 10},
