@@ -56,6 +56,7 @@ func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int
 // transaction.
 func (s *Server) staffRestock(c *gin.Context) {
 	form := postForm(c)
+	// Units that are no whole number stay -1, which the rule's range refuses.
 	change := orders.StockChange{SKU: form.Get("sku"), Kind: cmp.Or(form.Get("change"), orders.Count), Reason: form.Get("reason"), Units: -1}
 	if units, err := strconv.Atoi(strings.TrimSpace(form.Get("stock"))); err == nil {
 		change.Units = units
