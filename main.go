@@ -224,6 +224,7 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		TokenTTL:             cfg.TokenTTL,
 		TokenCacheTTL:        cfg.TokenCacheTTL,
 		OrderExpiry:          cfg.OrderExpiry,
+		MaxPendingOrders:     cfg.MaxPendingOrders,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 		Tracer:         tracer,

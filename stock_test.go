@@ -20,7 +20,7 @@ func TestStockSetCommand(t *testing.T) {
 		return out.String(), err
 	}
 	for range 2 {
-		if out, err := shop("stock", "set", "VINYL-LTD", "12"); err != nil || out != "VINYL-LTD (Vinyl record (limited edition)): 12 in stock\n" {
+		if out, err := shop("stock", "set", "VINYL-LTD", "12"); err != nil || out != "VINYL-LTD (Vinyl record (limited edition)): 12 on hand, 0 held by unpaid orders, 12 for sale\n" {
 			t.Fatalf("shop stock set VINYL-LTD 12: %q (%v)", out, err)
 		}
 	}

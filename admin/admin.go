@@ -11,7 +11,7 @@ import (
 
 // Usage lists the subcommands, one a line, as `shop help` shows them.
 const Usage = `  migrate [up|status]     apply the pending migrations (up, the default) and list them all
-  stock set SKU UNITS     set a product's stock to UNITS
+  stock set SKU UNITS     set a product's units on hand to UNITS, as counted
   staff add|remove EMAIL  make a user staff, or a shopper again`
 
 // Is reports whether name is one of the subcommands.

@@ -15,11 +15,12 @@ import (
 // stockUsage is what `shop stock` answers a command it does not know.
 const stockUsage = "usage: shop stock set SKU UNITS"
 
-// stock runs `shop stock set SKU UNITS`: the product's stock
-// becomes UNITS, staff's count, whatever it was; setting it again changes
-// nothing. Until the staff console, it is how a product is restocked. The
-// database is migrated and seeded first, as for serving, so it works on a
-// fresh shop too.
+// stock runs `shop stock set SKU UNITS`: the product's units on hand
+// become UNITS, staff's count, whatever they were; setting it again changes
+// nothing. Deliveries and write-offs, which add and take off, go through the
+// console, whose idempotency key counts a retried one once. The database is
+// migrated and seeded first, as for serving, so it works on a fresh shop
+// too.
 func stock(ctx context.Context, prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
 	if len(args) != 3 || args[0] != "set" {
 		return errors.New(stockUsage)
@@ -40,6 +41,6 @@ func stock(ctx context.Context, prepare func() (*gorm.DB, func(), error), args [
 	if err != nil {
 		return fmt.Errorf("stock set: %w", err)
 	}
-	fmt.Fprintf(stdout, "%s (%s): %d in stock\n", p.SKU, p.Name, p.Stock)
+	fmt.Fprintf(stdout, "%s (%s): %d on hand, %d held by unpaid orders, %d for sale\n", p.SKU, p.Name, p.OnHand(), p.Held, p.Stock)
 	return nil
 }

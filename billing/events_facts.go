@@ -13,7 +13,7 @@ import (
 func paymentEvent(tx *gorm.DB, p models.Payment) error {
 	switch p.Status {
 	case models.Succeeded:
-		return orders.Event(tx, outbox.OrderPaid, p.ID, p.OrderID)
+		return orders.Paid(tx, p.ID, p.OrderID)
 	case models.Declined:
 		return orders.Event(tx, outbox.OrderPaymentDeclined, p.ID, p.OrderID)
 	}

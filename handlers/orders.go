@@ -20,7 +20,7 @@ type productJSON struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
 	Currency   string `json:"currency"`
-	// Stock is the units on hand: an order of more is refused, out-of-stock.
+	// Stock is what a shopper can buy: an order of more is refused, out-of-stock.
 	Stock int `json:"stock"`
 }
 

@@ -46,6 +46,9 @@ type Deps struct {
 	// cancels it (ORDER_EXPIRY). This and the other durations below are
 	// required: their defaults live in config's table (config.Default).
 	OrderExpiry time.Duration
+	// MaxPendingOrders is the most unpaid orders a shopper may hold at once
+	// (MAX_PENDING_ORDERS); 0: any number.
+	MaxPendingOrders int
 	// TokenTTL is how long a bearer token works (TOKEN_TTL).
 	TokenTTL time.Duration
 	// TokenCacheTTL is how long a successful bearer-token lookup is trusted
@@ -143,7 +146,7 @@ func NewServer(deps Deps) *Server {
 	s := &Server{
 		deps:        deps,
 		accounts:    accts,
-		shop:        orders.Store{DB: deps.DB},
+		shop:        orders.Store{DB: deps.DB, MaxPending: deps.MaxPendingOrders},
 		ledger:      billing.Ledger{DB: deps.DB},
 		trail:       audit.Trail{DB: deps.DB},
 		pages:       mustParsePages(),

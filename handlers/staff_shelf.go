@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,11 +17,9 @@ import (
 	"github.com/shop/shop/orders"
 )
 
-// The console's products, restocked as `shop stock set` does, and its
-// requests in doubt, each asked of the provider on demand.
-
-// maxStock is the most units the console sets a product's stock to.
-const maxStock = 1_000_000
+// The console's products, counted, received and written off as `shop
+// stock` does, and its requests in doubt, each asked of the provider on
+// demand.
 
 type staffProduct struct {
 	models.Product
@@ -52,24 +51,31 @@ func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int
 	s.renderPage(c, status, "staff_products.html", view)
 }
 
-// staffRestock sets a product's units on hand to the count typed, in the
-// operation's transaction.
+// staffRestock makes the change of a product's units on hand the form
+// says (a count, units received or written off), in the operation's
+// transaction.
 func (s *Server) staffRestock(c *gin.Context) {
 	form := postForm(c)
-	units, err := strconv.Atoi(strings.TrimSpace(form.Get("stock")))
-	if err != nil || units < 0 || units > maxStock {
-		s.showStaffProducts(c, s.shop, http.StatusUnprocessableEntity, errorNotice(fmt.Sprintf("Enter the units on hand as a whole number from 0 to %d. Nothing was changed.", maxStock)))
-		return
+	// Units that are no whole number stay -1, which the rule's range refuses.
+	change := orders.StockChange{SKU: form.Get("sku"), Kind: cmp.Or(form.Get("change"), orders.Count), Reason: form.Get("reason"), Units: -1}
+	if units, err := strconv.Atoi(strings.TrimSpace(form.Get("stock"))); err == nil {
+		change.Units = units
 	}
-	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), form.Get("sku"), units, s.deps.Now().UTC())
-	if errors.Is(err, orders.ErrUnknownSKU) {
+	p, err := s.shop.Restock(middleware.Tx(c), currentUser(c), change, s.deps.Now().UTC())
+	var invalid *models.Error
+	switch {
+	case errors.Is(err, orders.ErrUnknownSKU):
 		err = models.ErrNotFound
+	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
+		s.showStaffProducts(c, s.shop, http.StatusUnprocessableEntity, errorNotice(stockWords(invalid)))
+		return
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.showStaffProducts(c, orders.Store{DB: middleware.Tx(c)}, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand.", p.Name, unitWords(p.Stock))})
+	s.showStaffProducts(c, orders.Store{DB: middleware.Tx(c)}, http.StatusOK, &notice{Kind: noticeSuccess, Title: "Restocked.",
+		Text: fmt.Sprintf("%s: %s on hand. %d held by unpaid orders, %d for sale.", p.Name, unitWords(p.OnHand()), p.Held, p.Stock)})
 }
 
 func unitWords(n int) string {

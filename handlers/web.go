@@ -33,6 +33,7 @@ type homeView struct {
 	Key         string
 	Lines       []catalogLine
 	MaxQuantity int
+	MaxPending  int
 }
 
 func (s *Server) home(c *gin.Context) {
@@ -45,7 +46,7 @@ func (s *Server) home(c *gin.Context) {
 	for i, p := range products {
 		lines[i] = catalogLine{Product: p} // empty, not "0": typing 2 must not give 20
 	}
-	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: orders.MaxQuantity})
+	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending})
 }
 
 const qtyPrefix = "qty-"
@@ -62,7 +63,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 		return
 	}
 	form := postForm(c)
-	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity}
+	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
 	var items []orders.ItemInput
 	invalid := false
 	for _, p := range products {

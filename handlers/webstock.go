@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -48,4 +49,15 @@ func (s *Server) shortForm(c *gin.Context, view homeView, short []models.Shortag
 	view.Key = uuid.NewString()
 	view.Notice = errorNotice(models.ErrOutOfStock.Shopper.Text)
 	s.renderPage(c, http.StatusConflict, "home.html", view)
+}
+
+// stockWords is a refused stock change in staff's words: each field at
+// fault, named as the console's form names it.
+func stockWords(e *models.Error) string {
+	names := map[string]string{"stock": "The number", "reason": "The reason", "change": "The change"}
+	said := make([]string, 0, len(e.Fields)+1)
+	for _, f := range e.Fields {
+		said = append(said, names[f.Field]+" "+f.Message+".")
+	}
+	return strings.Join(append(said, "Nothing was changed."), " ")
 }

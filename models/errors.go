@@ -195,6 +195,11 @@ var (
 	// the same order may succeed with the same key.
 	ErrOutOfStock = Declare(&Error{Type: problem.OutOfStock, Message: "There is not enough in stock for this order; nothing was ordered.",
 		Shopper: Words{Heading: "Not enough in stock", Text: "Someone bought the last units first, so there is not enough left for your order, and nothing was ordered. Lower the quantities marked, or remove them, and place the order again."}})
+	// ErrTooManyPendingOrders: the shopper holds as many unpaid orders as
+	// allowed. Not final: nothing was written, and once one of them is paid
+	// or cancelled the same order may succeed with the same key.
+	ErrTooManyPendingOrders = Declare(&Error{Type: problem.TooManyPendingOrders, Message: "You have too many unpaid orders; nothing was ordered. Pay or cancel one of them first.",
+		Shopper: Words{Heading: "Too many unpaid orders", Text: "You already have as many unpaid orders as we keep at once, and nothing was ordered. Pay or cancel one of them, then place this order again."}})
 	// ErrEmailTaken: sign up with an address that already has an account.
 	ErrEmailTaken = Declare(&Error{Type: problem.EmailTaken, Message: "An account with this email already exists.",
 		Shopper: Words{Heading: "Email already registered", Text: "An account with this email already exists. Log in instead."}})

@@ -60,10 +60,16 @@ type Product struct {
 	Name       string `gorm:"size:200;not null"`
 	PriceCents int64  `gorm:"not null"`
 	Currency   string `gorm:"size:3;not null"`
-	// Stock is the units on hand now: what orders reserved is already
-	// taken off, and it never goes below 0 (see ReserveStock).
+	// Stock is what a shopper can buy (available), never below 0; Held is
+	// what orders neither paid nor cancelled reserved. On hand, the units
+	// the shop has, is their sum, as Shopify counts: on hand = available +
+	// committed.
 	Stock int `gorm:"not null"`
+	Held  int `gorm:"not null"`
 }
+
+// OnHand is the units the shop has: those for sale and those held.
+func (p Product) OnHand() int { return p.Stock + p.Held }
 
 // Order is one checkout. DerivedKey is the key the idempotency middleware
 // derived from the request's key (middleware.DerivedKey): unique, so a re-run
@@ -100,9 +106,9 @@ type Order struct {
 	// RestockedAt is when a cancelled order's units came back to stock: set
 	// by the one statement that returns them, so they come back once.
 	RestockedAt *time.Time
-	// StockReserved: the order took its units from stock when it was
-	// placed (reserve), so a cancel gives them back. The last release's
-	// orders did not.
+	// StockReserved: the order's units are held (reserve), until it is
+	// paid (they leave the shop) or cancelled (back on sale), which clears
+	// it once. The last release's orders held none.
 	StockReserved bool      `gorm:"not null;default:false"`
 	CreatedAt     time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }

@@ -45,7 +45,7 @@ func cancel(tx, q *gorm.DB, id, reason string, actor audit.Actor, now time.Time)
 	if err := audit.Audit(tx, audit.Entry{OrderID: id, Action: audit.ActionOrderCancelled, Actor: actor, Reason: reason, At: now}); err != nil {
 		return false, err
 	}
-	if err := returnStock(tx, id, now); err != nil {
+	if err := release(tx, id, []string{models.OrderCancelled}, map[string]any{"restocked_at": now}, true); err != nil {
 		return false, err
 	}
 	return true, Event(tx, outbox.OrderCancelled, id, id)

@@ -13,16 +13,20 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// Limits of one order.
+// Limits of one order: MaxQuantity of a product a line, so that no
+// shopper holds a product's whole stock with one order.
 const (
 	MinQuantity = 1
-	MaxQuantity = 100
+	MaxQuantity = 10
 	MaxLines    = 50
 )
 
 // Store reads the catalog and orders, and writes orders and their stock.
+// A shopper may hold at most MaxPending unpaid orders at once (0: any
+// number).
 type Store struct {
-	DB *gorm.DB
+	DB         *gorm.DB
+	MaxPending int
 }
 
 // ItemInput is one requested line of an order.
@@ -88,6 +92,9 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if fields != nil {
 		return models.Order{}, models.Invalid(fields...)
 	}
+	if err := s.countPending(tx, userID); err != nil {
+		return models.Order{}, err
+	}
 	if err := reserve(tx, order.Items); err != nil {
 		return models.Order{}, err
 	}
@@ -108,6 +115,22 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		return models.Order{}, err
 	}
 	return order, nil
+}
+
+// countPending counts the order in the shopper's orders holding units,
+// refused (ErrTooManyPendingOrders) beyond s.MaxPending: one conditional
+// statement on the user's row, which also queues the shopper's concurrent
+// orders, so that two instances never both take the last place.
+func (s Store) countPending(tx *gorm.DB, userID string) error {
+	q := tx.Table("users").Where("id = ?", userID)
+	if s.MaxPending > 0 {
+		q = q.Where("pending_orders < ?", s.MaxPending)
+	}
+	res := q.Update("pending_orders", gorm.Expr("pending_orders + 1"))
+	if res.Error == nil && res.RowsAffected != 1 {
+		return models.ErrTooManyPendingOrders.With(fmt.Sprintf("You already have %d unpaid orders, the most the shop keeps at once; nothing was ordered. Pay or cancel one of them, then send this order again.", s.MaxPending))
+	}
+	return res.Error
 }
 
 // Order finds one of the user's orders with its items and payments.

@@ -1,7 +1,10 @@
 package orders
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shop/shop/audit"
@@ -9,16 +12,98 @@ import (
 	"gorm.io/gorm"
 )
 
-// Restock sets through tx, as SetStock does, the units on hand of the
-// product with the SKU, by the staff user by (models.ErrForbidden for anyone
-// else), and records it in the audit trail: an act on no order.
-func (s Store) Restock(tx *gorm.DB, by models.User, sku string, units int, now time.Time) (models.Product, error) {
+// The changes staff make to a product's units on hand. Units held by
+// unpaid orders stay theirs: a count may not go below them, and only units
+// for sale may be written off.
+const (
+	Count      = "count"       // what staff counted: it replaces on hand
+	Received   = "received"    // a delivery: added to on hand
+	WrittenOff = "written-off" // lost, broken or stolen: taken off on hand
+)
+
+// MaxUnits is the most units one change may name.
+const MaxUnits = 1_000_000
+
+// ErrUnknownSKU: no product of the catalog has the SKU.
+var ErrUnknownSKU = errors.New("no product has this SKU")
+
+// StockChange is one change of the units on hand of the product with SKU:
+// Kind (Count, Received, WrittenOff) of Units, for Reason (which a count
+// may leave out).
+type StockChange struct {
+	SKU, Kind, Reason string
+	Units             int
+}
+
+// SetStock sets the units on hand of the product with the SKU to staff's
+// count, in a transaction of its own. Setting the same count again changes
+// nothing.
+func (s Store) SetStock(ctx context.Context, sku string, units int) (p models.Product, err error) {
+	err = s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		p, err = changeStock(tx, StockChange{SKU: sku, Kind: Count, Units: units})
+		return err
+	})
+	return p, err
+}
+
+// Restock makes the change through tx, by the staff user by
+// (models.ErrForbidden for anyone else), and records it in the audit trail:
+// an act on no order, its reason saying what changed. Sent through the
+// idempotency middleware, a retried change counts once.
+func (s Store) Restock(tx *gorm.DB, by models.User, c StockChange, now time.Time) (models.Product, error) {
 	if !by.IsStaff() {
 		return models.Product{}, models.ErrForbidden
 	}
-	p, err := Store{DB: tx}.SetStock(tx.Statement.Context, sku, units)
+	p, err := changeStock(tx, c)
 	if err != nil {
 		return models.Product{}, err
 	}
-	return p, audit.Audit(tx, audit.Entry{Action: audit.ActionRestocked, Actor: audit.UserActor(by), SubjectID: p.ID, Reason: fmt.Sprintf("%d units on hand", units), At: now})
+	said := fmt.Sprintf("%s %d: %d units on hand", c.Kind, c.Units, p.OnHand())
+	if c.Reason != "" {
+		said += " (" + c.Reason + ")"
+	}
+	return p, audit.Audit(tx, audit.Entry{Action: audit.ActionRestocked, Actor: audit.UserActor(by), SubjectID: p.ID, Reason: said, At: now})
+}
+
+// changeStock makes the change through tx, one conditional statement on
+// the product's stock (available; on hand is stock + held), and reads the
+// product back.
+func changeStock(tx *gorm.DB, c StockChange) (models.Product, error) {
+	c.Reason = strings.TrimSpace(c.Reason)
+	least := 1
+	if c.Kind == Count {
+		least = 0
+	}
+	switch {
+	case c.Units < least || c.Units > MaxUnits:
+		return models.Product{}, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("must be a whole number from %d to %d", least, MaxUnits)})
+	case c.Kind != Count && c.Reason == "":
+		return models.Product{}, models.Invalid(models.FieldError{Field: "reason", Message: "must say why the units were " + strings.ReplaceAll(c.Kind, "-", " ")})
+	}
+	q := tx.Model(&models.Product{}).Where("sku = ?", c.SKU)
+	var res *gorm.DB
+	switch c.Kind {
+	case Count:
+		res = q.Where("held <= ?", c.Units).Update("stock", gorm.Expr("? - held", c.Units))
+	case Received:
+		res = q.Update("stock", gorm.Expr("stock + ?", c.Units))
+	case WrittenOff:
+		res = q.Where("stock >= ?", c.Units).Update("stock", gorm.Expr("stock - ?", c.Units))
+	default:
+		return models.Product{}, models.Invalid(models.FieldError{Field: "change", Message: fmt.Sprintf("must be %s, %s or %s", Count, Received, WrittenOff)})
+	}
+	if res.Error != nil {
+		return models.Product{}, res.Error
+	}
+	var p models.Product
+	err := tx.Where("sku = ?", c.SKU).Take(&p).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return p, fmt.Errorf("%w: %q", ErrUnknownSKU, c.SKU)
+	case err != nil || res.RowsAffected == 1:
+		return p, err
+	case c.Kind == Count:
+		return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is less than the %d held by unpaid orders: cancel some of them first", p.Held)})
+	}
+	return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is more than the %d for sale: units held by unpaid orders cannot be written off", p.Stock)})
 }

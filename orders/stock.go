@@ -2,31 +2,29 @@ package orders
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/outbox"
 	"gorm.io/gorm"
 )
 
-// reserve takes each line's quantity off its product's stock through tx,
-// one conditional statement a line, so stock never goes below 0 however
-// many orders race for the last unit. A line it cannot cover makes the
-// whole order an ErrOutOfStock, naming every such line: the caller's
-// transaction, rolled back, then reserved nothing. The lines are taken in
-// the order of their products' ids, so two orders on PostgreSQL lock the
-// rows they share in the same order and never deadlock.
+// reserve moves each line's quantity from its product's stock (available)
+// to held through tx, one conditional statement a line, so stock never
+// goes below 0 however many orders race for the last unit. A line it
+// cannot cover makes the whole order an ErrOutOfStock, naming every such
+// line: the caller's transaction, rolled back, then reserved nothing. The
+// lines are taken in the order of their products' ids, so two orders on
+// PostgreSQL lock the rows they share in the same order and never deadlock.
 func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	lines := slices.Clone(items)
 	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
 	var short []models.Shortage
 	for _, it := range lines {
 		res := tx.Model(&models.Product{}).Where("id = ? AND stock >= ?", it.ProductID, it.Quantity).
-			Update("stock", gorm.Expr("stock - ?", it.Quantity))
+			Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
 		if res.Error != nil {
 			return res.Error
 		}
@@ -78,51 +76,43 @@ func unitsLeft(n int) string {
 	return fmt.Sprintf("%d left", n)
 }
 
-// returnStock gives a cancelled order's units back to stock through tx,
-// once: the order's restocked_at is set by the one conditional statement
-// that may, so a second cancel, a replay or an expiry of the same order
-// returns nothing more. An order that never took units (the last
-// release's) gives none back.
-func returnStock(tx *gorm.DB, orderID string, now time.Time) error {
-	res := tx.Model(&models.Order{}).Where("id = ? AND status = ? AND stock_reserved AND restocked_at IS NULL", orderID, models.OrderCancelled).
-		Update("restocked_at", now)
+// release lets the order's units go from held through tx, once: only the
+// conditional statement that clears the order's stock_reserved, while its
+// status is one of statuses, moves them, so a second cancel, a replay, an
+// expiry or a second charge of the same order moves nothing more. A
+// cancelled order's units go back on sale (back); a paid order's leave the
+// shop. The shopper's count of orders holding units goes down first: the
+// user's row before the products, as CreateOrder takes them.
+func release(tx *gorm.DB, orderID string, statuses []string, update map[string]any, back bool) error {
+	update["stock_reserved"] = false
+	res := tx.Model(&models.Order{}).Where("id = ? AND status IN ? AND stock_reserved", orderID, statuses).Updates(update)
 	if res.Error != nil || res.RowsAffected != 1 {
 		return res.Error
+	}
+	if err := tx.Exec("UPDATE users SET pending_orders = pending_orders - 1 WHERE id = (SELECT user_id FROM orders WHERE id = ?)", orderID).Error; err != nil {
+		return err
 	}
 	var items []models.OrderItem
 	if err := tx.Where("order_id = ?", orderID).Order("product_id").Find(&items).Error; err != nil {
 		return err
 	}
 	for _, it := range items {
-		err := tx.Model(&models.Product{}).Where("id = ?", it.ProductID).
-			Update("stock", gorm.Expr("stock + ?", it.Quantity)).Error
-		if err != nil {
+		units := map[string]any{"held": gorm.Expr("held - ?", it.Quantity)}
+		if back {
+			units["stock"] = gorm.Expr("stock + ?", it.Quantity)
+		}
+		if err := tx.Model(&models.Product{}).Where("id = ?", it.ProductID).Updates(units).Error; err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ErrUnknownSKU: no product of the catalog has the SKU.
-var ErrUnknownSKU = errors.New("no product has this SKU")
-
-// SetStock sets the units on hand of the product with the SKU: staff's
-// count, which replaces what was there. Setting the same count again
-// changes nothing.
-func (s Store) SetStock(ctx context.Context, sku string, units int) (models.Product, error) {
-	if units < 0 {
-		return models.Product{}, fmt.Errorf("stock must be 0 or more, not %d", units)
+// Paid records through tx that the payment paid the order: its units
+// sold, off held and so off hand, once, and its event.
+func Paid(tx *gorm.DB, paymentID, orderID string) error {
+	if err := release(tx, orderID, models.ChargedStates, map[string]any{}, false); err != nil {
+		return err
 	}
-	var p models.Product
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&models.Product{}).Where("sku = ?", sku).Update("stock", units)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("%w: %q", ErrUnknownSKU, sku)
-		}
-		return tx.Where("sku = ?", sku).Take(&p).Error
-	})
-	return p, err
+	return Event(tx, outbox.OrderPaid, paymentID, orderID)
 }

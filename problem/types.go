@@ -64,6 +64,8 @@ var (
 		"The payment provider could not send the refund to the card (for example, the card's account is closed). Nothing was given back, and the amount can still be refunded."}
 	OutOfStock = Type{"out-of-stock", http.StatusConflict, "Out of stock",
 		"A line of the order asks for more units than the product has left: `detail` names each such product and how many are left, and `errors` points at its line. Nothing was reserved and nothing was ordered, and the key was released: lower the quantities and send the order again, or send the same order again, with the same key, once the product is restocked (`stock` in `GET /api/v1/products`). An order reserves its units when it is placed; a cancelled order's units come back."}
+	TooManyPendingOrders = Type{"too-many-pending-orders", http.StatusConflict, "Too many unpaid orders",
+		"The shopper already has as many unpaid orders as the shop allows at once (`MAX_PENDING_ORDERS`, 3 by default), each holding its units from sale. Nothing was ordered, and the key was released: pay or cancel one of them, then send the same order again, with the same key."}
 	RefundUnconfirmed = Type{"refund-unconfirmed", http.StatusBadGateway, "Refund not confirmed yet",
 		"The payment provider did not say whether a refund of this order went through. No other refund of the order is sent until it has said, so nothing is refunded twice. The key was released: retry with the same key to learn the outcome."}
 	Forbidden = Type{"forbidden", http.StatusForbidden, "Not allowed",
@@ -85,7 +87,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	WebhookAPIVersion, OrderCancelled, OutOfStock, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, OrderCancelled, OutOfStock, TooManyPendingOrders, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -248,10 +248,13 @@ func TestOrdersOfTheLastReleaseGiveNoUnitsBack(t *testing.T) {
 	token := e.signUp("last-release@example.com")
 	cancelled := e.createOrder(token, "cancelled", orderBody(tote, 1))
 	expired := e.createOrder(token, "expired", orderBody(tote, 2))
-	// As the last release left them: placed without taking their units.
+	// As the last release left them: placed without taking their units,
+	// holding none, counted in no shopper's unpaid orders.
 	if err := e.db.Model(&models.Order{}).Where("id IN ?", []string{cancelled, expired}).Update("stock_reserved", false).Error; err != nil {
 		t.Fatal(err)
 	}
+	must(t, e.db.Model(&models.Product{}).Where("id = ?", tote).Update("held", 0).Error)
+	must(t, e.db.Table("users").Where("email = ?", "last-release@example.com").Update("pending_orders", 0).Error)
 	stockOf(t, e.db, "TOTE-CNV", 4)
 	if r := e.do(e.cancelRequest(token, cancelled, "cancel", `{}`)); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)

@@ -76,9 +76,9 @@ var addedTables = []any{"sessions", "payment_actions", "refund_requests", "event
 // addedColumns are the columns migrations after 1 add to the last
 // release's tables, with the value each gives the rows already there.
 var addedColumns = map[string]map[string]any{
-	"products":         {"stock": int64(10000)},
+	"products":         {"stock": int64(10000), "held": int64(0)},
 	"orders":           {"cancel_reason": "", "restocked_at": nil, "stock_reserved": false},
-	"users":            {"role": "shopper"},
+	"users":            {"role": "shopper", "pending_orders": int64(0)},
 	"refunds":          {"created_by": nil},
 	"payment_attempts": {"checked_at": nil},
 }

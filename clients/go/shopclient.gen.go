@@ -679,6 +679,7 @@ const (
 	OrderConflictTypeProblemsidempotencyKeyInProgress OrderConflictType = "/problems/idempotency-key-in-progress"
 	OrderConflictTypeProblemsidempotencyLeaseLost     OrderConflictType = "/problems/idempotency-lease-lost"
 	OrderConflictTypeProblemsoutOfStock               OrderConflictType = "/problems/out-of-stock"
+	OrderConflictTypeProblemstooManyPendingOrders     OrderConflictType = "/problems/too-many-pending-orders"
 )
 
 // Valid indicates whether the value is a known member of the OrderConflictType enum.
@@ -689,6 +690,8 @@ func (e OrderConflictType) Valid() bool {
 	case OrderConflictTypeProblemsidempotencyLeaseLost:
 		return true
 	case OrderConflictTypeProblemsoutOfStock:
+		return true
+	case OrderConflictTypeProblemstooManyPendingOrders:
 		return true
 	default:
 		return false
@@ -1333,6 +1336,7 @@ const (
 	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
 	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
 	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsoutOfStock               CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/out-of-stock"
+	CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyPendingOrders     CreateOrder409ApplicationProblemPlusJSONResponseBodyType = "/problems/too-many-pending-orders"
 )
 
 // Valid indicates whether the value is a known member of the CreateOrder409ApplicationProblemPlusJSONResponseBodyType enum.
@@ -1343,6 +1347,8 @@ func (e CreateOrder409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
 		return true
 	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemsoutOfStock:
+		return true
+	case CreateOrder409ApplicationProblemPlusJSONResponseBodyTypeProblemstooManyPendingOrders:
 		return true
 	default:
 		return false
@@ -4165,7 +4171,9 @@ type OrderItem struct {
 // OrderLine defines model for OrderLine.
 type OrderLine struct {
 	ProductId string `json:"product_id"`
-	Quantity  int    `json:"quantity"`
+
+	// Quantity At most 10 of a product in one order (422 `validation`, naming the line).
+	Quantity int `json:"quantity"`
 }
 
 // Payment defines model for Payment.
@@ -4259,8 +4267,9 @@ type Product struct {
 	PriceCents int                `json:"price_cents"`
 	Sku        string             `json:"sku"`
 
-	// Stock The units on hand now. Placing an order takes its quantities off; an order of more
-	// is refused (409 `out-of-stock`); a cancelled order's units come back.
+	// Stock The units a shopper can buy now: on hand less those held by unpaid orders. Placing an
+	// order holds its quantities; an order of more is refused (409 `out-of-stock`); a
+	// cancelled or expired order's units come back.
 	Stock int `json:"stock"`
 }
 

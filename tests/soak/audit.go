@@ -43,6 +43,8 @@ func audit(ctx context.Context, f *fleet, t *traffic, cfg config) (findings, err
 	for _, k := range a.stalled {
 		a.violations = append(a.violations, "a key stuck in progress past its lease: "+k)
 	}
+	// On hand + units sold = the units at the start (the soak receives and
+	// writes off none), and held = the units of the live unpaid orders.
 	stock, err := testkit.AuditStock(f.db.WithContext(ctx), t.stock)
 	if err != nil {
 		return a, err

@@ -555,8 +555,9 @@ export interface components {
             price_cents: number;
             currency: components["schemas"]["Currency"];
             /**
-             * @description The units on hand now. Placing an order takes its quantities off; an order of more
-             *     is refused (409 `out-of-stock`); a cancelled order's units come back.
+             * @description The units a shopper can buy now: on hand less those held by unpaid orders. Placing an
+             *     order holds its quantities; an order of more is refused (409 `out-of-stock`); a
+             *     cancelled or expired order's units come back.
              */
             stock: number;
         };
@@ -568,6 +569,7 @@ export interface components {
         };
         OrderLine: {
             product_id: string;
+            /** @description At most 10 of a product in one order (422 `validation`, naming the line). */
             quantity: number;
         };
         Order: {
@@ -992,7 +994,10 @@ export interface components {
          * @description A line asks for more than its product has left (`out-of-stock`: `detail` names each such
          *     product and how many are left, `errors` points at its line). Nothing was reserved nor
          *     ordered, and the key was released: the same order, with the same key, may succeed once
-         *     the product is restocked. Or, with `Retry-After: 1`, the original request with this key
+         *     the product is restocked. Or the shopper already holds `MAX_PENDING_ORDERS` (3) unpaid orders
+         *     (`too-many-pending-orders`): nothing was written and the key was released, so the same
+         *     order, with the same key, succeeds once one of them is paid or cancelled. Or, with
+         *     `Retry-After: 1`, the original request with this key
          *     is still running (`idempotency-key-in-progress`), or this attempt was taken over
          *     (`idempotency-lease-lost`): retry with the same key.
          */
@@ -1006,7 +1011,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    type: "/problems/out-of-stock" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
+                    type: "/problems/out-of-stock" | "/problems/too-many-pending-orders" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
