@@ -83,9 +83,12 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
 	authed.GET("/webhook-deliveries", s.requireStaff, s.listWebhookDeliveries)
+	authed.POST("/webhook-deliveries/:id/redeliver", s.requireStaff, onceAtomic, s.redeliverWebhook)
 	staff := authed.Group("/staff", s.requireStaff)
 	staff.GET("/orders", s.staffListOrders)
 	staff.GET("/orders/:id", s.staffGetOrder)
+	staff.GET("/parked-events", s.listParkedEvents)
+	staff.POST("/parked-events/:consumer/:event_id/retry", onceAtomic, s.retryParkedEvent)
 
 	// Stripe's webhook deliveries: verified, then once per event id.
 	if s.deps.StripeWebhookSecret != "" {

@@ -79,11 +79,10 @@ func ParkedEvents(ctx context.Context, db *gorm.DB, limit int) ([]Parked, error)
 	return out, err
 }
 
-// Retry unparks a parked event: the consumer's relay hands it again at
-// its next poll, with its attempts counted afresh. It reports whether the
+// Retry unparks a parked event by forgetting its failures: the consumer's
+// relay hands it again at its next poll, as a new event. It reports whether the
 // event was parked.
 func Retry(ctx context.Context, tx *gorm.DB, consumer, eventID string) (bool, error) {
-	res := tx.WithContext(ctx).Model(&retryRow{}).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).
-		Updates(map[string]any{"attempts": 0, "parked_at": nil, "next_attempt_at": time.Now().UTC()})
+	res := tx.WithContext(ctx).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).Delete(&retryRow{})
 	return res.RowsAffected == 1, res.Error
 }

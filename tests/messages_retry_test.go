@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,55 @@ func TestAReceiptRefusedForNowHoldsUpNoOtherAndIsParkedAfterItsAttempts(t *testi
 	}
 	if box.receivedBy("never@example.com") != 0 || e.count("receipts") != 3 {
 		t.Fatalf("the parked receipt was sent")
+	}
+	staff, _ := e.staffToken("staff@example.com")
+	listed := e.do(request{method: "GET", path: "/api/v1/staff/parked-events", token: staff}).json(t)["parked_events"].([]any)
+	if len(listed) != 1 || listed[0].(map[string]any)["event_id"] != parked[0].EventID || !strings.Contains(listed[0].(map[string]any)["last_error"].(string), "450") {
+		t.Fatalf("staff's list of parked events: %v", listed)
+	}
+	box.refusing("never@example.com", 0)
+	retry := request{method: "POST", path: "/api/v1/staff/parked-events/receipts/" + parked[0].EventID + "/retry", token: staff, key: key("retry-never")}
+	for i := range 2 {
+		if r := e.do(retry); r.Status != http.StatusAccepted || r.replayed() != (i == 1) {
+			t.Fatalf("retry %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	until(t, "the retried receipt", func() bool { return e.count("receipts") == 4 })
+	if box.receivedBy("never@example.com") != 1 || e.count("outbox_retries") != 0 {
+		t.Fatalf("%d receipts to never@ after the retry, %d events scheduled; want 1 and none", box.receivedBy("never@example.com"), e.count("outbox_retries"))
+	}
+}
+
+// Staff ask for a webhook delivered already to be sent again: the
+// request, retried with its key, makes one redelivery; the endpoint is
+// sent the same webhook-id and body a second time, and the delivery lists
+// two attempts. A shopper's request is refused (403) and sends nothing.
+func TestAWebhookRedeliveredByStaffIsSentOnceMoreWithTheSameIDAndBody(t *testing.T) {
+	e := newEnv(t)
+	e.shopperOrder("redeliver@example.com")
+	events := e.factEvents()
+	e.handleAll(notify.Webhooks{}, events, 1)
+	recv, srv := newReceiver(t)
+	sender := e.sender(srv.URL, 8)
+	e.rounds(sender, 5)
+	id := events[0].ID
+	staff, _ := e.staffToken("staff@example.com")
+	shopper := e.signUp("shopper@example.com")
+	path := "/api/v1/webhook-deliveries/" + id + "/redeliver"
+	isProblem(t, e.do(request{method: "POST", path: path, token: shopper, key: key("redeliver-shopper")}), http.StatusForbidden, "/problems/forbidden")
+	redeliver := request{method: "POST", path: path, token: staff, key: key("redeliver-1")}
+	for i := range 2 {
+		if r := e.do(redeliver); r.Status != http.StatusAccepted || r.replayed() != (i == 1) {
+			t.Fatalf("redeliver %d: %d %s (replayed %v)", i, r.Status, r.Body, r.replayed())
+		}
+	}
+	if n := e.rounds(sender, 5); n != 1 {
+		t.Fatalf("%d attempts after the redelivery; want 1", n)
+	}
+	if recv.sent[id] != 2 || recv.accepted[id] != 2 || recv.bodies[id][0] != recv.bodies[id][1] || recv.bad != 0 || len(recv.sent) != len(events) {
+		t.Fatalf("%s sent %d times, accepted %d, bodies alike %v; want twice the same", id, recv.sent[id], recv.accepted[id], recv.bodies[id][0] == recv.bodies[id][len(recv.bodies[id])-1])
+	}
+	if n := e.count("webhook_attempts", "delivery_id = ?", id); n != 2 || e.count("webhook_deliveries", "state = ?", "delivered") != int64(len(events)) {
+		t.Fatalf("%d attempts recorded for the redelivered one; want 2, and every delivery delivered", n)
 	}
 }
