@@ -67,6 +67,7 @@ type mailSession struct{ box *mailbox }
 func (s *mailSession) Reset()                               {}
 func (s *mailSession) Logout() error                        { return nil }
 func (s *mailSession) Mail(string, *smtp.MailOptions) error { return nil }
+
 // refusing makes the server answer code (0: accept) for the recipient.
 func (b *mailbox) refusing(to string, code int) {
 	b.mu.Lock()
