@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
@@ -25,6 +26,32 @@ type parkedEventJSON struct {
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error"`
 	ParkedAt  time.Time `json:"parked_at"`
+}
+
+type staffParkedView struct {
+	layout
+	Parked []outbox.Parked
+	Key    string // of this page's forms, each adding its event's id
+}
+
+// staffParkedPage lists the parked events, each with a button that
+// retries it.
+func (s *Server) staffParkedPage(c *gin.Context) {
+	parked, err := outbox.ParkedEvents(c.Request.Context(), s.deps.DB, parkedLimit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.renderPage(c, http.StatusOK, "staff_parked.html", staffParkedView{layout: s.layout(c), Parked: parked, Key: uuid.NewString() + "-"})
+}
+
+// staffRetryParked retries one parked event, then lists what is left.
+func (s *Server) staffRetryParked(c *gin.Context) {
+	if _, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/staff/parked")
 }
 
 // listParkedEvents is GET /api/v1/staff/parked-events: the events parked

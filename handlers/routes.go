@@ -109,6 +109,8 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/products/stock", onceAtomic, s.staffRestock)
 	console.GET("/in-doubt", s.staffDoubtsPage)
 	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
+	console.GET("/parked", s.staffParkedPage)
+	console.POST("/parked/:consumer/:event_id/retry", onceAtomic, s.staffRetryParked)
 }
 
 // asPage makes the answer for an unknown path an HTML page, except under
