@@ -41,8 +41,9 @@ func (b *mailbox) receivedBy(to string) int {
 // A real SMTP server answers 450 ("for now") for one shopper's address:
 // the receipts of the shoppers paid after it arrive meanwhile, and the
 // refused one arrives once the 450 stops, each once. Then one that keeps
-// failing is parked after its attempts, with its last error, and handed
-// no more.
+// failing is parked after its attempts, with its last error, handed no
+// more, shown to staff in the API and the console, and sent once when they
+// retry it with a key, twice.
 func TestAReceiptRefusedForNowHoldsUpNoOtherAndIsParkedAfterItsAttempts(t *testing.T) {
 	e := newEnv(t)
 	box := newMailbox(t, map[string]int{"later@example.com": 450, "never@example.com": 450})
@@ -86,6 +87,10 @@ func TestAReceiptRefusedForNowHoldsUpNoOtherAndIsParkedAfterItsAttempts(t *testi
 	listed := e.do(request{method: "GET", path: "/api/v1/staff/parked-events", token: staff}).json(t)["parked_events"].([]any)
 	if len(listed) != 1 || listed[0].(map[string]any)["event_id"] != parked[0].EventID || !strings.Contains(listed[0].(map[string]any)["last_error"].(string), "450") {
 		t.Fatalf("staff's list of parked events: %v", listed)
+	}
+	page := e.staffBrowser("console@example.com").get("/staff/parked")
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), "/staff/parked/receipts/"+parked[0].EventID+"/retry") || !strings.Contains(string(page.Body), "450") {
+		t.Fatalf("the console's parked page: %d, without the event's Retry button and its 450:\n%s", page.Status, page.Body)
 	}
 	box.refusing("never@example.com", 0)
 	retry := request{method: "POST", path: "/api/v1/staff/parked-events/receipts/" + parked[0].EventID + "/retry", token: staff, key: key("retry-never")}
