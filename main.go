@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/joho/godotenv"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
@@ -122,7 +123,12 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 		return err
 	}
 	service := newBilling(cfg, db, logger, tracer)
-	srv := newServer(cfg, db, service, logger, tracer)
+	stopRelay, lag, err := jobs.StartRelay(ctx, cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	defer stopRelay()
+	srv := newServer(cfg, db, service, logger, tracer, lag)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -146,11 +152,6 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 	go func() { defer close(reconciling); jobs.Reconcile(ctx, service, cfg.ReconcileEvery, logger) }()
 	go func() { defer close(webhooking); jobs.SendWebhooks(ctx, cfg, db, logger) }()
 	defer func() { stop(); <-sweeping; <-reconciling; <-webhooking }()
-	stopRelay, err := jobs.StartRelay(ctx, cfg, db, logger)
-	if err != nil {
-		return err
-	}
-	defer stopRelay()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	select {
@@ -207,9 +208,10 @@ func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trac
 
 // newServer builds the HTTP handlers, and warns of the settings left to
 // their development defaults.
-func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider) *handlers.Server {
+func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider, series []prometheus.Collector) *handlers.Server {
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,
+		Collectors:          series,
 		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,

@@ -95,6 +95,7 @@ type Config struct {
 
 	OutboxPollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" envDefault:"1s" min:"1" doc:"How often the outbox's relay looks for new events."`
 	OutboxLease        time.Duration `env:"OUTBOX_LEASE" envDefault:"15s" min:"1" doc:"How long an instance keeps a consumer without renewing; at least twice OUTBOX_POLL_INTERVAL."`
+	OutboxMaxAttempts  int           `env:"OUTBOX_MAX_ATTEMPTS" envDefault:"60" min:"1" want:"a whole number of at least 1" doc:"Attempts a consumer makes at one event, waiting 1 s doubling to 30 min between them (about a day), before the event is parked for staff."`
 	NATSURL            string        `env:"NATS_URL" doc:"The NATS server (with JetStream) events are published to; empty publishes nothing."`
 	NATSStream         string        `env:"NATS_STREAM" envDefault:"SHOP" doc:"The JetStream stream, created if missing."`
 	NATSPrefix         string        `env:"NATS_SUBJECT_PREFIX" envDefault:"shop" doc:"The prefix of the events' subjects: shop.order.paid…"`

@@ -83,9 +83,12 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	authed.POST("/orders/:id/cancel", onceAtomic, s.cancelOrder)
 	authed.GET("/idempotency-keys", s.listKeys)
 	authed.GET("/webhook-deliveries", s.requireStaff, s.listWebhookDeliveries)
+	authed.POST("/webhook-deliveries/:id/redeliver", s.requireStaff, onceAtomic, s.redeliverWebhook)
 	staff := authed.Group("/staff", s.requireStaff)
 	staff.GET("/orders", s.staffListOrders)
 	staff.GET("/orders/:id", s.staffGetOrder)
+	staff.GET("/parked-events", s.listParkedEvents)
+	staff.POST("/parked-events/:consumer/:event_id/retry", onceAtomic, s.retryParkedEvent)
 
 	// Stripe's webhook deliveries: verified, then once per event id.
 	if s.deps.StripeWebhookSecret != "" {
@@ -106,6 +109,8 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/products/stock", onceAtomic, s.staffRestock)
 	console.GET("/in-doubt", s.staffDoubtsPage)
 	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
+	console.GET("/parked", s.staffParkedPage)
+	console.POST("/parked/:consumer/:event_id/retry", onceAtomic, s.staffRetryParked)
 }
 
 // asPage makes the answer for an unknown path an HTML page, except under

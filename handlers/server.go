@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/securecookie"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
@@ -88,6 +89,9 @@ type Deps struct {
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the API from a browser; none when empty (see crossOriginAPI).
 	CORSOrigins []string
+	// Collectors are the background jobs' series (the outbox's lag), served
+	// on /metrics beside the server's own.
+	Collectors []prometheus.Collector
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).
@@ -169,6 +173,7 @@ func NewServer(deps Deps) *Server {
 	s.metrics.registry.MustRegister(s.payments.Collectors()...)
 	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
 	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
+	s.metrics.registry.MustRegister(deps.Collectors...)
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &accounts.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}

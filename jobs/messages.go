@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/config"
@@ -52,22 +53,22 @@ func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all
 
 // StartRelay runs the outbox's relay, in every instance, until the
 // returned stop is called or ctx ends; stop waits for it, then closes the
-// consumers.
-func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), err error) {
+// consumers. lag is the relay's series, for /metrics.
+func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), lag []prometheus.Collector, err error) {
 	all, closeAll, err := consumers(ctx, cfg, logger)
 	if err != nil {
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
 	host, _ := os.Hostname()
 	relay := outbox.NewRelay(db, all, outbox.RelayConfig{
-		Interval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, Logger: logger,
+		Interval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, MaxAttempts: cfg.OutboxMaxAttempts, Logger: logger,
 		Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	relaying := make(chan struct{})
 	go func() { defer close(relaying); relay.Run(ctx) }()
-	return func() { cancel(); <-relaying; closeAll() }, nil
+	return func() { cancel(); <-relaying; closeAll() }, relay.Collectors(), nil
 }
 
 // SendWebhooks posts the deliveries due until ctx ends; nothing without a

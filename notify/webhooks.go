@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
@@ -145,7 +144,7 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 		update["state"], update["finished_at"] = models.DeliveryFailed, now
 		s.Logger.Warn("webhook delivery failed: no more attempts", "delivery", d.ID, "attempts", attempts, "err", postErr)
 	default:
-		update["next_attempt_at"] = now.Add(s.delay(attempts))
+		update["next_attempt_at"] = now.Add(outbox.Backoff(attempts, s.Backoff, s.MaxBackoff))
 	}
 	return s.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&record).Error; err != nil {
@@ -176,16 +175,4 @@ func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Tim
 		return resp.StatusCode, fmt.Errorf("the endpoint answered %s", resp.Status)
 	}
 	return resp.StatusCode, nil
-}
-
-// delay is the wait after the n-th failed attempt: Backoff doubling each
-// time, jittered, at most MaxBackoff.
-func (s *Sender) delay(n int) time.Duration {
-	b := &backoff.ExponentialBackOff{InitialInterval: s.Backoff, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: s.MaxBackoff}
-	b.Reset()
-	d := b.NextBackOff()
-	for range n - 1 {
-		d = b.NextBackOff()
-	}
-	return min(d, s.MaxBackoff)
 }

@@ -39,11 +39,19 @@ type RelayConfig struct {
 	Lease time.Duration
 	// Holder names this instance in the leases: unique per process.
 	Holder string
-	Logger *slog.Logger
+	// MaxAttempts a consumer makes at an event before the event is parked
+	// (OUTBOX_MAX_ATTEMPTS); Backoff doubles from the first failure's wait
+	// to MaxBackoff (1 s and 30 min when zero).
+	MaxAttempts         int
+	Backoff, MaxBackoff time.Duration
+	Logger              *slog.Logger
 }
 
 // NewRelay is a relay of db's events to the consumers.
 func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
+	if cfg.Backoff == 0 {
+		cfg.Backoff, cfg.MaxBackoff = time.Second, 30*time.Minute
+	}
 	return &Relay{db: db, consumers: consumers, cfg: cfg}
 }
 
@@ -64,7 +72,7 @@ func (r *Relay) run(ctx context.Context, c Consumer) {
 	var until time.Time // of this instance's lease of the consumer
 	for {
 		if err := r.pass(ctx, c, &until); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("outbox: consumer failed; handing it the event again at the next poll", "consumer", c.Name(), "err", err)
+			r.cfg.Logger.Warn("outbox: consumer failed; trying again at the next poll", "consumer", c.Name(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -74,21 +82,17 @@ func (r *Relay) run(ctx context.Context, c Consumer) {
 	}
 }
 
-// pass hands the consumer the events it has not processed, in seq order,
-// while this instance holds its lease; it stops at the first that fails,
-// to hand it again at the next poll, first.
+// pass hands the consumer the events it has not handled whose turn has
+// come, in seq order, while this instance holds its lease. An event that
+// fails is due again on its own schedule, and the next ones go on; an
+// unavailable consumer, or a lease lost, ends the pass.
 func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	for {
 		var err error
 		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 			return err
 		}
-		var events []Event
-		q := r.db.WithContext(ctx).Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name())
-		if only, ok := c.(Selective); ok {
-			q = q.Where("type IN ?", only.Types())
-		}
-		err = q.Order("seq").Limit(batch).Find(&events).Error
+		events, err := due(ctx, r.db, c, time.Now().UTC())
 		if err != nil {
 			return err
 		}
@@ -100,9 +104,20 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 			// instance taking the consumer over does not act beside it.
 			hctx, cancel := context.WithDeadline(ctx, *until)
 			err = r.handle(hctx, c, ev)
+			lost := hctx.Err()
 			cancel()
+			if err == nil || lost != nil || errors.Is(err, ErrUnavailable) {
+				if err != nil {
+					return fmt.Errorf("event %s: %w", ev.ID, err)
+				}
+				continue
+			}
+			parked, err := r.failed(ctx, c.Name(), ev, err)
 			if err != nil {
-				return fmt.Errorf("event %s: %w", ev.ID, err)
+				return err
+			}
+			if parked {
+				r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it", "consumer", c.Name(), "event", ev.ID, "attempts", ev.Attempts+1)
 			}
 		}
 		if len(events) < batch {
@@ -114,9 +129,14 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 // handle hands one event to the consumer and, once it is done, makes sure
 // the event is in its inbox: a consumer that has nothing to do for an
 // event (a receipt for a placed order) returns nil without an effect.
-func (r *Relay) handle(ctx context.Context, c Consumer, ev Event) error {
-	if err := c.Handle(ctx, r.db, ev); err != nil {
+func (r *Relay) handle(ctx context.Context, c Consumer, ev pending) error {
+	if err := c.Handle(ctx, r.db, ev.Event); err != nil {
 		return err
+	}
+	if ev.Attempts > 0 { // it had failed before: its schedule goes
+		if err := r.db.WithContext(ctx).Delete(&retryRow{}, "consumer = ? AND event_id = ?", c.Name(), ev.ID).Error; err != nil {
+			return err
+		}
 	}
 	done, err := Processed(ctx, r.db, c.Name(), ev.ID)
 	if err != nil || done {

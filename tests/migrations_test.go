@@ -71,7 +71,7 @@ type lastReleaseOrder struct {
 func (lastReleaseOrder) TableName() string { return "orders" }
 
 // addedTables are the tables migrations after 1 add.
-var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts"}
+var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts", "outbox_retries"}
 
 // addedColumns are the columns migrations after 1 add to the last
 // release's tables, with the value each gives the rows already there.

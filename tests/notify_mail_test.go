@@ -24,7 +24,7 @@ import (
 // given, whole.
 type mailbox struct {
 	URL      string
-	refuse   map[string]int // recipients refused, with the reply code (before the server starts)
+	refuse   map[string]int // recipients refused, with the reply code (changed through refusing)
 	mu       sync.Mutex
 	refused  int
 	messages []*mail.Message
@@ -67,13 +67,21 @@ type mailSession struct{ box *mailbox }
 func (s *mailSession) Reset()                               {}
 func (s *mailSession) Logout() error                        { return nil }
 func (s *mailSession) Mail(string, *smtp.MailOptions) error { return nil }
+
+// refusing makes the server answer code (0: accept) for the recipient.
+func (b *mailbox) refusing(to string, code int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refuse[to] = code
+}
+
 func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.box.mu.Lock()
+	defer s.box.mu.Unlock()
 	code := s.box.refuse[to]
 	if code == 0 {
 		return nil
 	}
-	s.box.mu.Lock()
-	defer s.box.mu.Unlock()
 	s.box.refused++
 	return &smtp.SMTPError{Code: code, Message: "no thanks"}
 }

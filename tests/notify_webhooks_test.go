@@ -58,6 +58,7 @@ type receiver struct {
 	mu       sync.Mutex
 	sent     map[string]int
 	accepted map[string]int
+	bodies   map[string][]string // each webhook-id's bodies, as sent
 	bad      int
 }
 
@@ -66,7 +67,7 @@ func newReceiver(t *testing.T) (*receiver, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &receiver{t: t, key: key, sent: map[string]int{}, accepted: map[string]int{}}
+	r := &receiver{t: t, key: key, sent: map[string]int{}, accepted: map[string]int{}, bodies: map[string][]string{}}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return r, srv
@@ -83,6 +84,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.hangOnce = false
 	n := r.sent[id]
 	r.sent[id]++
+	r.bodies[id] = append(r.bodies[id], string(body))
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	var ev struct{ ID string }
 	if req.Header.Get("webhook-signature") != want || err != nil || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute ||

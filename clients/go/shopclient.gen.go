@@ -134,6 +134,27 @@ func (e OrderStatus) Valid() bool {
 	}
 }
 
+// Defines values for ParkedEventConsumer.
+const (
+	Nats     ParkedEventConsumer = "nats"
+	Receipts ParkedEventConsumer = "receipts"
+	Webhooks ParkedEventConsumer = "webhooks"
+)
+
+// Valid indicates whether the value is a known member of the ParkedEventConsumer enum.
+func (e ParkedEventConsumer) Valid() bool {
+	switch e {
+	case Nats:
+		return true
+	case Receipts:
+		return true
+	case Webhooks:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PaymentStatus.
 const (
 	PaymentStatusDeclined       PaymentStatus = "declined"
@@ -3245,6 +3266,357 @@ func (e GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatusN401 ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case ListParkedEvents401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatusN403 ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListParkedEvents403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListParkedEvents403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatusN500 ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListParkedEvents500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListParkedEvents500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatusN400 RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
+	case RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatusN401 RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatusN403 RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatusN404 RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatusN413 RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatusN413:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType = "/problems/request-too-large"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatusN415 RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatusN415:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType = "/problems/unsupported-media-type"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatusN422 RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatusN500 RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateToken400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateToken400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateToken400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -3797,6 +4169,261 @@ func (e ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType) Vali
 	}
 }
 
+// Defines values for RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatusN400 RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
+	case RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatusN401 RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatusN401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-expired"
+	RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType = "/problems/token-revoked"
+	RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType = "/problems/unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenExpired:
+		return true
+	case RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemstokenRevoked:
+		return true
+	case RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyTypeProblemsunauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatusN403 RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatusN403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType = "/problems/forbidden"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyTypeProblemsforbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatusN404 RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType = "/problems/not-found"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyTypeProblemsnotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatusN413 RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatusN413:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType = "/problems/request-too-large"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyTypeProblemsrequestTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatusN415 RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatusN415:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType = "/problems/unsupported-media-type"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatusN422 RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatusN500 RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatusN500:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType = "/problems/internal"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ProblemPage404ApplicationProblemPlusJSONResponseBodyStatusN404 ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus = 404
@@ -4175,6 +4802,20 @@ type OrderLine struct {
 	// Quantity At most 10 of a product in one order (422 `validation`, naming the line).
 	Quantity int `json:"quantity"`
 }
+
+// ParkedEvent defines model for ParkedEvent.
+type ParkedEvent struct {
+	Attempts  int                 `json:"attempts"`
+	Consumer  ParkedEventConsumer `json:"consumer"`
+	EventId   string              `json:"event_id"`
+	EventType string              `json:"event_type"`
+	LastError string              `json:"last_error"`
+	OrderId   string              `json:"order_id"`
+	ParkedAt  time.Time           `json:"parked_at"`
+}
+
+// ParkedEventConsumer defines model for ParkedEvent.Consumer.
+type ParkedEventConsumer string
 
 // Payment defines model for Payment.
 type Payment struct {
@@ -5349,6 +5990,83 @@ type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 // GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
 type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType string
 
+// ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListParkedEvents.
+type ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType defines parameters for ListParkedEvents.
+type ListParkedEvents401ApplicationProblemPlusJSONResponseBodyType string
+
+// ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListParkedEvents.
+type ListParkedEvents403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType defines parameters for ListParkedEvents.
+type ListParkedEvents403ApplicationProblemPlusJSONResponseBodyType string
+
+// ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListParkedEvents.
+type ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListParkedEvents.
+type ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEventParams defines parameters for RetryParkedEvent.
+type RetryParkedEventParams struct {
+	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+	// value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+	// same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+	// by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+	// body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+	// matter.
+	IdempotencyKey IdempotencyKeyHeader `json:"Idempotency-Key"`
+}
+
+// RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent400ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent401ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent403ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent404ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent413ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent415ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent422ApplicationProblemPlusJSONResponseBodyType string
+
+// RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateToken400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
 type CreateToken400ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5466,6 +6184,65 @@ type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhookParams defines parameters for RedeliverWebhook.
+type RedeliverWebhookParams struct {
+	// IdempotencyKey Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+	// value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+	// same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+	// by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+	// body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+	// matter.
+	IdempotencyKey IdempotencyKeyHeader `json:"Idempotency-Key"`
+}
+
+// RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook400ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook401ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook403ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook404ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook413ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook415ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook422ApplicationProblemPlusJSONResponseBodyType string
+
+// RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType string
 
 // ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ProblemPage.
 type ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus int
@@ -5776,6 +6553,21 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
 	GetAnyOrder(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListParkedEvents List the events a consumer gave up on, with the last error (staff only)
+	//
+	// An event a consumer (receipts, webhooks, nats) failed `OUTBOX_MAX_ATTEMPTS` times is parked: handed no
+	// more until staff retry it. The 100 parked most recently, newest first.
+	//
+	// Corresponds with GET /api/v1/staff/parked-events (the `ListParkedEvents` operationId).
+	ListParkedEvents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryParkedEvent Hand a parked event to its consumer again (staff only)
+	//
+	// The consumer's relay hands the event again at its next poll, its attempts counted afresh.
+	//
+	// Corresponds with POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry (the `RetryParkedEvent` operationId).
+	RetryParkedEvent(ctx context.Context, consumer string, eventId string, params *RetryParkedEventParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateTokenWithBody Get a bearer token
 	//
 	// The token is shown once; only its SHA-256 is stored.
@@ -5824,6 +6616,14 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
 	ListWebhookDeliveries(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedeliverWebhook Send a webhook delivery again, the same webhook-id and body (staff only)
+	//
+	// Makes the delivery due at once, whatever its state: the sender posts it again, with the same `webhook-id`
+	// and body, and records the attempt. A request retried with its key redelivers once. Only staff may.
+	//
+	// Corresponds with POST /api/v1/webhook-deliveries/{id}/redeliver (the `RedeliverWebhook` operationId).
+	RedeliverWebhook(ctx context.Context, id string, params *RedeliverWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ApiReference This document, as a page to read
 	//
@@ -6247,6 +7047,41 @@ func (c *Client) GetAnyOrder(ctx context.Context, id OrderID, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
+// ListParkedEvents List the events a consumer gave up on, with the last error (staff only)
+//
+// An event a consumer (receipts, webhooks, nats) failed `OUTBOX_MAX_ATTEMPTS` times is parked: handed no
+// more until staff retry it. The 100 parked most recently, newest first.
+//
+// Corresponds with GET /api/v1/staff/parked-events (the `ListParkedEvents` operationId).
+func (c *Client) ListParkedEvents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListParkedEventsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryParkedEvent Hand a parked event to its consumer again (staff only)
+//
+// The consumer's relay hands the event again at its next poll, its attempts counted afresh.
+//
+// Corresponds with POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry (the `RetryParkedEvent` operationId).
+func (c *Client) RetryParkedEvent(ctx context.Context, consumer string, eventId string, params *RetryParkedEventParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryParkedEventRequest(c.Server, consumer, eventId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateTokenWithBody Get a bearer token
 //
 // The token is shown once; only its SHA-256 is stored.
@@ -6346,6 +7181,24 @@ func (c *Client) CreateUser(ctx context.Context, body CreateUserJSONRequestBody,
 // Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
 func (c *Client) ListWebhookDeliveries(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListWebhookDeliveriesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedeliverWebhook Send a webhook delivery again, the same webhook-id and body (staff only)
+//
+// Makes the delivery due at once, whatever its state: the sender posts it again, with the same `webhook-id`
+// and body, and records the attempt. A request retried with its key redelivers once. Only staff may.
+//
+// Corresponds with POST /api/v1/webhook-deliveries/{id}/redeliver (the `RedeliverWebhook` operationId).
+func (c *Client) RedeliverWebhook(ctx context.Context, id string, params *RedeliverWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeliverWebhookRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7251,6 +8104,87 @@ func NewGetAnyOrderRequest(server string, id OrderID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListParkedEventsRequest constructs an http.Request for the ListParkedEvents method
+func NewListParkedEventsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/staff/parked-events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRetryParkedEventRequest constructs an http.Request for the RetryParkedEvent method
+func NewRetryParkedEventRequest(server string, consumer string, eventId string, params *RetryParkedEventParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "consumer", consumer, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "event_id", eventId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/staff/parked-events/%s/%s/retry", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewCreateTokenRequest calls the generic CreateToken builder with application/json body
 func NewCreateTokenRequest(server string, body CreateTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7419,6 +8353,53 @@ func NewListWebhookDeliveriesRequest(server string, params *ListWebhookDeliverie
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRedeliverWebhookRequest constructs an http.Request for the RedeliverWebhook method
+func NewRedeliverWebhookRequest(server string, id string, params *RedeliverWebhookParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhook-deliveries/%s/redeliver", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
 	}
 
 	return req, nil
@@ -7917,6 +8898,25 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/staff/orders/{id} (the `GetAnyOrder` operationId).
 	GetAnyOrderWithResponse(ctx context.Context, id OrderID, reqEditors ...RequestEditorFn) (*GetAnyOrderResponse, error)
 
+	// ListParkedEventsWithResponse List the events a consumer gave up on, with the last error (staff only)
+	//
+	// An event a consumer (receipts, webhooks, nats) failed `OUTBOX_MAX_ATTEMPTS` times is parked: handed no
+	// more until staff retry it. The 100 parked most recently, newest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/staff/parked-events (the `ListParkedEvents` operationId).
+	ListParkedEventsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListParkedEventsResponse, error)
+
+	// RetryParkedEventWithResponse Hand a parked event to its consumer again (staff only)
+	//
+	// The consumer's relay hands the event again at its next poll, its attempts counted afresh.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry (the `RetryParkedEvent` operationId).
+	RetryParkedEventWithResponse(ctx context.Context, consumer string, eventId string, params *RetryParkedEventParams, reqEditors ...RequestEditorFn) (*RetryParkedEventResponse, error)
+
 	// CreateTokenWithBodyWithResponse Get a bearer token
 	//
 	// The token is shown once; only its SHA-256 is stored.
@@ -7969,6 +8969,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/webhook-deliveries (the `ListWebhookDeliveries` operationId).
 	ListWebhookDeliveriesWithResponse(ctx context.Context, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
+
+	// RedeliverWebhookWithResponse Send a webhook delivery again, the same webhook-id and body (staff only)
+	//
+	// Makes the delivery due at once, whatever its state: the sender posts it again, with the same `webhook-id`
+	// and body, and records the attempt. A request retried with its key redelivers once. Only staff may.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/webhook-deliveries/{id}/redeliver (the `RedeliverWebhook` operationId).
+	RedeliverWebhookWithResponse(ctx context.Context, id string, params *RedeliverWebhookParams, reqEditors ...RequestEditorFn) (*RedeliverWebhookResponse, error)
 
 	// ApiReferenceWithResponse This document, as a page to read
 	//
@@ -9853,6 +10863,289 @@ func (r GetAnyOrderResponse) ContentType() string {
 	return ""
 }
 
+// ListParkedEventsResponse200Headers the declared response headers of an HTTP 200 response for ListParkedEvents
+type ListParkedEventsResponse200Headers struct {
+	XRequestId string
+}
+
+// ListParkedEventsResponse401Headers the declared response headers of an HTTP 401 response for ListParkedEvents
+type ListParkedEventsResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListParkedEventsResponse403Headers the declared response headers of an HTTP 403 response for ListParkedEvents
+type ListParkedEventsResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// ListParkedEventsResponse500Headers the declared response headers of an HTTP 500 response for ListParkedEvents
+type ListParkedEventsResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type ListParkedEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		ParkedEvents []ParkedEvent `json:"parked_events"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListParkedEventsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListParkedEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListParkedEventsResponse403Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListParkedEventsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListParkedEventsResponse) GetJSON200() *struct {
+	ParkedEvents []ParkedEvent `json:"parked_events"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListParkedEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListParkedEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListParkedEventsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListParkedEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListParkedEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListParkedEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListParkedEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryParkedEventResponse202Headers the declared response headers of an HTTP 202 response for RetryParkedEvent
+type RetryParkedEventResponse202Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RetryParkedEventResponse400Headers the declared response headers of an HTTP 400 response for RetryParkedEvent
+type RetryParkedEventResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse401Headers the declared response headers of an HTTP 401 response for RetryParkedEvent
+type RetryParkedEventResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RetryParkedEventResponse403Headers the declared response headers of an HTTP 403 response for RetryParkedEvent
+type RetryParkedEventResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse404Headers the declared response headers of an HTTP 404 response for RetryParkedEvent
+type RetryParkedEventResponse404Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse413Headers the declared response headers of an HTTP 413 response for RetryParkedEvent
+type RetryParkedEventResponse413Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse415Headers the declared response headers of an HTTP 415 response for RetryParkedEvent
+type RetryParkedEventResponse415Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse422Headers the declared response headers of an HTTP 422 response for RetryParkedEvent
+type RetryParkedEventResponse422Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RetryParkedEventResponse500Headers the declared response headers of an HTTP 500 response for RetryParkedEvent
+type RetryParkedEventResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type RetryParkedEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		Consumer string `json:"consumer"`
+		EventId  string `json:"event_id"`
+		Retried  bool   `json:"retried"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *InvalidOrKeyReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RetryParkedEventResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RetryParkedEventResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryParkedEventResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RetryParkedEventResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RetryParkedEventResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RetryParkedEventResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RetryParkedEventResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RetryParkedEventResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RetryParkedEventResponse500Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RetryParkedEventResponse) GetJSON202() *struct {
+	Consumer string `json:"consumer"`
+	EventId  string `json:"event_id"`
+	Retried  bool   `json:"retried"`
+} {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryParkedEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryParkedEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryParkedEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryParkedEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateTokenResponse201Headers the declared response headers of an HTTP 201 response for CreateToken
 type CreateTokenResponse201Headers struct {
 	CacheControl string
@@ -10331,6 +11624,183 @@ func (r ListWebhookDeliveriesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RedeliverWebhookResponse202Headers the declared response headers of an HTTP 202 response for RedeliverWebhook
+type RedeliverWebhookResponse202Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RedeliverWebhookResponse400Headers the declared response headers of an HTTP 400 response for RedeliverWebhook
+type RedeliverWebhookResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse401Headers the declared response headers of an HTTP 401 response for RedeliverWebhook
+type RedeliverWebhookResponse401Headers struct {
+	CacheControl    string
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RedeliverWebhookResponse403Headers the declared response headers of an HTTP 403 response for RedeliverWebhook
+type RedeliverWebhookResponse403Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse404Headers the declared response headers of an HTTP 404 response for RedeliverWebhook
+type RedeliverWebhookResponse404Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse413Headers the declared response headers of an HTTP 413 response for RedeliverWebhook
+type RedeliverWebhookResponse413Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse415Headers the declared response headers of an HTTP 415 response for RedeliverWebhook
+type RedeliverWebhookResponse415Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse422Headers the declared response headers of an HTTP 422 response for RedeliverWebhook
+type RedeliverWebhookResponse422Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+// RedeliverWebhookResponse500Headers the declared response headers of an HTTP 500 response for RedeliverWebhook
+type RedeliverWebhookResponse500Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
+type RedeliverWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookDelivery
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *InvalidOrKeyReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RedeliverWebhookResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RedeliverWebhookResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RedeliverWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RedeliverWebhookResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RedeliverWebhookResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RedeliverWebhookResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RedeliverWebhookResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RedeliverWebhookResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RedeliverWebhookResponse500Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RedeliverWebhookResponse) GetJSON202() *WebhookDelivery {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RedeliverWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedeliverWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedeliverWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedeliverWebhookResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11198,6 +12668,37 @@ func (c *ClientWithResponses) GetAnyOrderWithResponse(ctx context.Context, id Or
 	return ParseGetAnyOrderResponse(rsp)
 }
 
+// ListParkedEventsWithResponse List the events a consumer gave up on, with the last error (staff only)
+//
+// An event a consumer (receipts, webhooks, nats) failed `OUTBOX_MAX_ATTEMPTS` times is parked: handed no
+// more until staff retry it. The 100 parked most recently, newest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/staff/parked-events (the `ListParkedEvents` operationId).
+func (c *ClientWithResponses) ListParkedEventsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListParkedEventsResponse, error) {
+	rsp, err := c.ListParkedEvents(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListParkedEventsResponse(rsp)
+}
+
+// RetryParkedEventWithResponse Hand a parked event to its consumer again (staff only)
+//
+// The consumer's relay hands the event again at its next poll, its attempts counted afresh.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry (the `RetryParkedEvent` operationId).
+func (c *ClientWithResponses) RetryParkedEventWithResponse(ctx context.Context, consumer string, eventId string, params *RetryParkedEventParams, reqEditors ...RequestEditorFn) (*RetryParkedEventResponse, error) {
+	rsp, err := c.RetryParkedEvent(ctx, consumer, eventId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryParkedEventResponse(rsp)
+}
+
 // CreateTokenWithBodyWithResponse Get a bearer token
 //
 // The token is shown once; only its SHA-256 is stored.
@@ -11285,6 +12786,22 @@ func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseListWebhookDeliveriesResponse(rsp)
+}
+
+// RedeliverWebhookWithResponse Send a webhook delivery again, the same webhook-id and body (staff only)
+//
+// Makes the delivery due at once, whatever its state: the sender posts it again, with the same `webhook-id`
+// and body, and records the attempt. A request retried with its key redelivers once. Only staff may.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/webhook-deliveries/{id}/redeliver (the `RedeliverWebhook` operationId).
+func (c *ClientWithResponses) RedeliverWebhookWithResponse(ctx context.Context, id string, params *RedeliverWebhookParams, reqEditors ...RequestEditorFn) (*RedeliverWebhookResponse, error) {
+	rsp, err := c.RedeliverWebhook(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeliverWebhookResponse(rsp)
 }
 
 // ApiReferenceWithResponse This document, as a page to read
@@ -13946,6 +15463,382 @@ func ParseGetAnyOrderResponse(rsp *http.Response) (*GetAnyOrderResponse, error) 
 	return response, nil
 }
 
+// ParseListParkedEventsResponse parses an HTTP response from a ListParkedEventsWithResponse call
+func ParseListParkedEventsResponse(rsp *http.Response) (*ListParkedEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListParkedEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			ParkedEvents []ParkedEvent `json:"parked_events"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListParkedEventsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListParkedEventsResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListParkedEventsResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListParkedEventsResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryParkedEventResponse parses an HTTP response from a RetryParkedEventWithResponse call
+func ParseRetryParkedEventResponse(rsp *http.Response) (*RetryParkedEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryParkedEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			Consumer string `json:"consumer"`
+			EventId  string `json:"event_id"`
+			Retried  bool   `json:"retried"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest KeyOrBodyMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidOrKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RetryParkedEventResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers RetryParkedEventResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RetryParkedEventResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RetryParkedEventResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RetryParkedEventResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers RetryParkedEventResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RetryParkedEventResponse415Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RetryParkedEventResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers RetryParkedEventResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateTokenResponse parses an HTTP response from a CreateTokenWithResponse call
 func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14580,6 +16473,258 @@ func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliver
 		response.Headers403 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListWebhookDeliveriesResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedeliverWebhookResponse parses an HTTP response from a RedeliverWebhookWithResponse call
+func ParseRedeliverWebhookResponse(rsp *http.Response) (*RedeliverWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedeliverWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest KeyOrBodyMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest InvalidOrKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RedeliverWebhookResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers RedeliverWebhookResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RedeliverWebhookResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RedeliverWebhookResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RedeliverWebhookResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers RedeliverWebhookResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RedeliverWebhookResponse415Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RedeliverWebhookResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers RedeliverWebhookResponse500Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,9 +32,18 @@ type JetStream struct {
 const JetStreamConsumer = "nats"
 
 // NewJetStream connects to the NATS server at url and creates the stream,
-// taking the subjects <prefix>.>, if it is missing.
-func NewJetStream(ctx context.Context, url, stream, prefix string) (*JetStream, error) {
-	conn, err := nats.Connect(url, nats.Name("shop outbox"))
+// taking the subjects <prefix>.>, if it is missing. Once connected, it
+// never gives up on the server (nats.go's default stops after 60 tries):
+// it tries again, backing off to 15 s, for as long as the server is away,
+// and keeps no publish in a buffer meanwhile, so that what the relay could
+// not publish it publishes again once the server is back. opts come after
+// those and may change them.
+func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.Option) (*JetStream, error) {
+	reconnect := func(attempts int) time.Duration {
+		return outbox.Backoff(attempts, 250*time.Millisecond, 15*time.Second)
+	}
+	conn, err := nats.Connect(url, append([]nats.Option{nats.Name("shop outbox"), nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(reconnect), nats.ReconnectBufSize(-1)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
@@ -72,8 +82,12 @@ func takes(cfg jetstream.StreamConfig, prefix string) error {
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
 // Handle publishes the event and, once the stream has acked it, records it
-// in the inbox.
+// in the inbox. While the server is away it publishes nothing and answers
+// outbox.ErrUnavailable.
 func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
+	if !j.conn.IsConnected() {
+		return fmt.Errorf("NATS is %s: %w", j.conn.Status(), outbox.ErrUnavailable)
+	}
 	pause("before-publish", ev.ID)
 	if _, err := j.js.Publish(ctx, j.prefix+"."+ev.Type, []byte(ev.Body), jetstream.WithMsgID(ev.ID)); err != nil {
 		return err

@@ -333,6 +333,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook-deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a webhook delivery again, the same webhook-id and body (staff only)
+         * @description Makes the delivery due at once, whatever its state: the sender posts it again, with the same `webhook-id`
+         *     and body, and records the attempt. A request retried with its key redelivers once. Only staff may.
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/staff/parked-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the events a consumer gave up on, with the last error (staff only)
+         * @description An event a consumer (receipts, webhooks, nats) failed `OUTBOX_MAX_ATTEMPTS` times is parked: handed no
+         *     more until staff retry it. The 100 parked most recently, newest first.
+         */
+        get: operations["listParkedEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/staff/parked-events/{consumer}/{event_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand a parked event to its consumer again (staff only)
+         * @description The consumer's relay hands the event again at its next poll, its attempts counted afresh.
+         */
+        post: operations["retryParkedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -779,6 +841,17 @@ export interface components {
             finished_at: string | null;
             /** @description Every POST made, oldest first. */
             attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        ParkedEvent: {
+            /** @enum {string} */
+            consumer: "receipts" | "webhooks" | "nats";
+            event_id: string;
+            event_type: string;
+            order_id: string;
+            attempts: number;
+            last_error: string;
+            /** Format: date-time */
+            parked_at: string;
         };
         WebhookAttempt: {
             /** Format: date-time */
@@ -1928,6 +2001,143 @@ export interface operations {
             400: components["responses"]["InvalidParameter"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description The delivery's id, the event's. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, due again. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The original request with this key is still running (`idempotency-key-in-progress`), or this attempt was taken over (`idempotency-lease-lost`); retry with the same key. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listParkedEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The parked events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        parked_events: components["schemas"]["ParkedEvent"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    retryParkedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Names one operation. An RFC 8941 string (`"…"`, as the IETF draft has it) or a bare
+                 *     value of printable ASCII without spaces, quotes or commas; `"abc"` and `abc` are the
+                 *     same key. 1–255 characters once decoded, one value, no parameters. Kept for 24 hours
+                 *     by default (`IDEMPOTENCY_TTL`). The same key with a different method, path, query or
+                 *     body is refused (422 `idempotency-key-reused`); JSON key order and whitespace do not
+                 *     matter.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKeyHeader"];
+            };
+            path: {
+                /** @description receipts, webhooks or nats. */
+                consumer: string;
+                event_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event, handed again at the next poll. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        consumer: string;
+                        event_id: string;
+                        retried: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["KeyOrBodyMalformed"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The original request with this key is still running (`idempotency-key-in-progress`), or this attempt was taken over (`idempotency-lease-lost`); retry with the same key. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
         };
     };

@@ -1,0 +1,140 @@
+package tests
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shop/shop/notify"
+	"github.com/shop/shop/outbox"
+)
+
+// runRelay relays the database's events to the consumers, retrying a
+// failed event after 20 ms doubling to 100 ms, parking it after
+// maxAttempts, until the test ends or the returned stop is called.
+func (e *env) runRelay(maxAttempts int, consumers ...outbox.Consumer) (stop func()) {
+	relay := outbox.NewRelay(e.db, consumers, outbox.RelayConfig{Interval: 20 * time.Millisecond, Lease: time.Minute, Holder: "test",
+		MaxAttempts: maxAttempts, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(e.t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// receivedBy reports whether the mailbox holds a message to the address.
+func (b *mailbox) receivedBy(to string) int {
+	messages, _ := b.received()
+	n := 0
+	for _, m := range messages {
+		if strings.Contains(m.Header.Get("To"), to) {
+			n++
+		}
+	}
+	return n
+}
+
+// A real SMTP server answers 450 ("for now") for one shopper's address:
+// the receipts of the shoppers paid after it arrive meanwhile, and the
+// refused one arrives once the 450 stops, each once. Then one that keeps
+// failing is parked after its attempts, with its last error, handed no
+// more, shown to staff in the API and the console, and sent once when they
+// retry it with a key, twice.
+func TestAReceiptRefusedForNowHoldsUpNoOtherAndIsParkedAfterItsAttempts(t *testing.T) {
+	e := newEnv(t)
+	box := newMailbox(t, map[string]int{"later@example.com": 450, "never@example.com": 450})
+	mailer, err := notify.NewMailer(box.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts := notify.Receipts{Logger: slog.New(slog.DiscardHandler), Mailer: mailer, From: "shop@example.com", Domain: "shop.example", PublicURL: "http://shop.example"}
+	stop := e.runRelay(1000, receipts)
+	for _, email := range []string{"later@example.com", "first@example.com", "second@example.com"} {
+		e.shopperOrder(email)
+	}
+	until(t, "the receipts after the refused one", func() bool {
+		return box.receivedBy("first@example.com") == 1 && box.receivedBy("second@example.com") == 1
+	})
+	if box.receivedBy("later@example.com") != 0 || e.count("outbox_retries", "consumer = ? AND attempts > 0 AND last_error LIKE ?", "receipts", "%450%") != 1 {
+		t.Fatalf("the refused receipt: %d sent, %d scheduled again with its 450; want 0 and 1", box.receivedBy("later@example.com"),
+			e.count("outbox_retries", "last_error LIKE ?", "%450%"))
+	}
+	box.refusing("later@example.com", 0)
+	until(t, "the refused receipt, once the 450 stops", func() bool { return e.count("receipts") == 3 })
+	stop()
+	if box.receivedBy("later@example.com") != 1 || e.count("outbox_retries") != 0 {
+		t.Fatalf("%d receipts to later@, %d events scheduled again; want 1 and none", box.receivedBy("later@example.com"), e.count("outbox_retries"))
+	}
+
+	e.runRelay(3, receipts)
+	e.shopperOrder("never@example.com")
+	until(t, "the failing receipt to be parked", func() bool { return e.count("outbox_retries", "parked_at IS NOT NULL") == 1 })
+	parked, err := outbox.ParkedEvents(t.Context(), e.db, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != 1 || parked[0].Attempts != 3 || parked[0].Consumer != "receipts" || !strings.Contains(parked[0].LastError, "450") {
+		t.Fatalf("parked %+v; want the receipt to never@, after 3 attempts, with its 450", parked)
+	}
+	if box.receivedBy("never@example.com") != 0 || e.count("receipts") != 3 {
+		t.Fatalf("the parked receipt was sent")
+	}
+	staff, _ := e.staffToken("staff@example.com")
+	listed := e.do(request{method: "GET", path: "/api/v1/staff/parked-events", token: staff}).json(t)["parked_events"].([]any)
+	if len(listed) != 1 || listed[0].(map[string]any)["event_id"] != parked[0].EventID || !strings.Contains(listed[0].(map[string]any)["last_error"].(string), "450") {
+		t.Fatalf("staff's list of parked events: %v", listed)
+	}
+	page := e.staffBrowser("console@example.com").get("/staff/parked")
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), "/staff/parked/receipts/"+parked[0].EventID+"/retry") || !strings.Contains(string(page.Body), "450") {
+		t.Fatalf("the console's parked page: %d, without the event's Retry button and its 450:\n%s", page.Status, page.Body)
+	}
+	box.refusing("never@example.com", 0)
+	retry := request{method: "POST", path: "/api/v1/staff/parked-events/receipts/" + parked[0].EventID + "/retry", token: staff, key: key("retry-never")}
+	for i := range 2 {
+		if r := e.do(retry); r.Status != http.StatusAccepted || r.replayed() != (i == 1) {
+			t.Fatalf("retry %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	until(t, "the retried receipt", func() bool { return e.count("receipts") == 4 })
+	if box.receivedBy("never@example.com") != 1 || e.count("outbox_retries") != 0 {
+		t.Fatalf("%d receipts to never@ after the retry, %d events scheduled; want 1 and none", box.receivedBy("never@example.com"), e.count("outbox_retries"))
+	}
+}
+
+// Staff ask for a webhook delivered already to be sent again: the
+// request, retried with its key, makes one redelivery; the endpoint is
+// sent the same webhook-id and body a second time, and the delivery lists
+// two attempts. A shopper's request is refused (403) and sends nothing.
+func TestAWebhookRedeliveredByStaffIsSentOnceMoreWithTheSameIDAndBody(t *testing.T) {
+	e := newEnv(t)
+	e.shopperOrder("redeliver@example.com")
+	events := e.factEvents()
+	e.handleAll(notify.Webhooks{}, events, 1)
+	recv, srv := newReceiver(t)
+	sender := e.sender(srv.URL, 8)
+	e.rounds(sender, 5)
+	id := events[0].ID
+	staff, _ := e.staffToken("staff@example.com")
+	shopper := e.signUp("shopper@example.com")
+	path := "/api/v1/webhook-deliveries/" + id + "/redeliver"
+	isProblem(t, e.do(request{method: "POST", path: path, token: shopper, key: key("redeliver-shopper")}), http.StatusForbidden, "/problems/forbidden")
+	redeliver := request{method: "POST", path: path, token: staff, key: key("redeliver-1")}
+	for i := range 2 {
+		if r := e.do(redeliver); r.Status != http.StatusAccepted || r.replayed() != (i == 1) {
+			t.Fatalf("redeliver %d: %d %s (replayed %v)", i, r.Status, r.Body, r.replayed())
+		}
+	}
+	if n := e.rounds(sender, 5); n != 1 {
+		t.Fatalf("%d attempts after the redelivery; want 1", n)
+	}
+	if recv.sent[id] != 2 || recv.accepted[id] != 2 || recv.bodies[id][0] != recv.bodies[id][1] || recv.bad != 0 || len(recv.sent) != len(events) {
+		t.Fatalf("%s sent %d times, accepted %d, bodies alike %v; want twice the same", id, recv.sent[id], recv.accepted[id], recv.bodies[id][0] == recv.bodies[id][len(recv.bodies[id])-1])
+	}
+	if n := e.count("webhook_attempts", "delivery_id = ?", id); n != 2 || e.count("webhook_deliveries", "state = ?", "delivered") != int64(len(events)) {
+		t.Fatalf("%d attempts recorded for the redelivered one; want 2, and every delivery delivered", n)
+	}
+}
