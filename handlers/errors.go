@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -27,7 +28,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	p, words, _ := s.answerOf(c, err)
 	if !isPage(c) {
 		withID := *p // p may be an error's own, shared: the id is this request's
-		withID.RequestID = requestIDOf(c.Request.Context())
+		withID.RequestID = httpkit.RequestIDOf(c.Request.Context())
 		problem.Write(c, &withID)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -274,7 +275,7 @@ func explain(c *gin.Context, words models.Words) errorView {
 	if currentUser(c).ID == "" {
 		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}
-	view := errorView{Heading: words.Heading, Links: links, RequestID: requestIDOf(c.Request.Context())}
+	view := errorView{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
 	if words.Retry != "" {
 		view.Retry = retryOf(c, words.Retry)
 	}

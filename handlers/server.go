@@ -21,6 +21,7 @@ import (
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/orders"
 )
@@ -104,7 +105,7 @@ type Server struct {
 	cookies     *securecookie.SecureCookie
 	sessions    accounts.Sessions
 	crossOrigin *http.CrossOriginProtection
-	metrics     *metrics
+	metrics     *httpkit.Metrics
 	router      *gin.Engine
 	addresses   *accounts.AddressLimit // nil: not throttled
 }
@@ -129,7 +130,7 @@ func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	deps.Logger = slog.New(RequestIDs(deps.Logger.Handler()))
+	deps.Logger = slog.New(httpkit.RequestIDs(deps.Logger.Handler()))
 	accts, err := accounts.NewAccounts(deps.DB, deps.BcryptCost)
 	if err != nil {
 		panic(err) // only a bcrypt cost out of range, which Deps documents
@@ -150,7 +151,7 @@ func NewServer(deps Deps) *Server {
 		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
 		sessions:    accounts.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
-		metrics:     newMetrics(),
+		metrics:     httpkit.NewMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
@@ -159,13 +160,13 @@ func NewServer(deps Deps) *Server {
 		DigestKey:   keys.digest,
 		Scope:       scope,
 		Refuse:      s.refuse,
-		Observe:     s.metrics.idempotencyOutcome,
+		Observe:     s.metrics.IdempotencyOutcome,
 		Logger:      deps.Logger,
 	})
 	s.payments = deps.Payments
-	s.metrics.registry.MustRegister(s.payments.Collectors()...)
-	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
-	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
+	s.metrics.Registry.MustRegister(s.payments.Collectors()...)
+	s.metrics.Registry.MustRegister(pushesRefused(s.idempotency))
+	s.metrics.Registry.MustRegister(httpkit.SQLiteCommits(deps.DB)...)
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &accounts.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/shop/shop/audit"
-	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
@@ -46,18 +45,6 @@ func staffLinks(c *gin.Context) []link {
 // consolePath is the console's page of an order.
 func consolePath(orderID string) string { return "/staff/orders/" + orderID }
 
-// allOrdersPageOf reads the page of every user's orders that the query
-// asks for (q, status, limit, after): for the console and the staff API.
-func (s *Server) allOrdersPageOf(c *gin.Context) (page []orders.OrderOfUser, next *cursor, limit int, err error) {
-	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	return readPage(c, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
-		return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
-	}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
-}
-
 // statusChoice is one status the console's filter offers.
 type statusChoice struct{ Value, Label string }
 
@@ -79,12 +66,11 @@ type staffOrdersView struct {
 	Older string
 }
 
-// staffOrdersPage is the console's front page: every order, newest first,
+// allOrdersPage is the console's front page: every order, newest first,
 // found by number or email and filtered by status. A search it cannot read
 // gets the page again, saying why (400), with no orders.
-func (s *Server) staffOrdersPage(c *gin.Context) {
+func (s *Server) allOrdersPage(c *gin.Context, page []orders.OrderOfUser, next *cursor, limit int, err error) {
 	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: statusChoices}
-	page, next, limit, err := s.allOrdersPageOf(c)
 	var e *models.Error
 	if errors.As(err, &e) && e.Type == problem.InvalidParameter {
 		view.Notice = errorNotice(e.Shopper.Text)

@@ -50,19 +50,17 @@ func (s *Server) home(c *gin.Context) {
 
 const qtyPrefix = "qty-"
 
-// placeOrder turns the checkout form into one order. Invalid input gets the
-// form back (422) with the same key: not stored, so the corrected form
-// succeeds with it.
-func (s *Server) placeOrder(c *gin.Context) {
+// checkoutForm reads the checkout form: the items ordered, and the form
+// as typed, with a notice when it cannot be ordered as it is.
+func (s *Server) checkoutForm(c *gin.Context) (homeView, []orders.ItemInput, error) {
+	form := postForm(c)
+	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity}
 	// Through the operation's transaction, as everything an atomic handler
 	// reads: it already holds a connection, and must not wait for another.
 	products, err := orders.Store{DB: middleware.Tx(c)}.Products(c.Request.Context())
 	if err != nil {
-		s.fail(c, err)
-		return
+		return view, nil, err
 	}
-	form := postForm(c)
-	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity}
 	var items []orders.ItemInput
 	invalid := false
 	for _, p := range products {
@@ -90,28 +88,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	case len(items) == 0:
 		view.Notice = errorNotice("Choose a quantity for at least one product.")
 	}
-	if view.Notice != nil {
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
-		return
-	}
-	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), items)
-	var invalidErr *models.Error
-	if errors.As(err, &invalidErr) && invalidErr.Shortages != nil {
-		s.shortForm(c, view, invalidErr.Shortages)
-		return
-	}
-	if errors.As(err, &invalidErr) && invalidErr.Code == models.EINVALID {
-		// The catalog changed under the form (a product gone, say): the
-		// details are the API's words, not a shopper's.
-		view.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
-		return
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(order.ID))
+	return view, items, nil
 }
 
 func unknownProducts(form url.Values, products []models.Product) bool {
@@ -124,26 +101,11 @@ func unknownProducts(form url.Values, products []models.Product) bool {
 	return false
 }
 
-func orderPage(id string) string { return "/orders/" + id }
-
 type ordersView struct {
 	layout
 	Orders []models.Order
 	// Older links to the next page of orders; empty on the last.
 	Older string
-}
-
-func (s *Server) ordersPage(c *gin.Context) {
-	orders, next, limit, err := s.ordersPageOf(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	view := ordersView{layout: s.layout(c), Orders: orders}
-	if next != nil {
-		view.Older = nextURL(c, *next, limit)
-	}
-	s.renderPage(c, http.StatusOK, "orders.html", view)
 }
 
 type orderPageView struct {
@@ -161,12 +123,8 @@ type orderPageView struct {
 	RequestKey string
 }
 
-func (s *Server) orderPage(c *gin.Context) {
-	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+// showOrder is the order's page, with the forms of what the shopper may do.
+func (s *Server) showOrder(c *gin.Context, order models.Order) {
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
 	if err := s.withRequests(c, &view); err != nil {
 		s.fail(c, err)
@@ -249,17 +207,12 @@ func declineReason(reason string) string {
 	return "The bank said: " + reason + " "
 }
 
-// payOrder charges the order and goes back to the order page, which shows
-// the outcome: paid, declined with the reason, or already paid by an
-// earlier submission. Any other error is an error page in its own words:
-// a cancelled order's final, a provider failure's not stored.
-func (s *Server) payOrder(c *gin.Context) {
-	form := postForm(c)
-	payment, err := s.pay(c, form.Get(methodField))
+// paid answers the order page's pay form.
+func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
 	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
-		s.chooseCard(c, form.Get(middleware.FormKeyField))
+		s.chooseCard(c, postForm(c).Get(middleware.FormKeyField))
 		return
 	case errors.Is(err, models.ErrOrderPaid):
 		s.markOrderPage(c, alreadyPaid)

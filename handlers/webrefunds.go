@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"errors"
-	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,21 +13,6 @@ import (
 // The order page's Cancel order button, and how the page tells refunds
 // (which staff give). Like the pay form, each render carries a fresh key,
 // so a double-click or a resubmission cancels once.
-
-// cancelPendingOrder cancels an order nobody paid; a paid one gets the page
-// again, saying that staff give refunds.
-func (s *Server) cancelPendingOrder(c *gin.Context) {
-	_, err := s.cancel(c)
-	if errors.Is(err, models.ErrPaidNotCancellable) {
-		s.refusedByOrder(c, err)
-		return
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
-}
 
 // refusedByOrder shows the order page again with the refused form, told in
 // the words of the error the order's state answered.
