@@ -219,6 +219,7 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		SessionSecret:        []byte(cfg.SessionSecret),
 		SecureCookies:        cfg.Production(),
 		CORSOrigins:          cfg.CORSOrigins,
+		MetricsToken:         cfg.MetricsToken,
 		SessionIdle:          cfg.SessionIdle,
 		SessionMaxAge:        cfg.SessionMaxAge,
 		Logger:               logger,

@@ -38,7 +38,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 
 	r.GET("/healthz", httpkit.Healthz)
 	r.GET("/readyz", httpkit.Readyz(s.deps.DB, &middleware.IdempotencyKey{}))
-	r.GET("/metrics", s.metrics.Handler())
+	r.GET("/metrics", s.metrics.Handler(s.deps.MetricsToken))
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
 	r.GET("/openapi.json", httpkit.OpenAPIJSON)
 	r.GET("/openapi.yaml", httpkit.OpenAPIYAML)

@@ -86,6 +86,9 @@ type Deps struct {
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the API from a browser; none when empty (see crossOriginAPI).
 	CORSOrigins []string
+	// MetricsToken is the bearer token a client other than loopback sends
+	// to read /metrics; empty: only loopback may (METRICS_TOKEN).
+	MetricsToken string
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).

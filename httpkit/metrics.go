@@ -1,7 +1,9 @@
 package httpkit
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -73,9 +75,22 @@ func (m *Metrics) IdempotencyOutcome(route string, outcome middleware.Outcome) {
 	m.idempotency.WithLabelValues(route, string(outcome)).Inc()
 }
 
-// Handler serves the series.
-func (m *Metrics) Handler() gin.HandlerFunc {
-	return gin.WrapH(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+// Handler serves the series to a loopback client (c.ClientIP(), so behind
+// a trusted proxy the client it names), and to any other only with
+// Authorization: Bearer token; 401 otherwise: they count money and routes.
+func (m *Metrics) Handler(token string) gin.HandlerFunc {
+	serve := gin.WrapH(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	want := []byte("Bearer " + token)
+	return func(c *gin.Context) {
+		ip, err := netip.ParseAddr(c.ClientIP())
+		sent := []byte(c.GetHeader("Authorization"))
+		if (err == nil && ip.Unmap().IsLoopback()) || (token != "" && subtle.ConstantTimeCompare(sent, want) == 1) {
+			serve(c)
+			return
+		}
+		c.Header("WWW-Authenticate", `Bearer realm="metrics"`)
+		c.AbortWithStatus(http.StatusUnauthorized)
+	}
 }
 
 // SQLiteCommits are SQLite's group commits (database.CommitStats): the COMMITs
