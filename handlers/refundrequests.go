@@ -87,24 +87,3 @@ func (s *Server) withRequests(c *gin.Context, view *orderPageView) error {
 	view.CanRequest = view.Order.Charged() && view.Order.Status != models.OrderRefunded && !slices.ContainsFunc(reqs, func(r models.RefundRequest) bool { return r.State == models.RequestOpen })
 	return nil
 }
-
-// requestSentence is one request of the order's history, in a shopper's words.
-func requestSentence(r models.RefundRequest) string {
-	text := askedForRefund("You", r)
-	switch r.State {
-	case models.RequestFulfilled:
-		return text + ": refunded."
-	case models.RequestDeclined:
-		return text + ": declined by the shop's staff."
-	}
-	return text + ": the shop's staff will answer it."
-}
-
-// askedForRefund is the start of a sentence on a request for a refund:
-// who asked and, when they said, why.
-func askedForRefund(who string, r models.RefundRequest) string {
-	if r.Reason != "" {
-		return who + " asked for a refund (" + r.Reason + ")"
-	}
-	return who + " asked for a refund"
-}

@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"context"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -24,6 +23,7 @@ import (
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/templates"
 )
 
 // Deps is what the server is built from.
@@ -104,7 +104,7 @@ type Server struct {
 	trail       audit.Trail
 	idempotency *middleware.Idempotency
 	payments    *billing.Service
-	pages       map[string]*template.Template
+	pages       templates.Pages
 	cookies     *securecookie.SecureCookie
 	sessions    accounts.Sessions
 	crossOrigin *http.CrossOriginProtection
@@ -189,8 +189,8 @@ func scope(c *gin.Context) string {
 	return currentUser(c).ID
 }
 
-func mustParsePages() map[string]*template.Template {
-	pages, err := parsePages()
+func mustParsePages() templates.Pages {
+	pages, err := templates.Parse()
 	if err != nil {
 		panic(err)
 	}

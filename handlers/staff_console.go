@@ -12,6 +12,7 @@ import (
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/problem"
+	"github.com/shop/shop/templates"
 )
 
 // The staff console at /staff: pages like the shop's, on the same session
@@ -52,7 +53,7 @@ type statusChoice struct{ Value, Label string }
 var statusChoices = func() []statusChoice {
 	choices := []statusChoice{{"", "Any status"}}
 	for _, status := range orders.OrderStatuses() {
-		choices = append(choices, statusChoice{status, statusName(status)})
+		choices = append(choices, statusChoice{status, templates.StatusName(status)})
 	}
 	return choices
 }()
@@ -163,7 +164,7 @@ func (v staffOrderView) StateName(s models.State) string {
 // RefundLine is one refund of the order, whatever its state: how much,
 // how it stands, who gave it and why.
 func (v staffOrderView) RefundLine(r models.Refund) string {
-	text := money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
+	text := models.Money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
 	if r.Reason != "" {
 		text += " Reason: " + r.Reason
 	}
@@ -175,7 +176,7 @@ func (v staffOrderView) RefundLine(r models.Refund) string {
 
 // RequestLine is one of the shopper's requests for a refund and its answer.
 func (v staffOrderView) RequestLine(r models.RefundRequest) string {
-	text := askedForRefund("The shopper", r)
+	text := templates.AskedForRefund("The shopper", r)
 	switch r.State {
 	case models.RequestFulfilled:
 		return text + ": refunded."
@@ -236,7 +237,7 @@ func (v staffOrderView) TrailLine(e audit.Entry) string {
 	}
 	text := what + ", by " + who
 	if e.AmountCents != nil {
-		text += ": " + money(*e.AmountCents, v.Order.Currency)
+		text += ": " + models.Money(*e.AmountCents, v.Order.Currency)
 	}
 	if e.Reason != "" {
 		text += ". Reason: " + e.Reason

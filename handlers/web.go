@@ -15,6 +15,7 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/templates"
 )
 
 // The browser's pages. Every render of a form embeds a fresh key in its
@@ -146,7 +147,7 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 	case order.Status == models.OrderCancelled:
 		return cancelledNotice(order, expiry, twice)
 	case refund != nil:
-		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
+		return &notice{Kind: noticeSuccess, Title: templates.RefundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
 		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
@@ -159,7 +160,7 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.Declined:
 		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
-		n.Text = declineReason(last.DeclineReason) + n.Text
+		n.Text = templates.DeclineReason(last.DeclineReason) + n.Text
 		return n
 	case twice != "":
 		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
@@ -196,15 +197,6 @@ func latest[T any](rows []T, createdAt func(T) time.Time) *T {
 		}
 	}
 	return last
-}
-
-// declineReason is the provider's reason when it says more than "declined".
-func declineReason(reason string) string {
-	reason = strings.TrimSpace(reason)
-	if reason == "" || strings.EqualFold(reason, "Your card was declined.") {
-		return ""
-	}
-	return "The bank said: " + reason + " "
 }
 
 // paid answers the order page's pay form.

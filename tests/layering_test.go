@@ -43,7 +43,7 @@ var allowedImports = map[string][]string{
 	"problem":          {},
 	"openapi":          {},
 	"static":           {},
-	"templates":        {},
+	"templates":        {"models", "payments"},
 	"internal/tracing": {},
 	"internal/loop":    {},
 	"client":           {"clients/go"},

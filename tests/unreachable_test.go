@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"gorm.io/driver/postgres"
@@ -26,20 +28,35 @@ func TestUnreachableDatabaseAnswers503(t *testing.T) {
 	s := handlers.NewServer(handlers.Deps{DB: db, Payments: billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}})})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL}
+	// Sent past the contract's check: openapi.yaml lists 503 in its
+	// introduction only, not under each operation.
+	plain := func(r request) response {
+		req, _ := http.NewRequest(r.method, srv.URL+r.path, strings.NewReader(r.body))
+		req.Header = r.header.Clone()
+		if req.Header == nil {
+			req.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k"}, "Authorization": {"Bearer some-token"}}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+	}
 	for _, r := range []request{
-		{method: "POST", path: "/api/v1/users", body: `{"email":"ann@example.com","password":"correct horse battery"}`, offContract: true},
-		{method: "POST", path: "/api/v1/tokens", body: `{"email":"ann@example.com","password":"correct horse battery"}`, offContract: true},
-		{method: "GET", path: "/api/v1/products", offContract: true},
-		{method: "POST", path: "/api/v1/orders", token: "some-token", key: key("k"), body: `{"items":[]}`, offContract: true},
+		{method: "POST", path: "/api/v1/users", body: `{"email":"ann@example.com","password":"correct horse battery"}`},
+		{method: "POST", path: "/api/v1/tokens", body: `{"email":"ann@example.com","password":"correct horse battery"}`},
+		{method: "GET", path: "/api/v1/products"},
+		{method: "POST", path: "/api/v1/orders", body: `{"items":[]}`},
 	} {
-		got := e.do(r)
+		got := plain(r)
 		if got.Header.Get("Retry-After") == "" {
 			t.Errorf("%s %s: no Retry-After", r.method, r.path)
 		}
 		isProblem(t, got, http.StatusServiceUnavailable, "/problems/service-unavailable")
 	}
-	page := e.do(request{method: "GET", path: "/", header: http.Header{"Accept": {"text/html"}}})
+	page := plain(request{method: "GET", path: "/", header: http.Header{"Accept": {"text/html"}}})
 	if page.Status != http.StatusServiceUnavailable || page.Header.Get("Retry-After") == "" || page.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("the catalog page: %d, Retry-After %q, %s", page.Status, page.Header.Get("Retry-After"), page.Header.Get("Content-Type"))
 	}
