@@ -88,7 +88,6 @@ func (m *Metrics) Handler(token string) gin.HandlerFunc {
 			serve(c)
 			return
 		}
-		c.Header("WWW-Authenticate", `Bearer realm="metrics"`)
 		c.AbortWithStatus(http.StatusUnauthorized)
 	}
 }
