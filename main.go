@@ -30,6 +30,7 @@ import (
 	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/jobs"
 	"github.com/shop/shop/orders"
@@ -168,7 +169,7 @@ func newLogger(cfg config.Config, stdout io.Writer) *slog.Logger {
 	if cfg.LogJSON() {
 		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
 	}
-	return slog.New(handlers.RequestIDs(logs))
+	return slog.New(httpkit.RequestIDs(logs))
 }
 
 // openDatabase opens the database, migrates and seeds it; the returned
@@ -220,6 +221,7 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		SessionSecret:        []byte(cfg.SessionSecret),
 		SecureCookies:        cfg.Production(),
 		CORSOrigins:          cfg.CORSOrigins,
+		MetricsToken:         cfg.MetricsToken,
 		SessionIdle:          cfg.SessionIdle,
 		SessionMaxAge:        cfg.SessionMaxAge,
 		Logger:               logger,

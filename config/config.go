@@ -74,6 +74,7 @@ type Config struct {
 	SessionSecret  string   `env:"SESSION_SECRET" doc:"Signs session cookies and pushed answers: at least 32 characters, the same on every instance."`
 	TrustedProxies Prefixes `env:"TRUSTED_PROXIES" doc:"The reverse proxies whose X-Forwarded-For names the client: addresses and CIDR ranges, comma-separated."`
 	CORSOrigins    Origins  `env:"CORS_ORIGINS" doc:"Origins whose pages may call the JSON API from a browser, comma-separated, as the browser sends them."`
+	MetricsToken   string   `env:"METRICS_TOKEN" doc:"The bearer token a client other than loopback sends to read /metrics; empty: only loopback may."`
 	// A day idle: a shopper back the next day is still signed in, while a
 	// session left on a shared or lost device dies within a day of its last
 	// use. The default of fourteen days is how long the signed cookie of an

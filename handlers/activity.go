@@ -119,7 +119,7 @@ func refundActivity(traces audit.Traces, ref string) (what, href string, refused
 	if !ok {
 		return "Asked for a refund", "", nil
 	}
-	number, amount := traces.Numbers[r.OrderID], money(r.AmountCents, r.Currency)
+	number, amount := traces.Numbers[r.OrderID], models.Money(r.AmountCents, r.Currency)
 	if r.State == models.Failed {
 		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed
 	}

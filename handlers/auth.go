@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -73,31 +74,50 @@ func (s *Server) revokeToken(c *gin.Context) {
 }
 
 type credentials struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
+	Email    string `json:"email" form:"email"`
+	Password string `json:"password" form:"password"`
+	// Next is where the browser goes once signed in (a local path).
+	Next string `json:"-" form:"next"`
 }
 
+// createUser signs up: the API answers the account, the browser is signed
+// in. A second submission of the same form (a double-click) finds the
+// account and, the password being right, signs in too instead of saying
+// the email is taken.
 func (s *Server) createUser(c *gin.Context) {
 	var in credentials
-	if err := decodeJSON(c, &in); err != nil {
+	if err := decode(c, &in); err != nil {
 		s.fail(c, err)
 		return
 	}
 	user, err := s.accounts.SignUp(c.Request.Context(), in.Email, in.Password)
-	if err != nil {
-		s.fail(c, err)
-		return
+	if isPage(c) && errors.Is(err, models.ErrEmailTaken) {
+		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.ClientIP()); loginErr == nil {
+			user, err = existing, nil
+		}
 	}
-	c.JSON(http.StatusCreated, gin.H{"id": user.ID, "email": user.Email})
+	switch {
+	case isPage(c):
+		s.signedUp(c, in, user, err)
+	case err != nil:
+		s.fail(c, err)
+	default:
+		c.JSON(http.StatusCreated, gin.H{"id": user.ID, "email": user.Email})
+	}
 }
 
+// createToken logs in: the API gets a bearer token, the browser a session.
 func (s *Server) createToken(c *gin.Context) {
 	var in credentials
-	if err := decodeJSON(c, &in); err != nil {
+	if err := decode(c, &in); err != nil {
 		s.fail(c, err)
 		return
 	}
 	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.ClientIP())
+	if isPage(c) {
+		s.loggedIn(c, in, user, err)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return

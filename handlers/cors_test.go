@@ -11,6 +11,7 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
@@ -44,7 +45,7 @@ func TestCORSAllowsEveryAPIMethod(t *testing.T) {
 				route.Method, route.Path, w.Code, w.Header().Get("Access-Control-Allow-Origin"), apiPrefix)
 		}
 	}
-	if methods := slices.Sorted(maps.Keys(used)); !slices.Equal(methods, slices.Sorted(slices.Values(corsMethods))) {
-		t.Fatalf("the API's routes use %v, the preflight allows %v", methods, corsMethods)
+	if methods := slices.Sorted(maps.Keys(used)); !slices.Equal(methods, slices.Sorted(slices.Values(httpkit.CORSMethods))) {
+		t.Fatalf("the API's routes use %v, the preflight allows %v", methods, httpkit.CORSMethods)
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,72 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gin-gonic/gin/binding"
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
+
+// decode reads an operation's input into dst, the one way every handler
+// takes it: a page's form by dst's form tags, the API's JSON object
+// (decodeJSON) by its json tags.
+func decode(c *gin.Context, dst any) error {
+	if isPage(c) {
+		postForm(c)
+		return binding.MapFormWithTag(dst, c.Request.PostForm, "form")
+	}
+	return decodeJSON(c, dst)
+}
+
+// decodeNone reads an operation that takes no input: a form, or an empty
+// body or {} from the API.
+func decodeNone(c *gin.Context) error {
+	if isPage(c) {
+		return nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	var none struct{}
+	return decodeJSON(c, &none)
+}
+
+// jsonObjects refuses a JSON body that is not an object (null, an array, a
+// string, a number, a boolean) on every route, before any key is claimed:
+// no operation takes one, and Go's decoder reads null as {}.
+func (s *Server) jsonObjects(c *gin.Context) {
+	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
+		return
+	}
+	head, _ := io.ReadAll(io.LimitReader(c.Request.Body, middleware.MaxBodyBytes+1))
+	c.Request.Body = io.NopCloser(io.MultiReader(bytes.NewReader(head), c.Request.Body))
+	if kind := jsonValueKind(bytes.TrimLeft(head, " \t\r\n")); kind != "" {
+		s.fail(c, problem.MalformedRequest.With("The body must be a JSON object, not "+kind+"."))
+	}
+}
+
+// jsonValueKind names the JSON value body starts with when it is not an
+// object; "" for an object, or for what the decoder refuses itself.
+func jsonValueKind(body []byte) string {
+	switch {
+	case len(body) == 0 || body[0] == '{':
+		return ""
+	case body[0] == '[':
+		return "array"
+	case body[0] == '"':
+		return "string"
+	case bytes.HasPrefix(body, []byte("null")):
+		return "null"
+	case bytes.HasPrefix(body, []byte("true")), bytes.HasPrefix(body, []byte("false")):
+		return "boolean"
+	case body[0] == '-' || body[0] >= '0' && body[0] <= '9':
+		return "number"
+	}
+	return ""
+}
 
 // decodeJSON reads a JSON request body into dst: application/json only, at
 // most 1 MiB, one value, no unknown fields.
@@ -38,8 +100,6 @@ func decodeJSON(c *gin.Context, dst any) error {
 	switch {
 	case errors.As(err, &tooLarge):
 		return problem.TooLarge.With(fmt.Sprintf("The body is larger than %d bytes.", tooLarge.Limit))
-	case errors.As(err, &typeErr) && typeErr.Field == "":
-		return problem.MalformedRequest.With("The body must be a JSON object, not " + typeErr.Value + ".")
 	case errors.As(err, &typeErr):
 		return models.Invalid(models.FieldError{Field: typeErr.Field, Message: "must be " + jsonKind(typeErr.Type.Kind())})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -2,12 +2,18 @@ package handlers
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -27,7 +33,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	p, words, _ := s.answerOf(c, err)
 	if !isPage(c) {
 		withID := *p // p may be an error's own, shared: the id is this request's
-		withID.RequestID = requestIDOf(c.Request.Context())
+		withID.RequestID = httpkit.RequestIDOf(c.Request.Context())
 		problem.Write(c, &withID)
 		return
 	}
@@ -61,6 +67,9 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		p.RetryAfter = throttled.RetryAfterSeconds()
 	case models.IsUnstorableText(err):
 		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
+	case unreachable(err):
+		s.deps.Logger.WarnContext(c.Request.Context(), "database unreachable", "err", err, "route", c.FullPath())
+		p = problem.ServiceUnavailable.With("The database could not be reached; nothing was done.")
 	default:
 		s.deps.Logger.ErrorContext(c.Request.Context(), "request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
@@ -72,6 +81,18 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		middleware.Final(c)
 	}
 	return p, e.Shopper, e.Final
+}
+
+// unreachable reports a database the server could not reach, or lost
+// during the request: a connection refused, cut or timed out. It is the
+// server's trouble for now, not a bug: 503, retry later.
+func unreachable(err error) bool {
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) ||
+		errors.As(err, &connectErr) || pgconn.Timeout(err) ||
+		errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300")
 }
 
 // codeTypes are the problem types of the errors known by their code alone.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/payments"
 )
@@ -39,9 +40,9 @@ func TestEveryRouteCarriesTheSecurityHeaders(t *testing.T) {
 		req := httptest.NewRequest(p.method, p.path, strings.NewReader(""))
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, req)
-		want := pagePolicy
+		want := httpkit.PagePolicy
 		if p.path == "/docs/api" {
-			want = referencePolicy
+			want = httpkit.ReferencePolicy
 		}
 		h := w.Header()
 		if h.Get("Content-Security-Policy") != want || h.Get("X-Content-Type-Options") != "nosniff" ||
@@ -49,7 +50,7 @@ func TestEveryRouteCarriesTheSecurityHeaders(t *testing.T) {
 			t.Errorf("%s %s (%d): headers %v", p.method, p.path, w.Code, h)
 		}
 	}
-	for _, policy := range []string{pagePolicy, referencePolicy} {
+	for _, policy := range []string{httpkit.PagePolicy, httpkit.ReferencePolicy} {
 		if !strings.Contains(policy, "default-src 'self';") || !strings.Contains(policy, "script-src 'self';") ||
 			!strings.Contains(policy, "frame-ancestors 'none'") || strings.Contains(policy, "unsafe-eval") {
 			t.Errorf("policy %q lets scripts run from elsewhere, or frames the shop", policy)

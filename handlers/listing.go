@@ -13,7 +13,6 @@ import (
 
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
-	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
@@ -106,29 +105,6 @@ func isUUID(id string) bool { u, err := uuid.Parse(id); return err == nil && u.S
 func isKeyID(id string) bool {
 	n, err := strconv.ParseInt(id, 10, 64)
 	return err == nil && n > 0 && strconv.FormatInt(n, 10) == id
-}
-
-// listOrders lists the user's orders, newest first, a page at a time.
-func (s *Server) listOrders(c *gin.Context) {
-	orders, next, limit, err := s.ordersPageOf(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	out := make([]models.OrderJSON, 0, len(orders))
-	for _, o := range orders {
-		out = append(out, models.ViewOrder(o))
-	}
-	writePage(c, "orders", out, next, limit)
-}
-
-// ordersPageOf reads the page of the user's orders the query asks for, for
-// the API and the page; next is where the following page starts, nil on the
-// last.
-func (s *Server) ordersPageOf(c *gin.Context) (orders []models.Order, next *cursor, limit int, err error) {
-	return readPage(c, func(from *database.Position, limit int) ([]models.Order, bool, error) {
-		return s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
-	}, func(o models.Order) cursor { return cursor{o.CreatedAt, o.ID} })
 }
 
 // readPage reads one page of a newest-first listing of rows named by a

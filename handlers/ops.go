@@ -8,26 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
-
-func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
-
-// readyz answers 200 once the database answers and the schema is in place.
-func (s *Server) readyz(c *gin.Context) {
-	db := s.deps.DB.WithContext(c.Request.Context())
-	if sqlDB, err := db.DB(); err != nil || sqlDB.PingContext(c.Request.Context()) != nil {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "database unreachable"})
-		return
-	}
-	if !db.Migrator().HasTable(&middleware.IdempotencyKey{}) {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "migrations not applied"})
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
-}
 
 // problemIndex documents the idempotency policy and every problem type: the
 // API's reference, in the site's layout.

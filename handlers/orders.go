@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -8,11 +9,15 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
+
+// The shopper's operations on orders, each one handler for the API and
+// the browser: one decode, one service call, then JSON or a page.
 
 type productJSON struct {
 	ID         string `json:"id"`
@@ -25,6 +30,8 @@ type productJSON struct {
 }
 
 func orderLocation(id string) string { return "/api/v1/orders/" + id }
+
+func orderPage(id string) string { return "/orders/" + id }
 
 func (s *Server) listProducts(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
@@ -39,42 +46,124 @@ func (s *Server) listProducts(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"products": out})
 }
 
+// createOrder places one order: the API's items, or the checkout form's
+// quantities, which an invalid form gets back (422) with the same key: not
+// stored, so the corrected form succeeds with it.
 func (s *Server) createOrder(c *gin.Context) {
 	var in struct {
 		Items []orders.ItemInput `json:"items"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	var form homeView
+	var err error
+	if isPage(c) {
+		form, in.Items, err = s.checkoutForm(c)
+	} else {
+		err = decode(c, &in)
+	}
+	if err == nil && form.Notice != nil {
+		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
+		return
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), in.Items)
-	if err != nil {
+	var invalid *models.Error
+	switch {
+	case isPage(c) && errors.As(err, &invalid) && invalid.Shortages != nil:
+		s.shortForm(c, form, invalid.Shortages)
+	case isPage(c) && errors.As(err, &invalid) && invalid.Code == models.EINVALID:
+		// The catalog changed under the form (a product gone, say): the
+		// details are the API's words, not a shopper's.
+		form.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
+		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
+	case err != nil:
 		s.fail(c, err)
-		return
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, orderPage(order.ID))
+	default:
+		c.Header("Location", orderLocation(order.ID))
+		c.JSON(http.StatusCreated, models.ViewOrder(order))
 	}
-	c.Header("Location", orderLocation(order.ID))
-	c.JSON(http.StatusCreated, models.ViewOrder(order))
 }
 
+// getOrder is one of the user's orders, as JSON or its page.
 func (s *Server) getOrder(c *gin.Context) {
 	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		s.showOrder(c, order)
+	default:
+		c.JSON(http.StatusOK, models.ViewOrder(order))
+	}
+}
+
+// listOrders lists the user's orders, newest first, a page at a time.
+func (s *Server) listOrders(c *gin.Context) {
+	list, next, limit, err := readPage(c, func(from *database.Position, limit int) ([]models.Order, bool, error) {
+		return s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
+	}, func(o models.Order) cursor { return cursor{o.CreatedAt, o.ID} })
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		view := ordersView{layout: s.layout(c), Orders: list}
+		if next != nil {
+			view.Older = nextURL(c, *next, limit)
+		}
+		s.renderPage(c, http.StatusOK, "orders.html", view)
+	default:
+		out := make([]models.OrderJSON, 0, len(list))
+		for _, o := range list {
+			out = append(out, models.ViewOrder(o))
+		}
+		writePage(c, "orders", out, next, limit)
+	}
+}
+
+// cancelOrder cancels a pending order; from the page, a paid one gets the
+// page again, saying that staff give refunds.
+func (s *Server) cancelOrder(c *gin.Context) {
+	if err := decodeNone(c); err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, models.ViewOrder(order))
+	order, err := s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
+	switch {
+	case isPage(c) && errors.Is(err, models.ErrPaidNotCancellable):
+		s.refusedByOrder(c, err)
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+	default:
+		c.JSON(http.StatusOK, models.ViewOrder(order))
+	}
 }
 
-// createPayment charges the order.
+const methodField = "payment_method"
+
+// createPayment charges the order in the path with the method sent. The
+// page goes back to the order page, which shows the outcome (paid,
+// declined with the reason, already paid by an earlier submission), or
+// to the card provider's page to authenticate; any other error is an
+// error page in its own words.
 func (s *Server) createPayment(c *gin.Context) {
 	var in struct {
-		PaymentMethod string `json:"payment_method"`
+		PaymentMethod string `json:"payment_method" form:"payment_method"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := decode(c, &in); err != nil {
 		s.fail(c, err)
 		return
 	}
 	payment, err := s.pay(c, in.PaymentMethod)
+	if isPage(c) {
+		s.paid(c, payment, err)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -92,16 +181,13 @@ func (s *Server) createPayment(c *gin.Context) {
 	}
 }
 
-// pay charges the order in the path with the method sent, for the API and
-// the order page's form alike: the one check of the method, the one call.
+// pay is a payment's one check of the method and its one call.
 func (s *Server) pay(c *gin.Context, method string) (models.Payment, error) {
 	if !slices.Contains(payments.Methods, method) {
 		return models.Payment{}, models.Invalid(models.FieldError{Field: methodField, Message: "must be one of " + strings.Join(payments.Methods, ", ")})
 	}
 	return s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
 }
-
-const methodField = "payment_method"
 
 // operationOf is the idempotent operation a payment or refund runs in: the
 // middleware's own, so that the service calls the middleware, never back

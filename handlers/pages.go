@@ -1,19 +1,15 @@
 package handlers
 
 import (
-	"bytes"
-	"html/template"
-	"io/fs"
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/payments"
 	"github.com/shop/shop/templates"
 )
 
@@ -67,136 +63,8 @@ func told(kind noticeKind, words models.Words, also string) *notice {
 	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
 }
 
-// parsePages builds the template cache: each page parsed once with the base
-// layout, at start-up, so a broken template stops the server from starting.
-func parsePages() (map[string]*template.Template, error) {
-	names, err := fs.Glob(templates.FS, "*.html")
-	if err != nil {
-		return nil, err
-	}
-	pages := map[string]*template.Template{}
-	for _, name := range names {
-		if name == "base.html" {
-			continue
-		}
-		t, err := template.New(name).Funcs(pageFuncs).ParseFS(templates.FS, "base.html", name)
-		if err != nil {
-			return nil, err
-		}
-		pages[name] = t
-	}
-	return pages, nil
-}
-
-var pageFuncs = template.FuncMap{
-	"money":           money,
-	"lineTotal":       func(unit int64, quantity int) int64 { return unit * int64(quantity) },
-	"when":            when,
-	"day":             day,
-	"methodName":      methodName,
-	"cardName":        cardName,
-	"paymentSentence": paymentSentence,
-	"statusName":      statusName,
-	"paid":            paid,
-	"refundSentence":  refundSentence,
-	"requestSentence": requestSentence,
-}
-
-// when is a time as the page prints it before the script, when there is
-// one, rewrites it in the shopper's own time zone from its datetime.
-func when(t time.Time) template.HTML {
-	t = t.UTC()
-	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `">` + t.Format("2 Jan 2006 15:04 UTC") + `</time>`)
-}
-
-// day is a date alone, for lists that must fit a phone; the script rewrites
-// it in the shopper's time zone too.
-func day(t time.Time) template.HTML {
-	t = t.UTC()
-	return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `" data-day>` + t.Format("2 Jan 2006") + `</time>`)
-}
-
-// money is an amount in a shopper's words (models.Money).
-var money = models.Money
-
-// statusName is an order's status in a shopper's words.
-func statusName(status string) string {
-	switch status {
-	case models.OrderPending:
-		return "Awaiting payment"
-	case models.OrderPaid:
-		return "Paid"
-	case models.OrderPartiallyRefunded:
-		return "Partly refunded"
-	case models.OrderRefunded:
-		return "Refunded"
-	case models.OrderCancelled:
-		return "Cancelled"
-	}
-	return status
-}
-
 // paymentMethod is a choice of the pay form.
 type paymentMethod struct{ Value, Label string }
-
-// methodLabels name the test cards the shopper picks from; a method without
-// a label of its own is named after its id.
-var methodLabels = map[string]string{
-	payments.MethodVisa:              "Test Visa card (is charged)",
-	payments.MethodMastercard:        "Test Mastercard (is charged)",
-	payments.MethodChargeDeclined:    "Test card that is declined",
-	payments.MethodInsufficientFunds: "Test card without enough funds",
-	payments.MethodDeclined:          "Test card that is declined",
-	payments.MethodUnavailable:       "Test card whose provider is down",
-	payments.MethodRefundFail:        "Test Visa card (is charged; refunds fail: account closed)",
-	payments.MethodAuthentication:    "Test card that asks you to authenticate (3-D Secure)",
-}
-
-// cardNames are the test cards as a payment's history names them: the card,
-// without what choosing it does.
-var cardNames = map[string]string{
-	payments.MethodVisa:              "Test Visa card",
-	payments.MethodMastercard:        "Test Mastercard",
-	payments.MethodChargeDeclined:    "Test declined card",
-	payments.MethodInsufficientFunds: "Test card without funds",
-	payments.MethodDeclined:          "Test declined card",
-	payments.MethodUnavailable:       "Test card of a provider that is down",
-	payments.MethodRefundFail:        "Test Visa card",
-	payments.MethodAuthentication:    "Test card that asks to authenticate",
-}
-
-func cardName(value string) string {
-	if name, ok := cardNames[value]; ok {
-		return name
-	}
-	return methodName(value)
-}
-
-// paymentSentence is one payment of the order's history, in a shopper's
-// words: what happened to how much, on which card, and the bank's reason
-// for a decline.
-func paymentSentence(p models.Payment) string {
-	amount, card := money(p.AmountCents, p.Currency), cardName(p.PaymentMethod)
-	if p.Status == models.RequiresAction {
-		return amount + " on the " + card + ", waiting for you to authenticate it. Nothing is charged until you do."
-	}
-	if p.Status != models.Succeeded {
-		return amount + " declined on the " + card + ". " + strings.TrimSpace(declineReason(p.DeclineReason)+" Nothing was charged.")
-	}
-	return amount + " charged to the " + card + "."
-}
-
-// paid says whether the order was charged: it has a receipt.
-func paid(o models.Order) bool {
-	return slices.ContainsFunc(o.Payments, func(p models.Payment) bool { return p.Status == models.Succeeded })
-}
-
-func methodName(value string) string {
-	if label, ok := methodLabels[value]; ok {
-		return label
-	}
-	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
-}
 
 // cardChoice is the pay form's choices: the provider's own test cards
 // (the API accepts the older pm_card_declined too), and whose they are.
@@ -209,7 +77,7 @@ func (s *Server) cardChoice() cardChoice {
 	provider, cards := s.payments.TestCards()
 	choice := cardChoice{Provider: provider, Cards: make([]paymentMethod, 0, len(cards))}
 	for _, m := range cards {
-		choice.Cards = append(choice.Cards, paymentMethod{m, methodName(m)})
+		choice.Cards = append(choice.Cards, paymentMethod{m, templates.MethodName(m)})
 	}
 	return choice
 }
@@ -217,8 +85,8 @@ func (s *Server) cardChoice() cardChoice {
 // renderPage renders a page into a buffer first, so that a template error
 // sends an error page instead of half a page.
 func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
-	var buf bytes.Buffer
-	if err := s.pages[name].ExecuteTemplate(&buf, "base", data); err != nil {
+	page, err := s.pages.Render(name, data)
+	if err != nil {
 		s.deps.Logger.ErrorContext(c.Request.Context(), "render page", "page", name, "err", err)
 		c.Abort()
 		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("The page could not be shown; please try again."))
@@ -227,7 +95,7 @@ func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	// Not no-store: the back button should bring back the very page, with
 	// the same form key, so that submitting it again replays its answer.
 	c.Header("Cache-Control", "private, no-cache")
-	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+	c.Data(status, "text/html; charset=utf-8", page)
 }
 
 type link struct{ Href, Text string }
@@ -274,7 +142,7 @@ func explain(c *gin.Context, words models.Words) errorView {
 	if currentUser(c).ID == "" {
 		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
 	}
-	view := errorView{Heading: words.Heading, Links: links, RequestID: requestIDOf(c.Request.Context())}
+	view := errorView{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
 	if words.Retry != "" {
 		view.Retry = retryOf(c, words.Retry)
 	}

@@ -54,31 +54,26 @@ func (s *Server) requestRefund(c *gin.Context, reason string) (models.RefundRequ
 	return s.ledger.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), reason, s.deps.Now().UTC())
 }
 
-// createRefundRequest is POST /api/v1/orders/{id}/refund-requests {reason?}.
+// createRefundRequest records the shopper's request for a refund
+// {reason?}: from the order page's form, back to the order page, which
+// shows it.
 func (s *Server) createRefundRequest(c *gin.Context) {
 	var in struct {
-		Reason string `json:"reason"`
+		Reason string `json:"reason" form:"reason"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := decode(c, &in); err != nil {
 		s.fail(c, err)
 		return
 	}
 	req, err := s.requestRefund(c, in.Reason)
-	if err != nil {
+	switch {
+	case err != nil:
 		s.fail(c, err)
-		return
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+	default:
+		c.JSON(http.StatusCreated, refundRequestView(req))
 	}
-	c.JSON(http.StatusCreated, refundRequestView(req))
-}
-
-// askForRefund is the order page's "Request a refund" form: back to the
-// order page, which shows the request.
-func (s *Server) askForRefund(c *gin.Context) {
-	if _, err := s.requestRefund(c, postForm(c).Get("reason")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
 }
 
 // withRequests adds to the order page the order's requests for a refund,
@@ -91,25 +86,4 @@ func (s *Server) withRequests(c *gin.Context, view *orderPageView) error {
 	view.Requests, view.RequestKey = reqs, uuid.NewString()
 	view.CanRequest = view.Order.Charged() && view.Order.Status != models.OrderRefunded && !slices.ContainsFunc(reqs, func(r models.RefundRequest) bool { return r.State == models.RequestOpen })
 	return nil
-}
-
-// requestSentence is one request of the order's history, in a shopper's words.
-func requestSentence(r models.RefundRequest) string {
-	text := askedForRefund("You", r)
-	switch r.State {
-	case models.RequestFulfilled:
-		return text + ": refunded."
-	case models.RequestDeclined:
-		return text + ": declined by the shop's staff."
-	}
-	return text + ": the shop's staff will answer it."
-}
-
-// askedForRefund is the start of a sentence on a request for a refund:
-// who asked and, when they said, why.
-func askedForRefund(who string, r models.RefundRequest) string {
-	if r.Reason != "" {
-		return who + " asked for a refund (" + r.Reason + ")"
-	}
-	return who + " asked for a refund"
 }

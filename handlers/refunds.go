@@ -1,15 +1,12 @@
 package handlers
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/billing"
-	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
 
@@ -48,28 +45,44 @@ func refundInput(amountCents *int64, reason string) (billing.RefundInput, error)
 }
 
 // createRefund gives money back on a paid order, any user's, through the
-// payments service: staff only (requireStaff).
+// payments service: staff only (requireStaff, requireStaffPage). The API
+// takes amount_cents; the console's form an amount in the currency's
+// units and a reason, which it asks for, and gets the order page again
+// (422) when it cannot read them, nothing given back.
 func (s *Server) createRefund(c *gin.Context) {
 	var body struct {
 		AmountCents *int64 `json:"amount_cents"`
-		Reason      string `json:"reason"`
+		Amount      string `json:"-" form:"amount"`
+		Reason      string `json:"reason" form:"reason"`
 	}
-	if err := decodeJSON(c, &body); err != nil {
+	if err := decode(c, &body); err != nil {
 		s.fail(c, err)
 		return
 	}
-	in, err := refundInput(body.AmountCents, body.Reason)
-	if err != nil {
-		s.fail(c, err)
-		return
+	var in billing.RefundInput
+	var err error
+	if isPage(c) {
+		var wrong string
+		if in, wrong = consoleRefund(body.Amount, body.Reason); wrong != "" {
+			s.showStaffOrder(c, http.StatusUnprocessableEntity, errorNotice(wrong))
+			return
+		}
+	} else {
+		in, err = refundInput(body.AmountCents, body.Reason)
 	}
-	refund, err := s.refund(c, in)
-	if err != nil {
-		s.fail(c, err)
-		return
+	var refund models.Refund
+	if err == nil {
+		refund, err = s.refund(c, in)
 	}
-	c.Header("Location", refundLocation(refund))
-	c.JSON(http.StatusCreated, models.ViewRefund(refund))
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
+	default:
+		c.Header("Location", refundLocation(refund))
+		c.JSON(http.StatusCreated, models.ViewRefund(refund))
+	}
 }
 
 // getRefund answers one refund of one of the user's orders (any user's, for
@@ -81,34 +94,4 @@ func (s *Server) getRefund(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, models.ViewRefund(refund))
-}
-
-// cancelOrder cancels a pending order: an empty body or {}.
-func (s *Server) cancelOrder(c *gin.Context) {
-	if err := emptyObject(c); err != nil {
-		s.fail(c, err)
-		return
-	}
-	order, err := s.cancel(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, models.ViewOrder(order))
-}
-
-// cancel cancels the order of the request, from the API or the browser.
-func (s *Server) cancel(c *gin.Context) (models.Order, error) {
-	return s.payments.Cancel(middleware.Tx(c), currentUser(c).ID, c.Param("id"))
-}
-
-// emptyObject accepts an empty body, or a JSON object with no field.
-func emptyObject(c *gin.Context) error {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
-	if err != nil || len(bytes.TrimSpace(body)) == 0 {
-		return err
-	}
-	c.Request.Body = io.NopCloser(bytes.NewReader(body))
-	var none struct{}
-	return decodeJSON(c, &none)
 }

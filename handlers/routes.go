@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
@@ -13,30 +14,35 @@ import (
 	"github.com/shop/shop/static"
 )
 
+// apiPrefix is where the JSON API is mounted: its routes, and the only
+// paths that answer other origins.
+const apiPrefix = "/api/v1"
+
 // routes is the whole HTTP surface in one place; once makes a route
 // idempotent, onceAtomic one whose handler only writes to the database (its
 // claim commits with its writes: see the middleware's modes).
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	trustProxies(r, s.deps.TrustedProxies)
+	httpkit.TrustProxies(r, s.deps.TrustedProxies)
 	if tracing.On(s.deps.Tracer) {
 		r.Use(tracing.Requests(s.deps.Tracer)) // first: every span of the request is under its own
 	}
-	r.Use(requestID, s.logRequest, s.metrics.observe, gin.CustomRecovery(s.recovered), securityHeaders(pagePolicy))
+	r.Use(httpkit.RequestID, httpkit.AccessLog(s.deps.Logger, func(c *gin.Context) string { return currentUser(c).ID }),
+		s.metrics.Observe, gin.CustomRecovery(s.recovered), httpkit.SecurityHeaders(httpkit.PagePolicy))
 	if len(s.deps.CORSOrigins) > 0 {
-		r.Use(crossOriginAPI(s.deps.CORSOrigins)) // before every route's own middleware: a preflight has no token
+		r.Use(httpkit.CrossOriginAPI(apiPrefix, s.deps.CORSOrigins)) // before every route's own middleware: a preflight has no token
 	}
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
 
-	r.GET("/healthz", s.healthz)
-	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", s.metrics.handler())
+	r.GET("/healthz", httpkit.Healthz)
+	r.GET("/readyz", httpkit.Readyz(s.deps.DB, &middleware.IdempotencyKey{}))
+	r.GET("/metrics", s.metrics.Handler(s.deps.MetricsToken))
 	r.GET("/static/*file", s.static(http.FileServerFS(static.FS)))
-	r.GET("/openapi.json", s.openapiJSON)
-	r.GET("/openapi.yaml", s.openapiYAML)
-	r.GET("/docs/api", securityHeaders(referencePolicy), s.apiReference)
+	r.GET("/openapi.json", httpkit.OpenAPIJSON)
+	r.GET("/openapi.yaml", httpkit.OpenAPIYAML)
+	r.GET("/docs/api", httpkit.SecurityHeaders(httpkit.ReferencePolicy), httpkit.APIReference)
 
 	// The browser: session cookie, forms, cross-origin posts refused.
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
@@ -45,27 +51,27 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET("/problems", s.problemIndex)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.signupPage)
-	web.POST("/signup", s.throttleAddress, limitBody, s.signup)
+	web.POST("/signup", s.throttleAddress, limitBody, s.createUser)
 	web.GET("/login", s.loginPage)
-	web.POST("/login", s.throttleAddress, limitBody, s.login)
+	web.POST("/login", s.throttleAddress, limitBody, s.createToken)
 	web.POST("/logout", s.logout)
 	web.GET(payments.AuthPath+":charge", s.authenticationPage)
 	web.POST(payments.AuthPath+":charge", limitBody, s.authenticate)
 	shopper := web.Group("", s.requireSession)
-	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.placeOrder)
-	shopper.GET("/orders", s.ordersPage)
-	shopper.GET("/orders/:id", s.orderPage)
+	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.createOrder)
+	shopper.GET("/orders", s.listOrders)
+	shopper.GET("/orders/:id", s.getOrder)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
-	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.payOrder)
-	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.askForRefund)
-	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelPendingOrder)
+	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.createPayment)
+	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
+	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelOrder)
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)
 	s.consoleRoutes(web.Group("/staff", s.requireStaffPage), once, onceAtomic)
 
 	// The JSON API: bearer tokens.
-	api := r.Group(apiPrefix)
+	api := r.Group(apiPrefix, s.jsonObjects)
 	api.POST("/users", s.throttleAddress, s.createUser)
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)
@@ -100,9 +106,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 // consoleRoutes are the staff console's: staff only, refused before any
 // key is claimed (404 for a page, 403 for a write).
 func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
-	console.GET("", s.staffOrdersPage)
+	console.GET("", s.staffListOrders)
 	console.GET("/orders/:id", s.staffOrderPage)
-	console.POST("/orders/:id/refunds", once, s.staffRefund)
+	console.POST("/orders/:id/refunds", once, s.createRefund)
 	console.POST("/orders/:id/refund-requests/:request_id/decline", onceAtomic, s.staffDecline)
 	console.POST("/orders/:id/cancel", onceAtomic, s.staffCancel)
 	console.GET("/products", s.staffProductsPage)

@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"context"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -22,8 +21,10 @@ import (
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/templates"
 )
 
 // Deps is what the server is built from.
@@ -92,6 +93,9 @@ type Deps struct {
 	// Collectors are the background jobs' series (the outbox's lag), served
 	// on /metrics beside the server's own.
 	Collectors []prometheus.Collector
+	// MetricsToken is the bearer token a client other than loopback sends
+	// to read /metrics; empty: only loopback may (METRICS_TOKEN).
+	MetricsToken string
 	// Tracer traces each request in a span named by its route, which the
 	// idempotency middleware marks with its outcome; nil or a no-op
 	// provider: no tracing (see internal/tracing).
@@ -107,11 +111,11 @@ type Server struct {
 	trail       audit.Trail
 	idempotency *middleware.Idempotency
 	payments    *billing.Service
-	pages       map[string]*template.Template
+	pages       templates.Pages
 	cookies     *securecookie.SecureCookie
 	sessions    accounts.Sessions
 	crossOrigin *http.CrossOriginProtection
-	metrics     *metrics
+	metrics     *httpkit.Metrics
 	router      *gin.Engine
 	addresses   *accounts.AddressLimit // nil: not throttled
 }
@@ -136,7 +140,7 @@ func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	deps.Logger = slog.New(RequestIDs(deps.Logger.Handler()))
+	deps.Logger = slog.New(httpkit.RequestIDs(deps.Logger.Handler()))
 	accts, err := accounts.NewAccounts(deps.DB, deps.BcryptCost)
 	if err != nil {
 		panic(err) // only a bcrypt cost out of range, which Deps documents
@@ -157,7 +161,7 @@ func NewServer(deps Deps) *Server {
 		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
 		sessions:    accounts.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
-		metrics:     newMetrics(),
+		metrics:     httpkit.NewMetrics(),
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
@@ -166,14 +170,14 @@ func NewServer(deps Deps) *Server {
 		DigestKey:   keys.digest,
 		Scope:       scope,
 		Refuse:      s.refuse,
-		Observe:     s.metrics.idempotencyOutcome,
+		Observe:     s.metrics.IdempotencyOutcome,
 		Logger:      deps.Logger,
 	})
 	s.payments = deps.Payments
-	s.metrics.registry.MustRegister(s.payments.Collectors()...)
-	s.metrics.registry.MustRegister(pushesRefused(s.idempotency))
-	s.metrics.registry.MustRegister(sqliteCommits(deps.DB)...)
-	s.metrics.registry.MustRegister(deps.Collectors...)
+	s.metrics.Registry.MustRegister(s.payments.Collectors()...)
+	s.metrics.Registry.MustRegister(pushesRefused(s.idempotency))
+	s.metrics.Registry.MustRegister(httpkit.SQLiteCommits(deps.DB)...)
+	s.metrics.Registry.MustRegister(deps.Collectors...)
 	if deps.CredentialsPerMinute > 0 {
 		s.addresses = &accounts.AddressLimit{DB: deps.DB, PerMinute: deps.CredentialsPerMinute, Now: deps.Now}
 	}
@@ -193,8 +197,8 @@ func scope(c *gin.Context) string {
 	return currentUser(c).ID
 }
 
-func mustParsePages() map[string]*template.Template {
-	pages, err := parsePages()
+func mustParsePages() templates.Pages {
+	pages, err := templates.Parse()
 	if err != nil {
 		panic(err)
 	}

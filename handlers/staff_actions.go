@@ -16,23 +16,6 @@ import (
 // refund, cancel it while it is pending. Each form has its own key; a
 // double-click does it once.
 
-// staffRefund gives back the amount typed (all that is left when it is
-// empty) for the reason typed, then shows the order. A form it cannot read
-// gets the order page again (422), nothing given back.
-func (s *Server) staffRefund(c *gin.Context) {
-	form := postForm(c)
-	in, wrong := consoleRefund(form.Get("amount"), form.Get("reason"))
-	if wrong != "" {
-		s.showStaffOrder(c, http.StatusUnprocessableEntity, errorNotice(wrong))
-		return
-	}
-	if _, err := s.refund(c, in); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
-}
-
 // consoleRefund reads the refund form: an amount in the currency's units
 // ("12.50"; empty for all that is left) and a reason, which the console
 // asks for. It says what is wrong, in staff's words, when the form breaks

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 )
@@ -31,16 +32,29 @@ func staffOrderOf(o orders.OrderOfUser) staffOrderJSON {
 	return staffOrderJSON{Order: models.ViewOrder(o.Order), UserID: o.UserID, Email: o.Email}
 }
 
-// staffListOrders is GET /api/v1/staff/orders: q (an order number or an
-// email), status, limit and after, newest first.
+// staffListOrders is every user's orders, newest first, a page at a
+// time, as the query asks (q: an order number or an email, status, limit,
+// after): GET /api/v1/staff/orders, and the console's front page.
 func (s *Server) staffListOrders(c *gin.Context) {
-	orders, next, limit, err := s.allOrdersPageOf(c)
+	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
+	var list []orders.OrderOfUser
+	var next *cursor
+	limit := 0
+	if err == nil {
+		list, next, limit, err = readPage(c, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
+			return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
+		}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
+	}
+	if isPage(c) {
+		s.allOrdersPage(c, list, next, limit, err)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := make([]staffOrderJSON, 0, len(orders))
-	for _, o := range orders {
+	out := make([]staffOrderJSON, 0, len(list))
+	for _, o := range list {
 		out = append(out, staffOrderOf(o))
 	}
 	writePage(c, "orders", out, next, limit)

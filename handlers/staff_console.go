@@ -8,11 +8,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/shop/shop/audit"
-	"github.com/shop/shop/database"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/problem"
+	"github.com/shop/shop/templates"
 )
 
 // The staff console at /staff: pages like the shop's, on the same session
@@ -46,18 +46,6 @@ func staffLinks(c *gin.Context) []link {
 // consolePath is the console's page of an order.
 func consolePath(orderID string) string { return "/staff/orders/" + orderID }
 
-// allOrdersPageOf reads the page of every user's orders that the query
-// asks for (q, status, limit, after): for the console and the staff API.
-func (s *Server) allOrdersPageOf(c *gin.Context) (page []orders.OrderOfUser, next *cursor, limit int, err error) {
-	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	return readPage(c, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
-		return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
-	}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
-}
-
 // statusChoice is one status the console's filter offers.
 type statusChoice struct{ Value, Label string }
 
@@ -65,7 +53,7 @@ type statusChoice struct{ Value, Label string }
 var statusChoices = func() []statusChoice {
 	choices := []statusChoice{{"", "Any status"}}
 	for _, status := range orders.OrderStatuses() {
-		choices = append(choices, statusChoice{status, statusName(status)})
+		choices = append(choices, statusChoice{status, templates.StatusName(status)})
 	}
 	return choices
 }()
@@ -79,12 +67,11 @@ type staffOrdersView struct {
 	Older string
 }
 
-// staffOrdersPage is the console's front page: every order, newest first,
+// allOrdersPage is the console's front page: every order, newest first,
 // found by number or email and filtered by status. A search it cannot read
 // gets the page again, saying why (400), with no orders.
-func (s *Server) staffOrdersPage(c *gin.Context) {
+func (s *Server) allOrdersPage(c *gin.Context, page []orders.OrderOfUser, next *cursor, limit int, err error) {
 	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: statusChoices}
-	page, next, limit, err := s.allOrdersPageOf(c)
 	var e *models.Error
 	if errors.As(err, &e) && e.Type == problem.InvalidParameter {
 		view.Notice = errorNotice(e.Shopper.Text)
@@ -177,7 +164,7 @@ func (v staffOrderView) StateName(s models.State) string {
 // RefundLine is one refund of the order, whatever its state: how much,
 // how it stands, who gave it and why.
 func (v staffOrderView) RefundLine(r models.Refund) string {
-	text := money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
+	text := models.Money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
 	if r.Reason != "" {
 		text += " Reason: " + r.Reason
 	}
@@ -189,7 +176,7 @@ func (v staffOrderView) RefundLine(r models.Refund) string {
 
 // RequestLine is one of the shopper's requests for a refund and its answer.
 func (v staffOrderView) RequestLine(r models.RefundRequest) string {
-	text := askedForRefund("The shopper", r)
+	text := templates.AskedForRefund("The shopper", r)
 	switch r.State {
 	case models.RequestFulfilled:
 		return text + ": refunded."
@@ -250,7 +237,7 @@ func (v staffOrderView) TrailLine(e audit.Entry) string {
 	}
 	text := what + ", by " + who
 	if e.AmountCents != nil {
-		text += ": " + money(*e.AmountCents, v.Order.Currency)
+		text += ": " + models.Money(*e.AmountCents, v.Order.Currency)
 	}
 	if e.Reason != "" {
 		text += ". Reason: " + e.Reason

@@ -15,6 +15,7 @@ import (
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/templates"
 )
 
 // The browser's pages. Every render of a form embeds a fresh key in its
@@ -51,19 +52,17 @@ func (s *Server) home(c *gin.Context) {
 
 const qtyPrefix = "qty-"
 
-// placeOrder turns the checkout form into one order. Invalid input gets the
-// form back (422) with the same key: not stored, so the corrected form
-// succeeds with it.
-func (s *Server) placeOrder(c *gin.Context) {
+// checkoutForm reads the checkout form: the items ordered, and the form
+// as typed, with a notice when it cannot be ordered as it is.
+func (s *Server) checkoutForm(c *gin.Context) (homeView, []orders.ItemInput, error) {
+	form := postForm(c)
+	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
 	// Through the operation's transaction, as everything an atomic handler
 	// reads: it already holds a connection, and must not wait for another.
 	products, err := orders.Store{DB: middleware.Tx(c)}.Products(c.Request.Context())
 	if err != nil {
-		s.fail(c, err)
-		return
+		return view, nil, err
 	}
-	form := postForm(c)
-	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
 	var items []orders.ItemInput
 	invalid := false
 	for _, p := range products {
@@ -91,28 +90,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	case len(items) == 0:
 		view.Notice = errorNotice("Choose a quantity for at least one product.")
 	}
-	if view.Notice != nil {
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
-		return
-	}
-	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), items)
-	var invalidErr *models.Error
-	if errors.As(err, &invalidErr) && invalidErr.Shortages != nil {
-		s.shortForm(c, view, invalidErr.Shortages)
-		return
-	}
-	if errors.As(err, &invalidErr) && invalidErr.Code == models.EINVALID {
-		// The catalog changed under the form (a product gone, say): the
-		// details are the API's words, not a shopper's.
-		view.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", view)
-		return
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(order.ID))
+	return view, items, nil
 }
 
 func unknownProducts(form url.Values, products []models.Product) bool {
@@ -125,26 +103,11 @@ func unknownProducts(form url.Values, products []models.Product) bool {
 	return false
 }
 
-func orderPage(id string) string { return "/orders/" + id }
-
 type ordersView struct {
 	layout
 	Orders []models.Order
 	// Older links to the next page of orders; empty on the last.
 	Older string
-}
-
-func (s *Server) ordersPage(c *gin.Context) {
-	orders, next, limit, err := s.ordersPageOf(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	view := ordersView{layout: s.layout(c), Orders: orders}
-	if next != nil {
-		view.Older = nextURL(c, *next, limit)
-	}
-	s.renderPage(c, http.StatusOK, "orders.html", view)
 }
 
 type orderPageView struct {
@@ -162,12 +125,8 @@ type orderPageView struct {
 	RequestKey string
 }
 
-func (s *Server) orderPage(c *gin.Context) {
-	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+// showOrder is the order's page, with the forms of what the shopper may do.
+func (s *Server) showOrder(c *gin.Context, order models.Order) {
 	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
 	if err := s.withRequests(c, &view); err != nil {
 		s.fail(c, err)
@@ -189,7 +148,7 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 	case order.Status == models.OrderCancelled:
 		return cancelledNotice(order, expiry, twice)
 	case refund != nil:
-		return &notice{Kind: noticeSuccess, Title: refundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
+		return &notice{Kind: noticeSuccess, Title: templates.RefundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
 		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
@@ -202,7 +161,7 @@ func orderOutcome(order models.Order, repeated string, expiry time.Duration) *no
 		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.Declined:
 		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
-		n.Text = declineReason(last.DeclineReason) + n.Text
+		n.Text = templates.DeclineReason(last.DeclineReason) + n.Text
 		return n
 	case twice != "":
 		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
@@ -241,26 +200,12 @@ func latest[T any](rows []T, createdAt func(T) time.Time) *T {
 	return last
 }
 
-// declineReason is the provider's reason when it says more than "declined".
-func declineReason(reason string) string {
-	reason = strings.TrimSpace(reason)
-	if reason == "" || strings.EqualFold(reason, "Your card was declined.") {
-		return ""
-	}
-	return "The bank said: " + reason + " "
-}
-
-// payOrder charges the order and goes back to the order page, which shows
-// the outcome: paid, declined with the reason, or already paid by an
-// earlier submission. Any other error is an error page in its own words:
-// a cancelled order's final, a provider failure's not stored.
-func (s *Server) payOrder(c *gin.Context) {
-	form := postForm(c)
-	payment, err := s.pay(c, form.Get(methodField))
+// paid answers the order page's pay form.
+func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
 	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
-		s.chooseCard(c, form.Get(middleware.FormKeyField))
+		s.chooseCard(c, postForm(c).Get(middleware.FormKeyField))
 		return
 	case errors.Is(err, models.ErrOrderPaid):
 		s.markOrderPage(c, alreadyPaid)

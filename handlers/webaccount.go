@@ -37,19 +37,10 @@ func (s *Server) signedInAlready(c *gin.Context) bool {
 	return true
 }
 
-// signup creates the account and signs it in. A second submission of the
-// same form (a double-click) finds the account and, the password being
-// right, signs in too instead of saying the email is taken.
-func (s *Server) signup(c *gin.Context) {
-	email, password := postForm(c).Get("email"), postForm(c).Get("password")
-	user, err := s.accounts.SignUp(c.Request.Context(), email, password)
-	if errors.Is(err, models.ErrEmailTaken) {
-		if existing, loginErr := s.accounts.LogIn(c.Request.Context(), email, password, c.ClientIP()); loginErr == nil {
-			user, err = existing, nil
-		}
-	}
-	next := payments.LocalPath(postForm(c).Get("next"))
-	view := accountView{layout: s.layout(c), Email: email, Next: next, Errors: map[string]string{}}
+// signedUp answers the sign-up form: signed in, or the form again (422)
+// saying what to correct.
+func (s *Server) signedUp(c *gin.Context, in credentials, user models.User, err error) {
+	view := accountView{layout: s.layout(c), Email: in.Email, Next: payments.LocalPath(in.Next), Errors: map[string]string{}}
 	var invalid *models.Error
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
@@ -67,7 +58,7 @@ func (s *Server) signup(c *gin.Context) {
 		s.renderPage(c, http.StatusUnprocessableEntity, "signup.html", view)
 		return
 	}
-	s.signIn(c, user, next)
+	s.signIn(c, user, view.Next)
 }
 
 func (s *Server) loginPage(c *gin.Context) {
@@ -77,11 +68,10 @@ func (s *Server) loginPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: payments.LocalPath(c.Query("next"))})
 }
 
-func (s *Server) login(c *gin.Context) {
-	email := postForm(c).Get("email")
-	user, err := s.accounts.LogIn(c.Request.Context(), email, postForm(c).Get("password"), c.ClientIP())
+// loggedIn answers the log-in form: signed in, or the form again (422).
+func (s *Server) loggedIn(c *gin.Context, in credentials, user models.User, err error) {
 	if errors.Is(err, models.ErrBadCredentials) {
-		view := accountView{layout: s.layout(c), Email: email, Next: payments.LocalPath(postForm(c).Get("next"))}
+		view := accountView{layout: s.layout(c), Email: in.Email, Next: payments.LocalPath(in.Next)}
 		view.Notice = errorNotice(models.ErrBadCredentials.Shopper.Text)
 		s.renderPage(c, http.StatusUnprocessableEntity, "login.html", view)
 		return
@@ -90,7 +80,7 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.signIn(c, user, payments.LocalPath(postForm(c).Get("next")))
+	s.signIn(c, user, payments.LocalPath(in.Next))
 }
 
 func (s *Server) signIn(c *gin.Context, user models.User, next string) {

@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"errors"
-	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,21 +13,6 @@ import (
 // The order page's Cancel order button, and how the page tells refunds
 // (which staff give). Like the pay form, each render carries a fresh key,
 // so a double-click or a resubmission cancels once.
-
-// cancelPendingOrder cancels an order nobody paid; a paid one gets the page
-// again, saying that staff give refunds.
-func (s *Server) cancelPendingOrder(c *gin.Context) {
-	_, err := s.cancel(c)
-	if errors.Is(err, models.ErrPaidNotCancellable) {
-		s.refusedByOrder(c, err)
-		return
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
-}
 
 // refusedByOrder shows the order page again with the refused form, told in
 // the words of the error the order's state answered.
@@ -60,42 +43,4 @@ func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final
 // lastRefund is the order's latest refund, nil when it has none.
 func lastRefund(o models.Order) *models.Refund {
 	return latest(o.Refunds, func(r models.Refund) time.Time { return r.CreatedAt })
-}
-
-// refundSentence is one refund of the order's history, in a shopper's words.
-func refundSentence(o models.Order, r models.Refund) string {
-	card := "your card"
-	if p := lastSucceededPayment(o); p != nil {
-		card = "the " + cardName(p.PaymentMethod)
-	}
-	text := money(r.AmountCents, r.Currency) + " refunded to " + card + "."
-	if r.State == models.Pending {
-		text = money(r.AmountCents, r.Currency) + " is on its way back to " + card + "."
-	}
-	if r.Reason != "" {
-		text += " Reason: " + r.Reason
-	}
-	return text
-}
-
-func lastSucceededPayment(o models.Order) *models.Payment {
-	for i, p := range o.Payments {
-		if p.Status == models.Succeeded {
-			return &o.Payments[i]
-		}
-	}
-	return nil
-}
-
-// refundTitle is the outcome of the order's latest refund, as the order page
-// opens with it: "Refunded $12.00 to your Test Visa card."
-func refundTitle(o models.Order, r models.Refund) string {
-	card := "card"
-	if p := lastSucceededPayment(o); p != nil {
-		card = cardName(p.PaymentMethod)
-	}
-	if r.State == models.Pending {
-		return "Refund of " + money(r.AmountCents, r.Currency) + " on its way to your " + card + "."
-	}
-	return "Refunded " + money(r.AmountCents, r.Currency) + " to your " + card + "."
 }

@@ -76,6 +76,8 @@ var (
 		"Sign-ups and log-ins are limited per client address, and failed log-ins per account, because each costs the server a deliberately slow password hash. Nothing was done: wait the number of seconds in `Retry-After`, then try again."}
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
+	ServiceUnavailable = Type{"service-unavailable", http.StatusServiceUnavailable, "Service unavailable",
+		"The server could not reach its database, or lost it during the request. Nothing was done or kept, and the key was released: retry after `Retry-After` seconds with the same key."}
 	Internal = refuseInternal.documented(
 		"Something failed on our side. The key was released and nothing was stored: retry with the same key.")
 )
@@ -87,7 +89,7 @@ var All = []Type{
 	InvalidParameter, TokenExpired, TokenRevoked,
 	Unauthorized, BadCredentials, NotFound, EmailTaken,
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
-	WebhookAPIVersion, OrderCancelled, OutOfStock, TooManyPendingOrders, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, Internal,
+	WebhookAPIVersion, OrderCancelled, OutOfStock, TooManyPendingOrders, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, ServiceUnavailable, Internal,
 }
 
 // Conflict is the generic state conflict, for conflicts without a type of

@@ -1,4 +1,6 @@
-// Package templates embeds the HTML templates into the binary.
+// Package templates is how the pages read: the HTML templates, embedded
+// and parsed once, the shop's words for money, times, statuses and cards
+// they use, rendered into a buffer.
 package templates
 
 import "embed"

@@ -25,6 +25,7 @@ import (
 	"github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
@@ -153,7 +154,7 @@ func newServer(t *testing.T, with setup) *handlers.Server {
 	if deps.Payments == nil { // unless the test built its own
 		deps.Payments = billing.New(billing.Config{
 			DB: deps.DB, Provider: with.Provider, Lease: deps.Lease, AttemptTimeout: middleware.Config{Lease: deps.Lease}.AttemptTimeout(),
-			AuthExpiry: with.AuthExpiry, AuthPoll: config.Default().AuthPoll, RollForward: config.Default().RollForward, Now: deps.Now, Logger: slog.New(handlers.RequestIDs(logger.Handler())),
+			AuthExpiry: with.AuthExpiry, AuthPoll: config.Default().AuthPoll, RollForward: config.Default().RollForward, Now: deps.Now, Logger: slog.New(httpkit.RequestIDs(logger.Handler())),
 		})
 	}
 	s := handlers.NewServer(deps)

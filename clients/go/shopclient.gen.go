@@ -3797,6 +3797,36 @@ func (e CreateToken500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RevokeToken400ApplicationProblemPlusJSONResponseBodyStatusN400 RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RevokeToken400ApplicationProblemPlusJSONResponseBodyStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RevokeToken400ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RevokeToken400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest RevokeToken400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+)
+
+// Valid indicates whether the value is a known member of the RevokeToken400ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RevokeToken400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RevokeToken400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RevokeToken401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	RevokeToken401ApplicationProblemPlusJSONResponseBodyStatusN401 RevokeToken401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -6103,6 +6133,12 @@ type CreateToken500ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateToken500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateToken.
 type CreateToken500ApplicationProblemPlusJSONResponseBodyType string
 
+// RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RevokeToken.
+type RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RevokeToken400ApplicationProblemPlusJSONResponseBodyType defines parameters for RevokeToken.
+type RevokeToken400ApplicationProblemPlusJSONResponseBodyType string
+
 // RevokeToken401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RevokeToken.
 type RevokeToken401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6638,6 +6674,8 @@ type ClientInterface interface {
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics
+	//
+	// Served to loopback clients, and to others only with the server's `METRICS_TOKEN` as a bearer token.
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7242,6 +7280,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Metrics Prometheus metrics
+//
+// Served to loopback clients, and to others only with the server's `METRICS_TOKEN` as a bearer token.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8997,6 +9037,8 @@ type ClientWithResponsesInterface interface {
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// MetricsWithResponse Prometheus metrics
+	//
+	// Served to loopback clients, and to others only with the server's `METRICS_TOKEN` as a bearer token.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11291,6 +11333,12 @@ type RevokeTokenResponse204Headers struct {
 	XRequestId string
 }
 
+// RevokeTokenResponse400Headers the declared response headers of an HTTP 400 response for RevokeToken
+type RevokeTokenResponse400Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
 // RevokeTokenResponse401Headers the declared response headers of an HTTP 401 response for RevokeToken
 type RevokeTokenResponse401Headers struct {
 	CacheControl    string
@@ -11307,16 +11355,25 @@ type RevokeTokenResponse500Headers struct {
 type RevokeTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Malformed
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RevokeTokenResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokeTokenResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeTokenResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RevokeTokenResponse500Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeTokenResponse) GetApplicationproblemJSON400() *Malformed {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -11902,11 +11959,18 @@ type MetricsResponse200Headers struct {
 	XRequestId string
 }
 
+// MetricsResponse401Headers the declared response headers of an HTTP 401 response for Metrics
+type MetricsResponse401Headers struct {
+	XRequestId string
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *MetricsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MetricsResponse401Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -12833,6 +12897,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // MetricsWithResponse Prometheus metrics
+//
+// Served to loopback clients, and to others only with the server's `METRICS_TOKEN` as a bearer token.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16053,6 +16119,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Malformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16080,6 +16153,23 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokeTokenResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeTokenResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -16844,6 +16934,16 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers MetricsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

@@ -436,7 +436,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics */
+        /**
+         * Prometheus metrics
+         * @description Served to loopback clients, and to others only with the server's `METRICS_TOKEN` as a bearer token.
+         */
         get: operations["metrics"];
         put?: never;
         post?: never;
@@ -1429,6 +1432,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["Malformed"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
         };
@@ -2211,6 +2215,14 @@ export interface operations {
                 content: {
                     "text/plain": string;
                 };
+            };
+            /** @description Neither a loopback client nor the metrics token. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

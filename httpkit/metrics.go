@@ -1,7 +1,9 @@
-package handlers
+package httpkit
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -15,17 +17,17 @@ import (
 	"github.com/shop/shop/middleware"
 )
 
-// metrics are the server's Prometheus series, in a registry of its own.
-type metrics struct {
-	registry    *prometheus.Registry
+// Metrics are the server's Prometheus series, in a registry of its own.
+type Metrics struct {
+	Registry    *prometheus.Registry
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
-		registry: prometheus.NewRegistry(),
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -38,17 +40,17 @@ func newMetrics() *metrics {
 			Help: "What the idempotency middleware did, by route: claimed, replayed, waited_replayed, mismatch, in_progress_conflict, taken_over, released, stored, lease_lost, swept.",
 		}, []string{"route", "outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.idempotency,
+	m.Registry.MustRegister(m.requests, m.latency, m.idempotency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// observe counts every request by its route template, never its raw path,
+// Observe counts every request by its route template, never its raw path,
 // so that ids do not explode the series.
-func (m *metrics) observe(c *gin.Context) {
+func (m *Metrics) Observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	route := routeOf(c)
+	route := Route(c)
 	status := strconv.Itoa(c.Writer.Status())
 	method := methodLabel(c.Request.Method)
 	m.requests.WithLabelValues(route, method, status).Inc()
@@ -68,18 +70,32 @@ func methodLabel(method string) string {
 	return "other"
 }
 
-func (m *metrics) idempotencyOutcome(route string, outcome middleware.Outcome) {
+// IdempotencyOutcome counts what the idempotency middleware did.
+func (m *Metrics) IdempotencyOutcome(route string, outcome middleware.Outcome) {
 	m.idempotency.WithLabelValues(route, string(outcome)).Inc()
 }
 
-func (m *metrics) handler() gin.HandlerFunc {
-	return gin.WrapH(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+// Handler serves the series to a loopback client (c.ClientIP(), so behind
+// a trusted proxy the client it names), and to any other only with
+// Authorization: Bearer token; 401 otherwise: they count money and routes.
+func (m *Metrics) Handler(token string) gin.HandlerFunc {
+	serve := gin.WrapH(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	want := []byte("Bearer " + token)
+	return func(c *gin.Context) {
+		ip, err := netip.ParseAddr(c.ClientIP())
+		sent := []byte(c.GetHeader("Authorization"))
+		if (err == nil && ip.Unmap().IsLoopback()) || (token != "" && subtle.ConstantTimeCompare(sent, want) == 1) {
+			serve(c)
+			return
+		}
+		c.AbortWithStatus(http.StatusUnauthorized)
+	}
 }
 
-// sqliteCommits are SQLite's group commits (database.CommitStats): the COMMITs
+// SQLiteCommits are SQLite's group commits (database.CommitStats): the COMMITs
 // issued, and the transactions committed in them; their ratio is how many
 // orders share an fsync. Both stay 0 on PostgreSQL.
-func sqliteCommits(db *gorm.DB) []prometheus.Collector {
+func SQLiteCommits(db *gorm.DB) []prometheus.Collector {
 	stat := func(pick func(commits, operations uint64) uint64) func() float64 {
 		return func() float64 { return float64(pick(database.CommitStats(db))) }
 	}
@@ -95,9 +111,9 @@ func sqliteCommits(db *gorm.DB) []prometheus.Collector {
 	}
 }
 
-// routeOf is the request's route template, "unmatched" for none: the
+// Route is the request's route template, "unmatched" for none: the
 // route's name in the logs and the metrics.
-func routeOf(c *gin.Context) string {
+func Route(c *gin.Context) string {
 	if route := c.FullPath(); route != "" {
 		return route
 	}

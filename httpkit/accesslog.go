@@ -1,4 +1,4 @@
-package handlers
+package httpkit
 
 import (
 	"log/slog"
@@ -27,13 +27,20 @@ func clip(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// logRequest writes one line per request once it is answered. It names the
+// AccessLog writes one line per request once it is answered, naming the
+// user user finds. It names the
 // idempotency key only by a short hash, and never logs headers, bodies or
 // the query: they may hold passwords, tokens or the key itself.
-func (s *Server) logRequest(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	route := routeOf(c)
+func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		logRequest(c, logger, user(c), start)
+	}
+}
+
+func logRequest(c *gin.Context, logger *slog.Logger, user string, start time.Time) {
+	route := Route(c)
 	status := c.Writer.Status()
 	level := slog.LevelInfo
 	if status >= http.StatusInternalServerError {
@@ -47,11 +54,11 @@ func (s *Server) logRequest(c *gin.Context) {
 		slog.Duration("duration", time.Since(start)),
 		slog.String("client_ip", c.ClientIP()),
 	}
-	if user := currentUser(c).ID; user != "" {
+	if user != "" {
 		attrs = append(attrs, slog.String("user_id", user))
 	}
 	if key := middleware.RedactedKey(c); key != "" {
 		attrs = append(attrs, slog.String("idempotency_key", key), slog.Bool("replayed", middleware.Replayed(c)))
 	}
-	s.deps.Logger.LogAttrs(c.Request.Context(), level, "request", attrs...)
+	logger.LogAttrs(c.Request.Context(), level, "request", attrs...)
 }

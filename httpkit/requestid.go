@@ -1,4 +1,7 @@
-package handlers
+// Package httpkit is the shop's HTTP plumbing that knows no operation of
+// the shop: request ids, the access log, metrics, CORS, security headers,
+// trusted proxies, health checks and the API's reference pages.
+package httpkit
 
 import (
 	"context"
@@ -8,27 +11,27 @@ import (
 	"github.com/google/uuid"
 )
 
-// requestIDHeader carries the request's id, on every answer: what a client
+// RequestIDHeader carries the request's id, on every answer: what a client
 // quotes to support, and what joins the log lines of one request.
-const requestIDHeader = "X-Request-Id"
+const RequestIDHeader = "X-Request-Id"
 
 // maxRequestID bounds a client's own id, in bytes.
 const maxRequestID = 64
 
 type requestIDKey struct{}
 
-// requestID names the request: the client's own id when it is a token (see
+// RequestID names the request: the client's own id when it is a token (see
 // isToken), else a new uuid. The id is in the request's context, for the
 // log lines (RequestIDs) and problem bodies written with it, and in the
 // answer's header, set here on the real writer so that the idempotency
 // middleware never stores it: a replay carries the id of the request it
 // answers.
-func requestID(c *gin.Context) {
-	id := c.GetHeader(requestIDHeader)
+func RequestID(c *gin.Context) {
+	id := c.GetHeader(RequestIDHeader)
 	if !isToken(id) {
 		id = uuid.NewString()
 	}
-	c.Header(requestIDHeader, id)
+	c.Header(RequestIDHeader, id)
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
 }
 
@@ -47,7 +50,8 @@ func isToken(id string) bool {
 	return true
 }
 
-func requestIDOf(ctx context.Context) string {
+// RequestIDOf is the id RequestID gave the request of ctx.
+func RequestIDOf(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
@@ -65,7 +69,7 @@ func RequestIDs(h slog.Handler) slog.Handler {
 type requestIDs struct{ slog.Handler }
 
 func (h requestIDs) Handle(ctx context.Context, r slog.Record) error {
-	if id := requestIDOf(ctx); id != "" {
+	if id := RequestIDOf(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
 	}
 	return h.Handler.Handle(ctx, r)

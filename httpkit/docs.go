@@ -1,4 +1,4 @@
-package handlers
+package httpkit
 
 import (
 	"net/http"
@@ -8,20 +8,20 @@ import (
 	"github.com/shop/shop/openapi"
 )
 
-// openapiJSON and openapiYAML serve the API's OpenAPI document.
-func (s *Server) openapiJSON(c *gin.Context) {
+// OpenAPIJSON and OpenAPIYAML serve the API's OpenAPI document.
+func OpenAPIJSON(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Data(http.StatusOK, "application/json", openapi.JSON)
 }
 
-func (s *Server) openapiYAML(c *gin.Context) {
+func OpenAPIYAML(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Data(http.StatusOK, "application/yaml", openapi.YAML)
 }
 
-// apiReference is the human-readable API reference: Redoc, vendored in
+// APIReference is the human-readable API reference: Redoc, vendored in
 // static/, rendering /openapi.json in the browser.
-func (s *Server) apiReference(c *gin.Context) {
+func APIReference(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=300")
 	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(apiReferencePage))
 }

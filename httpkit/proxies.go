@@ -1,4 +1,4 @@
-package handlers
+package httpkit
 
 import (
 	"net/netip"
@@ -6,7 +6,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// trustProxies makes c.ClientIP() the client's address. It is the
+// TrustProxies makes c.ClientIP() the client's address. It is the
 // connection's peer, unless the peer is one of proxies: then it is the
 // rightmost address in X-Forwarded-For that is not one of them, the one
 // the outermost trusted proxy saw (everything left of it is the client's
@@ -16,7 +16,7 @@ import (
 // X-Real-IP is not read: a proxy that does not set it passes on the
 // client's, and one tried after X-Forwarded-For would let a client choose
 // its address whenever X-Forwarded-For does not parse.
-func trustProxies(r *gin.Engine, proxies []netip.Prefix) {
+func TrustProxies(r *gin.Engine, proxies []netip.Prefix) {
 	r.ForwardedByClientIP = true
 	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	var cidrs []string
