@@ -45,7 +45,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET("/problems", s.problemIndex)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.signupPage)
-	web.POST("/signup", s.throttleAddress, limitBody, s.signup)
+	web.POST("/signup", s.throttleAddress, limitBody, middleware.OptionalKey, once, s.signup)
 	web.GET("/login", s.loginPage)
 	web.POST("/login", s.throttleAddress, limitBody, s.login)
 	web.POST("/logout", s.logout)
@@ -66,7 +66,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix)
-	api.POST("/users", s.throttleAddress, s.createUser)
+	api.POST("/users", s.throttleAddress, middleware.OptionalKey, once, s.createUser)
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)
 	authed := api.Group("", s.requireBearer)

@@ -138,12 +138,17 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 // a retry, or a corrected request — takes it over at once. The row stays so
 // that the operation id, and with it the derived key, survives: if the
 // attempt reached the provider before failing, the retry gets the provider's
-// first answer instead of a second charge. It reports false when the key was
-// no longer this owner's.
-func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
-WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, KeyInProgress)
+// first answer instead of a second charge. With forget, the row is deleted
+// instead: the operation id has nothing to keep. It reports false when the
+// key was no longer this owner's.
+func (s store) release(ctx context.Context, scope, key, owner string, now time.Time, forget bool) (bool, error) {
+	const mine = `WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`
+	var res *gorm.DB
+	if forget {
+		res = s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys `+mine, scope, key, owner, KeyInProgress)
+	} else {
+		res = s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ? `+mine, now, scope, key, owner, KeyInProgress)
+	}
 	return res.RowsAffected == 1, res.Error
 }
 
