@@ -11,15 +11,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// list reads the most recent keys of a scope, newest first, without the
-// answers they keep.
-func (s store) list(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	keys := []IdempotencyKey{}
-	err := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
-		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
-	return keys, err
-}
-
 // page reads up to limit of a scope's keys, newest first, from after p
 // (from the newest when p is nil), without the answers they keep.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
