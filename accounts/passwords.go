@@ -32,22 +32,24 @@ func wrongPassword() *models.Error {
 // PasswordChange is what a password change form sends, and where from.
 type PasswordChange struct {
 	Current, New string
-	// KeepSession is the session that made the change, which stays.
-	KeepSession int64
 	// Address is the client's, for the Throttle: a wrong current password
 	// counts as a failed log-in of the account from there, so that a
 	// session alone (a lifted cookie) cannot guess the password for ever.
 	Address string
+	// Sessions is where the browser that made the change is signed in anew.
+	Sessions Sessions
 }
 
 // ChangePassword sets the user's password to change.New when
 // change.Current is theirs, and ends what the old password let in: every
-// session of the user but change.KeepSession, and every bearer token of
-// theirs (revoked at now). The checks and the bcrypt work come first; only
-// then is tx called, and every write of the change goes through it, so
-// that they commit together or not at all and the transaction (SQLite's
-// write lock) is not held through bcrypt. A wrong current password, or one
-// changed meanwhile by another change, is an EINVALID error naming
+// session of the user, the one that made the change included (its cookie
+// may be a thief's copy), and every bearer token of theirs (revoked at
+// now). It returns the token of a new session for the browser that made
+// the change. The checks and the bcrypt work come first; only then is tx
+// called, and every write of the change goes through it, so that they
+// commit together or not at all and the transaction (SQLite's write lock)
+// is not held through bcrypt. A wrong current password, or one changed
+// meanwhile by another change, is an EINVALID error naming
 // current_password; a bad new one names new_password. With a Throttle, a
 // wrong current password is a failed log-in, and too many of them get a
 // *ThrottledError before any bcrypt work.
@@ -55,22 +57,22 @@ type PasswordChange struct {
 // A revoked token is refused at once by an instance that has not looked it
 // up lately; one that has (this one included) trusts its cached lookup for
 // up to its TokenCache TTL, as with any revocation made elsewhere.
-func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user models.User, change PasswordChange, now time.Time) error {
+func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user models.User, change PasswordChange, now time.Time) (string, error) {
 	if err := a.checkFailures(ctx, user.Email, change.Address); err != nil {
-		return err
+		return "", err
 	}
 	if compareHash([]byte(user.PasswordHash), []byte(change.Current)) != nil {
 		if err := a.recordFailure(ctx, user.Email, change.Address); err != nil {
-			return err
+			return "", err
 		}
-		return wrongPassword()
+		return "", wrongPassword()
 	}
 	if problem := passwordProblem(change.New); problem != "" {
-		return models.Invalid(models.FieldError{Field: "new_password", Message: problem})
+		return "", models.Invalid(models.FieldError{Field: "new_password", Message: problem})
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(change.New), a.BcryptCost)
 	if err != nil {
-		return err
+		return "", err
 	}
 	// The writes run in tx's own context: the caller's may end with a client
 	// that hung up, and tx's outlives it to commit or roll back as one.
@@ -80,16 +82,22 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user m
 	// another changes nothing.
 	res := db.Model(&models.User{}).Where("id = ? AND password_hash = ?", user.ID, user.PasswordHash).Update("password_hash", string(hash))
 	if res.Error != nil {
-		return res.Error
+		return "", res.Error
 	}
 	if res.RowsAffected == 0 {
-		return wrongPassword()
+		return "", wrongPassword()
 	}
-	if _, err := (Sessions{DB: db}).EndOthersOf(ctx, user.ID, change.KeepSession); err != nil {
-		return err
+	sessions := change.Sessions
+	sessions.DB = db
+	if err := sessions.EndAllOf(ctx, user.ID); err != nil {
+		return "", err
 	}
 	if err := (Accounts{DB: db, Throttle: a.Throttle}).forgetFailures(ctx, user.Email, change.Address); err != nil {
-		return err
+		return "", err
 	}
-	return db.Model(&models.APIToken{}).Where("user_id = ? AND revoked_at IS NULL", user.ID).Update("revoked_at", now.UTC()).Error
+	if err := db.Model(&models.APIToken{}).Where("user_id = ? AND revoked_at IS NULL", user.ID).Update("revoked_at", now.UTC()).Error; err != nil {
+		return "", err
+	}
+	token, _, err := sessions.Start(ctx, user.ID, now)
+	return token, err
 }

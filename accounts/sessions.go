@@ -91,11 +91,9 @@ func (s Sessions) End(ctx context.Context, id int64) error {
 	return s.DB.WithContext(ctx).Delete(&Session{}, id).Error
 }
 
-// EndOthersOf ends every session of the user except the one with id
-// except (0: every one), and says how many it ended.
-func (s Sessions) EndOthersOf(ctx context.Context, userID string, except int64) (int64, error) {
-	res := s.DB.WithContext(ctx).Where("user_id = ? AND id <> ?", userID, except).Delete(&Session{})
-	return res.RowsAffected, res.Error
+// EndAllOf ends every session of the user.
+func (s Sessions) EndAllOf(ctx context.Context, userID string) error {
+	return s.DB.WithContext(ctx).Where("user_id = ?", userID).Delete(&Session{}).Error
 }
 
 // Sweep deletes the sessions that ran out by now, idle or past their

@@ -10,6 +10,7 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/shop/shop/models"
@@ -47,12 +48,27 @@ func NewAccounts(db *gorm.DB, bcryptCost int) (Accounts, error) {
 // which hash a log-in was compared with.
 var compareHash = bcrypt.CompareHashAndPassword
 
+// badEmail names the email field of a refused sign-up or log-in.
+var badEmail = models.FieldError{Field: "email", Message: "must be a valid email address"}
+
+// normalEmail is email as accounts keep it, lower-cased and trimmed; false
+// when its bytes are not UTF-8, checked first: lower-casing turns each
+// invalid byte into U+FFFD, and so different inputs into one account.
+// U+FFFD itself is refused too, as encoding/json puts it in for invalid
+// bytes before the email gets here.
+func normalEmail(email string) (string, bool) {
+	if !utf8.ValidString(email) || strings.ContainsRune(email, utf8.RuneError) {
+		return "", false
+	}
+	return strings.ToLower(strings.TrimSpace(email)), true
+}
+
 // SignUp creates a user with a lower-cased email and a bcrypt password hash.
 func (a Accounts) SignUp(ctx context.Context, email, password string) (models.User, error) {
-	email = strings.ToLower(strings.TrimSpace(email))
+	email, ok := normalEmail(email)
 	var fields []models.FieldError
-	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || len(email) > 254 {
-		fields = append(fields, models.FieldError{Field: "email", Message: "must be a valid email address"})
+	if addr, err := mail.ParseAddress(email); !ok || err != nil || addr.Address != email || len(email) > 254 {
+		fields = append(fields, badEmail)
 	}
 	if problem := passwordProblem(password); problem != "" {
 		fields = append(fields, models.FieldError{Field: "password", Message: problem})
@@ -74,9 +90,13 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (models.Us
 
 // LogIn checks an email and password sent from a client address. With a
 // Throttle, an account that failed too often lately from that address gets
-// a *ThrottledError, before any bcrypt work.
+// a *ThrottledError, before any bcrypt work. An email that is not UTF-8 is
+// refused (EINVALID) before anything is read or counted.
 func (a Accounts) LogIn(ctx context.Context, email, password, address string) (models.User, error) {
-	email = strings.ToLower(strings.TrimSpace(email))
+	email, ok := normalEmail(email)
+	if !ok {
+		return models.User{}, models.Invalid(badEmail)
+	}
 	if err := a.checkFailures(ctx, email, address); err != nil {
 		return models.User{}, err
 	}

@@ -51,7 +51,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET("/problems", s.problemIndex)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.signupPage)
-	web.POST("/signup", s.throttleAddress, limitBody, s.createUser)
+	web.POST("/signup", s.throttleAddress, limitBody, middleware.OptionalKey, once, s.createUser)
 	web.GET("/login", s.loginPage)
 	web.POST("/login", s.throttleAddress, limitBody, s.createToken)
 	web.POST("/logout", s.logout)
@@ -72,7 +72,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix, s.jsonObjects)
-	api.POST("/users", s.throttleAddress, s.createUser)
+	api.POST("/users", s.throttleAddress, middleware.OptionalKey, once, s.createUser)
 	api.POST("/tokens", s.throttleAddress, s.createToken)
 	api.GET("/products", s.listProducts)
 	authed := api.Group("", s.requireBearer)

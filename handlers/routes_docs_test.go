@@ -71,7 +71,7 @@ func TestDocsNameEveryIdempotentRoute(t *testing.T) {
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
 			for _, p := range op.Parameters {
-				if p.Ref == "#/components/parameters/IdempotencyKeyHeader" {
+				if p.Ref == "#/components/parameters/IdempotencyKeyHeader" || p.Ref == "#/components/parameters/OptionalIdempotencyKeyHeader" {
 					withKey[strings.ToUpper(method)+" "+path] = ""
 				}
 			}

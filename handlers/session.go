@@ -18,7 +18,7 @@ import (
 // The browser's session is a row on the server, named by a random token in
 // one cookie: HttpOnly, SameSite=Lax, Secure when served over TLS. The
 // server keeps only the token's hash, and ends the row at log-out, at a
-// password change (the user's other sessions), after Deps.SessionIdle
+// password change (every session of the user), after Deps.SessionIdle
 // without a request and Deps.SessionMaxAge after log-in; a cookie copied
 // before any of these is then worth nothing.
 //
@@ -57,6 +57,11 @@ func (s *Server) startSession(c *gin.Context, user models.User) error {
 	if err != nil {
 		return err
 	}
+	return s.giveCookie(c, token)
+}
+
+// giveCookie hands the browser the cookie of the session with this token.
+func (s *Server) giveCookie(c *gin.Context, token string) error {
 	value, err := s.cookies.Encode(sessionCookie, sessionValue{Token: token})
 	if err != nil {
 		return err

@@ -15,8 +15,9 @@ import (
 
 // The account's Change password form. Like every form, each render carries
 // a fresh key: a double-click changes the password once and replays the
-// answer. The change ends the user's other sessions and revokes their
-// bearer tokens; this browser's session stays.
+// answer, without its cookie (docs/idempotency.md). The change ends every
+// session of the user and revokes their bearer tokens; this browser is
+// signed in again, with a new session.
 
 type passwordView struct {
 	layout
@@ -35,10 +36,12 @@ func (s *Server) passwordPage(c *gin.Context) {
 // current passwords count as failed log-ins (accounts.PasswordChange).
 func (s *Server) changePassword(c *gin.Context) {
 	form := postForm(c)
-	session, _ := currentSession(c)
 	tx := func() *gorm.DB { return middleware.Tx(c) }
-	change := accounts.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), KeepSession: session.ID, Address: c.ClientIP()}
-	err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), change, s.deps.Now())
+	change := accounts.PasswordChange{Current: form.Get("current_password"), New: form.Get("new_password"), Address: c.ClientIP(), Sessions: s.sessions}
+	session, err := s.accounts.ChangePassword(c.Request.Context(), tx, currentUser(c), change, s.deps.Now())
+	if err == nil {
+		err = s.giveCookie(c, session)
+	}
 	view := passwordView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), Errors: map[string]string{}}
 	var invalid *models.Error
 	switch {
@@ -53,7 +56,7 @@ func (s *Server) changePassword(c *gin.Context) {
 	default:
 		view.Changed = true
 		view.Notice = &notice{Kind: noticeSuccess, Title: "Password changed.",
-			Text: "Every other browser and app signed in to your account was signed out."}
+			Text: "Every other browser and app signed in to your account was signed out; this one was signed in again."}
 		s.renderPage(c, http.StatusOK, "password.html", view)
 	}
 }

@@ -18,7 +18,10 @@
 //   - call out (a payment provider) only before the first Tx, passing
 //     DerivedKey, so that every run of the operation sends the same
 //     request under the same key;
-//   - never commit Tx: answer, and declare a 4xx that must be replayed Final.
+//   - never commit Tx: answer, and declare a 4xx that must be replayed Final;
+//   - answer 404 only before anything is done: a new operation answered
+//     404, like one that never asked for DerivedKey, is forgotten, its row
+//     deleted, so that refused requests leave nothing behind.
 //
 // A 2xx or 3xx, and a final 4xx, is stored with the writes and replayed to
 // every repeat; anything else rolls the writes back and releases the key for

@@ -19,9 +19,27 @@ import (
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
 
+// OptionalKey, put before Require on a route, makes the key optional there:
+// a request without one runs the handler as if the middleware were not
+// there; one with a key runs once and its repeats get its answer. Such a
+// route may be open to anyone (sign-up): a request nobody is signed in for
+// has its key in anonymousScope.
+func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
+
+const optionalKeyFlag = "idempotency.optional"
+
+// anonymousScope holds the keys of requests without a principal, on a
+// route whose key is optional. Clients meet there, which is safe: a repeat
+// gets the answer only with the same request, credentials and all, and
+// anything else is refused.
+const anonymousScope = "anonymous"
+
 func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	scope := m.cfg.Scope(c)
-	if scope == "" {
+	switch {
+	case scope == "" && c.GetBool(optionalKeyFlag):
+		scope = anonymousScope
+	case scope == "":
 		m.cfg.Refuse(c, refuseUnauthenticated.with("Sign in first: idempotency keys belong to a user."))
 		return
 	}
@@ -124,13 +142,17 @@ func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (ke
 	return headerKey, false, headerErr
 }
 
-// refuseKey answers a request without a usable key: 400, missing or invalid.
+// refuseKey answers a request without a usable key: 400, missing or
+// invalid; on a route whose key is optional, a request without one goes on
+// to the handler.
 func (m *Idempotency) refuseKey(c *gin.Context, err error) {
-	if errors.Is(err, errKeyMissing) {
+	switch {
+	case errors.Is(err, errKeyMissing) && c.GetBool(optionalKeyFlag):
+	case errors.Is(err, errKeyMissing):
 		m.cfg.Refuse(c, refuseKeyMissing.with(err.Error()))
-		return
+	default:
+		m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
 	}
-	m.cfg.Refuse(c, refuseKeyInvalid.with(err.Error()))
 }
 
 // logIgnoredHeader says that a form post's Idempotency-Key header, other

@@ -56,6 +56,6 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 // replays this instance counted and has not written yet.
 func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
 	return m.replays.withPending(func() ([]IdempotencyKey, error) {
-		return m.store.list(ctx, scope, limit)
+		return m.store.page(ctx, scope, nil, limit)
 	})
 }

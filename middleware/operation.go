@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +29,12 @@ type operation struct {
 	// atomic: the claim is in tx (Atomic mode), not committed on its own.
 	atomic bool
 	final  bool
+	// fresh: this attempt claimed a new operation, not one an earlier
+	// attempt left; handedOut: its derived key has left the middleware;
+	// notFound: it answered 404. A fresh operation that was never handed
+	// out, or found nothing to act on, is forgotten when released.
+	fresh, notFound bool
+	handedOut       atomic.Bool
 	// stopHeartbeat stops the lease's heartbeat; the transaction's first
 	// use calls it (see Tx), as does the end of the handler.
 	stopHeartbeat func()
@@ -83,7 +90,16 @@ func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time)
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
 // DerivedKey is the operation's derived key; see the function DerivedKey.
-func (o Operation) DerivedKey() string { return DerivedKeyOf(o.op.key) }
+func (o Operation) DerivedKey() string {
+	o.op.handedOut.Store(true)
+	return DerivedKeyOf(o.op.key)
+}
+
+// forgettable: releasing the operation may delete its row, as nothing
+// outside the middleware can name it (see release).
+func (op *operation) forgettable() bool {
+	return op.fresh && (op.notFound || !op.handedOut.Load())
+}
 
 func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
 

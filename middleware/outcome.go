@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -65,6 +66,7 @@ func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *ope
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
 	if !(resp.Status < 400 || resp.Status < 500 && op.final) {
+		op.notFound = resp.Status == http.StatusNotFound
 		if !m.release(ctx, op) {
 			// Fenced: the key is another attempt's now, so this answer is
 			// not the operation's, whatever the handler said.
@@ -110,7 +112,13 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 const releaseTries = 3
 
 // release rolls the attempt back and releases the key: the released state.
-// It reports false when the key was no longer this attempt's to release.
+// A new operation whose derived key never left the middleware, or that
+// answered 404 (a handler answers it before doing anything: see the
+// package documentation), is forgotten instead, its row deleted: nothing
+// outside names it, so a retry loses nothing by starting afresh, and a
+// refused request (a payment to an order that does not exist) leaves no
+// row behind. It reports false when the key was no longer this attempt's
+// to release.
 // An atomic operation's claim is in its transaction, so the rollback alone
 // releases the key: it is as if it had never been claimed.
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
@@ -122,7 +130,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	var held bool
 	var err error
 	for try := 1; try <= releaseTries; try++ {
-		if held, err = m.store.release(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now()); err == nil {
+		if held, err = m.store.release(ctx, op.key.Scope, op.key.Key, op.key.OwnerToken, m.now(), op.forgettable()); err == nil {
 			break
 		}
 		m.cfg.Logger.ErrorContext(ctx, "release idempotency key", "err", err, "try", try)

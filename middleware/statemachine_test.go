@@ -39,23 +39,26 @@ func TestOutcomes(t *testing.T) {
 		status int
 		final  bool
 		stored bool
+		// forgotten: released by a new operation that found nothing to act
+		// on, so its row is deleted and a retry is a new operation.
+		forgotten bool
 	}{
-		{200, false, true},
-		{201, false, true},
-		{303, false, true},
-		{400, false, false},
-		{401, false, false},
-		{402, true, true},
-		{403, false, false},
-		{404, false, false},
-		{409, false, false},
-		{409, true, true},
-		{422, false, false},
-		{429, false, false},
-		{500, false, false},
-		{500, true, false},
-		{502, false, false},
-		{503, true, false},
+		{200, false, true, false},
+		{201, false, true, false},
+		{303, false, true, false},
+		{400, false, false, false},
+		{401, false, false, false},
+		{402, true, true, false},
+		{403, false, false, false},
+		{404, false, false, true},
+		{409, false, false, false},
+		{409, true, true, false},
+		{422, false, false, false},
+		{429, false, false, false},
+		{500, false, false, false},
+		{500, true, false, false},
+		{502, false, false, false},
+		{503, true, false, false},
 	}
 	var wantRows []string
 	for i, tt := range tests {
@@ -75,7 +78,9 @@ func TestOutcomes(t *testing.T) {
 				if k.State != KeyCompleted || k.Status != tt.status || string(k.Body) != first.body {
 					t.Fatalf("stored key = %+v, want completed with %d and the answer", k, tt.status)
 				}
-			} else if !k.Released() || k.LockedUntil.After(h.clock.Now()) {
+			} else if _, found := h.key("alice", key); tt.forgotten && found {
+				t.Fatalf("key = %+v, want it forgotten", k)
+			} else if !tt.forgotten && (!k.Released() || k.LockedUntil.After(h.clock.Now())) {
 				t.Fatalf("key = %+v, want it released: in progress, no owner, lease over", k)
 			}
 
@@ -89,9 +94,10 @@ func TestOutcomes(t *testing.T) {
 				wantRows = append(wantRows, derived[0]+"#1")
 				return
 			}
-			// A released key runs again, as the same operation.
+			// A released key runs again, as the same operation; a forgotten
+			// one as a new operation.
 			wantAnswer(t, second, tt.status, false)
-			if second.run() != 2 || len(derived) != 2 || derived[0] != derived[1] {
+			if second.run() != 2 || len(derived) != 2 || (derived[0] == derived[1]) == tt.forgotten {
 				t.Fatalf("retry of a released key answered %s with derived keys %q, want a second run of the same operation", second.body, derived)
 			}
 		})

@@ -11,15 +11,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// list reads the most recent keys of a scope, newest first, without the
-// answers they keep.
-func (s store) list(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	keys := []IdempotencyKey{}
-	err := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope).
-		Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
-	return keys, err
-}
-
 // page reads up to limit of a scope's keys, newest first, from after p
 // (from the newest when p is nil), without the answers they keep.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
@@ -138,12 +129,17 @@ WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
 // a retry, or a corrected request — takes it over at once. The row stays so
 // that the operation id, and with it the derived key, survives: if the
 // attempt reached the provider before failing, the retry gets the provider's
-// first answer instead of a second charge. It reports false when the key was
-// no longer this owner's.
-func (s store) release(ctx context.Context, scope, key, owner string, now time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ?
-WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		now, scope, key, owner, KeyInProgress)
+// first answer instead of a second charge. With forget, the row is deleted
+// instead: the operation id has nothing to keep. It reports false when the
+// key was no longer this owner's.
+func (s store) release(ctx context.Context, scope, key, owner string, now time.Time, forget bool) (bool, error) {
+	const mine = `WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`
+	var res *gorm.DB
+	if forget {
+		res = s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys `+mine, scope, key, owner, KeyInProgress)
+	} else {
+		res = s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ? `+mine, now, scope, key, owner, KeyInProgress)
+	}
 	return res.RowsAffected == 1, res.Error
 }
 

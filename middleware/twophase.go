@@ -27,6 +27,7 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
 	op := m.newOperation(ctx, want, raw)
+	op.fresh = outcome == OutcomeClaimed
 	op.stopHeartbeat = m.heartbeat(ctx, op)
 	m.run(c, ctx, detached, op)
 	return true

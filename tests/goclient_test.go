@@ -37,7 +37,7 @@ func walkThroughWithGoClient(t *testing.T, e *env, baseURL string, doer shopclie
 	anon, err := refclient.New(baseURL, "", refclient.WithHTTPClient(doer))
 	must(t, err)
 	creds := shopclient.Credentials{Email: openapi_types.Email(email), Password: "correct horse"}
-	user, err := anon.CreateUserWithResponse(ctx, creds)
+	user, err := anon.CreateUserWithResponse(ctx, nil, creds)
 	must(t, err)
 	if user.JSON201 == nil || user.JSON201.Email != email {
 		t.Fatalf("sign up: %d %s", user.StatusCode(), user.Body)

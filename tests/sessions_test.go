@@ -85,7 +85,13 @@ func TestLogInIssuesANewSession(t *testing.T) {
 	}
 }
 
-func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
+// A password change ends every session of the user, this browser's
+// included (its cookie may be a thief's copy too), and every bearer token,
+// and signs this browser in again with a new session. A double-click's
+// second submission is replayed without a cookie: the browser keeps the one
+// the first answer set; sent with the old cookie after the first answer, it
+// is refused like any request of an ended session, and writes nothing.
+func TestPasswordChangeEndsEverySessionAndSignsThisBrowserInAgain(t *testing.T) {
 	e := newEnv(t)
 	token := e.signUp("ann@example.com") // webPassword, and a bearer token
 	here, there := e.shopper(), e.shopper()
@@ -94,6 +100,7 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 			t.Fatalf("log in: %d %s", r.Status, r.Body)
 		}
 	}
+	copied := here.copyOf() // this browser's cookie, as a thief would hold it
 	form := there.checkout(e.products()[0], 1)
 	if r := e.do(request{method: "GET", path: "/api/v1/me", token: token}); r.Status != http.StatusOK {
 		t.Fatalf("the token before: %d %s", r.Status, r.Body)
@@ -112,17 +119,27 @@ func TestPasswordChangeEndsTheOtherSessions(t *testing.T) {
 	isPage(t, there.get("/orders"), http.StatusOK, "My orders")
 
 	change.Set("new_password", "a new password")
-	for i := range 2 { // the change, then a double-click's replay
-		r := here.post("/account/password", change)
-		isPage(t, r, http.StatusOK, "Password changed.")
-		if r.replayed() != (i == 1) {
-			t.Fatalf("submission %d: replayed=%v", i+1, r.replayed())
-		}
+	r := here.post("/account/password", change)
+	isPage(t, r, http.StatusOK, "Password changed.")
+	u, _ := url.Parse(e.url)
+	if was := copied.client.Jar.Cookies(u)[0].Value; sessionCookieOf(t, r).Value == was {
+		t.Fatal("the change kept this browser's session token")
 	}
-	isPage(t, here.get("/orders"), http.StatusOK, "My orders") // this browser stays signed in
+	replay := here.post("/account/password", change) // sent again with the new cookie
+	isPage(t, replay, http.StatusOK, "Password changed.")
+	if !replay.replayed() || replay.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("the second submission: replayed=%v, Set-Cookie %q; want a replay without a cookie", replay.replayed(), replay.Header.Get("Set-Cookie"))
+	}
+	isPage(t, here.get("/orders"), http.StatusOK, "My orders") // signed in again, with the new cookie
+	before := e.sideEffects()
+	isPage(t, copied.post("/account/password", change), http.StatusUnauthorized, "Please log in")
+	if after := e.sideEffects(); after != before {
+		t.Fatalf("a submission with the old cookie wrote: %+v, then %+v", before, after)
+	}
+	signedOut(t, copied, form)
 	signedOut(t, there, form)
 	if n := e.count("sessions"); n != 1 {
-		t.Fatalf("%d sessions after the change, want this browser's only", n)
+		t.Fatalf("%d sessions after the change, want this browser's new one only", n)
 	}
 	if n := e.count("api_tokens", "revoked_at IS NOT NULL"); n != 1 {
 		t.Fatalf("%d tokens revoked, want the user's one", n)
@@ -164,7 +181,9 @@ func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 	if err := e.db.Take(&after).Error; err != nil || after.PasswordHash != before.PasswordHash {
 		t.Fatalf("a refused change changed the password (%v)", err)
 	}
-	isPage(t, s.get("/account"), http.StatusOK, "Tried to change your password — it did not go through and nothing was saved")
+	if n := e.count("idempotency_keys"); n != 0 {
+		t.Fatalf("%d key rows after refused changes, want none: a refused new operation is forgotten", n)
+	}
 	e.clock.Advance(window)
 	isPage(t, s.post("/account/password", change), http.StatusOK, "Password changed.")
 	isPage(t, s.get("/account"), http.StatusOK, "Changed your password — your other browsers and apps were signed out.")

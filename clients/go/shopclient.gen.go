@@ -448,13 +448,19 @@ func (e EmailTakenStatus) Valid() bool {
 
 // Defines values for EmailTakenType.
 const (
-	EmailTakenTypeProblemsemailTaken EmailTakenType = "/problems/email-taken"
+	EmailTakenTypeProblemsemailTaken               EmailTakenType = "/problems/email-taken"
+	EmailTakenTypeProblemsidempotencyKeyInProgress EmailTakenType = "/problems/idempotency-key-in-progress"
+	EmailTakenTypeProblemsidempotencyLeaseLost     EmailTakenType = "/problems/idempotency-lease-lost"
 )
 
 // Valid indicates whether the value is a known member of the EmailTakenType enum.
 func (e EmailTakenType) Valid() bool {
 	switch e {
 	case EmailTakenTypeProblemsemailTaken:
+		return true
+	case EmailTakenTypeProblemsidempotencyKeyInProgress:
+		return true
+	case EmailTakenTypeProblemsidempotencyLeaseLost:
 		return true
 	default:
 		return false
@@ -3910,12 +3916,18 @@ func (e CreateUser400ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool 
 
 // Defines values for CreateUser400ApplicationProblemPlusJSONResponseBodyType.
 const (
-	CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest CreateUser400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
+	CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid CreateUser400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-invalid"
+	CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing CreateUser400ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-missing"
+	CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest      CreateUser400ApplicationProblemPlusJSONResponseBodyType = "/problems/malformed-request"
 )
 
 // Valid indicates whether the value is a known member of the CreateUser400ApplicationProblemPlusJSONResponseBodyType enum.
 func (e CreateUser400ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
+	case CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInvalid:
+		return true
+	case CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyMissing:
+		return true
 	case CreateUser400ApplicationProblemPlusJSONResponseBodyTypeProblemsmalformedRequest:
 		return true
 	default:
@@ -3940,13 +3952,19 @@ func (e CreateUser409ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool 
 
 // Defines values for CreateUser409ApplicationProblemPlusJSONResponseBodyType.
 const (
-	CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsemailTaken CreateUser409ApplicationProblemPlusJSONResponseBodyType = "/problems/email-taken"
+	CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsemailTaken               CreateUser409ApplicationProblemPlusJSONResponseBodyType = "/problems/email-taken"
+	CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress CreateUser409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-in-progress"
+	CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost     CreateUser409ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-lease-lost"
 )
 
 // Valid indicates whether the value is a known member of the CreateUser409ApplicationProblemPlusJSONResponseBodyType enum.
 func (e CreateUser409ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsemailTaken:
+		return true
+	case CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyInProgress:
+		return true
+	case CreateUser409ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyLeaseLost:
 		return true
 	default:
 		return false
@@ -4007,6 +4025,39 @@ const (
 func (e CreateUser415ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case CreateUser415ApplicationProblemPlusJSONResponseBodyTypeProblemsunsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateUser422ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateUser422ApplicationProblemPlusJSONResponseBodyStatusN422 CreateUser422ApplicationProblemPlusJSONResponseBodyStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the CreateUser422ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateUser422ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateUser422ApplicationProblemPlusJSONResponseBodyStatusN422:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateUser422ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateUser422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused CreateUser422ApplicationProblemPlusJSONResponseBodyType = "/problems/idempotency-key-reused"
+	CreateUser422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation           CreateUser422ApplicationProblemPlusJSONResponseBodyType = "/problems/validation"
+)
+
+// Valid indicates whether the value is a known member of the CreateUser422ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateUser422ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateUser422ApplicationProblemPlusJSONResponseBodyTypeProblemsidempotencyKeyReused:
+		return true
+	case CreateUser422ApplicationProblemPlusJSONResponseBodyTypeProblemsvalidation:
 		return true
 	default:
 		return false
@@ -4737,6 +4788,9 @@ type IdempotencyKey struct {
 // IdempotencyKeyState `released`: the last attempt failed without a stored answer; the next request with the key runs.
 type IdempotencyKeyState string
 
+// IdempotencyKeyValue An Idempotency-Key header's value.
+type IdempotencyKeyValue = string
+
 // Me defines model for Me.
 type Me struct {
 	Email string             `json:"email"`
@@ -5098,11 +5152,14 @@ type WebhookDeliveryState string
 // After defines model for After.
 type After = string
 
-// IdempotencyKeyHeader defines model for IdempotencyKeyHeader.
-type IdempotencyKeyHeader = string
+// IdempotencyKeyHeader An Idempotency-Key header's value.
+type IdempotencyKeyHeader = IdempotencyKeyValue
 
 // Limit defines model for Limit.
 type Limit = int
+
+// OptionalIdempotencyKeyHeader An Idempotency-Key header's value.
+type OptionalIdempotencyKeyHeader = IdempotencyKeyValue
 
 // OrderID defines model for OrderID.
 type OrderID = string
@@ -6151,6 +6208,12 @@ type RevokeToken500ApplicationProblemPlusJSONResponseBodyStatus int
 // RevokeToken500ApplicationProblemPlusJSONResponseBodyType defines parameters for RevokeToken.
 type RevokeToken500ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateUserParams defines parameters for CreateUser.
+type CreateUserParams struct {
+	// IdempotencyKey The Idempotency-Key above, where it is optional.
+	IdempotencyKey *OptionalIdempotencyKeyHeader `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateUser400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
 type CreateUser400ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6174,6 +6237,12 @@ type CreateUser415ApplicationProblemPlusJSONResponseBodyStatus int
 
 // CreateUser415ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
 type CreateUser415ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateUser422ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
+type CreateUser422ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateUser422ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
+type CreateUser422ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateUser429ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
 type CreateUser429ApplicationProblemPlusJSONResponseBodyStatus int
@@ -6606,7 +6675,8 @@ type ClientInterface interface {
 
 	// CreateTokenWithBody Get a bearer token
 	//
-	// The token is shown once; only its SHA-256 is stored.
+	// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+	// would keep the token itself. A retry makes another token; the unused one expires.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -6615,7 +6685,8 @@ type ClientInterface interface {
 
 	// CreateToken Get a bearer token
 	//
-	// The token is shown once; only its SHA-256 is stored.
+	// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+	// would keep the token itself. A retry makes another token; the unused one expires.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6631,17 +6702,27 @@ type ClientInterface interface {
 
 	// CreateUserWithBody Sign up
 	//
+	// The key is optional here. Without one, each request signs up anew (a retry of one
+	// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+	// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+	// the request, never the password.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-	CreateUserWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUserWithBody(ctx context.Context, params *CreateUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateUser Sign up
+	//
+	// The key is optional here. Without one, each request signs up anew (a retry of one
+	// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+	// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+	// the request, never the password.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-	CreateUser(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUser(ctx context.Context, params *CreateUserParams, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookDeliveries List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
 	//
@@ -7122,7 +7203,8 @@ func (c *Client) RetryParkedEvent(ctx context.Context, consumer string, eventId 
 
 // CreateTokenWithBody Get a bearer token
 //
-// The token is shown once; only its SHA-256 is stored.
+// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+// would keep the token itself. A retry makes another token; the unused one expires.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7141,7 +7223,8 @@ func (c *Client) CreateTokenWithBody(ctx context.Context, contentType string, bo
 
 // CreateToken Get a bearer token
 //
-// The token is shown once; only its SHA-256 is stored.
+// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+// would keep the token itself. A retry makes another token; the unused one expires.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7177,11 +7260,16 @@ func (c *Client) RevokeToken(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateUserWithBody Sign up
 //
+// The key is optional here. Without one, each request signs up anew (a retry of one
+// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+// the request, never the password.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-func (c *Client) CreateUserWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateUserWithBody(ctx context.Context, params *CreateUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7194,11 +7282,16 @@ func (c *Client) CreateUserWithBody(ctx context.Context, contentType string, bod
 
 // CreateUser Sign up
 //
+// The key is optional here. Without one, each request signs up anew (a retry of one
+// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+// the request, never the password.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-func (c *Client) CreateUser(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserRequest(c.Server, body)
+func (c *Client) CreateUser(ctx context.Context, params *CreateUserParams, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8293,18 +8386,18 @@ func NewRevokeTokenRequest(server string) (*http.Request, error) {
 }
 
 // NewCreateUserRequest calls the generic CreateUser builder with application/json body
-func NewCreateUserRequest(server string, body CreateUserJSONRequestBody) (*http.Request, error) {
+func NewCreateUserRequest(server string, params *CreateUserParams, body CreateUserJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateUserRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateUserRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateUserRequestWithBody constructs an http.Request for the CreateUser method, with any body, and a specified content type
-func NewCreateUserRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateUserRequestWithBody(server string, params *CreateUserParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8328,6 +8421,21 @@ func NewCreateUserRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -8959,7 +9067,8 @@ type ClientWithResponsesInterface interface {
 
 	// CreateTokenWithBodyWithResponse Get a bearer token
 	//
-	// The token is shown once; only its SHA-256 is stored.
+	// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+	// would keep the token itself. A retry makes another token; the unused one expires.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8968,7 +9077,8 @@ type ClientWithResponsesInterface interface {
 
 	// CreateTokenWithResponse Get a bearer token
 	//
-	// The token is shown once; only its SHA-256 is stored.
+	// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+	// would keep the token itself. A retry makes another token; the unused one expires.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8986,17 +9096,27 @@ type ClientWithResponsesInterface interface {
 
 	// CreateUserWithBodyWithResponse Sign up
 	//
+	// The key is optional here. Without one, each request signs up anew (a retry of one
+	// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+	// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+	// the request, never the password.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-	CreateUserWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserResponse, error)
+	CreateUserWithBodyWithResponse(ctx context.Context, params *CreateUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserResponse, error)
 
 	// CreateUserWithResponse Sign up
+	//
+	// The key is optional here. Without one, each request signs up anew (a retry of one
+	// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+	// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+	// the request, never the password.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-	CreateUserWithResponse(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserResponse, error)
+	CreateUserWithResponse(ctx context.Context, params *CreateUserParams, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserResponse, error)
 
 	// ListWebhookDeliveriesWithResponse List the merchant's webhook deliveries, newest first, each with its attempts (staff only)
 	//
@@ -11218,6 +11338,12 @@ type CreateTokenResponse415Headers struct {
 	XRequestId   string
 }
 
+// CreateTokenResponse422Headers the declared response headers of an HTTP 422 response for CreateToken
+type CreateTokenResponse422Headers struct {
+	CacheControl string
+	XRequestId   string
+}
+
 // CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
 type CreateTokenResponse429Headers struct {
 	CacheControl string
@@ -11244,6 +11370,8 @@ type CreateTokenResponse struct {
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Invalid
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Throttled
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -11258,6 +11386,8 @@ type CreateTokenResponse struct {
 	Headers413 *CreateTokenResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *CreateTokenResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateTokenResponse422Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateTokenResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -11287,6 +11417,11 @@ func (r CreateTokenResponse) GetApplicationproblemJSON413() *TooLarge {
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
 func (r CreateTokenResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateTokenResponse) GetApplicationproblemJSON422() *Invalid {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -11417,7 +11552,8 @@ func (r RevokeTokenResponse) ContentType() string {
 
 // CreateUserResponse201Headers the declared response headers of an HTTP 201 response for CreateUser
 type CreateUserResponse201Headers struct {
-	XRequestId string
+	IdempotentReplayed *string
+	XRequestId         string
 }
 
 // CreateUserResponse400Headers the declared response headers of an HTTP 400 response for CreateUser
@@ -11429,6 +11565,7 @@ type CreateUserResponse400Headers struct {
 // CreateUserResponse409Headers the declared response headers of an HTTP 409 response for CreateUser
 type CreateUserResponse409Headers struct {
 	CacheControl string
+	RetryAfter   *string
 	XRequestId   string
 }
 
@@ -11469,7 +11606,7 @@ type CreateUserResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *User
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationproblemJSON400 *Malformed
+	ApplicationproblemJSON400 *KeyOrBodyMalformed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *EmailTaken
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -11477,7 +11614,7 @@ type CreateUserResponse struct {
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Invalid
+	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Throttled
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -11506,7 +11643,7 @@ func (r CreateUserResponse) GetJSON201() *User {
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r CreateUserResponse) GetApplicationproblemJSON400() *Malformed {
+func (r CreateUserResponse) GetApplicationproblemJSON400() *KeyOrBodyMalformed {
 	return r.ApplicationproblemJSON400
 }
 
@@ -11526,7 +11663,7 @@ func (r CreateUserResponse) GetApplicationproblemJSON415() *UnsupportedMediaType
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateUserResponse) GetApplicationproblemJSON422() *Invalid {
+func (r CreateUserResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused {
 	return r.ApplicationproblemJSON422
 }
 
@@ -12765,7 +12902,8 @@ func (c *ClientWithResponses) RetryParkedEventWithResponse(ctx context.Context, 
 
 // CreateTokenWithBodyWithResponse Get a bearer token
 //
-// The token is shown once; only its SHA-256 is stored.
+// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+// would keep the token itself. A retry makes another token; the unused one expires.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12780,7 +12918,8 @@ func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Contex
 
 // CreateTokenWithResponse Get a bearer token
 //
-// The token is shown once; only its SHA-256 is stored.
+// The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+// would keep the token itself. A retry makes another token; the unused one expires.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12810,11 +12949,16 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, reqEd
 
 // CreateUserWithBodyWithResponse Sign up
 //
+// The key is optional here. Without one, each request signs up anew (a retry of one
+// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+// the request, never the password.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-func (c *ClientWithResponses) CreateUserWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserResponse, error) {
-	rsp, err := c.CreateUserWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserWithBodyWithResponse(ctx context.Context, params *CreateUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserResponse, error) {
+	rsp, err := c.CreateUserWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12823,11 +12967,16 @@ func (c *ClientWithResponses) CreateUserWithBodyWithResponse(ctx context.Context
 
 // CreateUserWithResponse Sign up
 //
+// The key is optional here. Without one, each request signs up anew (a retry of one
+// that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+// gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+// the request, never the password.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/users (the `CreateUser` operationId).
-func (c *ClientWithResponses) CreateUserWithResponse(ctx context.Context, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserResponse, error) {
-	rsp, err := c.CreateUser(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserWithResponse(ctx context.Context, params *CreateUserParams, body CreateUserJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserResponse, error) {
+	rsp, err := c.CreateUser(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15954,6 +16103,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.ApplicationproblemJSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Throttled
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16056,6 +16212,23 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateTokenResponse422Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateTokenResponse429Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -16238,7 +16411,7 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 		response.JSON201 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Malformed
+		var dest KeyOrBodyMalformed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16266,7 +16439,7 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Invalid
+		var dest InvalidOrKeyReused
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16291,6 +16464,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateUserResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -16324,6 +16504,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 				return nil, err
 			}
 			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string

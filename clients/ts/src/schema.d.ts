@@ -13,7 +13,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign up */
+        /**
+         * Sign up
+         * @description The key is optional here. Without one, each request signs up anew (a retry of one
+         *     that succeeded gets 409 `email-taken`); with one, a retry with the same key and body
+         *     gets the original 201, replayed. The key's row keeps the answer and a keyed hash of
+         *     the request, never the password.
+         */
         post: operations["createUser"];
         delete?: never;
         options?: never;
@@ -32,7 +38,8 @@ export interface paths {
         put?: never;
         /**
          * Get a bearer token
-         * @description The token is shown once; only its SHA-256 is stored.
+         * @description The token is shown once; only its SHA-256 is stored. It takes no key: a stored answer
+         *     would keep the token itself. A retry makes another token; the unused one expires.
          */
         post: operations["createToken"];
         delete?: never;
@@ -571,6 +578,15 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description An Idempotency-Key header's value. */
+        IdempotencyKeyValue: string;
+        /** @description Some fields break the rules; `errors` lists each. */
+        ValidationProblem: components["schemas"]["Problem"] & {
+            /** @constant */
+            type: "/problems/validation";
+            /** @constant */
+            status: 422;
+        };
         Credentials: {
             /**
              * Format: email
@@ -897,13 +913,6 @@ export interface components {
             field: string;
             message: string;
         };
-        /** @description Some fields break the rules; `errors` lists each. */
-        ValidationProblem: components["schemas"]["Problem"] & {
-            /** @constant */
-            type: "/problems/validation";
-            /** @constant */
-            status: 422;
-        };
         /** @description The provider declined the card; `payment` is the declined payment. */
         DeclinedProblem: components["schemas"]["Problem"] & {
             /** @constant */
@@ -1050,17 +1059,33 @@ export interface components {
                 };
             };
         };
-        /** @description An account with this email exists (`email-taken`). */
-        EmailTaken: {
+        /** @description Some fields break the rules listed in `errors` (`validation`). Nothing was done. */
+        Invalid: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "Cache-Control": components["headers"]["NoStore"];
                 [name: string]: unknown;
             };
             content: {
+                "application/problem+json": components["schemas"]["ValidationProblem"];
+            };
+        };
+        /**
+         * @description An account with this email exists (`email-taken`). Or, with `Retry-After: 1`, the
+         *     original request with this key is still running (`idempotency-key-in-progress`), or
+         *     this attempt was taken over (`idempotency-lease-lost`): retry with the same key.
+         */
+        EmailTaken: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStore"];
+                "Retry-After": components["headers"]["RetryAfterOneIfRetry"];
+                [name: string]: unknown;
+            };
+            content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
-                    /** @constant */
-                    type: "/problems/email-taken";
+                    /** @enum {string} */
+                    type: "/problems/email-taken" | "/problems/idempotency-key-in-progress" | "/problems/idempotency-lease-lost";
                     /** @constant */
                     status: 409;
                 };
@@ -1198,17 +1223,6 @@ export interface components {
                 };
             };
         };
-        /** @description Some fields break the rules listed in `errors` (`validation`). Nothing was done. */
-        Invalid: {
-            headers: {
-                "X-Request-Id": components["headers"]["RequestId"];
-                "Cache-Control": components["headers"]["NoStore"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["ValidationProblem"];
-            };
-        };
         /**
          * @description Some fields break the rules listed in `errors` (`validation`), or the key was first used
          *     for another request (`idempotency-key-reused`). Nothing was done.
@@ -1295,7 +1309,12 @@ export interface components {
          *     matter.
          * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
          */
-        IdempotencyKeyHeader: string;
+        IdempotencyKeyHeader: components["schemas"]["IdempotencyKeyValue"];
+        /**
+         * @description The Idempotency-Key above, where it is optional.
+         * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+         */
+        OptionalIdempotencyKeyHeader: components["schemas"]["IdempotencyKeyValue"];
         /** @description How many to list on one page. */
         Limit: number;
         /**
@@ -1354,7 +1373,13 @@ export interface operations {
     createUser: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The Idempotency-Key above, where it is optional.
+                 * @example "2f1c6a9e-8d4b-4c1e-9a57-3b0e6d2f7a10"
+                 */
+                "Idempotency-Key"?: components["parameters"]["OptionalIdempotencyKeyHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1364,21 +1389,22 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The account was created. */
+            /** @description The account was created (or, with `Idempotent-Replayed`, the answer of when it was). */
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["User"];
                 };
             };
-            400: components["responses"]["Malformed"];
+            400: components["responses"]["KeyOrBodyMalformed"];
             409: components["responses"]["EmailTaken"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["Invalid"];
+            422: components["responses"]["InvalidOrKeyReused"];
             429: components["responses"]["Throttled"];
             500: components["responses"]["Internal"];
         };
@@ -1411,6 +1437,7 @@ export interface operations {
             401: components["responses"]["BadCredentials"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Invalid"];
             429: components["responses"]["Throttled"];
             500: components["responses"]["Internal"];
         };
