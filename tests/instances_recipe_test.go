@@ -21,7 +21,7 @@ import (
 // says where it found it (from memory, pushed by the first, on PostgreSQL).
 // `kill $pids` then stops both.
 func TestOperationsTwoInstancesRecipe(t *testing.T) {
-	needShellTools(t)
+	needShellTools(t, "openssl")
 	recipe := operationsBlock(t, "**Two instances on one machine, and a retry on the other.**")
 	const database = "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"
 	if strings.Count(recipe, "'"+database+"'") != 1 || strings.Count(recipe, "8081") != 3 || strings.Count(recipe, "8082") != 3 {
