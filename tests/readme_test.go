@@ -72,15 +72,12 @@ func TestAPIWalkThrough(t *testing.T) {
 	if runErr != nil || strings.Contains(stderr.String(), "jq: error") {
 		t.Fatalf("the blocks: %v\n%s", runErr, stderr.String())
 	}
-	db := testkit.Open(t, dbURL)
-	var users, staff, orders, refunds int64
-	db.Table("users").Count(&users)
-	db.Table("users").Where("role = ?", "staff").Count(&staff)
-	db.Table("orders").Count(&orders)
-	db.Table("refunds").Where("status = ?", "succeeded").Count(&refunds)
+	e := &env{t: t, db: testkit.Open(t, dbURL)}
 	// ada's order, grace's four and kay (staff), then the TypeScript
-	// walk-through's account and its two orders.
-	if users != 4 || staff != 1 || orders != 7 || refunds != 2 {
+	// walk-through's account and its two orders; the provider gave back
+	// $2.00 and $3.00.
+	users, staff, orders := e.count("users"), e.count("users", "role = ?", "staff"), e.count("orders")
+	if refunds := e.count("simulated_refunds", "status = ?", "succeeded"); users != 4 || staff != 1 || orders != 7 || refunds != 2 {
 		t.Fatalf("%d users (%d staff), %d orders, %d refunds; want 4 (1), 7 and 2", users, staff, orders, refunds)
 	}
 }
