@@ -24,7 +24,7 @@ func TestOperationsTwoInstancesRecipe(t *testing.T) {
 	needShellTools(t, "openssl")
 	recipe := operationsBlock(t, "**Two instances on one machine, and a retry on the other.**")
 	const database = "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"
-	if strings.Count(recipe, "'"+database+"'") != 1 || strings.Count(recipe, "8081") != 3 || strings.Count(recipe, "8082") != 3 {
+	if strings.Count(recipe, "'"+database+"'") != 1 || strings.Count(recipe, "8081") != 3 || strings.Count(recipe, "8082") != 4 {
 		t.Fatalf("the recipe does not start two instances, on ports 8081 and 8082 of %s:\n%s", database, recipe)
 	}
 	dbURL := testkit.URL(t)
