@@ -53,9 +53,11 @@ func TestOperationsTwoInstancesRecipe(t *testing.T) {
 	}
 	printed := strings.TrimSpace(stdout.String())
 	at := strings.LastIndex(printed, "\n")
-	if from := printed[at+1:]; from != "memory" && from != "database" {
+	from := printed[at+1:]
+	if from != "memory" && from != "database" {
 		t.Fatalf("the trace of the retry on B says it was replayed from %q:\n%s\n%s", from, printed, logs())
 	}
+	t.Logf("B replayed the order from its %s", from)
 	wantOneOrderReplayed(t, &env{t: t, db: testkit.Open(t, dbURL)}, printed[:max(at, 0)])
 	a, _ := os.ReadFile(logA)
 	b, _ := os.ReadFile(logB)
