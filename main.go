@@ -217,7 +217,7 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		ReplayCacheBytes:     cfg.ReplayCacheBytes(),
-		PushAnswers:          true,
+		PushAnswers:          cfg.SessionSecret != "", // the pushes are signed with a key derived from it
 		SessionSecret:        []byte(cfg.SessionSecret),
 		SecureCookies:        cfg.Production(),
 		CORSOrigins:          cfg.CORSOrigins,
@@ -235,10 +235,10 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		TrustedProxies: cfg.TrustedProxies,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
-		logger.Warn("STRIPE_WEBHOOK_SECRET is not set: a payment Stripe leaves processing or answers with a 5xx stays in doubt until a webhook settles it")
+		logger.Warn("STRIPE_WEBHOOK_SECRET is not set, so Stripe's events are not received: a payment Stripe leaves processing, or answers with a 5xx, stays in doubt. Set it to the webhook endpoint's signing secret (whsec_…)")
 	}
 	if cfg.SessionSecret == "" {
-		logger.Warn("SESSION_SECRET is not set: using a random one, so browser sessions end when the server restarts")
+		logger.Warn("SESSION_SECRET is not set: browser sessions end when the server restarts, and instances on one PostgreSQL database do not push their answers to each other (a retry on another instance reads the database). Set it, the same on every instance: openssl rand -hex 32")
 	}
 	return srv
 }

@@ -17,13 +17,14 @@ import (
 // runs as printed, from the repository's root — only its ports are free
 // ones and its database a fresh one (PostgreSQL, or on the SQLite pass one
 // file that both processes share) — and the retry on the second instance
-// is the first one's answer, replayed: one order. `kill $pids` then stops
-// both.
+// is the first one's answer, replayed: one order, and the second's trace
+// says where it found it (from memory, pushed by the first, on PostgreSQL).
+// `kill $pids` then stops both.
 func TestOperationsTwoInstancesRecipe(t *testing.T) {
-	needShellTools(t)
+	needShellTools(t, "openssl")
 	recipe := operationsBlock(t, "**Two instances on one machine, and a retry on the other.**")
 	const database = "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"
-	if strings.Count(recipe, "'"+database+"'") != 1 || strings.Count(recipe, "8081") != 3 || strings.Count(recipe, "8082") != 3 {
+	if strings.Count(recipe, "'"+database+"'") != 1 || strings.Count(recipe, "8081") != 3 || strings.Count(recipe, "8082") != 4 {
 		t.Fatalf("the recipe does not start two instances, on ports 8081 and 8082 of %s:\n%s", database, recipe)
 	}
 	dbURL := testkit.URL(t)
@@ -50,7 +51,14 @@ func TestOperationsTwoInstancesRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the recipe failed: %v\n%s\n%s\n%s", err, stdout.String(), stderr.String(), logs())
 	}
-	wantOneOrderReplayed(t, &env{t: t, db: testkit.Open(t, dbURL)}, stdout.String())
+	printed := strings.TrimSpace(stdout.String())
+	at := strings.LastIndex(printed, "\n")
+	from := printed[at+1:]
+	if from != "memory" && from != "database" {
+		t.Fatalf("the trace of the retry on B says it was replayed from %q:\n%s\n%s", from, printed, logs())
+	}
+	t.Logf("B replayed the order from its %s", from)
+	wantOneOrderReplayed(t, &env{t: t, db: testkit.Open(t, dbURL)}, printed[:max(at, 0)])
 	a, _ := os.ReadFile(logA)
 	b, _ := os.ReadFile(logB)
 	if !strings.Contains(string(a), "replayed=false") || strings.Contains(string(a), "replayed=true") || !strings.Contains(string(b), "replayed=true") {

@@ -2,88 +2,108 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/shop/shop/internal/testkit"
 )
 
-// The API's walk-through (docs/api.md) is run as written, so it cannot drift
-// from the server: its commands, in order, against a fresh server, each
-// output compared with the one shown under it, ignoring ids, dates, tokens
-// and cursors (and Date, Content-Length and the security headers, which the
-// page leaves out).
+// Every shell block of docs/api.md runs as a newcomer runs it: after the
+// README's retry, in order, as printed, with bash, in a copy of the
+// repository where the README's build left ./shop, against a fresh server
+// on a free port. The test sets only BASE, which the first block reads,
+// and DATABASE_URL, the server's own setting, read by ./shop staff add
+// too. A block that exits non-zero, or where jq reports an error, fails the
+// test; each output shown is compared with what its command printed,
+// ignoring ids, dates, tokens and cursors (and Date, Content-Length and the
+// security headers, which the page leaves out).
 func TestAPIWalkThrough(t *testing.T) {
-	needShellTools(t)
-	readme, err := os.ReadFile("../docs/api.md")
+	needShellTools(t, "bash", "npm", "node", "go")
+	doc, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := walkThrough(string(readme))
+	steps, err := shellBlocks(string(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t)
-	const base = "BASE=http://localhost:8080\n"
-	if !strings.HasPrefix(steps[0].command, base) {
-		t.Fatalf("the walk-through does not begin with %q", base)
+	steps = append([]step{{command: readmeReplay(t) + "\n", line: 0}}, steps...)
+	repo := repositoryCopy(t)
+	if err := os.Symlink(shopBinary(t), filepath.Join(repo, "shop")); err != nil {
+		t.Fatal(err)
 	}
-	var script strings.Builder
-	script.WriteString("BASE=" + e.url + "\n" + strings.TrimPrefix(steps[0].command, base))
+	dbURL, port := testkit.URL(t), freePort(t)
+	startShop(t, "shop", "PORT="+port, "DATABASE_URL="+dbURL)
+	base := "http://localhost:" + port
+
+	script := "set -eo pipefail\n"
 	for i := range steps {
-		if i > 0 {
-			script.WriteString(steps[i].command)
-		}
-		fmt.Fprintf(&script, "\nprintf '\\n%s\\n'\n", stepEnd(i))
+		script += steps[i].command + fmt.Sprintf("printf '\\n%s\\n'\n", stepEnd(i))
 	}
-	cmd := exec.Command("sh", "-c", script.String())
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute) // npm ci and go generate, on a busy machine
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "BASE="+base, "DATABASE_URL="+dbURL)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the walk-through failed: %v\n%s", err, stderr.String())
-	}
-	out := strings.ReplaceAll(stdout.String(), "\r", "")
+	runErr := cmd.Run()
+	out := strings.ReplaceAll(strings.ReplaceAll(stdout.String(), "\r", ""), base, "http://localhost:8080")
 	for i, step := range steps {
 		got, rest, found := strings.Cut(out, "\n"+stepEnd(i)+"\n")
 		if !found {
-			t.Fatalf("step %d (docs/api.md line %d) did not finish:\n%s\n%s", i+1, step.line, out, stderr.String())
+			t.Fatalf("the block at docs/api.md line %d (0: the README's) did not finish: %v\n%s\n--- printed:\n%s\n--- stderr:\n%s",
+				step.line, runErr, step.command, out, stderr.String())
 		}
 		out = rest
-		if err := sameOutput(step.output, got); err != nil {
+		if err := sameOutput(step.output, got); step.output != "" && err != nil {
 			t.Errorf("docs/api.md line %d:\n%s\n%v\n--- shown:\n%s\n--- got:\n%s", step.line, step.command, err, step.output, got)
 		}
 	}
+	if runErr != nil || strings.Contains(stderr.String(), "jq: error") {
+		t.Fatalf("the blocks: %v\n%s", runErr, stderr.String())
+	}
+	e := &env{t: t, db: testkit.Open(t, dbURL)}
+	// ada's order, grace's four and kay (staff), then the TypeScript
+	// walk-through's account and its two orders; the provider gave back
+	// $2.00 and $3.00.
+	users, staff, orders := e.count("users"), e.count("users", "role = ?", "staff"), e.count("orders")
+	if refunds := e.count("simulated_refunds", "status = ?", "succeeded"); users != 4 || staff != 1 || orders != 7 || refunds != 2 {
+		t.Fatalf("%d users (%d staff), %d orders, %d refunds; want 4 (1), 7 and 2", users, staff, orders, refunds)
+	}
 }
 
-func stepEnd(i int) string { return fmt.Sprintf("@@@ end of step %d @@@", i+1) }
+func stepEnd(i int) string { return fmt.Sprintf("@@@ end of step %d @@@", i) }
 
-// step is one command block of the walk-through and the output block under it.
+// step is one shell block and the plain block of its output under it, if
+// any.
 type step struct {
 	command, output string
 	line            int
 }
 
-// walkThrough reads the "## Walk-through" section: each ```sh block must
-// be followed by the plain ``` block of its output, and every output block
-// must follow a command.
-func walkThrough(readme string) ([]step, error) {
-	_, section, found := strings.Cut(readme, "\n## Walk-through\n")
-	if !found {
-		return nil, fmt.Errorf("docs/api.md has no Walk-through section")
-	}
-	if end := strings.Index(section, "\n#"); end >= 0 {
-		section = section[:end]
-	}
-	startLine := strings.Count(readme[:strings.Index(readme, "\n## Walk-through\n")], "\n") + 2
-	lines := strings.Split(section, "\n")
+// shellBlocks reads every ```sh block of a page, each with the plain ```
+// block right under it, its output, if there is one; a plain block under
+// anything else is an error.
+func shellBlocks(doc string) ([]step, error) {
+	lines := strings.Split(doc, "\n")
 	var steps []step
+	after := "" // the fence of the block just closed, when nothing came between
 	for i := 0; i < len(lines); i++ {
 		fence := lines[i]
 		if !strings.HasPrefix(fence, "```") {
+			if strings.TrimSpace(fence) != "" {
+				after = ""
+			}
 			continue
 		}
 		var body []string
@@ -92,26 +112,51 @@ func walkThrough(readme string) ([]step, error) {
 			body = append(body, lines[j])
 		}
 		if j == len(lines) {
-			return nil, fmt.Errorf("line %d: unclosed code block", startLine+i)
+			return nil, fmt.Errorf("line %d: unclosed code block", i+1)
 		}
 		text := strings.Join(body, "\n") + "\n"
 		switch {
 		case fence == "```sh":
-			if len(steps) > 0 && steps[len(steps)-1].output == "" {
-				return nil, fmt.Errorf("line %d: the command above has no output block", startLine+i)
-			}
-			steps = append(steps, step{command: text, line: startLine + i + 1})
-		case fence == "```" && len(steps) > 0 && steps[len(steps)-1].output == "":
+			steps = append(steps, step{command: text, line: i + 2})
+		case fence == "```" && after == "```sh":
 			steps[len(steps)-1].output = text
-		default:
-			return nil, fmt.Errorf("line %d: an output block without its command", startLine+i)
+		case fence == "```":
+			return nil, fmt.Errorf("line %d: an output block without its command", i+1)
 		}
-		i = j
+		after, i = fence, j
 	}
-	if len(steps) == 0 || steps[len(steps)-1].output == "" {
-		return nil, fmt.Errorf("the walk-through has no commands, or its last has no output")
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("no shell blocks")
 	}
 	return steps, nil
+}
+
+// repositoryCopy is a copy of the files git tracks, as they are in the
+// working tree: a fresh clone with the changes not yet committed.
+func repositoryCopy(t *testing.T) string {
+	t.Helper()
+	listed, err := exec.Command("git", "-C", "..", "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	dir := t.TempDir()
+	for _, name := range strings.Split(strings.TrimRight(string(listed), "\x00"), "\x00") {
+		info, err := os.Lstat(filepath.Join("..", name))
+		if err != nil || !info.Mode().IsRegular() {
+			continue // deleted, or not a file
+		}
+		data, err := os.ReadFile(filepath.Join("..", name))
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), data, info.Mode().Perm())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // What varies from run to run, and how it is shown once normalised.
@@ -234,19 +279,9 @@ func shortened(shown, got string) error {
 // one replayed.
 func TestREADMEReplay(t *testing.T) {
 	needShellTools(t)
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, found := strings.Cut(string(readme), "\n## See a retry happen once\n")
-	_, block, fenced := strings.Cut(section, "\n```sh\n")
-	block, _, closed := strings.Cut(block, "\n```\n")
-	const base = "BASE=http://localhost:8080;"
-	if !found || !fenced || !closed || !strings.HasPrefix(block, base) {
-		t.Fatalf("README.md has no replay block beginning with %q under \"See a retry happen once\"", base)
-	}
 	e := newEnv(t)
-	cmd := exec.Command("sh", "-c", "BASE="+e.url+";"+strings.TrimPrefix(block, base))
+	cmd := exec.Command("sh", "-c", readmeReplay(t))
+	cmd.Env = append(os.Environ(), "BASE="+e.url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -255,16 +290,34 @@ func TestREADMEReplay(t *testing.T) {
 	wantOneOrderReplayed(t, e, stdout.String())
 }
 
+// readmeReplay is the README's block under "See a retry happen once",
+// which reads BASE from the environment.
+func readmeReplay(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, found := strings.Cut(string(readme), "\n## See a retry happen once\n")
+	_, block, fenced := strings.Cut(section, "\n```sh\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	const base = "BASE=${BASE:-http://localhost:8080};"
+	if !found || !fenced || !closed || !strings.HasPrefix(block, base) {
+		t.Fatalf("README.md has no replay block beginning with %q under \"See a retry happen once\"", base)
+	}
+	return block
+}
+
 // needShellTools skips the test where the tools of the documented shell
 // blocks are missing, and fails it in CI, which installs them.
-func needShellTools(t *testing.T) {
+func needShellTools(t *testing.T, more ...string) {
 	t.Helper()
-	for _, tool := range []string{"sh", "curl", "jq"} {
+	for _, tool := range append([]string{"sh", "curl", "jq"}, more...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("%s is not installed: failing, CI=true", tool)
 			}
-			t.Skipf("%s is not installed (apt-get install curl jq); CI installs it and runs this test", tool)
+			t.Skipf("%s is not installed (apt-get install curl jq npm); CI installs it and runs this test", tool)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,22 +18,31 @@ import (
 // openapi-typescript, calls by openapi-fetch), compiled with tsc --strict,
 // walks through the API (clients/ts/test/walkthrough.test.ts) against a
 // running server, behind a proxy that checks every request and answer
-// against the document.
+// against the document: twice, as a developer would, each run with an
+// account and keys of its own; then once more with SHOP_EMAIL naming an
+// account that exists, which fails saying so.
 func TestGeneratedTypeScriptClientWalkThrough(t *testing.T) {
 	dir := typeScriptClient(t)
 	e := newEnv(t)
 	node(t, dir, nil, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json", "--strict")
-	email := "ts-client@example.com"
-	node(t, dir, []string{"SHOP_URL=" + contractProxy(t, e.url), "SHOP_EMAIL=" + email}, "--test", "dist/test/")
-
-	var userID string
-	if err := e.db.Table("users").Where("email = ?", email).Pluck("id", &userID).Error; err != nil || userID == "" {
-		t.Fatalf("the client's account is not there: %v", err)
+	shop := "SHOP_URL=" + contractProxy(t, e.url)
+	for range 2 {
+		node(t, dir, []string{shop}, "--test", "dist/test/")
 	}
-	orders := e.count("orders", "user_id = ?", userID)
-	payments := e.count("payments", "order_id IN (?)", e.db.Table("orders").Select("id").Where("user_id = ?", userID))
-	if charged := e.charges(); orders != 2 || payments != 2 || charged != 1 {
-		t.Fatalf("wrote %d orders, %d payments, %d charges; want 2, 2 (one declined) and 1", orders, payments, charged)
+	var emails []string
+	if err := e.db.Table("users").Order("email").Pluck("email", &emails).Error; err != nil || len(emails) != 2 || emails[0] == emails[1] {
+		t.Fatalf("the runs signed up %q (%v), want two accounts", emails, err)
+	}
+	if orders, payments, charged := e.count("orders"), e.count("payments"), e.charges(); orders != 4 || payments != 4 || charged != 2 {
+		t.Fatalf("wrote %d orders, %d payments, %d charges; want 4, 4 (two declined) and 2", orders, payments, charged)
+	}
+
+	out, err := nodeRun(dir, []string{shop, "SHOP_EMAIL=" + emails[0]}, "--test", "dist/test/")
+	if err == nil || !strings.Contains(string(out), "that account exists on this server already: leave SHOP_EMAIL out") {
+		t.Fatalf("a run with a taken SHOP_EMAIL: %v\n%s", err, out)
+	}
+	if users := e.count("users"); users != 2 {
+		t.Fatalf("%d users after the refused run, want 2", users)
 	}
 }
 
@@ -62,14 +72,20 @@ func typeScriptClient(t *testing.T) string {
 // with its output if it fails.
 func node(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
+	if out, err := nodeRun(dir, env, args...); err != nil {
+		t.Fatalf("node %v: %v\n%s", args, err, out)
+	}
+}
+
+// nodeRun runs a Node.js script in dir, bounded in time, and returns its
+// output.
+func nodeRun(dir string, env []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("node %v: %v\n%s", args, err, out)
-	}
+	return cmd.CombinedOutput()
 }
 
 // contractProxy serves target through the contract checker, for clients
