@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
@@ -56,8 +57,8 @@ var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Mess
 // but staff, ErrNotFound when the order has no such request,
 // ErrNoOpenRequest when it is no longer open).
 func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, reason string, now time.Time) (models.RefundRequest, error) {
-	if !by.IsStaff() {
-		return models.RefundRequest{}, models.ErrForbidden
+	if err := accounts.StaffNow(tx, by.ID); err != nil {
+		return models.RefundRequest{}, err
 	}
 	if _, err := orders.AnyOrder(tx, orderID); err != nil {
 		return models.RefundRequest{}, err

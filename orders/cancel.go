@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
@@ -62,8 +63,8 @@ func (s Store) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (
 // CancelAnyOrder is CancelOrder of any user's pending order, by the staff
 // user by (ErrForbidden, and nothing written, for anyone else).
 func (s Store) CancelAnyOrder(tx *gorm.DB, by models.User, orderID string, now time.Time) (models.Order, error) {
-	if !by.IsStaff() {
-		return models.Order{}, models.ErrForbidden
+	if err := accounts.StaffNow(tx, by.ID); err != nil {
+		return models.Order{}, err
 	}
 	return s.cancelOrder(tx, AnyOrder, models.CancelledByStaff, orderID, now)
 }

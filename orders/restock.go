@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"gorm.io/gorm"
@@ -51,8 +52,8 @@ func (s Store) SetStock(ctx context.Context, sku string, units int) (p models.Pr
 // an act on no order, its reason saying what changed. Sent through the
 // idempotency middleware, a retried change counts once.
 func (s Store) Restock(tx *gorm.DB, by models.User, c StockChange, now time.Time) (models.Product, error) {
-	if !by.IsStaff() {
-		return models.Product{}, models.ErrForbidden
+	if err := accounts.StaffNow(tx, by.ID); err != nil {
+		return models.Product{}, err
 	}
 	p, err := changeStock(tx, c)
 	if err != nil {

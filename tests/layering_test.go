@@ -31,7 +31,7 @@ var allowedImports = map[string][]string{
 	"httpkit":          {"database", "middleware", "openapi"},
 	"middleware":       {},
 	"billing":          {"accounts", "audit", "models", "orders", "outbox", "payments", "problem"},
-	"orders":           {"audit", "database", "models", "outbox", "problem"},
+	"orders":           {"accounts", "audit", "database", "models", "outbox", "problem"},
 	"accounts":         {"models"},
 	"audit":            {"models"},
 	"database":         {},
