@@ -14,6 +14,10 @@ import (
 // and title (TestEveryRefusalIsAProblemTypeOfTheShop), with its page at
 // /problems.
 func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
+	if r.Cause != nil && unreachable(r.Cause) {
+		s.fail(c, r.Cause) // a database out of reach: 503, told as every handler's is
+		return
+	}
 	p := problem.Type{Slug: r.Type, Status: r.Status, Title: r.Title}.With(r.Detail)
 	p.RetryAfter = r.RetryAfter
 	s.render(c, p)

@@ -280,5 +280,7 @@ func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
 
 func (m *Idempotency) internal(c *gin.Context, what string, err error) {
 	m.cfg.Logger.ErrorContext(c.Request.Context(), "idempotency: "+what, "err", err, "route", c.FullPath())
-	m.cfg.Refuse(c, refuseInternal.with("The request could not be processed; retry with the same key."))
+	r := refuseInternal.with("The request could not be processed; retry with the same key.")
+	r.Cause = err
+	m.cfg.Refuse(c, r)
 }

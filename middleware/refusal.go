@@ -21,6 +21,9 @@ type Refusal struct {
 	Detail string `json:"detail,omitempty"`
 	// RetryAfter, when positive, is the Retry-After to send, in seconds.
 	RetryAfter int `json:"-"`
+	// Cause is why the key's table failed (an internal refusal's), for a
+	// renderer that tells a database out of reach (503) from a bug.
+	Cause error `json:"-"`
 }
 
 // The refusals, without their detail. Each one's slug, status and title is
