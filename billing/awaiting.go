@@ -2,7 +2,10 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
@@ -152,15 +155,44 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 }
 
 // returned settles at once the attempt sent under providerKey, on the
-// shopper's return from its authentication.
+// shopper's return from its authentication. When another run holds the
+// order (the other submission of a double-click, settling it), it waits
+// for that run, an attempt's time at most, so that the page the shopper is
+// sent to shows the outcome rather than the wait.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
-	if found {
-		s.settleAwaiting(ctx, attempt.ID) // unless it is settled already
-	} else if err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "read the attempt the shopper authenticated", "err", err)
+	if err == nil && found {
+		ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
+		_, err = backoff.Retry(ctx, func() (bool, error) { return s.settledOnReturn(ctx, attempt.ID) },
+			backoff.WithBackOff(backoff.NewConstantBackOff(returnWait)), backoff.WithMaxElapsedTime(s.cfg.AttemptTimeout))
+	}
+	if err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "settle the attempt the shopper authenticated", "err", err)
 	}
 }
+
+// returnWait is how often a return looks again at an attempt another run
+// is settling.
+const returnWait = 50 * time.Millisecond
+
+// settledOnReturn settles the attempt under the order's hold, or, when
+// another run holds it, fails until that run has settled it.
+func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, error) {
+	_, held, err := s.charges.resolveRow(ctx, byReturn, attemptID)
+	if err != nil || held {
+		return held, backoff.Permanent(err)
+	}
+	_, waiting, err := take[models.PaymentAttempt](s.shop.DB.WithContext(ctx).Select("id").Where("id = ? AND state = ?", attemptID, models.RequiresAction))
+	switch {
+	case err != nil:
+		return false, backoff.Permanent(err)
+	case waiting:
+		return false, errSettledElsewhere
+	}
+	return false, nil
+}
+
+var errSettledElsewhere = errors.New("another run is settling the attempt")
 
 // ReturnURL is where a provider sends the shopper back to after an
 // authentication of the order's payment.

@@ -183,3 +183,31 @@ func TestPayFormOffersTheProvidersOwnTestCards(t *testing.T) {
 		})
 	}
 }
+
+// A double-click on Complete sends both returns at once. Each answers only
+// once the attempt is settled, whichever of the two settled it, so the
+// order page each leads to shows the outcome, not the wait. (The provider's
+// latency keeps the first run settling while the second arrives.)
+func TestBothReturnsOfADoubleClickAnswerOnceSettled(t *testing.T) {
+	e := newEnv(t, withLatency(200*time.Millisecond))
+	token := e.signUp("auth-twice@example.com")
+	orderID := e.createOrder(token, "order", orderBody(e.products()[0], 1))
+	_, page := e.payToAuthenticate(token, orderID, "k1")
+	u, err := url.Parse(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"outcome": {"complete"}, "return_url": {u.Query().Get("return_url")}}
+	complete := request{method: "POST", path: u.Path, body: form.Encode(), contentType: "application/x-www-form-urlencoded"}
+	first, second := e.async(complete), e.async(complete)
+	for _, answer := range []<-chan answerOf{first, second} {
+		a := <-answer
+		if a.err != nil || a.Status != http.StatusSeeOther {
+			t.Fatalf("a return: %d %v", a.Status, a.err)
+		}
+		if n := e.count("payment_attempts", "order_id = ? AND state = ?", orderID, models.RequiresAction); n != 0 {
+			t.Fatalf("a return answered while the attempt still waited (%d attempts waiting)", n)
+		}
+	}
+	e.paidOnReturn(token, orderID, "after both returns")
+}
