@@ -313,7 +313,9 @@ func TestReconcilersRecordACrashedChargeOnce(t *testing.T) {
 	counted := 0
 	for _, s := range []*handlers.Server{e.server, other} {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		scrape := httptest.NewRequest("GET", "/metrics", nil)
+		scrape.RemoteAddr = "127.0.0.1:9090" // a scraper on this machine: no token needed
+		s.ServeHTTP(rec, scrape)
 		if strings.Contains(rec.Body.String(), `shop_payment_resolutions_total{by="reconciler",outcome="succeeded"} 1`) {
 			counted++
 		}
