@@ -48,7 +48,7 @@ type Config struct {
 
 	OrderExpiry time.Duration `env:"ORDER_EXPIRY" envDefault:"30m" min:"1" doc:"How long an order may wait unpaid before the sweep cancels it."`
 
-	MaxPendingOrders int `env:"MAX_PENDING_ORDERS" envDefault:"3" min:"1" max:"1000" want:"a whole number from 1 to 1000" doc:"The most unpaid orders one shopper may hold at once; beyond, 409 too-many-pending-orders."`
+	MaxPendingOrders int `env:"MAX_PENDING_ORDERS" envDefault:"3" min:"1" max:"1000000" want:"a whole number from 1 to 1000000" doc:"The most unpaid orders one shopper may hold at once; beyond, 409 too-many-pending-orders."`
 	// GroupCommit: enough that a queue of concurrent requests shares one
 	// fsync, few enough that the first of them is not held long for the last.
 	GroupCommit int `env:"SQLITE_GROUP_COMMIT" envDefault:"32" min:"1" max:"1000" want:"a whole number from 1 to 1000, the most transactions one SQLite commit holds (1: each its own)" doc:"SQLite only: the most transactions one COMMIT holds."`

@@ -85,7 +85,7 @@ func startShop(t *testing.T, name string, env ...string) *shopProcess {
 	p.cmd = exec.Command(shopBinary(t))
 	p.cmd.Dir = t.TempDir()
 	// Their shoppers place many orders each, unpaid: a test of the cap sets its own.
-	p.cmd.Env = append(append(os.Environ(), "HOST=127.0.0.1", "PORT=0", "LOG_LEVEL=info", "MAX_PENDING_ORDERS=1000"), env...)
+	p.cmd.Env = append(append(os.Environ(), "HOST=127.0.0.1", "PORT=0", "LOG_LEVEL=info", "MAX_PENDING_ORDERS=1000000"), env...)
 	dieWithTests(p.cmd)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

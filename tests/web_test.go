@@ -154,8 +154,8 @@ func TestInvalidCheckoutIsShownAgainAndNotStored(t *testing.T) {
 		{"0", "Choose a quantity for at least one product."},
 		{"00", "Choose a quantity for at least one product."},
 		{"-0", "Choose a quantity for at least one product."},
-		{"-1", "Enter a number from 0 to 100."},
-		{"101", "Enter a number from 0 to 100."},
+		{"-1", "Enter a number from 0 to 10."},
+		{"11", "Enter a number from 0 to 10."},
 		{"two", "Enter a whole number."},
 		{"1.5", "Enter a whole number."},
 	}

@@ -76,7 +76,7 @@ func newFleet(cfg config) (*fleet, error) {
 		viaLink := *u
 		viaLink.Host = in.link.Addr
 		in.settings = []string{"DATABASE_URL=" + viaLink.String(), "SESSION_SECRET=" + hex.EncodeToString(secret),
-			"IDEMPOTENCY_LEASE=3s", "IDEMPOTENCY_WAIT=2s", "PAYMENT_RECONCILE_EVERY=2s", "CREDENTIALS_PER_MINUTE=0", "MAX_PENDING_ORDERS=1000",
+			"IDEMPOTENCY_LEASE=3s", "IDEMPOTENCY_WAIT=2s", "PAYMENT_RECONCILE_EVERY=2s", "CREDENTIALS_PER_MINUTE=0", "MAX_PENDING_ORDERS=1000000",
 			fmt.Sprintf("IDEMPOTENCY_CACHE_BYTES=%d", cfg.cacheBytes)}
 		f.instances[i] = in
 		if err := f.start(in, normalLatency); err != nil {
