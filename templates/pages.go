@@ -49,7 +49,6 @@ var funcs = template.FuncMap{
 	"lineTotal":       func(unit int64, quantity int) int64 { return unit * int64(quantity) },
 	"when":            when,
 	"day":             day,
-	"methodName":      MethodName,
 	"cardName":        cardName,
 	"paymentSentence": paymentSentence,
 	"statusName":      StatusName,
@@ -89,46 +88,29 @@ func StatusName(status string) string {
 	return status
 }
 
-// methodLabels name the test cards the shopper picks from; a method without
-// a label of its own is named after its id.
-var methodLabels = map[string]string{
-	payments.MethodVisa:              "Test Visa card (is charged)",
-	payments.MethodMastercard:        "Test Mastercard (is charged)",
-	payments.MethodChargeDeclined:    "Test card that is declined",
-	payments.MethodInsufficientFunds: "Test card without enough funds",
-	payments.MethodDeclined:          "Test card that is declined",
-	payments.MethodUnavailable:       "Test card whose provider is down",
-	payments.MethodRefundFail:        "Test Visa card (is charged; refunds fail: account closed)",
-	payments.MethodAuthentication:    "Test card that asks you to authenticate (3-D Secure)",
-}
-
-// cardNames are the test cards as a payment's history names them: the card,
-// without what choosing it does.
-var cardNames = map[string]string{
-	payments.MethodVisa:              "Test Visa card",
-	payments.MethodMastercard:        "Test Mastercard",
-	payments.MethodChargeDeclined:    "Test declined card",
-	payments.MethodInsufficientFunds: "Test card without funds",
-	payments.MethodDeclined:          "Test declined card",
-	payments.MethodUnavailable:       "Test card of a provider that is down",
-	payments.MethodRefundFail:        "Test Visa card",
-	payments.MethodAuthentication:    "Test card that asks to authenticate",
+// cards are the test cards: one name each, for the pay form and a
+// payment's history alike, and what choosing one does, for the pay form.
+// A method not here is named after its id.
+var cards = map[string]struct{ name, does string }{
+	payments.MethodVisa:              {"Test Visa card", " (is charged)"},
+	payments.MethodMastercard:        {"Test Mastercard", " (is charged)"},
+	payments.MethodChargeDeclined:    {"Test card that is declined", ""},
+	payments.MethodInsufficientFunds: {"Test card without enough funds", ""},
+	payments.MethodDeclined:          {"Test card that is declined", ""},
+	payments.MethodUnavailable:       {"Test card whose provider is down", ""},
+	payments.MethodRefundFail:        {"Test Visa card whose refunds fail", " (is charged; refunds fail: account closed)"},
+	payments.MethodAuthentication:    {"Test card that asks you to authenticate", " (3-D Secure)"},
 }
 
 func cardName(value string) string {
-	if name, ok := cardNames[value]; ok {
-		return name
-	}
-	return MethodName(value)
-}
-
-// MethodName is a payment method as the pay form offers it.
-func MethodName(value string) string {
-	if label, ok := methodLabels[value]; ok {
-		return label
+	if card, ok := cards[value]; ok {
+		return card.name
 	}
 	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
 }
+
+// MethodName is a payment method as the pay form offers it.
+func MethodName(value string) string { return cardName(value) + cards[value].does }
 
 // paymentSentence is one payment of the order's history, in a shopper's
 // words: what happened to how much, on which card, and the bank's reason
