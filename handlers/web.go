@@ -208,7 +208,7 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 		s.chooseCard(c, postForm(c).Get(middleware.FormKeyField))
 		return
 	case errors.Is(err, models.ErrOrderPaid):
-		s.markOrderPage(c, alreadyPaid)
+		s.markPage(c, orderPage(c.Param("id")), alreadyPaid)
 	case err != nil:
 		s.fail(c, err)
 		return

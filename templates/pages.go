@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,7 @@ var funcs = template.FuncMap{
 	"paid":            paid,
 	"refundSentence":  refundSentence,
 	"requestSentence": requestSentence,
+	"stateName":       StateName,
 }
 
 // when is a time as the page prints it before the script, when there is
@@ -199,4 +201,53 @@ func AskedForRefund(who string, r models.RefundRequest) string {
 		return who + " asked for a refund (" + r.Reason + ")"
 	}
 	return who + " asked for a refund"
+}
+
+// The console's acts, as their handlers mark them done on the order's
+// console page; a replay of one is marked with Again after it.
+const (
+	ActRefunded  = "refunded"
+	ActDeclined  = "declined"
+	ActCancelled = "cancelled"
+	Again        = " again"
+)
+
+// StaffDid is what the console's order page opens with after a staff
+// member's act on the order (one of the acts above, as marked), in words
+// that name the order and the amount (of r, its latest refund), and, when
+// its form was sent again, that it was done once.
+func StaffDid(marked string, o models.Order, r *models.Refund) (title, also string) {
+	act, twice := strings.CutSuffix(marked, Again)
+	order, total := "order #"+strconv.FormatInt(o.Number, 10), models.Money(o.TotalCents, o.Currency)
+	switch {
+	case act == ActRefunded && r != nil && r.State == models.Pending:
+		title = "Refund of " + models.Money(r.AmountCents, r.Currency) + " on " + order + " is on its way back to the card."
+	case act == ActRefunded && r != nil:
+		title = "Refunded " + models.Money(r.AmountCents, r.Currency) + " on " + order + "."
+	case act == ActDeclined:
+		title = "Declined the request for a refund on " + order + " (" + total + "): nothing was refunded."
+	case act == ActCancelled:
+		title = "Cancelled " + order + " (" + total + "): nothing was charged."
+	default:
+		return "", ""
+	}
+	if twice {
+		also = "Sent twice, done once: the form was sent more than once; it was done once."
+	}
+	return title, also
+}
+
+// stateNames are the states of a request to the provider, in staff's words.
+var stateNames = map[models.State]string{
+	models.InDoubt: "in doubt (the provider's answer is not known yet)", models.Succeeded: "succeeded",
+	models.Declined: "declined", models.Pending: "on its way back to the card", models.Failed: "failed, nothing was moved",
+	models.Excess: "given back twice (recover it)", models.RequiresAction: "waiting for the shopper to authenticate",
+}
+
+// StateName is a request's state in staff's words.
+func StateName(s models.State) string {
+	if name, ok := stateNames[s]; ok {
+		return name
+	}
+	return string(s)
 }
