@@ -189,7 +189,7 @@ func requestSentence(r models.RefundRequest) string {
 	case models.RequestFulfilled:
 		return text + ": refunded."
 	case models.RequestDeclined:
-		return text + ": declined by the shop's staff."
+		return text + ": declined by the shop's staff. Reason: " + r.DeclineReason
 	}
 	return text + ": the shop's staff will answer it."
 }
@@ -250,4 +250,20 @@ func StateName(s models.State) string {
 		return name
 	}
 	return string(s)
+}
+
+// RequestTitle and RequestAnswer are what the order page opens with while
+// the shopper's latest request for a refund is open or declined.
+func RequestTitle(r models.RefundRequest) string {
+	if r.State == models.RequestDeclined {
+		return "Your request for a refund was declined."
+	}
+	return "Your request for a refund was received."
+}
+
+func RequestAnswer(r models.RefundRequest) string {
+	if r.State == models.RequestDeclined {
+		return "The shop's staff said: " + r.DeclineReason
+	}
+	return "The shop's staff answer each request; this page shows their answer."
 }

@@ -311,6 +311,7 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+orderPath)))
 	submit(t, ctx, 200, chromedp.SendKeys("#request-reason", "Arrived broken"), chromedp.Click(`form[action$="/refund-requests"] button`))
 	a.audit("order-refund-requested", false)
+	a.says("order-refund-requested", "status", "Your request for a refund was received.")
 	staff, _ := e.staffToken("staff@example.com")
 	e.staffRefund(staff, orderPath, "part", `{"amount_cents":150}`)
 	visit("order-partly-refunded", orderPath, 200, false)

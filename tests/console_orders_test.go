@@ -108,6 +108,7 @@ func TestConsoleRefundFulfilsTheRequest(t *testing.T) {
 	staff := e.staffBrowser("staff@example.com")
 	console := "/staff/orders/" + orderID
 	isPage(t, staff.get(console), http.StatusOK, "The shopper asked for a refund (Arrived broken): open.")
+	hasNotice(t, s.get(orderPath), "status", "Your request for a refund was received.")
 
 	form := staffForm(t, staff, console, console+"/refunds", "amount", "1.50", "reason", "Broken on arrival")
 	answers := staff.postTogether(2, console+"/refunds", form)
@@ -210,7 +211,9 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND actor_id = ? AND subject_id = ?", audit.ActionRequestDeclined, audit.ActorStaff, *req.DecidedBy, req.ID); n != 1 {
 		t.Fatalf("%d audit entries of the decline by the staff member, want 1", n)
 	}
-	isPage(t, s.get(orderPath), http.StatusOK, "declined by the shop&#39;s staff.")
+	shopperPage := s.get(orderPath)
+	isPage(t, shopperPage, http.StatusOK, "declined by the shop&#39;s staff. Reason: Used for a month")
+	hasNotice(t, shopperPage, "status", "Your request for a refund was declined. The shop's staff said: Used for a month")
 	staffToken := e.tokenOf("staff@example.com")
 	read := e.do(request{method: "GET", path: "/api/v1/staff/orders/" + orderID, token: staffToken})
 	if reqs := read.json(t)["refund_requests"].([]any); len(reqs) != 1 || reqs[0].(map[string]any)["decline_reason"] != "Used for a month" {
