@@ -239,6 +239,16 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	orderURL, err := chromedp.Run(ctx, chromedp.Location())
 	must(t, err)
 	a.audit("order", false)
+	// Cancel order is a secondary action: it does not look like Pay, and
+	// sits apart below it.
+	apart, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const pay = document.querySelector('form[action$="/payments"] button'), cancel = document.querySelector('form[action$="/cancel"] button');
+		return getComputedStyle(pay).backgroundColor !== getComputedStyle(cancel).backgroundColor && cancel.getBoundingClientRect().top - pay.getBoundingClientRect().bottom >= 32;
+	})()`))
+	must(t, err)
+	if !apart {
+		t.Fatal("the order page's Cancel order looks like Pay, or sits right under it")
+	}
 
 	// Pay without choosing a card: the form again, nothing charged.
 	submit(t, ctx, 422, chromedp.Click(`form[action$="/payments"] button`))
