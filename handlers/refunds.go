@@ -8,6 +8,7 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/templates"
 )
 
 func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + "/refunds/" + r.ID }
@@ -78,6 +79,7 @@ func (s *Server) createRefund(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
+		s.markPage(c, consolePath(c.Param("id")), templates.ActRefunded)
 		c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
 	default:
 		c.Header("Location", refundLocation(refund))

@@ -37,7 +37,7 @@ type repeatMarker struct {
 
 func (w *repeatMarker) WriteHeader(status int) {
 	target := w.Header().Get("Location")
-	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(target, "/orders/") {
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") {
 		http.SetCookie(w, &http.Cookie{
 			Name: repeatCookie, Value: w.form, Path: target, MaxAge: 60,
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: w.secure,
@@ -52,11 +52,11 @@ func (w *repeatMarker) WriteHeader(status int) {
 // a repeat like any other.
 const alreadyPaid = "already-paid"
 
-// markOrderPage names in the same cookie what the first answer of a form
-// found (alreadyPaid), for the order page to tell.
-func (s *Server) markOrderPage(c *gin.Context, what string) {
+// markPage names in the same cookie what the first answer of a form found
+// (alreadyPaid) or did (a console act), for the page at path to tell.
+func (s *Server) markPage(c *gin.Context, path, what string) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: repeatCookie, Value: what, Path: orderPage(c.Param("id")), MaxAge: 60,
+		Name: repeatCookie, Value: what, Path: path, MaxAge: 60,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
 	})
 }

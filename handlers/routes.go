@@ -12,6 +12,7 @@ import (
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
 	"github.com/shop/shop/static"
+	"github.com/shop/shop/templates"
 )
 
 // apiPrefix is where the JSON API is mounted: its routes, and the only
@@ -108,9 +109,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
 	console.GET("", s.staffListOrders)
 	console.GET("/orders/:id", s.staffOrderPage)
-	console.POST("/orders/:id/refunds", once, s.createRefund)
-	console.POST("/orders/:id/refund-requests/:request_id/decline", onceAtomic, s.staffDecline)
-	console.POST("/orders/:id/cancel", onceAtomic, s.staffCancel)
+	console.POST("/orders/:id/refunds", s.markRepeats(templates.ActRefunded+templates.Again), once, s.createRefund)
+	console.POST("/orders/:id/refund-requests/:request_id/decline", s.markRepeats(templates.ActDeclined+templates.Again), onceAtomic, s.staffDecline)
+	console.POST("/orders/:id/cancel", s.markRepeats(templates.ActCancelled+templates.Again), onceAtomic, s.staffCancel)
 	console.GET("/products", s.staffProductsPage)
 	console.POST("/products/stock", onceAtomic, s.staffRestock)
 	console.GET("/in-doubt", s.staffDoubtsPage)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/middleware"
+	"github.com/shop/shop/templates"
 )
 
 // What staff do to an order from the console: refund it (the refund
@@ -64,6 +65,7 @@ func (s *Server) staffDecline(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.markPage(c, consolePath(c.Param("id")), templates.ActDeclined)
 	c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
 }
 
@@ -73,5 +75,6 @@ func (s *Server) staffCancel(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.markPage(c, consolePath(c.Param("id")), templates.ActCancelled)
 	c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
 }

@@ -132,6 +132,11 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *notice) {
 		}
 	}
 	view.Notice = n
+	if n == nil {
+		if title, also := templates.StaffDid(s.takeRepeat(c), h.Order, lastRefund(h.Order)); title != "" {
+			view.Notice = &notice{Kind: noticeSuccess, Title: title, Also: also}
+		}
+	}
 	s.renderPage(c, status, "staff_order.html", view)
 }
 
@@ -146,25 +151,10 @@ func (v staffOrderView) nameOf(id *string) string {
 	return "a former user"
 }
 
-// stateNames are the states of a request to the provider, in staff's words.
-var stateNames = map[models.State]string{
-	models.InDoubt: "in doubt (the provider's answer is not known yet)", models.Succeeded: "succeeded",
-	models.Declined: "declined", models.Pending: "on its way back to the card", models.Failed: "failed, nothing was moved",
-	models.Excess: "given back twice (recover it)", models.RequiresAction: "waiting for the shopper to authenticate",
-}
-
-// StateName is a request's state in staff's words.
-func (v staffOrderView) StateName(s models.State) string {
-	if name, ok := stateNames[s]; ok {
-		return name
-	}
-	return string(s)
-}
-
 // RefundLine is one refund of the order, whatever its state: how much,
 // how it stands, who gave it and why.
 func (v staffOrderView) RefundLine(r models.Refund) string {
-	text := models.Money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + v.StateName(r.State) + "."
+	text := models.Money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + templates.StateName(r.State) + "."
 	if r.Reason != "" {
 		text += " Reason: " + r.Reason
 	}

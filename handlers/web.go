@@ -132,23 +132,27 @@ func (s *Server) showOrder(c *gin.Context, order models.Order) {
 		s.fail(c, err)
 		return
 	}
-	view.Notice = orderOutcome(order, s.takeRepeat(c), s.deps.OrderExpiry)
+	view.Notice = orderOutcome(order, view.Requests, s.takeRepeat(c), s.deps.OrderExpiry)
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
 
 // orderOutcome is the one place that chooses what the order page opens
 // with: the outcome of the order's payments, and whether the form that led
-// here was sent more than once (repeated names it, "" when it was not).
+// here was sent more than once (repeated names it, "" when it was not),
+// and the answer to the shopper's latest request for a refund.
 // Each outcome is one case; expiry is how long an order may wait unpaid.
-func orderOutcome(order models.Order, repeated string, expiry time.Duration) *notice {
+func orderOutcome(order models.Order, requests []models.RefundRequest, repeated string, expiry time.Duration) *notice {
 	twice := repeatedText[repeated]
 	last := lastPayment(order)
 	refund := lastRefund(order)
+	req := latest(requests, func(r models.RefundRequest) time.Time { return r.CreatedAt })
 	switch {
 	case order.Status == models.OrderCancelled:
 		return cancelledNotice(order, expiry, twice)
 	case refund != nil:
 		return &notice{Kind: noticeSuccess, Title: templates.RefundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
+	case req != nil && req.State != models.RequestFulfilled:
+		return &notice{Kind: noticeInfo, Title: templates.RequestTitle(*req), Text: templates.RequestAnswer(*req), Also: twice}
 	case order.Status == models.OrderPaid && repeated == alreadyPaid:
 		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
 	case order.Status == models.OrderPaid:
@@ -208,7 +212,7 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 		s.chooseCard(c, postForm(c).Get(middleware.FormKeyField))
 		return
 	case errors.Is(err, models.ErrOrderPaid):
-		s.markOrderPage(c, alreadyPaid)
+		s.markPage(c, orderPage(c.Param("id")), alreadyPaid)
 	case err != nil:
 		s.fail(c, err)
 		return

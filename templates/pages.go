@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,13 +50,13 @@ var funcs = template.FuncMap{
 	"lineTotal":       func(unit int64, quantity int) int64 { return unit * int64(quantity) },
 	"when":            when,
 	"day":             day,
-	"methodName":      MethodName,
 	"cardName":        cardName,
 	"paymentSentence": paymentSentence,
 	"statusName":      StatusName,
 	"paid":            paid,
 	"refundSentence":  refundSentence,
 	"requestSentence": requestSentence,
+	"stateName":       StateName,
 }
 
 // when is a time as the page prints it before the script, when there is
@@ -89,46 +90,29 @@ func StatusName(status string) string {
 	return status
 }
 
-// methodLabels name the test cards the shopper picks from; a method without
-// a label of its own is named after its id.
-var methodLabels = map[string]string{
-	payments.MethodVisa:              "Test Visa card (is charged)",
-	payments.MethodMastercard:        "Test Mastercard (is charged)",
-	payments.MethodChargeDeclined:    "Test card that is declined",
-	payments.MethodInsufficientFunds: "Test card without enough funds",
-	payments.MethodDeclined:          "Test card that is declined",
-	payments.MethodUnavailable:       "Test card whose provider is down",
-	payments.MethodRefundFail:        "Test Visa card (is charged; refunds fail: account closed)",
-	payments.MethodAuthentication:    "Test card that asks you to authenticate (3-D Secure)",
-}
-
-// cardNames are the test cards as a payment's history names them: the card,
-// without what choosing it does.
-var cardNames = map[string]string{
-	payments.MethodVisa:              "Test Visa card",
-	payments.MethodMastercard:        "Test Mastercard",
-	payments.MethodChargeDeclined:    "Test declined card",
-	payments.MethodInsufficientFunds: "Test card without funds",
-	payments.MethodDeclined:          "Test declined card",
-	payments.MethodUnavailable:       "Test card of a provider that is down",
-	payments.MethodRefundFail:        "Test Visa card",
-	payments.MethodAuthentication:    "Test card that asks to authenticate",
+// cards are the test cards: one name each, for the pay form and a
+// payment's history alike, and what choosing one does, for the pay form.
+// A method not here is named after its id.
+var cards = map[string]struct{ name, does string }{
+	payments.MethodVisa:              {"Test Visa card", " (is charged)"},
+	payments.MethodMastercard:        {"Test Mastercard", " (is charged)"},
+	payments.MethodChargeDeclined:    {"Test card that is declined", ""},
+	payments.MethodInsufficientFunds: {"Test card without enough funds", ""},
+	payments.MethodDeclined:          {"Test card that is declined", ""},
+	payments.MethodUnavailable:       {"Test card whose provider is down", ""},
+	payments.MethodRefundFail:        {"Test Visa card whose refunds fail", " (is charged; refunds fail: account closed)"},
+	payments.MethodAuthentication:    {"Test card that asks you to authenticate", " (3-D Secure)"},
 }
 
 func cardName(value string) string {
-	if name, ok := cardNames[value]; ok {
-		return name
-	}
-	return MethodName(value)
-}
-
-// MethodName is a payment method as the pay form offers it.
-func MethodName(value string) string {
-	if label, ok := methodLabels[value]; ok {
-		return label
+	if card, ok := cards[value]; ok {
+		return card.name
 	}
 	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
 }
+
+// MethodName is a payment method as the pay form offers it.
+func MethodName(value string) string { return cardName(value) + cards[value].does }
 
 // paymentSentence is one payment of the order's history, in a shopper's
 // words: what happened to how much, on which card, and the bank's reason
@@ -205,7 +189,7 @@ func requestSentence(r models.RefundRequest) string {
 	case models.RequestFulfilled:
 		return text + ": refunded."
 	case models.RequestDeclined:
-		return text + ": declined by the shop's staff."
+		return text + ": declined by the shop's staff. Reason: " + r.DeclineReason
 	}
 	return text + ": the shop's staff will answer it."
 }
@@ -217,4 +201,69 @@ func AskedForRefund(who string, r models.RefundRequest) string {
 		return who + " asked for a refund (" + r.Reason + ")"
 	}
 	return who + " asked for a refund"
+}
+
+// The console's acts, as their handlers mark them done on the order's
+// console page; a replay of one is marked with Again after it.
+const (
+	ActRefunded  = "refunded"
+	ActDeclined  = "declined"
+	ActCancelled = "cancelled"
+	Again        = " again"
+)
+
+// StaffDid is what the console's order page opens with after a staff
+// member's act on the order (one of the acts above, as marked), in words
+// that name the order and the amount (of r, its latest refund), and, when
+// its form was sent again, that it was done once.
+func StaffDid(marked string, o models.Order, r *models.Refund) (title, also string) {
+	act, twice := strings.CutSuffix(marked, Again)
+	order, total := "order #"+strconv.FormatInt(o.Number, 10), models.Money(o.TotalCents, o.Currency)
+	switch {
+	case act == ActRefunded && r != nil && r.State == models.Pending:
+		title = "Refund of " + models.Money(r.AmountCents, r.Currency) + " on " + order + " is on its way back to the card."
+	case act == ActRefunded && r != nil:
+		title = "Refunded " + models.Money(r.AmountCents, r.Currency) + " on " + order + "."
+	case act == ActDeclined:
+		title = "Declined the request for a refund on " + order + " (" + total + "): nothing was refunded."
+	case act == ActCancelled:
+		title = "Cancelled " + order + " (" + total + "): nothing was charged."
+	default:
+		return "", ""
+	}
+	if twice {
+		also = "Sent twice, done once: the form was sent more than once; it was done once."
+	}
+	return title, also
+}
+
+// stateNames are the states of a request to the provider, in staff's words.
+var stateNames = map[models.State]string{
+	models.InDoubt: "in doubt (the provider's answer is not known yet)", models.Succeeded: "succeeded",
+	models.Declined: "declined", models.Pending: "on its way back to the card", models.Failed: "failed, nothing was moved",
+	models.Excess: "given back twice (recover it)", models.RequiresAction: "waiting for the shopper to authenticate",
+}
+
+// StateName is a request's state in staff's words.
+func StateName(s models.State) string {
+	if name, ok := stateNames[s]; ok {
+		return name
+	}
+	return string(s)
+}
+
+// RequestTitle and RequestAnswer are what the order page opens with while
+// the shopper's latest request for a refund is open or declined.
+func RequestTitle(r models.RefundRequest) string {
+	if r.State == models.RequestDeclined {
+		return "Your request for a refund was declined."
+	}
+	return "Your request for a refund was received."
+}
+
+func RequestAnswer(r models.RefundRequest) string {
+	if r.State == models.RequestDeclined {
+		return "The shop's staff said: " + r.DeclineReason
+	}
+	return "The shop's staff answer each request; this page shows their answer."
 }

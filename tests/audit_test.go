@@ -239,6 +239,16 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	orderURL, err := chromedp.Run(ctx, chromedp.Location())
 	must(t, err)
 	a.audit("order", false)
+	// Cancel order is a secondary action: it does not look like Pay, and
+	// sits apart below it.
+	apart, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const pay = document.querySelector('form[action$="/payments"] button'), cancel = document.querySelector('form[action$="/cancel"] button');
+		return getComputedStyle(pay).backgroundColor !== getComputedStyle(cancel).backgroundColor && cancel.getBoundingClientRect().top - pay.getBoundingClientRect().bottom >= 32;
+	})()`))
+	must(t, err)
+	if !apart {
+		t.Fatal("the order page's Cancel order looks like Pay, or sits right under it")
+	}
 
 	// Pay without choosing a card: the form again, nothing charged.
 	submit(t, ctx, 422, chromedp.Click(`form[action$="/payments"] button`))
@@ -311,6 +321,7 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+orderPath)))
 	submit(t, ctx, 200, chromedp.SendKeys("#request-reason", "Arrived broken"), chromedp.Click(`form[action$="/refund-requests"] button`))
 	a.audit("order-refund-requested", false)
+	a.says("order-refund-requested", "status", "Your request for a refund was received.")
 	staff, _ := e.staffToken("staff@example.com")
 	e.staffRefund(staff, orderPath, "part", `{"amount_cents":150}`)
 	visit("order-partly-refunded", orderPath, 200, false)
@@ -367,6 +378,14 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	visit("staff-in-doubt", "/staff/in-doubt", 200, false)
 	submit(t, ctx, 200, chromedp.Click(`form[action^="/staff/in-doubt/"] button`))
 	a.audit("staff-in-doubt-settled", false)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
+	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
+	another, err := chromedp.Run(ctx, chromedp.Location())
+	must(t, err)
+	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/staff"+strings.TrimPrefix(another, srv))))
+	submit(t, ctx, 200, chromedp.Click(`form[action$="/cancel"] button`))
+	a.audit("staff-order-cancelled", false)
+	a.says("staff-order-cancelled", "status", "Cancelled order #")
 	if n := e.count("payment_attempts", "state = ?", "in_doubt"); n != 0 {
 		t.Fatalf("%d payment attempts still in doubt after Ask the provider now", n)
 	}
@@ -469,6 +488,9 @@ func TestPagesAreValidHTML(t *testing.T) {
 	page("staff-orders-invalid", s.get("/staff?status=lost"))
 	page("staff-order", s.get("/staff"+orderPath))
 	page("staff-order-pending", s.get("/staff"+waiting))
+	cancelled = "/staff" + s.placeOrder(s.checkout(ids[0], 1))
+	s.post(cancelled+"/cancel", url.Values{"idempotency_key": {keyOfForm(t, s.get(cancelled), cancelled+"/cancel")}})
+	page("staff-order-cancelled", s.get(cancelled))
 	page("staff-products", s.get("/staff/products"))
 	page("staff-restocked", s.post("/staff/products/stock", url.Values{"idempotency_key": {keyOfForm(t, s.get("/staff/products"), "/staff/products/stock")}, "sku": {"TEE-BLK-M"}, "stock": {"40"}}))
 	doubt := s.placeOrder(s.checkout(ids[0], 1))

@@ -59,7 +59,8 @@ func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
 	}
 	history, err := chromedp.Run(ctx, chromedp.Text("main"))
 	must(t, err)
-	if !strings.Contains(history, "$2.50 by staff@example.com: succeeded. Reason: Arrived broken") || !strings.Contains(history, "(Arrived broken): refunded.") {
+	if !strings.Contains(history, "$2.50 by staff@example.com: succeeded. Reason: Arrived broken") || !strings.Contains(history, "(Arrived broken): refunded.") ||
+		!strings.Contains(history, "Refunded $2.50 on order #1001.") {
 		t.Fatalf("the console's order page: %s", history)
 	}
 	if n := e.count("refund_requests", "state = ?", models.RequestFulfilled); n != 1 {

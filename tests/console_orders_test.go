@@ -108,6 +108,7 @@ func TestConsoleRefundFulfilsTheRequest(t *testing.T) {
 	staff := e.staffBrowser("staff@example.com")
 	console := "/staff/orders/" + orderID
 	isPage(t, staff.get(console), http.StatusOK, "The shopper asked for a refund (Arrived broken): open.")
+	hasNotice(t, s.get(orderPath), "status", "Your request for a refund was received.")
 
 	form := staffForm(t, staff, console, console+"/refunds", "amount", "1.50", "reason", "Broken on arrival")
 	answers := staff.postTogether(2, console+"/refunds", form)
@@ -126,7 +127,9 @@ func TestConsoleRefundFulfilsTheRequest(t *testing.T) {
 	}
 	isPage(t, s.get(orderPath), http.StatusOK, "Refunded $1.50 to your Test Visa card.")
 	page := staff.get(console)
-	isPage(t, page, http.StatusOK, "$1.50 by staff@example.com: succeeded. Reason: Broken on arrival", ": refunded.")
+	isPage(t, page, http.StatusOK, "$1.50 by staff@example.com: succeeded. Reason: Broken on arrival", ": refunded.", "Refunded $1.50 on order #1001.")
+	staff.post(console+"/refunds", form)
+	isPage(t, staff.get(console), http.StatusOK, "Refunded $1.50 on order #1001.", "Sent twice, done once")
 
 	// What is left, then nothing: the form is gone.
 	staff.post(console+"/refunds", staffForm(t, staff, console, console+"/refunds", "reason", "The rest"))
@@ -192,6 +195,13 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if r := staff.post(decline, form); r.Status != http.StatusSeeOther {
 		t.Fatalf("decline: %d %s", r.Status, r.Body)
 	}
+	told := staff.get(console)
+	isPage(t, told, http.StatusOK, "Declined the request for a refund on order #1001 ($")
+	if strings.Contains(string(told.Body), "Sent twice") {
+		t.Fatal("a decline sent once is told as sent twice")
+	}
+	staff.post(decline, form)
+	isPage(t, staff.get(console), http.StatusOK, "Declined the request for a refund on order #1001 ($", "Sent twice, done once")
 	must(t, e.db.Take(&req).Error)
 	if req.State != models.RequestDeclined || req.DecidedBy == nil || *req.DecidedBy != e.userID("staff@example.com") || req.DeclineReason != "Used for a month" || req.DecidedAt == nil {
 		t.Fatalf("the declined request: %+v", req)
@@ -201,7 +211,9 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	if n := e.count("audit_entries", "action = ? AND actor_kind = ? AND actor_id = ? AND subject_id = ?", audit.ActionRequestDeclined, audit.ActorStaff, *req.DecidedBy, req.ID); n != 1 {
 		t.Fatalf("%d audit entries of the decline by the staff member, want 1", n)
 	}
-	isPage(t, s.get(orderPath), http.StatusOK, "declined by the shop&#39;s staff.")
+	shopperPage := s.get(orderPath)
+	isPage(t, shopperPage, http.StatusOK, "declined by the shop&#39;s staff. Reason: Used for a month")
+	hasNotice(t, shopperPage, "status", "Your request for a refund was declined. The shop's staff said: Used for a month")
 	staffToken := e.tokenOf("staff@example.com")
 	read := e.do(request{method: "GET", path: "/api/v1/staff/orders/" + orderID, token: staffToken})
 	if reqs := read.json(t)["refund_requests"].([]any); len(reqs) != 1 || reqs[0].(map[string]any)["decline_reason"] != "Used for a month" {
@@ -232,6 +244,8 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 		t.Fatalf("cancelled by staff: %d; stock %d, was %d: want its 2 units back once", n, after.Stock, before.Stock)
 	}
 	isPage(t, s.get(pending), http.StatusOK, "The shop&#39;s staff cancelled this order.")
+	staff.post(cancel, form)
+	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled order #1002 ($", "nothing was charged.", "Sent twice, done once")
 	isPage(t, staff.get("/staff/orders/"+pendingID), http.StatusOK, "Cancelled by the shop&#39;s staff.", "Cancelled the order, by staff@example.com (staff). Reason: staff.")
 	if n := e.count("audit_entries", "order_id = ? AND action = ? AND actor_kind = ?", pendingID, audit.ActionOrderCancelled, audit.ActorStaff); n != 1 {
 		t.Fatalf("%d audit entries of the staff's cancel, want 1", n)

@@ -28,7 +28,7 @@ func TestReceiptOfAPaidOrder(t *testing.T) {
 	isPage(t, receipt, http.StatusOK, "<h1>Receipt for order #1001</h1>", "<time datetime=",
 		"Book: Retries Without Fear", "Navy cap", "<strong>$92.00</strong>",
 		"$92.00 charged to Test Visa card", `id="refunds"`, `<a href="`+orderPath+`">Back to order #1001</a>`)
-	if strings.Contains(string(receipt.Body), "without funds") {
+	if strings.Contains(string(receipt.Body), "without enough funds") {
 		t.Fatal("the receipt lists a declined payment")
 	}
 	if n := e.count("payments"); n != 2 {
@@ -104,4 +104,14 @@ func TestQuantityFieldsStartEmpty(t *testing.T) {
 	if len(quantities) != 1 || quantities[0] != 2 {
 		t.Fatalf("order lines %v, want one of 2", quantities)
 	}
+}
+
+// A test card has one name: the pay form offers it by the name its
+// payment lines use.
+func TestOneNamePerTestCard(t *testing.T) {
+	_, ids, s := signedIn(t)
+	orderPath := s.placeOrder(s.checkout(ids[0], 1))
+	isPage(t, s.get(orderPath), http.StatusOK, ">Test card without enough funds</label>")
+	s.post(orderPath+"/payments", s.payForm(orderPath, payments.MethodInsufficientFunds))
+	isPage(t, s.get(orderPath), http.StatusOK, "declined on the Test card without enough funds.", ">Test card without enough funds</label>")
 }
