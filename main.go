@@ -180,11 +180,10 @@ func openDatabase(cfg config.Config) (*gorm.DB, func(), error) {
 		return nil, nil, err
 	}
 	closeDB := func() { _ = database.Close(db) }
-	if err := database.Migrate(db); err != nil {
-		closeDB()
-		return nil, nil, err
+	if err = database.Migrate(db); err == nil {
+		err = orders.Seed(db)
 	}
-	if err := orders.Seed(db); err != nil {
+	if err != nil {
 		closeDB()
 		return nil, nil, err
 	}
@@ -216,23 +215,20 @@ func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger 
 		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
-		ReplayCacheBytes:     cfg.ReplayCacheBytes(),
-		PushAnswers:          cfg.SessionSecret != "", // the pushes are signed with a key derived from it
-		SessionSecret:        []byte(cfg.SessionSecret),
-		SecureCookies:        cfg.Production(),
-		CORSOrigins:          cfg.CORSOrigins,
-		MetricsToken:         cfg.MetricsToken,
-		SessionIdle:          cfg.SessionIdle,
-		SessionMaxAge:        cfg.SessionMaxAge,
-		Logger:               logger,
-		TokenTTL:             cfg.TokenTTL,
-		TokenCacheTTL:        cfg.TokenCacheTTL,
+		ReplayCacheBytes: cfg.ReplayCacheBytes(),
+		PushAnswers:      cfg.SessionSecret != "", // the pushes are signed with a key derived from it
+		SessionSecret:    []byte(cfg.SessionSecret),
+		SecureCookies:    cfg.Production(),
+		CORSOrigins:      cfg.CORSOrigins,
+		MetricsToken:     cfg.MetricsToken,
+		SessionIdle:      cfg.SessionIdle, SessionMaxAge: cfg.SessionMaxAge,
+		Logger:   logger,
+		TokenTTL: cfg.TokenTTL, TokenCacheTTL: cfg.TokenCacheTTL,
 		OrderExpiry:          cfg.OrderExpiry,
 		MaxPendingOrders:     cfg.MaxPendingOrders,
 		CredentialsPerMinute: cfg.CredentialsPerMinute,
 		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
-		Tracer:         tracer,
-		TrustedProxies: cfg.TrustedProxies,
+		Tracer: tracer, TrustedProxies: cfg.TrustedProxies,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set, so Stripe's events are not received: a payment Stripe leaves processing, or answers with a 5xx, stays in doubt. Set it to the webhook endpoint's signing secret (whsec_…)")
@@ -255,11 +251,10 @@ func shutdown(httpServer *http.Server, srv *handlers.Server, logger *slog.Logger
 	if shutdownErr != nil {
 		return fmt.Errorf("shutdown: requests still running after %s were cut off; their keys pass to a retry when their leases end: %w", shutdownTimeout, errors.Join(shutdownErr, closeErr))
 	}
-	if closeErr != nil {
-		return closeErr
+	if closeErr == nil {
+		logger.Info("shut down: every request answered")
 	}
-	logger.Info("shut down: every request answered")
-	return nil
+	return closeErr
 }
 
 // flushTraces sends the spans not yet exported, for at most five seconds:
