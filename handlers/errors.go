@@ -69,7 +69,7 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		p = problem.MalformedRequest.With("The request contains a character that cannot be stored, such as NUL. Nothing was done.")
 	case unreachable(err):
 		s.deps.Logger.WarnContext(c.Request.Context(), "database unreachable", "err", err, "route", c.FullPath())
-		p = problem.ServiceUnavailable.With("The database could not be reached; nothing was done.")
+		p = problem.ServiceUnavailable.With("The database could not be reached. Retry with the same idempotency key: whatever was done already is done once.")
 	default:
 		s.deps.Logger.ErrorContext(c.Request.Context(), "request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")

@@ -44,7 +44,7 @@ func init() {
 		{Type: problem.KeyMissing, Shopper: unreadable},
 		{Type: problem.KeyInvalid, Shopper: unreadable},
 		{Type: problem.ServiceUnavailable, Shopper: models.Words{Heading: "The shop is busy", Retry: "Try again",
-			Text: "The shop could not finish this just now, and nothing was done. Please try again in a moment: sending the form again never does anything twice."}},
+			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."}},
 		{Type: problem.Internal, Shopper: models.Words{Heading: "Something went wrong", Retry: "Try again",
 			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."}},
 	} {

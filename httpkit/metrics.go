@@ -79,7 +79,7 @@ func (m *Metrics) IdempotencyOutcome(route string, outcome middleware.Outcome) {
 // a trusted proxy the client it names), and to any other only with
 // Authorization: Bearer token; 401 otherwise: they count money and routes.
 func (m *Metrics) Handler(token string) gin.HandlerFunc {
-	serve := gin.WrapH(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	serve := gin.WrapH(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	want := []byte("Bearer " + token)
 	return func(c *gin.Context) {
 		ip, err := netip.ParseAddr(c.ClientIP())

@@ -42,9 +42,9 @@ func (l *lag) Collect(ch chan<- prometheus.Metric) {
 		if err == nil {
 			err = unhandled(db, c).Where("r.parked_at IS NOT NULL").Count(&parked).Error
 		}
-		if err != nil {
+		if err != nil { // this consumer's series only: the rest of the page still serves
 			ch <- prometheus.NewInvalidMetric(l.pending, err)
-			return
+			continue
 		}
 		age := 0.0
 		if waiting > 0 {

@@ -17,7 +17,8 @@ import (
 const batch = 100
 
 // Relay hands every event to each consumer, in seq order, until the
-// consumer's Handle returns nil. Every instance runs one; a consumer's
+// consumer's Handle returns nil; an event that fails waits for its own
+// retry while later ones go on, so a consumer may see them out of order. Every instance runs one; a consumer's
 // lease (migration 9) lets one instance at a time hand that consumer its
 // events, so that a receipt is not sent by two instances at once. A lease
 // lapses when its holder stops renewing it (a kill -9), and another
