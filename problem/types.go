@@ -77,7 +77,7 @@ var (
 	MethodNotAllowed = Type{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
 		"This path does not accept this method."}
 	ServiceUnavailable = Type{"service-unavailable", http.StatusServiceUnavailable, "Service unavailable",
-		"The server could not reach its database, or lost it during the request. Nothing was done or kept, and the key was released: retry after `Retry-After` seconds with the same key."}
+		"The server could not reach its database, or lost it during the request. Retry after `Retry-After` seconds with the same key: what was done already (a charge at the provider, say) is done once, and the retry gets its answer."}
 	Internal = refuseInternal.documented(
 		"Something failed on our side. The key was released and nothing was stored: retry with the same key.")
 )
