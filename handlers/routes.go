@@ -36,7 +36,6 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	}
 	r.NoRoute(s.asPage, func(c *gin.Context) { s.fail(c, problem.NotFound.With("")) })
 	r.NoMethod(s.asPage, func(c *gin.Context) { s.fail(c, problem.MethodNotAllowed.With("")) })
-
 	r.GET("/healthz", httpkit.Healthz)
 	r.GET("/readyz", httpkit.Readyz(s.deps.DB, &middleware.IdempotencyKey{}))
 	r.GET("/metrics", s.metrics.Handler(s.deps.MetricsToken))
