@@ -983,6 +983,36 @@ func (e UnauthorizedType) Valid() bool {
 	}
 }
 
+// Defines values for UnavailableStatus.
+const (
+	UnavailableStatusN503 UnavailableStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the UnavailableStatus enum.
+func (e UnavailableStatus) Valid() bool {
+	switch e {
+	case UnavailableStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnavailableType.
+const (
+	UnavailableTypeProblemsserviceUnavailable UnavailableType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the UnavailableType enum.
+func (e UnavailableType) Valid() bool {
+	switch e {
+	case UnavailableTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnsupportedMediaTypeStatus.
 const (
 	UnsupportedMediaTypeStatusN415 UnsupportedMediaTypeStatus = 415
@@ -1109,6 +1139,36 @@ func (e ListIdempotencyKeys500ApplicationProblemPlusJSONResponseBodyType) Valid(
 	}
 }
 
+// Defines values for ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatusN503 ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Me401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	Me401ApplicationProblemPlusJSONResponseBodyStatusN401 Me401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -1169,6 +1229,36 @@ const (
 func (e Me500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case Me500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Me503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	Me503ApplicationProblemPlusJSONResponseBodyStatusN503 Me503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the Me503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e Me503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case Me503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Me503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	Me503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable Me503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the Me503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e Me503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case Me503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -1265,6 +1355,36 @@ const (
 func (e ListOrders500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case ListOrders500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListOrders503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListOrders503ApplicationProblemPlusJSONResponseBodyStatusN503 ListOrders503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListOrders503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListOrders503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListOrders503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListOrders503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListOrders503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListOrders503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListOrders503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListOrders503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListOrders503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -1505,6 +1625,36 @@ func (e CreateOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateOrder503ApplicationProblemPlusJSONResponseBodyStatusN503 CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateOrder503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateOrder503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreateOrder503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreateOrder503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateOrder503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetOrder401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	GetOrder401ApplicationProblemPlusJSONResponseBodyStatusN401 GetOrder401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -1595,6 +1745,36 @@ const (
 func (e GetOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case GetOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOrder503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetOrder503ApplicationProblemPlusJSONResponseBodyStatusN503 GetOrder503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the GetOrder503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetOrder503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetOrder503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetOrder503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable GetOrder503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetOrder503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetOrder503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -1862,6 +2042,36 @@ const (
 func (e CancelOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case CancelOrder500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CancelOrder503ApplicationProblemPlusJSONResponseBodyStatusN503 CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelOrder503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelOrder503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CancelOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CancelOrder503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CancelOrder503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CancelOrder503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CancelOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -2171,6 +2381,36 @@ func (e CreatePayment502ApplicationProblemPlusJSONResponseBodyType) Valid() bool
 	}
 }
 
+// Defines values for CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreatePayment503ApplicationProblemPlusJSONResponseBodyStatusN503 CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreatePayment503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreatePayment503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreatePayment503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreatePayment503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreatePayment503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreatePayment503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreatePayment503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetPayment401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	GetPayment401ApplicationProblemPlusJSONResponseBodyStatusN401 GetPayment401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -2261,6 +2501,36 @@ const (
 func (e GetPayment500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case GetPayment500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetPayment503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetPayment503ApplicationProblemPlusJSONResponseBodyStatusN503 GetPayment503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the GetPayment503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetPayment503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetPayment503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetPayment503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetPayment503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable GetPayment503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetPayment503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetPayment503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetPayment503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -2525,6 +2795,36 @@ const (
 func (e CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatusN503 CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -2867,6 +3167,36 @@ func (e CreateRefund502ApplicationProblemPlusJSONResponseBodyType) Valid() bool 
 	}
 }
 
+// Defines values for CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateRefund503ApplicationProblemPlusJSONResponseBodyStatusN503 CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateRefund503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateRefund503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateRefund503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreateRefund503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreateRefund503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateRefund503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateRefund503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetRefund401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	GetRefund401ApplicationProblemPlusJSONResponseBodyStatusN401 GetRefund401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -2963,6 +3293,36 @@ func (e GetRefund500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for GetRefund503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetRefund503ApplicationProblemPlusJSONResponseBodyStatusN503 GetRefund503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the GetRefund503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetRefund503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetRefund503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetRefund503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetRefund503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable GetRefund503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetRefund503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetRefund503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetRefund503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListProducts500ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ListProducts500ApplicationProblemPlusJSONResponseBodyStatusN500 ListProducts500ApplicationProblemPlusJSONResponseBodyStatus = 500
@@ -2987,6 +3347,36 @@ const (
 func (e ListProducts500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case ListProducts500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListProducts503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListProducts503ApplicationProblemPlusJSONResponseBodyStatusN503 ListProducts503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListProducts503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListProducts503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListProducts503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListProducts503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListProducts503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListProducts503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListProducts503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListProducts503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListProducts503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -3146,6 +3536,36 @@ func (e ListAllOrders500ApplicationProblemPlusJSONResponseBodyType) Valid() bool
 	}
 }
 
+// Defines values for ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatusN503 ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAllOrders503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListAllOrders503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListAllOrders503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListAllOrders503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListAllOrders503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListAllOrders503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatusN401 GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -3272,6 +3692,36 @@ func (e GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatusN503 GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	GetAnyOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case GetAnyOrder503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatusN401 ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus = 401
@@ -3362,6 +3812,36 @@ const (
 func (e ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case ListParkedEvents500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatusN503 ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListParkedEvents503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListParkedEvents503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -3623,6 +4103,36 @@ func (e RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType) Valid() b
 	}
 }
 
+// Defines values for RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatusN503 RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateToken400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	CreateToken400ApplicationProblemPlusJSONResponseBodyStatusN400 CreateToken400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -3803,6 +4313,36 @@ func (e CreateToken500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for CreateToken503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateToken503ApplicationProblemPlusJSONResponseBodyStatusN503 CreateToken503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreateToken503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateToken503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateToken503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateToken503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateToken503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreateToken503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreateToken503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateToken503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateToken503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	RevokeToken400ApplicationProblemPlusJSONResponseBodyStatusN400 RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -3893,6 +4433,36 @@ const (
 func (e RevokeToken500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case RevokeToken500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RevokeToken503ApplicationProblemPlusJSONResponseBodyStatusN503 RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RevokeToken503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RevokeToken503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RevokeToken503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable RevokeToken503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the RevokeToken503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RevokeToken503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RevokeToken503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -4124,6 +4694,36 @@ func (e CreateUser500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	}
 }
 
+// Defines values for CreateUser503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	CreateUser503ApplicationProblemPlusJSONResponseBodyStatusN503 CreateUser503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the CreateUser503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e CreateUser503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CreateUser503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateUser503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	CreateUser503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable CreateUser503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the CreateUser503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e CreateUser503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case CreateUser503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatusN400 ListWebhookDeliveries400ApplicationProblemPlusJSONResponseBodyStatus = 400
@@ -4244,6 +4844,36 @@ const (
 func (e ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatusN503 ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -4505,6 +5135,36 @@ func (e RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType) Valid() b
 	}
 }
 
+// Defines values for RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatusN503 RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus.
 const (
 	ProblemPage404ApplicationProblemPlusJSONResponseBodyStatusN404 ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus = 404
@@ -4718,6 +5378,36 @@ const (
 func (e StripeWebhook500ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
 	switch e {
 	case StripeWebhook500ApplicationProblemPlusJSONResponseBodyTypeProblemsinternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus.
+const (
+	StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatusN503 StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus enum.
+func (e StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeWebhook503ApplicationProblemPlusJSONResponseBodyType.
+const (
+	StripeWebhook503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable StripeWebhook503ApplicationProblemPlusJSONResponseBodyType = "/problems/service-unavailable"
+)
+
+// Valid indicates whether the value is a known member of the StripeWebhook503ApplicationProblemPlusJSONResponseBodyType enum.
+func (e StripeWebhook503ApplicationProblemPlusJSONResponseBodyType) Valid() bool {
+	switch e {
+	case StripeWebhook503ApplicationProblemPlusJSONResponseBodyTypeProblemsserviceUnavailable:
 		return true
 	default:
 		return false
@@ -5550,6 +6240,28 @@ type UnauthorizedStatus int
 // UnauthorizedType defines model for Unauthorized.Type.
 type UnauthorizedType string
 
+// Unavailable defines model for Unavailable.
+type Unavailable struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors `validation`: each field that breaks a rule; `out-of-stock`: each line stock cannot cover.
+	Errors  *[]FieldError `json:"errors,omitempty"`
+	Payment *Payment      `json:"payment,omitempty"`
+
+	// RequestId The `X-Request-Id` of the request this problem answered: of the first request, in a
+	// replayed answer. Absent from answers stored before request ids.
+	RequestId *string           `json:"request_id,omitempty"`
+	Status    UnavailableStatus `json:"status"`
+	Title     string            `json:"title"`
+	Type      UnavailableType   `json:"type"`
+}
+
+// UnavailableStatus defines model for Unavailable.Status.
+type UnavailableStatus int
+
+// UnavailableType defines model for Unavailable.Type.
+type UnavailableType string
+
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType struct {
 	Detail *string `json:"detail,omitempty"`
@@ -5600,6 +6312,12 @@ type ListIdempotencyKeys500ApplicationProblemPlusJSONResponseBodyStatus int
 // ListIdempotencyKeys500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListIdempotencyKeys.
 type ListIdempotencyKeys500ApplicationProblemPlusJSONResponseBodyType string
 
+// ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListIdempotencyKeys.
+type ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListIdempotencyKeys.
+type ListIdempotencyKeys503ApplicationProblemPlusJSONResponseBodyType string
+
 // Me401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for Me.
 type Me401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5611,6 +6329,12 @@ type Me500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // Me500ApplicationProblemPlusJSONResponseBodyType defines parameters for Me.
 type Me500ApplicationProblemPlusJSONResponseBodyType string
+
+// Me503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for Me.
+type Me503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// Me503ApplicationProblemPlusJSONResponseBodyType defines parameters for Me.
+type Me503ApplicationProblemPlusJSONResponseBodyType string
 
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
@@ -5639,6 +6363,12 @@ type ListOrders500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // ListOrders500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListOrders.
 type ListOrders500ApplicationProblemPlusJSONResponseBodyType string
+
+// ListOrders503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListOrders.
+type ListOrders503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListOrders503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListOrders.
+type ListOrders503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateOrderParams defines parameters for CreateOrder.
 type CreateOrderParams struct {
@@ -5693,6 +6423,12 @@ type CreateOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateOrder.
 type CreateOrder500ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateOrder.
+type CreateOrder503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateOrder503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateOrder.
+type CreateOrder503ApplicationProblemPlusJSONResponseBodyType string
+
 // GetOrder401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetOrder.
 type GetOrder401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5710,6 +6446,12 @@ type GetOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // GetOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetOrder.
 type GetOrder500ApplicationProblemPlusJSONResponseBodyType string
+
+// GetOrder503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetOrder.
+type GetOrder503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetOrder503ApplicationProblemPlusJSONResponseBodyType defines parameters for GetOrder.
+type GetOrder503ApplicationProblemPlusJSONResponseBodyType string
 
 // CancelOrderJSONBody defines parameters for CancelOrder.
 type CancelOrderJSONBody = map[string]interface{}
@@ -5772,6 +6514,12 @@ type CancelOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // CancelOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
 type CancelOrder500ApplicationProblemPlusJSONResponseBodyType string
+
+// CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CancelOrder.
+type CancelOrder503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CancelOrder503ApplicationProblemPlusJSONResponseBodyType defines parameters for CancelOrder.
+type CancelOrder503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreatePaymentParams defines parameters for CreatePayment.
 type CreatePaymentParams struct {
@@ -5838,6 +6586,12 @@ type CreatePayment502ApplicationProblemPlusJSONResponseBodyStatus int
 // CreatePayment502ApplicationProblemPlusJSONResponseBodyType defines parameters for CreatePayment.
 type CreatePayment502ApplicationProblemPlusJSONResponseBodyType string
 
+// CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreatePayment.
+type CreatePayment503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreatePayment503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreatePayment.
+type CreatePayment503ApplicationProblemPlusJSONResponseBodyType string
+
 // GetPayment401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetPayment.
 type GetPayment401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -5855,6 +6609,12 @@ type GetPayment500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // GetPayment500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetPayment.
 type GetPayment500ApplicationProblemPlusJSONResponseBodyType string
+
+// GetPayment503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetPayment.
+type GetPayment503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetPayment503ApplicationProblemPlusJSONResponseBodyType defines parameters for GetPayment.
+type GetPayment503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateRefundRequestParams defines parameters for CreateRefundRequest.
 type CreateRefundRequestParams struct {
@@ -5914,6 +6674,12 @@ type CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
 type CreateRefundRequest500ApplicationProblemPlusJSONResponseBodyType string
+
+// CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefundRequest.
+type CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefundRequest.
+type CreateRefundRequest503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateRefundParams defines parameters for CreateRefund.
 type CreateRefundParams struct {
@@ -5986,6 +6752,12 @@ type CreateRefund502ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateRefund502ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
 type CreateRefund502ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateRefund.
+type CreateRefund503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateRefund503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateRefund.
+type CreateRefund503ApplicationProblemPlusJSONResponseBodyType string
+
 // GetRefund401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetRefund.
 type GetRefund401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6004,11 +6776,23 @@ type GetRefund500ApplicationProblemPlusJSONResponseBodyStatus int
 // GetRefund500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetRefund.
 type GetRefund500ApplicationProblemPlusJSONResponseBodyType string
 
+// GetRefund503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetRefund.
+type GetRefund503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetRefund503ApplicationProblemPlusJSONResponseBodyType defines parameters for GetRefund.
+type GetRefund503ApplicationProblemPlusJSONResponseBodyType string
+
 // ListProducts500ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListProducts.
 type ListProducts500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // ListProducts500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListProducts.
 type ListProducts500ApplicationProblemPlusJSONResponseBodyType string
+
+// ListProducts503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListProducts.
+type ListProducts503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListProducts503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListProducts.
+type ListProducts503ApplicationProblemPlusJSONResponseBodyType string
 
 // ListAllOrdersParams defines parameters for ListAllOrders.
 type ListAllOrdersParams struct {
@@ -6053,6 +6837,12 @@ type ListAllOrders500ApplicationProblemPlusJSONResponseBodyStatus int
 // ListAllOrders500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
 type ListAllOrders500ApplicationProblemPlusJSONResponseBodyType string
 
+// ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListAllOrders.
+type ListAllOrders503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListAllOrders503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListAllOrders.
+type ListAllOrders503ApplicationProblemPlusJSONResponseBodyType string
+
 // GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
 type GetAnyOrder401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6077,6 +6867,12 @@ type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyStatus int
 // GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
 type GetAnyOrder500ApplicationProblemPlusJSONResponseBodyType string
 
+// GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for GetAnyOrder.
+type GetAnyOrder503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType defines parameters for GetAnyOrder.
+type GetAnyOrder503ApplicationProblemPlusJSONResponseBodyType string
+
 // ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListParkedEvents.
 type ListParkedEvents401ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6094,6 +6890,12 @@ type ListParkedEvents500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListParkedEvents.
 type ListParkedEvents500ApplicationProblemPlusJSONResponseBodyType string
+
+// ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListParkedEvents.
+type ListParkedEvents503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListParkedEvents.
+type ListParkedEvents503ApplicationProblemPlusJSONResponseBodyType string
 
 // RetryParkedEventParams defines parameters for RetryParkedEvent.
 type RetryParkedEventParams struct {
@@ -6154,6 +6956,12 @@ type RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyStatus int
 // RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
 type RetryParkedEvent500ApplicationProblemPlusJSONResponseBodyType string
 
+// RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RetryParkedEvent.
+type RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType defines parameters for RetryParkedEvent.
+type RetryParkedEvent503ApplicationProblemPlusJSONResponseBodyType string
+
 // CreateToken400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
 type CreateToken400ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6190,6 +6998,12 @@ type CreateToken500ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateToken500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateToken.
 type CreateToken500ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateToken503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateToken.
+type CreateToken503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateToken503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateToken.
+type CreateToken503ApplicationProblemPlusJSONResponseBodyType string
+
 // RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RevokeToken.
 type RevokeToken400ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6207,6 +7021,12 @@ type RevokeToken500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // RevokeToken500ApplicationProblemPlusJSONResponseBodyType defines parameters for RevokeToken.
 type RevokeToken500ApplicationProblemPlusJSONResponseBodyType string
+
+// RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RevokeToken.
+type RevokeToken503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RevokeToken503ApplicationProblemPlusJSONResponseBodyType defines parameters for RevokeToken.
+type RevokeToken503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateUserParams defines parameters for CreateUser.
 type CreateUserParams struct {
@@ -6256,6 +7076,12 @@ type CreateUser500ApplicationProblemPlusJSONResponseBodyStatus int
 // CreateUser500ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
 type CreateUser500ApplicationProblemPlusJSONResponseBodyType string
 
+// CreateUser503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for CreateUser.
+type CreateUser503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// CreateUser503ApplicationProblemPlusJSONResponseBodyType defines parameters for CreateUser.
+type CreateUser503ApplicationProblemPlusJSONResponseBodyType string
+
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveriesParams struct {
 	// Limit How many to list on one page.
@@ -6289,6 +7115,12 @@ type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveries500ApplicationProblemPlusJSONResponseBodyType string
+
+// ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveries503ApplicationProblemPlusJSONResponseBodyType string
 
 // RedeliverWebhookParams defines parameters for RedeliverWebhook.
 type RedeliverWebhookParams struct {
@@ -6349,6 +7181,12 @@ type RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyStatus int
 // RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
 type RedeliverWebhook500ApplicationProblemPlusJSONResponseBodyType string
 
+// RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for RedeliverWebhook.
+type RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType defines parameters for RedeliverWebhook.
+type RedeliverWebhook503ApplicationProblemPlusJSONResponseBodyType string
+
 // ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus defines parameters for ProblemPage.
 type ProblemPage404ApplicationProblemPlusJSONResponseBodyStatus int
 
@@ -6404,6 +7242,12 @@ type StripeWebhook500ApplicationProblemPlusJSONResponseBodyStatus int
 
 // StripeWebhook500ApplicationProblemPlusJSONResponseBodyType defines parameters for StripeWebhook.
 type StripeWebhook500ApplicationProblemPlusJSONResponseBodyType string
+
+// StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus defines parameters for StripeWebhook.
+type StripeWebhook503ApplicationProblemPlusJSONResponseBodyStatus int
+
+// StripeWebhook503ApplicationProblemPlusJSONResponseBodyType defines parameters for StripeWebhook.
+type StripeWebhook503ApplicationProblemPlusJSONResponseBodyType string
 
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = OrderInput
@@ -9260,6 +10104,13 @@ type ListIdempotencyKeysResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListIdempotencyKeysResponse503Headers the declared response headers of an HTTP 503 response for ListIdempotencyKeys
+type ListIdempotencyKeysResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListIdempotencyKeysResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9276,6 +10127,8 @@ type ListIdempotencyKeysResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListIdempotencyKeysResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -9284,6 +10137,8 @@ type ListIdempotencyKeysResponse struct {
 	Headers401 *ListIdempotencyKeysResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListIdempotencyKeysResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListIdempotencyKeysResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9309,6 +10164,11 @@ func (r ListIdempotencyKeysResponse) GetApplicationproblemJSON401() *Unauthorize
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListIdempotencyKeysResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListIdempotencyKeysResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9358,6 +10218,13 @@ type MeResponse500Headers struct {
 	XRequestId   string
 }
 
+// MeResponse503Headers the declared response headers of an HTTP 503 response for Me
+type MeResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type MeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9367,12 +10234,16 @@ type MeResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *MeResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MeResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *MeResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9388,6 +10259,11 @@ func (r MeResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r MeResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MeResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9444,6 +10320,13 @@ type ListOrdersResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListOrdersResponse503Headers the declared response headers of an HTTP 503 response for ListOrders
+type ListOrdersResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9459,6 +10342,8 @@ type ListOrdersResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListOrdersResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -9467,6 +10352,8 @@ type ListOrdersResponse struct {
 	Headers401 *ListOrdersResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListOrdersResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListOrdersResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9491,6 +10378,11 @@ func (r ListOrdersResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListOrdersResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListOrdersResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9573,6 +10465,13 @@ type CreateOrderResponse500Headers struct {
 	XRequestId   string
 }
 
+// CreateOrderResponse503Headers the declared response headers of an HTTP 503 response for CreateOrder
+type CreateOrderResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreateOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9592,6 +10491,8 @@ type CreateOrderResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateOrderResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -9608,6 +10509,8 @@ type CreateOrderResponse struct {
 	Headers422 *CreateOrderResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateOrderResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9648,6 +10551,11 @@ func (r CreateOrderResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CreateOrderResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateOrderResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9703,6 +10611,13 @@ type GetOrderResponse500Headers struct {
 	XRequestId   string
 }
 
+// GetOrderResponse503Headers the declared response headers of an HTTP 503 response for GetOrder
+type GetOrderResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type GetOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9714,6 +10629,8 @@ type GetOrderResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetOrderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -9722,6 +10639,8 @@ type GetOrderResponse struct {
 	Headers404 *GetOrderResponse404Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetOrderResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9742,6 +10661,11 @@ func (r GetOrderResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetOrderResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetOrderResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9830,6 +10754,13 @@ type CancelOrderResponse500Headers struct {
 	XRequestId   string
 }
 
+// CancelOrderResponse503Headers the declared response headers of an HTTP 503 response for CancelOrder
+type CancelOrderResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CancelOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9851,6 +10782,8 @@ type CancelOrderResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CancelOrderResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -9869,6 +10802,8 @@ type CancelOrderResponse struct {
 	Headers422 *CancelOrderResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CancelOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelOrderResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9914,6 +10849,11 @@ func (r CancelOrderResponse) GetApplicationproblemJSON422() *InvalidOrKeyReused 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CancelOrderResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelOrderResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10025,6 +10965,13 @@ type CreatePaymentResponse502Headers struct {
 	XRequestId   string
 }
 
+// CreatePaymentResponse503Headers the declared response headers of an HTTP 503 response for CreatePayment
+type CreatePaymentResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreatePaymentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10052,6 +10999,8 @@ type CreatePaymentResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *ProviderUnavailable
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreatePaymentResponse201Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
@@ -10076,6 +11025,8 @@ type CreatePaymentResponse struct {
 	Headers500 *CreatePaymentResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CreatePaymentResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreatePaymentResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10138,6 +11089,11 @@ func (r CreatePaymentResponse) GetApplicationproblemJSON502() *ProviderUnavailab
 	return r.ApplicationproblemJSON502
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreatePaymentResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r CreatePaymentResponse) GetBody() []byte {
 	return r.Body
@@ -10191,6 +11147,13 @@ type GetPaymentResponse500Headers struct {
 	XRequestId   string
 }
 
+// GetPaymentResponse503Headers the declared response headers of an HTTP 503 response for GetPayment
+type GetPaymentResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type GetPaymentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10202,6 +11165,8 @@ type GetPaymentResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetPaymentResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -10210,6 +11175,8 @@ type GetPaymentResponse struct {
 	Headers404 *GetPaymentResponse404Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetPaymentResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetPaymentResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10230,6 +11197,11 @@ func (r GetPaymentResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetPaymentResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetPaymentResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10318,6 +11290,13 @@ type CreateRefundRequestResponse500Headers struct {
 	XRequestId   string
 }
 
+// CreateRefundRequestResponse503Headers the declared response headers of an HTTP 503 response for CreateRefundRequest
+type CreateRefundRequestResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreateRefundRequestResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10339,6 +11318,8 @@ type CreateRefundRequestResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateRefundRequestResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10357,6 +11338,8 @@ type CreateRefundRequestResponse struct {
 	Headers422 *CreateRefundRequestResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateRefundRequestResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateRefundRequestResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10402,6 +11385,11 @@ func (r CreateRefundRequestResponse) GetApplicationproblemJSON422() *InvalidOrKe
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CreateRefundRequestResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateRefundRequestResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10504,6 +11492,13 @@ type CreateRefundResponse502Headers struct {
 	XRequestId   string
 }
 
+// CreateRefundResponse503Headers the declared response headers of an HTTP 503 response for CreateRefund
+type CreateRefundResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreateRefundResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10529,6 +11524,8 @@ type CreateRefundResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *ProviderUnavailable
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateRefundResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10551,6 +11548,8 @@ type CreateRefundResponse struct {
 	Headers500 *CreateRefundResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CreateRefundResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateRefundResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10608,6 +11607,11 @@ func (r CreateRefundResponse) GetApplicationproblemJSON502() *ProviderUnavailabl
 	return r.ApplicationproblemJSON502
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateRefundResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateRefundResponse) GetBody() []byte {
 	return r.Body
@@ -10661,6 +11665,13 @@ type GetRefundResponse500Headers struct {
 	XRequestId   string
 }
 
+// GetRefundResponse503Headers the declared response headers of an HTTP 503 response for GetRefund
+type GetRefundResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type GetRefundResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10672,6 +11683,8 @@ type GetRefundResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetRefundResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -10680,6 +11693,8 @@ type GetRefundResponse struct {
 	Headers404 *GetRefundResponse404Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetRefundResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRefundResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10700,6 +11715,11 @@ func (r GetRefundResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetRefundResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetRefundResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10742,6 +11762,13 @@ type ListProductsResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListProductsResponse503Headers the declared response headers of an HTTP 503 response for ListProducts
+type ListProductsResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListProductsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10751,10 +11778,14 @@ type ListProductsResponse struct {
 	}
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListProductsResponse200Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListProductsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListProductsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10767,6 +11798,11 @@ func (r ListProductsResponse) GetJSON200() *struct {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListProductsResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListProductsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10829,6 +11865,13 @@ type ListAllOrdersResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListAllOrdersResponse503Headers the declared response headers of an HTTP 503 response for ListAllOrders
+type ListAllOrdersResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListAllOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10846,6 +11889,8 @@ type ListAllOrdersResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListAllOrdersResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10856,6 +11901,8 @@ type ListAllOrdersResponse struct {
 	Headers403 *ListAllOrdersResponse403Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListAllOrdersResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAllOrdersResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10885,6 +11932,11 @@ func (r ListAllOrdersResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListAllOrdersResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAllOrdersResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10946,6 +11998,13 @@ type GetAnyOrderResponse500Headers struct {
 	XRequestId   string
 }
 
+// GetAnyOrderResponse503Headers the declared response headers of an HTTP 503 response for GetAnyOrder
+type GetAnyOrderResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type GetAnyOrderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10959,6 +12018,8 @@ type GetAnyOrderResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetAnyOrderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -10969,6 +12030,8 @@ type GetAnyOrderResponse struct {
 	Headers404 *GetAnyOrderResponse404Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetAnyOrderResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetAnyOrderResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10994,6 +12057,11 @@ func (r GetAnyOrderResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetAnyOrderResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetAnyOrderResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11049,6 +12117,13 @@ type ListParkedEventsResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListParkedEventsResponse503Headers the declared response headers of an HTTP 503 response for ListParkedEvents
+type ListParkedEventsResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListParkedEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11062,6 +12137,8 @@ type ListParkedEventsResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListParkedEventsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -11070,6 +12147,8 @@ type ListParkedEventsResponse struct {
 	Headers403 *ListParkedEventsResponse403Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListParkedEventsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListParkedEventsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11092,6 +12171,11 @@ func (r ListParkedEventsResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListParkedEventsResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListParkedEventsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11178,6 +12262,13 @@ type RetryParkedEventResponse500Headers struct {
 	XRequestId   string
 }
 
+// RetryParkedEventResponse503Headers the declared response headers of an HTTP 503 response for RetryParkedEvent
+type RetryParkedEventResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type RetryParkedEventResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11205,6 +12296,8 @@ type RetryParkedEventResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *RetryParkedEventResponse202Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11223,6 +12316,8 @@ type RetryParkedEventResponse struct {
 	Headers422 *RetryParkedEventResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RetryParkedEventResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetryParkedEventResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -11277,6 +12372,11 @@ func (r RetryParkedEventResponse) GetApplicationproblemJSON422() *InvalidOrKeyRe
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RetryParkedEventResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RetryParkedEventResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11357,6 +12457,13 @@ type CreateTokenResponse500Headers struct {
 	XRequestId   string
 }
 
+// CreateTokenResponse503Headers the declared response headers of an HTTP 503 response for CreateToken
+type CreateTokenResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreateTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11376,6 +12483,8 @@ type CreateTokenResponse struct {
 	ApplicationproblemJSON429 *Throttled
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateTokenResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11392,6 +12501,8 @@ type CreateTokenResponse struct {
 	Headers429 *CreateTokenResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateTokenResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateTokenResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11432,6 +12543,11 @@ func (r CreateTokenResponse) GetApplicationproblemJSON429() *Throttled {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CreateTokenResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateTokenResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11487,6 +12603,13 @@ type RevokeTokenResponse500Headers struct {
 	XRequestId   string
 }
 
+// RevokeTokenResponse503Headers the declared response headers of an HTTP 503 response for RevokeToken
+type RevokeTokenResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type RevokeTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11496,6 +12619,8 @@ type RevokeTokenResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *RevokeTokenResponse204Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11504,6 +12629,8 @@ type RevokeTokenResponse struct {
 	Headers401 *RevokeTokenResponse401Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RevokeTokenResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeTokenResponse503Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -11519,6 +12646,11 @@ func (r RevokeTokenResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RevokeTokenResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeTokenResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11600,6 +12732,13 @@ type CreateUserResponse500Headers struct {
 	XRequestId   string
 }
 
+// CreateUserResponse503Headers the declared response headers of an HTTP 503 response for CreateUser
+type CreateUserResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type CreateUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11619,6 +12758,8 @@ type CreateUserResponse struct {
 	ApplicationproblemJSON429 *Throttled
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateUserResponse201Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11635,6 +12776,8 @@ type CreateUserResponse struct {
 	Headers429 *CreateUserResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateUserResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateUserResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11675,6 +12818,11 @@ func (r CreateUserResponse) GetApplicationproblemJSON429() *Throttled {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r CreateUserResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateUserResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11737,6 +12885,13 @@ type ListWebhookDeliveriesResponse500Headers struct {
 	XRequestId   string
 }
 
+// ListWebhookDeliveriesResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type ListWebhookDeliveriesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11754,6 +12909,8 @@ type ListWebhookDeliveriesResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListWebhookDeliveriesResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11764,6 +12921,8 @@ type ListWebhookDeliveriesResponse struct {
 	Headers403 *ListWebhookDeliveriesResponse403Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListWebhookDeliveriesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhookDeliveriesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11793,6 +12952,11 @@ func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *Forbidden
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11879,6 +13043,13 @@ type RedeliverWebhookResponse500Headers struct {
 	XRequestId   string
 }
 
+// RedeliverWebhookResponse503Headers the declared response headers of an HTTP 503 response for RedeliverWebhook
+type RedeliverWebhookResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type RedeliverWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11902,6 +13073,8 @@ type RedeliverWebhookResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *RedeliverWebhookResponse202Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11920,6 +13093,8 @@ type RedeliverWebhookResponse struct {
 	Headers422 *RedeliverWebhookResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RedeliverWebhookResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RedeliverWebhookResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -11970,6 +13145,11 @@ func (r RedeliverWebhookResponse) GetApplicationproblemJSON422() *InvalidOrKeyRe
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RedeliverWebhookResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RedeliverWebhookResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12462,6 +13642,13 @@ type StripeWebhookResponse500Headers struct {
 	XRequestId   string
 }
 
+// StripeWebhookResponse503Headers the declared response headers of an HTTP 503 response for StripeWebhook
+type StripeWebhookResponse503Headers struct {
+	CacheControl string
+	RetryAfter   string
+	XRequestId   string
+}
+
 type StripeWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12493,6 +13680,8 @@ type StripeWebhookResponse struct {
 	ApplicationproblemJSON422 *InvalidOrKeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *StripeWebhookResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -12505,6 +13694,8 @@ type StripeWebhookResponse struct {
 	Headers422 *StripeWebhookResponse422Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *StripeWebhookResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StripeWebhookResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12551,6 +13742,11 @@ func (r StripeWebhookResponse) GetApplicationproblemJSON422() *InvalidOrKeyReuse
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r StripeWebhookResponse) GetApplicationproblemJSON500() *Internal {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StripeWebhookResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -13218,6 +14414,13 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -13296,6 +14499,30 @@ func ParseListIdempotencyKeysResponse(rsp *http.Response) (*ListIdempotencyKeysR
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListIdempotencyKeysResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13335,6 +14562,13 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -13390,6 +14624,30 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers MeResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13440,6 +14698,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -13519,6 +14784,30 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListOrdersResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13593,6 +14882,13 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -13754,6 +15050,30 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateOrderResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13800,6 +15120,13 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -13872,6 +15199,30 @@ func ParseGetOrderResponse(rsp *http.Response) (*GetOrderResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetOrderResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13953,6 +15304,13 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -14131,6 +15489,30 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelOrderResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14233,6 +15615,13 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -14497,6 +15886,30 @@ func ParseCreatePaymentResponse(rsp *http.Response) (*CreatePaymentResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreatePaymentResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14543,6 +15956,13 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -14615,6 +16035,30 @@ func ParseGetPaymentResponse(rsp *http.Response) (*GetPaymentResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetPaymentResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14696,6 +16140,13 @@ func ParseCreateRefundRequestResponse(rsp *http.Response) (*CreateRefundRequestR
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -14874,6 +16325,30 @@ func ParseCreateRefundRequestResponse(rsp *http.Response) (*CreateRefundRequestR
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateRefundRequestResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14969,6 +16444,13 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15195,6 +16677,30 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateRefundResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15241,6 +16747,13 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15313,6 +16826,30 @@ func ParseGetRefundResponse(rsp *http.Response) (*GetRefundResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRefundResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15348,6 +16885,13 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15378,6 +16922,30 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListProductsResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15435,6 +17003,13 @@ func ParseListAllOrdersResponse(rsp *http.Response) (*ListAllOrdersResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15531,6 +17106,30 @@ func ParseListAllOrdersResponse(rsp *http.Response) (*ListAllOrdersResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAllOrdersResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15584,6 +17183,13 @@ func ParseGetAnyOrderResponse(rsp *http.Response) (*GetAnyOrderResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15673,6 +17279,30 @@ func ParseGetAnyOrderResponse(rsp *http.Response) (*GetAnyOrderResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetAnyOrderResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15721,6 +17351,13 @@ func ParseListParkedEventsResponse(rsp *http.Response) (*ListParkedEventsRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15793,6 +17430,30 @@ func ParseListParkedEventsResponse(rsp *http.Response) (*ListParkedEventsRespons
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListParkedEventsResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15885,6 +17546,13 @@ func ParseRetryParkedEventResponse(rsp *http.Response) (*RetryParkedEventRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16049,6 +17717,30 @@ func ParseRetryParkedEventResponse(rsp *http.Response) (*RetryParkedEventRespons
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetryParkedEventResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16123,6 +17815,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16270,6 +17969,30 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateTokenResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16312,6 +18035,13 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16384,6 +18114,30 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeTokenResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16458,6 +18212,13 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16612,6 +18373,30 @@ func ParseCreateUserResponse(rsp *http.Response) (*CreateUserResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateUserResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16669,6 +18454,13 @@ func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliver
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16765,6 +18557,30 @@ func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliver
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhookDeliveriesResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16853,6 +18669,13 @@ func ParseRedeliverWebhookResponse(rsp *http.Response) (*RedeliverWebhookRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -17017,6 +18840,30 @@ func ParseRedeliverWebhookResponse(rsp *http.Response) (*RedeliverWebhookRespons
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RedeliverWebhookResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17471,6 +19318,13 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17590,6 +19444,30 @@ func ParseStripeWebhookResponse(rsp *http.Response) (*StripeWebhookResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers StripeWebhookResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -1276,6 +1276,27 @@ export interface components {
             };
         };
         /**
+         * @description The server could not reach its database, or lost it during the request
+         *     (`service-unavailable`). Nothing is stored under the key: retry after `Retry-After`
+         *     seconds with the same key; what was done already is done once.
+         */
+        Unavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Cache-Control": components["headers"]["NoStore"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type: "/problems/service-unavailable";
+                    /** @constant */
+                    status: 503;
+                };
+            };
+        };
+        /**
          * @description The payment provider refused or failed before charging anything
          *     (`payment-provider-unavailable`), or did not say whether it charged
          *     (`payment-unconfirmed`: the attempt is `in_doubt` and no other payment of the order can
@@ -1407,6 +1428,7 @@ export interface operations {
             422: components["responses"]["InvalidOrKeyReused"];
             429: components["responses"]["Throttled"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createToken: {
@@ -1440,6 +1462,7 @@ export interface operations {
             422: components["responses"]["Invalid"];
             429: components["responses"]["Throttled"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     revokeToken: {
@@ -1462,6 +1485,7 @@ export interface operations {
             400: components["responses"]["Malformed"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     me: {
@@ -1485,6 +1509,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listProducts: {
@@ -1509,6 +1534,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listOrders: {
@@ -1545,6 +1571,7 @@ export interface operations {
             400: components["responses"]["InvalidParameter"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createOrder: {
@@ -1590,6 +1617,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getOrder: {
@@ -1617,6 +1645,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createPayment: {
@@ -1686,6 +1715,7 @@ export interface operations {
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
             502: components["responses"]["ProviderUnavailable"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getPayment: {
@@ -1715,6 +1745,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createRefund: {
@@ -1766,6 +1797,7 @@ export interface operations {
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
             502: components["responses"]["ProviderUnavailable"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getRefund: {
@@ -1795,6 +1827,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     cancelOrder: {
@@ -1843,6 +1876,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     createRefundRequest: {
@@ -1891,6 +1925,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listAllOrders: {
@@ -1932,6 +1967,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getAnyOrder: {
@@ -1960,6 +1996,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listIdempotencyKeys: {
@@ -1996,6 +2033,7 @@ export interface operations {
             400: components["responses"]["InvalidParameter"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listWebhookDeliveries: {
@@ -2033,6 +2071,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     redeliverWebhook: {
@@ -2086,6 +2125,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listParkedEvents: {
@@ -2112,6 +2152,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     retryParkedEvent: {
@@ -2170,6 +2211,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     healthz: {
@@ -2449,6 +2491,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             422: components["responses"]["InvalidOrKeyReused"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
 }
