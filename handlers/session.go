@@ -66,10 +66,7 @@ func (s *Server) giveCookie(c *gin.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: value, Path: "/", MaxAge: int(s.deps.SessionMaxAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, value, "/", int(s.deps.SessionMaxAge/time.Second))
 	return nil
 }
 
@@ -99,10 +96,13 @@ func (s *Server) forgetSession(c *gin.Context) error {
 }
 
 func (s *Server) dropCookie(c *gin.Context) {
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, "", "/", -1)
+}
+
+// setCookie sets one of the shop's cookies (a negative maxAge deletes it):
+// HttpOnly, SameSite=Lax, and Secure when secure.
+func setCookie(w http.ResponseWriter, secure bool, name, value, path string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
 }
 
 // currentSession is the request's session, when it has one.
@@ -141,7 +141,6 @@ func (s *Server) loadSession(c *gin.Context) {
 		s.dropCookie(c)
 	case err != nil:
 		s.fail(c, err)
-		c.Abort()
 	default:
 		c.Set(userKey, user)
 		c.Set(sessionKey, session)
