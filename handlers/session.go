@@ -76,16 +76,6 @@ func (s *Server) secureCookies(c *gin.Context) bool {
 	return c.Request.TLS != nil || s.deps.SecureCookies
 }
 
-// endSession ends the request's session, if it has one, on the server and
-// in the browser.
-func (s *Server) endSession(c *gin.Context) error {
-	if err := s.forgetSession(c); err != nil {
-		return err
-	}
-	s.dropCookie(c)
-	return nil
-}
-
 // forgetSession ends the request's session, if it has one, on the server.
 func (s *Server) forgetSession(c *gin.Context) error {
 	session, ok := currentSession(c)
