@@ -22,7 +22,8 @@ import (
 // fail is the one way handlers report an error: a domain error as its
 // problem, a problem as it is, anything else logged and answered with 500;
 // rendered as problem+json for the API and as a page for the browser, with
-// the request's id. A request whose client hung up is answered with
+// the request's id; it ends the request's chain, so a middleware that
+// fails stops the request. A request whose client hung up is answered with
 // nothing, and counted and logged as the middleware's client-closed status:
 // no one reads the answer, and it is no fault of the server's.
 func (s *Server) fail(c *gin.Context, err error) {
@@ -46,9 +47,6 @@ func (s *Server) fail(c *gin.Context, err error) {
 	e.Notice = errorNotice(words.Text)
 	s.renderPage(c, p.Status, "error.html", e)
 }
-
-// render is how the middleware's refusals reach the client: the same way.
-func (s *Server) render(c *gin.Context, p *problem.Problem) { s.fail(c, p) }
 
 // answerOf is the problem err answers and how a shopper is told it: the
 // error's own words, or those of the error declared for its problem type.

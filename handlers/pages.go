@@ -10,7 +10,6 @@ import (
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
-	"github.com/shop/shop/templates"
 )
 
 // layout is what base.html needs of every page.
@@ -63,23 +62,16 @@ func told(kind noticeKind, words models.Words, also string) *notice {
 	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
 }
 
-// paymentMethod is a choice of the pay form.
-type paymentMethod struct{ Value, Label string }
-
 // cardChoice is the pay form's choices: the provider's own test cards
 // (the API accepts the older pm_card_declined too), and whose they are.
 type cardChoice struct {
 	Provider string
-	Cards    []paymentMethod
+	Cards    []string
 }
 
 func (s *Server) cardChoice() cardChoice {
 	provider, cards := s.payments.TestCards()
-	choice := cardChoice{Provider: provider, Cards: make([]paymentMethod, 0, len(cards))}
-	for _, m := range cards {
-		choice.Cards = append(choice.Cards, paymentMethod{m, templates.MethodName(m)})
-	}
-	return choice
+	return cardChoice{provider, cards}
 }
 
 // renderPage renders a page into a buffer first, so that a template error

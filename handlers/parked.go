@@ -34,53 +34,41 @@ type staffParkedView struct {
 	Key    string // of this page's forms, each adding its event's id
 }
 
-// staffParkedPage lists the parked events, each with a button that
-// retries it.
-func (s *Server) staffParkedPage(c *gin.Context) {
-	parked, err := outbox.ParkedEvents(c.Request.Context(), s.deps.DB, parkedLimit)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "staff_parked.html", staffParkedView{layout: s.layout(c), Parked: parked, Key: uuid.NewString() + "-"})
-}
-
-// staffRetryParked retries one parked event, then lists what is left.
-func (s *Server) staffRetryParked(c *gin.Context) {
-	if _, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/staff/parked")
-}
-
-// listParkedEvents is GET /api/v1/staff/parked-events: the events parked
-// most recently, each with its consumer and last error.
+// listParkedEvents is the events parked most recently, each with its
+// consumer and last error: GET /api/v1/staff/parked-events, and the
+// console's page of them, each with a button that retries it.
 func (s *Server) listParkedEvents(c *gin.Context) {
 	parked, err := outbox.ParkedEvents(c.Request.Context(), s.deps.DB, parkedLimit)
-	if err != nil {
+	switch {
+	case err != nil:
 		s.fail(c, err)
-		return
+	case isPage(c):
+		s.renderPage(c, http.StatusOK, "staff_parked.html", staffParkedView{layout: s.layout(c), Parked: parked, Key: uuid.NewString() + "-"})
+	default:
+		out := make([]parkedEventJSON, 0, len(parked))
+		for _, p := range parked {
+			out = append(out, parkedEventJSON{p.Consumer, p.EventID, p.EventType, p.OrderID, p.Attempts, p.LastError, p.ParkedAt.UTC()})
+		}
+		c.JSON(http.StatusOK, gin.H{"parked_events": out})
 	}
-	out := make([]parkedEventJSON, 0, len(parked))
-	for _, p := range parked {
-		out = append(out, parkedEventJSON{p.Consumer, p.EventID, p.EventType, p.OrderID, p.Attempts, p.LastError, p.ParkedAt.UTC()})
-	}
-	c.JSON(http.StatusOK, gin.H{"parked_events": out})
 }
 
-// retryParkedEvent is POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry:
-// the consumer's relay hands the event again at its next poll.
+// retryParkedEvent has the consumer's relay hand the event again at its
+// next poll: POST /api/v1/staff/parked-events/{consumer}/{event_id}/retry,
+// and the console's button, which then lists what is left (an event no
+// longer parked is not found only for the API).
 func (s *Server) retryParkedEvent(c *gin.Context) {
 	retried, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id"))
-	if err == nil && !retried {
-		err = models.ErrNotFound
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		s.fail(c, err)
-		return
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, "/staff/parked")
+	case !retried:
+		s.fail(c, models.ErrNotFound)
+	default:
+		c.JSON(http.StatusAccepted, gin.H{"consumer": c.Param("consumer"), "event_id": c.Param("event_id"), "retried": true})
 	}
-	c.JSON(http.StatusAccepted, gin.H{"consumer": c.Param("consumer"), "event_id": c.Param("event_id"), "retried": true})
 }
 
 // redeliverWebhook is POST /api/v1/webhook-deliveries/{id}/redeliver: the

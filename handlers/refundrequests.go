@@ -45,15 +45,6 @@ func reasonField(reason string) (string, error) {
 	return reason, nil
 }
 
-// requestRefund records the shopper's request, from the API or the form.
-func (s *Server) requestRefund(c *gin.Context, reason string) (models.RefundRequest, error) {
-	reason, err := reasonField(reason)
-	if err != nil {
-		return models.RefundRequest{}, err
-	}
-	return s.ledger.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), reason, s.deps.Now().UTC())
-}
-
 // createRefundRequest records the shopper's request for a refund
 // {reason?}: from the order page's form, back to the order page, which
 // shows it.
@@ -61,11 +52,15 @@ func (s *Server) createRefundRequest(c *gin.Context) {
 	var in struct {
 		Reason string `json:"reason" form:"reason"`
 	}
-	if err := decode(c, &in); err != nil {
+	err := decode(c, &in)
+	if err == nil {
+		in.Reason, err = reasonField(in.Reason)
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	req, err := s.requestRefund(c, in.Reason)
+	req, err := s.ledger.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), in.Reason, s.deps.Now().UTC())
 	switch {
 	case err != nil:
 		s.fail(c, err)

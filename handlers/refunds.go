@@ -16,17 +16,6 @@ func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + 
 // maxReason is the longest reason a refund takes, in characters.
 const maxReason = 200
 
-// refund gives the refund of the order in the path, by the staff user
-// signed in, through the operation's key; a refund the provider refused is
-// the error ErrRefundFailed, for the API and the console alike.
-func (s *Server) refund(c *gin.Context, in billing.RefundInput) (models.Refund, error) {
-	refund, err := s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
-	if err == nil && refund.State == models.Failed {
-		err = models.ErrRefundFailed.With(refund.FailureReason)
-	}
-	return refund, err
-}
-
 // refundInput is a refund's one validation, for the API and the console:
 // an optional positive amount and an optional reason, trimmed.
 func refundInput(amountCents *int64, reason string) (billing.RefundInput, error) {
@@ -73,7 +62,10 @@ func (s *Server) createRefund(c *gin.Context) {
 	}
 	var refund models.Refund
 	if err == nil {
-		refund, err = s.refund(c, in)
+		refund, err = s.payments.Refund(c.Request.Context(), operationOf(c), currentUser(c), c.Param("id"), in)
+	}
+	if err == nil && refund.State == models.Failed { // the provider refused it: an error, for the API and the console alike
+		err = models.ErrRefundFailed.With(refund.FailureReason)
 	}
 	switch {
 	case err != nil:

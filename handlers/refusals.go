@@ -20,7 +20,7 @@ func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 	}
 	p := problem.Type{Slug: r.Type, Status: r.Status, Title: r.Title}.With(r.Detail)
 	p.RetryAfter = r.RetryAfter
-	s.render(c, p)
+	s.fail(c, p)
 }
 
 // The refusals of the idempotency middleware and of the handlers

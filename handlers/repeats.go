@@ -38,10 +38,7 @@ type repeatMarker struct {
 func (w *repeatMarker) WriteHeader(status int) {
 	target := w.Header().Get("Location")
 	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") {
-		http.SetCookie(w, &http.Cookie{
-			Name: repeatCookie, Value: w.form, Path: target, MaxAge: 60,
-			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: w.secure,
-		})
+		setCookie(w, w.secure, repeatCookie, w.form, target, 60)
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -55,10 +52,7 @@ const alreadyPaid = "already-paid"
 // markPage names in the same cookie what the first answer of a form found
 // (alreadyPaid) or did (a console act), for the page at path to tell.
 func (s *Server) markPage(c *gin.Context, path, what string) {
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: repeatCookie, Value: what, Path: path, MaxAge: 60,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, what, path, 60)
 }
 
 // takeRepeat reads the order page's repeat cookie, if any, and deletes it:
@@ -68,9 +62,6 @@ func (s *Server) takeRepeat(c *gin.Context) string {
 	if err != nil {
 		return ""
 	}
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: repeatCookie, Path: c.Request.URL.Path, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, "", c.Request.URL.Path, -1)
 	return cookie.Value
 }

@@ -50,9 +50,9 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET("/how-it-works", s.howItWorks)
 	web.GET("/problems", s.problemIndex)
 	web.GET("/problems/:slug", s.problemPage)
-	web.GET("/signup", s.signupPage)
+	web.GET("/signup", s.credentialsPage("signup.html"))
 	web.POST("/signup", s.throttleAddress, limitBody, middleware.OptionalKey, once, s.createUser)
-	web.GET("/login", s.loginPage)
+	web.GET("/login", s.credentialsPage("login.html"))
 	web.POST("/login", s.throttleAddress, limitBody, s.createToken)
 	web.POST("/logout", s.logout)
 	web.GET(payments.AuthPath+":charge", s.authenticationPage)
@@ -68,7 +68,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)
-	s.consoleRoutes(web.Group("/staff", s.requireStaffPage), once, onceAtomic)
+	s.consoleRoutes(web.Group("/staff", s.requireStaff), once, onceAtomic)
 
 	// The JSON API: bearer tokens.
 	api := r.Group(apiPrefix, s.jsonObjects)
@@ -107,7 +107,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 // key is claimed (404 for a page, 403 for a write).
 func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
 	console.GET("", s.staffListOrders)
-	console.GET("/orders/:id", s.staffOrderPage)
+	console.GET("/orders/:id", s.staffGetOrder)
 	console.POST("/orders/:id/refunds", s.markRepeats(templates.ActRefunded+templates.Again), once, s.createRefund)
 	console.POST("/orders/:id/refund-requests/:request_id/decline", s.markRepeats(templates.ActDeclined+templates.Again), onceAtomic, s.staffDecline)
 	console.POST("/orders/:id/cancel", s.markRepeats(templates.ActCancelled+templates.Again), onceAtomic, s.staffCancel)
@@ -115,8 +115,8 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/products/stock", onceAtomic, s.staffRestock)
 	console.GET("/in-doubt", s.staffDoubtsPage)
 	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
-	console.GET("/parked", s.staffParkedPage)
-	console.POST("/parked/:consumer/:event_id/retry", onceAtomic, s.staffRetryParked)
+	console.GET("/parked", s.listParkedEvents)
+	console.POST("/parked/:consumer/:event_id/retry", onceAtomic, s.retryParkedEvent)
 }
 
 // asPage makes the answer for an unknown path an HTML page, except under

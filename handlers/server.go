@@ -27,78 +27,53 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Deps is what the server is built from.
+// Deps is what the server is built from, by main. A setting's meaning and
+// default are config's (config.Config, its env name in parentheses); what
+// is said here is only what the server adds.
 type Deps struct {
 	DB *gorm.DB
-	// Payments is the payments service, which owns the money workflow:
-	// required, built by main (one composition root).
+	// Payments owns the money workflow: required, built by main (one composition root).
 	Payments *billing.Service
-	// TTL, Lease and Wait configure the idempotency middleware.
+	// TTL, Lease and Wait configure the idempotency middleware (IDEMPOTENCY_*).
 	TTL, Lease, Wait time.Duration
 	// ReplayCacheBytes bounds the middleware's cache of completed answers:
 	// middleware.DefaultCacheBytes when zero; no cache when negative.
 	ReplayCacheBytes int64
 	// PushAnswers: on PostgreSQL, completed answers are pushed to the other
-	// instances' caches (middleware.Config.PushAnswers), signed with a key
-	// derived from SessionSecret; not without a SessionSecret.
+	// instances' caches, signed with a key derived from SessionSecret.
 	PushAnswers bool
 	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
 	Now func() time.Time
-	// OrderExpiry is how long an order may wait unpaid before ExpireOrders
-	// cancels it (ORDER_EXPIRY). This and the other durations below are
-	// required: their defaults live in config's table (config.Default).
-	OrderExpiry time.Duration
-	// MaxPendingOrders is the most unpaid orders a shopper may hold at once
-	// (MAX_PENDING_ORDERS); 0: any number.
-	MaxPendingOrders int
-	// TokenTTL is how long a bearer token works (TOKEN_TTL).
-	TokenTTL time.Duration
-	// TokenCacheTTL is how long a successful bearer-token lookup is trusted
-	// without reading the database again, on the clock Now: so how long a
-	// token revoked on another instance may still work here (the revoking
-	// instance refuses it at once) (TOKEN_CACHE_TTL). Zero or negative: no
-	// cache, every request reads the token.
-	TokenCacheTTL time.Duration
+	// OrderExpiry (ORDER_EXPIRY), TokenTTL and TokenCacheTTL (zero or
+	// negative: no cache) are required: their defaults are config's.
+	OrderExpiry      time.Duration
+	MaxPendingOrders int // MAX_PENDING_ORDERS; 0: any number
+	TokenTTL         time.Duration
+	TokenCacheTTL    time.Duration
 	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
 	BcryptCost int
-	// SessionSecret signs the browser's session cookies: at least 32 bytes,
-	// the same on every instance. When empty, a random secret is made, and
-	// sessions end when the process does.
-	SessionSecret []byte
-	// SessionIdle ends a browser session after this long without a
-	// request, SessionMaxAge this long after it began, however busy
-	// (SESSION_IDLE_TIMEOUT, SESSION_MAX_AGE).
+	// SessionSecret (SESSION_SECRET): at least 32 bytes. When empty, a
+	// random secret is made, and sessions end when the process does.
+	SessionSecret              []byte
 	SessionIdle, SessionMaxAge time.Duration
-	// SecureCookies marks the session cookie Secure even when the request
-	// arrived over plain HTTP: behind a proxy that ends TLS. Production sets it.
+	// SecureCookies marks the session cookie Secure even over plain HTTP:
+	// behind a proxy that ends TLS. Production sets it.
 	SecureCookies bool
 	Logger        *slog.Logger
-	// StripeWebhookSecret verifies Stripe's webhook deliveries (whsec_…);
-	// when empty, POST /webhooks/stripe is not served.
+	// StripeWebhookSecret: when empty, POST /webhooks/stripe is not served.
 	StripeWebhookSecret string
-	// CredentialsPerMinute bounds sign-ups and log-ins per client address
-	// and minute, on all instances together; LoginFailures bounds failed
-	// log-ins per account and address within LoginFailureWindow (see
-	// accounts.LoginThrottle). Zero: no limit.
+	// CredentialsPerMinute, LoginFailures and LoginFailureWindow throttle
+	// sign-ups and log-ins (accounts.LoginThrottle); zero: no limit.
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
-	// TrustedProxies are the reverse proxies (load balancers) whose
-	// X-Forwarded-For names the client, for throttles, failed log-ins and
-	// logs; none: the client is always the connection's peer.
-	TrustedProxies []netip.Prefix
-	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
-	// call the API from a browser; none when empty (see crossOriginAPI).
-	CORSOrigins []string
-	// Collectors are the background jobs' series (the outbox's lag), served
-	// on /metrics beside the server's own.
-	Collectors []prometheus.Collector
-	// MetricsToken is the bearer token a client other than loopback sends
-	// to read /metrics; empty: only loopback may (METRICS_TOKEN).
+	TrustedProxies       []netip.Prefix
+	CORSOrigins          []string // see httpkit.CrossOriginAPI
+	// Collectors are the background jobs' series, served on /metrics too.
+	Collectors   []prometheus.Collector
 	MetricsToken string
-	// Tracer traces each request in a span named by its route, which the
-	// idempotency middleware marks with its outcome; nil or a no-op
-	// provider: no tracing (see internal/tracing).
+	// Tracer traces each request in a span named by its route; nil or a
+	// no-op provider: no tracing (see internal/tracing).
 	Tracer trace.TracerProvider
 }
 

@@ -66,10 +66,7 @@ func (s *Server) giveCookie(c *gin.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: value, Path: "/", MaxAge: int(s.deps.SessionMaxAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, value, "/", int(s.deps.SessionMaxAge/time.Second))
 	return nil
 }
 
@@ -77,16 +74,6 @@ func (s *Server) giveCookie(c *gin.Context, token string) error {
 // where TLS usually ends at a proxy and the request here is plain HTTP).
 func (s *Server) secureCookies(c *gin.Context) bool {
 	return c.Request.TLS != nil || s.deps.SecureCookies
-}
-
-// endSession ends the request's session, if it has one, on the server and
-// in the browser.
-func (s *Server) endSession(c *gin.Context) error {
-	if err := s.forgetSession(c); err != nil {
-		return err
-	}
-	s.dropCookie(c)
-	return nil
 }
 
 // forgetSession ends the request's session, if it has one, on the server.
@@ -99,10 +86,13 @@ func (s *Server) forgetSession(c *gin.Context) error {
 }
 
 func (s *Server) dropCookie(c *gin.Context) {
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies(c),
-	})
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, "", "/", -1)
+}
+
+// setCookie sets one of the shop's cookies (a negative maxAge deletes it):
+// HttpOnly, SameSite=Lax, and Secure when secure.
+func setCookie(w http.ResponseWriter, secure bool, name, value, path string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
 }
 
 // currentSession is the request's session, when it has one.
@@ -141,7 +131,6 @@ func (s *Server) loadSession(c *gin.Context) {
 		s.dropCookie(c)
 	case err != nil:
 		s.fail(c, err)
-		c.Abort()
 	default:
 		c.Set(userKey, user)
 		c.Set(sessionKey, session)

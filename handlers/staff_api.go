@@ -60,8 +60,14 @@ func (s *Server) staffListOrders(c *gin.Context) {
 	writePage(c, "orders", out, next, limit)
 }
 
-// staffGetOrder is GET /api/v1/staff/orders/{id}: any user's order.
+// staffGetOrder is any user's order: GET /api/v1/staff/orders/{id}, and
+// the console's page of it, with all that happened to it and the forms of
+// what staff may do with it.
 func (s *Server) staffGetOrder(c *gin.Context) {
+	if isPage(c) {
+		s.showStaffOrder(c, http.StatusOK, nil)
+		return
+	}
 	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.fail(c, err)

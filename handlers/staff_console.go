@@ -19,50 +19,11 @@ import (
 // and cross-origin protection, every write a form with its own key through
 // the same idempotency middleware. To anyone but staff it does not exist.
 
-// requireStaffPage keeps the console to staff: to anyone else, signed in
-// or not, a page is not found (404) and a write is refused (403), before
-// the idempotency middleware, so nothing is claimed or written.
-func (s *Server) requireStaffPage(c *gin.Context) {
-	if currentUser(c).IsStaff() {
-		return
-	}
-	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
-		s.fail(c, problem.NotFound.With(""))
-		return
-	}
-	s.fail(c, models.ErrForbidden)
-}
-
-// staffLinks are where a console's error page leads: back to the order the
-// form was about, or to the console's lists.
-func staffLinks(c *gin.Context) []link {
-	links := []link{{"/staff", "All orders"}, {"/staff/in-doubt", "In doubt"}}
-	if id := c.Param("id"); id != "" {
-		links = append([]link{{consolePath(id), "Back to the order"}}, links...)
-	}
-	return links
-}
-
-// consolePath is the console's page of an order.
-func consolePath(orderID string) string { return "/staff/orders/" + orderID }
-
-// statusChoice is one status the console's filter offers.
-type statusChoice struct{ Value, Label string }
-
-// statusChoices are "Any status" and each of models' order statuses.
-var statusChoices = func() []statusChoice {
-	choices := []statusChoice{{"", "Any status"}}
-	for _, status := range orders.OrderStatuses() {
-		choices = append(choices, statusChoice{status, templates.StatusName(status)})
-	}
-	return choices
-}()
-
 type staffOrdersView struct {
 	layout
 	Orders    []orders.OrderOfUser
 	Q, Status string
-	Statuses  []statusChoice
+	Statuses  []string // the filter's choices, besides any status
 	// Older links to the next page; empty on the last.
 	Older string
 }
@@ -71,7 +32,7 @@ type staffOrdersView struct {
 // found by number or email and filtered by status. A search it cannot read
 // gets the page again, saying why (400), with no orders.
 func (s *Server) allOrdersPage(c *gin.Context, page []orders.OrderOfUser, next *cursor, limit int, err error) {
-	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: statusChoices}
+	view := staffOrdersView{layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: orders.OrderStatuses()}
 	var e *models.Error
 	if errors.As(err, &e) && e.Type == problem.InvalidParameter {
 		view.Notice = errorNotice(e.Shopper.Text)
@@ -96,12 +57,6 @@ type staffOrderView struct {
 	RefundKey, CancelKey string
 	DeclineKeys          map[string]string
 	Refundable           int64
-}
-
-// staffOrderPage is one order with all that happened to it, and the forms
-// of what staff may do with it.
-func (s *Server) staffOrderPage(c *gin.Context) {
-	s.showStaffOrder(c, http.StatusOK, nil)
 }
 
 // showStaffOrder renders the console's order page with status, opening

@@ -15,6 +15,5 @@ func (s *Server) throttleAddress(c *gin.Context) {
 	}
 	if err := s.addresses.Take(c.Request.Context(), c.ClientIP()); err != nil {
 		s.fail(c, err)
-		c.Abort()
 	}
 }

@@ -209,7 +209,10 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
 	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
-		s.chooseCard(c, postForm(c).Get(middleware.FormKeyField))
+		// The pay form as sent, with its key: nothing was charged nor stored under it.
+		s.refusedForm(c, http.StatusUnprocessableEntity, "Nothing was charged: choose a card to pay with, then press Pay.", func(view *orderPageView, sent string) {
+			view.Key, view.MethodError = sent, "Choose a card to pay with."
+		})
 		return
 	case errors.Is(err, models.ErrOrderPaid):
 		s.markPage(c, orderPage(c.Param("id")), alreadyPaid)
@@ -223,17 +226,4 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
-}
-
-// chooseCard gives the order page back (422) with its pay form as sent,
-// keeping its key: nothing was charged nor stored under it.
-func (s *Server) chooseCard(c *gin.Context, key string) {
-	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: key, Methods: s.cardChoice(), MethodError: "Choose a card to pay with."}
-	view.Notice = errorNotice("Nothing was charged: choose a card to pay with, then press Pay.")
-	s.renderPage(c, http.StatusUnprocessableEntity, "order.html", view)
 }

@@ -20,21 +20,17 @@ type accountView struct {
 	Errors map[string]string
 }
 
-func (s *Server) signupPage(c *gin.Context) {
-	if s.signedInAlready(c) {
-		return
+// credentialsPage is the sign-up or log-in page (name); it sends a shopper
+// signed in already on to where they were going.
+func (s *Server) credentialsPage(name string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		next := payments.LocalPath(c.Query("next"))
+		if currentUser(c).ID != "" {
+			c.Redirect(http.StatusSeeOther, next)
+			return
+		}
+		s.renderPage(c, http.StatusOK, name, accountView{layout: s.layout(c), Next: next})
 	}
-	s.renderPage(c, http.StatusOK, "signup.html", accountView{layout: s.layout(c), Next: payments.LocalPath(c.Query("next"))})
-}
-
-// signedInAlready sends a signed-in shopper on from the sign-up and log-in
-// pages, to where they were going.
-func (s *Server) signedInAlready(c *gin.Context) bool {
-	if currentUser(c).ID == "" {
-		return false
-	}
-	c.Redirect(http.StatusSeeOther, payments.LocalPath(c.Query("next")))
-	return true
 }
 
 // signedUp answers the sign-up form: signed in, or the form again (422)
@@ -59,13 +55,6 @@ func (s *Server) signedUp(c *gin.Context, in credentials, user models.User, err 
 		return
 	}
 	s.signIn(c, user, view.Next)
-}
-
-func (s *Server) loginPage(c *gin.Context) {
-	if s.signedInAlready(c) {
-		return
-	}
-	s.renderPage(c, http.StatusOK, "login.html", accountView{layout: s.layout(c), Next: payments.LocalPath(c.Query("next"))})
 }
 
 // loggedIn answers the log-in form: signed in, or the form again (422).
@@ -94,10 +83,11 @@ func (s *Server) signIn(c *gin.Context, user models.User, next string) {
 // logout ends the session on the server, not only in this browser: a copy
 // of its cookie signs no one in afterwards.
 func (s *Server) logout(c *gin.Context) {
-	if err := s.endSession(c); err != nil {
+	if err := s.forgetSession(c); err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.dropCookie(c)
 	c.Redirect(http.StatusSeeOther, "/")
 }
 

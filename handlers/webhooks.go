@@ -32,8 +32,7 @@ const stripeEventKey = "shop.stripe_event"
 func (s *Server) verifyStripeEvent(c *gin.Context) {
 	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
 	if err != nil {
-		s.render(c, problem.WebhookSignature.With("The body could not be read: "+err.Error()))
-		c.Abort()
+		s.fail(c, problem.WebhookSignature.With("The body could not be read: "+err.Error()))
 		return
 	}
 	event, err := payments.VerifyStripeEvent(payload, c.GetHeader("Stripe-Signature"), s.deps.StripeWebhookSecret)
@@ -43,14 +42,12 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 		if errors.Is(err, payments.ErrEventAPIVersion) {
 			p = problem.WebhookAPIVersion.With(err.Error())
 		}
-		s.render(c, p)
-		c.Abort()
+		s.fail(c, p)
 		return
 	}
 	identity, err := json.Marshal(map[string]string{"id": event.ID, "type": string(event.Type)})
 	if err != nil {
 		s.fail(c, err)
-		c.Abort()
 		return
 	}
 	c.Set(stripeEventKey, event)

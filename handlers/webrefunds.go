@@ -14,28 +14,31 @@ import (
 // (which staff give). Like the pay form, each render carries a fresh key,
 // so a double-click or a resubmission cancels once.
 
-// refusedByOrder shows the order page again with the refused form, told in
-// the words of the error the order's state answered.
+// refusedByOrder shows the order page again with the refused cancel form,
+// told in the words of the error the order's state answered. The form
+// keeps its key when nothing was stored under it, so that the corrected
+// form runs with it; after a final answer, stored under that key, it gets
+// a fresh one.
 func (s *Server) refusedByOrder(c *gin.Context, err error) {
 	p, words, final := s.answerOf(c, err)
-	s.refusedOrderForm(c, p.Status, words.Text, final)
+	s.refusedForm(c, p.Status, words.Text, func(view *orderPageView, sent string) {
+		view.Key, view.CancelKey = uuid.NewString(), sent
+		if final {
+			view.CancelKey = uuid.NewString()
+		}
+	})
 }
 
-// refusedOrderForm shows the order page again with the refused form as it
-// was sent, and why. The form keeps its key when nothing was stored under
-// it, so that the corrected form runs with it; after a final answer, stored
-// under that key, it gets a fresh one.
-func (s *Server) refusedOrderForm(c *gin.Context, status int, text string, final bool) {
+// refusedForm shows the order page again (status) with a refused form as
+// it was sent (keep sets its keys from the key sent), and why.
+func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *orderPageView, sent string)) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(),
-		CancelKey: postForm(c).Get(middleware.FormKeyField)}
-	if final {
-		view.CancelKey = uuid.NewString()
-	}
+	view := orderPageView{layout: s.layout(c), Order: order, Methods: s.cardChoice()}
+	keep(&view, postForm(c).Get(middleware.FormKeyField))
 	view.Notice = errorNotice(text)
 	s.renderPage(c, status, "order.html", view)
 }

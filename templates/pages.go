@@ -51,6 +51,7 @@ var funcs = template.FuncMap{
 	"when":            when,
 	"day":             day,
 	"cardName":        cardName,
+	"methodName":      MethodName,
 	"paymentSentence": paymentSentence,
 	"statusName":      StatusName,
 	"paid":            paid,
