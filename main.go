@@ -166,7 +166,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 
 func newLogger(cfg config.Config, stdout io.Writer) *slog.Logger {
 	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
-	if cfg.LogJSON() {
+	if cfg.LogFormat == "json" {
 		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
 	}
 	return slog.New(httpkit.RequestIDs(logs))
