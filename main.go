@@ -99,10 +99,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if command != "" {
-		open := func() (*gorm.DB, error) {
-			return database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
-		}
-		return admin.Run(ctx, open, func() (*gorm.DB, func(), error) { return openDatabase(cfg) }, args[1:], stdout)
+		return admin.Run(ctx, admin.Databases{
+			Open: func() (*gorm.DB, error) {
+				return database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
+			},
+			Prepare: func() (*gorm.DB, func(), error) { return openDatabase(cfg) },
+		}, args[1:], stdout)
 	}
 	return serve(ctx, stop, cfg, getenv, stdout)
 }
