@@ -99,10 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if command != "" {
-		open := func() (*gorm.DB, error) {
-			return database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
-		}
-		return admin.Run(ctx, open, func() (*gorm.DB, func(), error) { return openDatabase(cfg) }, args[1:], stdout)
+		return admin.Run(ctx, databases(cfg), args[1:], stdout)
 	}
 	return serve(ctx, stop, cfg, getenv, stdout)
 }
@@ -110,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // serve serves the shop until ctx ends, with its background jobs beside it.
 func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(string) string, stdout io.Writer) error {
 	logger := newLogger(cfg, stdout)
-	db, closeDB, err := openDatabase(cfg)
+	db, closeDB, err := databases(cfg).Prepare()
 	if err != nil {
 		return err
 	}
@@ -140,10 +137,9 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 	if database.IsPostgres(db) {
 		engine = "postgres"
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	logger.Info("shop is serving", "shop", fmt.Sprintf("http://localhost:%d/", port),
-		"api", fmt.Sprintf("http://localhost:%d/api/v1/products", port),
-		"policy", fmt.Sprintf("http://localhost:%d/problems", port), "database", engine, "payments", cfg.PaymentProvider)
+	local := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	logger.Info("shop is serving", "shop", local+"/", "api", local+"/api/v1/products", "policy", local+"/problems",
+		"database", engine, "payments", cfg.PaymentProvider)
 
 	// The jobs stop before the database closes.
 	sweep := jobs.Sweep{Keys: srv, Sessions: accounts.Sessions{DB: db, Idle: cfg.SessionIdle, MaxAge: cfg.SessionMaxAge},
@@ -166,28 +162,32 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 
 func newLogger(cfg config.Config, stdout io.Writer) *slog.Logger {
 	var logs slog.Handler = slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
-	if cfg.LogJSON() {
+	if cfg.LogFormat == "json" {
 		logs = slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})
 	}
 	return slog.New(httpkit.RequestIDs(logs))
 }
 
-// openDatabase opens the database, migrates and seeds it; the returned
-// function closes it.
-func openDatabase(cfg config.Config) (*gorm.DB, func(), error) {
-	db, err := database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
-	if err != nil {
-		return nil, nil, err
+// databases opens the database as configured: as it is, or as serving needs it (migrated and seeded).
+func databases(cfg config.Config) admin.Databases {
+	open := func() (*gorm.DB, error) {
+		return database.Open(cfg.DatabaseURL, database.Options{GroupCommit: cfg.GroupCommit})
 	}
-	closeDB := func() { _ = database.Close(db) }
-	if err = database.Migrate(db); err == nil {
-		err = orders.Seed(db)
-	}
-	if err != nil {
-		closeDB()
-		return nil, nil, err
-	}
-	return db, closeDB, nil
+	return admin.Databases{Open: open, Prepare: func() (*gorm.DB, func(), error) {
+		db, err := open()
+		if err != nil {
+			return nil, nil, err
+		}
+		closeDB := func() { _ = database.Close(db) }
+		if err = database.Migrate(db); err == nil {
+			err = orders.Seed(db)
+		}
+		if err != nil {
+			closeDB()
+			return nil, nil, err
+		}
+		return db, closeDB, nil
+	}}
 }
 
 // newBilling builds the payment provider and the payments service.

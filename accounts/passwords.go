@@ -23,11 +23,9 @@ func passwordProblem(password string) string {
 	return ""
 }
 
-// wrongPassword refuses a password change whose current password is not
+// errWrongPassword refuses a password change whose current password is not
 // the user's.
-func wrongPassword() *models.Error {
-	return models.Invalid(models.FieldError{Field: "current_password", Message: "is not your current password"})
-}
+var errWrongPassword = models.Invalid(models.FieldError{Field: "current_password", Message: "is not your current password"})
 
 // PasswordChange is what a password change form sends, and where from.
 type PasswordChange struct {
@@ -65,7 +63,7 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user m
 		if err := a.recordFailure(ctx, user.Email, change.Address); err != nil {
 			return "", err
 		}
-		return "", wrongPassword()
+		return "", errWrongPassword
 	}
 	if problem := passwordProblem(change.New); problem != "" {
 		return "", models.Invalid(models.FieldError{Field: "new_password", Message: problem})
@@ -85,7 +83,7 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user m
 		return "", res.Error
 	}
 	if res.RowsAffected == 0 {
-		return "", wrongPassword()
+		return "", errWrongPassword
 	}
 	sessions := change.Sessions
 	sessions.DB = db

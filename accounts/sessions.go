@@ -2,8 +2,6 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"time"
 
@@ -45,11 +43,7 @@ const touchEvery = time.Minute
 // Start begins a session for the user and returns its token, which only
 // the browser keeps.
 func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (string, Session, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", Session{}, err
-	}
-	token := base64.RawURLEncoding.EncodeToString(raw)
+	token := newToken()
 	now = now.UTC()
 	session := Session{TokenHash: hashToken(token), UserID: userID, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(s.MaxAge)}
 	err := s.DB.WithContext(ctx).Create(&session).Error

@@ -36,11 +36,7 @@ type Accounts struct {
 
 // NewAccounts makes the accounts service and its dummy hash.
 func NewAccounts(db *gorm.DB, bcryptCost int) (Accounts, error) {
-	dummy := make([]byte, 32)
-	if _, err := rand.Read(dummy); err != nil {
-		return Accounts{}, err
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(dummy)), bcryptCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), bcryptCost)
 	return Accounts{DB: db, BcryptCost: bcryptCost, dummyHash: hash}, err
 }
 
@@ -134,11 +130,7 @@ func (a Accounts) logIn(ctx context.Context, email, password string) (models.Use
 // IssueToken creates a bearer token for the user, valid until expires, and
 // returns it. It is shown once; only its hash is stored.
 func (a Accounts) IssueToken(ctx context.Context, user models.User, expires time.Time) (string, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	token := "shp_" + base64.RawURLEncoding.EncodeToString(raw)
+	token := "shp_" + newToken()
 	err := a.DB.WithContext(ctx).Create(&models.APIToken{UserID: user.ID, TokenHash: hashToken(token), ExpiresAt: &expires}).Error
 	return token, err
 }
@@ -203,6 +195,15 @@ func (a Accounts) RevokeToken(ctx context.Context, t models.APIToken, now time.T
 		a.Tokens.revoked(t, now)
 	}
 	return err
+}
+
+// newToken is 256 random bits, base64url: a bearer token or a session's.
+// (crypto/rand.Read never fails: it crashes the program rather than return
+// bytes that are not random.)
+func newToken() string {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 func hashToken(token string) string {

@@ -4,7 +4,6 @@ package admin
 import (
 	"context"
 	"io"
-	"slices"
 
 	"gorm.io/gorm"
 )
@@ -14,19 +13,23 @@ const Usage = `  migrate [up|status]     apply the pending migrations (up, the d
   stock set SKU UNITS     set a product's units on hand to UNITS, as counted
   staff add|remove EMAIL  make a user staff, or a shopper again`
 
+// Databases opens the database as configured: Open as it is, Prepare
+// migrated and seeded, as serving does (stock set needs the catalog).
+type Databases struct {
+	Open    func() (*gorm.DB, error)
+	Prepare func() (*gorm.DB, func(), error)
+}
+
+// commands are the subcommands, by name.
+var commands = map[string]func(context.Context, Databases, []string, io.Writer) error{
+	"migrate": migrate, "stock": stock, "staff": staff,
+}
+
 // Is reports whether name is one of the subcommands.
-func Is(name string) bool { return slices.Contains([]string{"migrate", "stock", "staff"}, name) }
+func Is(name string) bool { return commands[name] != nil }
 
 // Run runs the subcommand args[0] with its arguments, and exits without
-// serving. open opens the database as configured; prepare opens it
-// migrated and seeded, as serving does: stock set needs the catalog.
-func Run(ctx context.Context, open func() (*gorm.DB, error), prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
-	switch args[0] {
-	case "migrate":
-		return migrate(ctx, open, args[1:], stdout)
-	case "stock":
-		return stock(ctx, prepare, args[1:], stdout)
-	default:
-		return staff(ctx, open, args[1:], stdout)
-	}
+// serving.
+func Run(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
+	return commands[args[0]](ctx, dbs, args[1:], stdout)
 }

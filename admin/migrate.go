@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/database"
 )
@@ -16,7 +15,7 @@ import (
 // migrate runs `shop migrate [up|status]`: up (the default) applies
 // the pending migrations; both then list every migration, with when it was
 // applied, and exit without serving.
-func migrate(ctx context.Context, open func() (*gorm.DB, error), args []string, stdout io.Writer) error {
+func migrate(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
 	verb := "up"
 	if len(args) > 0 {
 		verb = args[0]
@@ -24,7 +23,7 @@ func migrate(ctx context.Context, open func() (*gorm.DB, error), args []string, 
 	if len(args) > 1 || verb != "up" && verb != "status" {
 		return errors.New("usage: shop migrate [up|status]")
 	}
-	db, err := open()
+	db, err := dbs.Open()
 	if err != nil {
 		return err
 	}

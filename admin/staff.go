@@ -7,28 +7,23 @@ import (
 	"io"
 
 	"github.com/shop/shop/accounts"
-	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
-	"gorm.io/gorm"
 )
 
 // staff runs `shop staff add|remove EMAIL`: it makes an existing
 // user staff, or a shopper again, and exits without serving. Both are
 // idempotent; an email no user has is an error. It is the only way anyone
 // becomes staff: nothing on the web does it.
-func staff(ctx context.Context, open func() (*gorm.DB, error), args []string, stdout io.Writer) error {
+func staff(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
 	roles := map[string]models.Role{"add": models.Staff, "remove": models.Shopper}
 	if len(args) != 2 || roles[args[0]] == "" {
 		return errors.New("usage: shop staff add|remove EMAIL")
 	}
-	db, err := open()
+	db, closeDB, err := dbs.Prepare()
 	if err != nil {
 		return err
 	}
-	defer database.Close(db)
-	if err := database.Migrate(db); err != nil {
-		return err
-	}
+	defer closeDB()
 	role := roles[args[0]]
 	changed, err := accounts.SetRole(ctx, db, args[1], role)
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"strconv"
 
-	"gorm.io/gorm"
-
 	"github.com/shop/shop/orders"
 )
 
@@ -21,7 +19,7 @@ const stockUsage = "usage: shop stock set SKU UNITS"
 // console, whose idempotency key counts a retried one once. The database is
 // migrated and seeded first, as for serving, so it works on a fresh shop
 // too.
-func stock(ctx context.Context, prepare func() (*gorm.DB, func(), error), args []string, stdout io.Writer) error {
+func stock(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
 	if len(args) != 3 || args[0] != "set" {
 		return errors.New(stockUsage)
 	}
@@ -29,7 +27,7 @@ func stock(ctx context.Context, prepare func() (*gorm.DB, func(), error), args [
 	if err != nil || units < 0 {
 		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
 	}
-	db, closeDB, err := prepare()
+	db, closeDB, err := dbs.Prepare()
 	if err != nil {
 		return err
 	}

@@ -159,8 +159,6 @@ func (c *Config) checkTogether() []error {
 // already forgotten, and a retry would run the operation again.
 func (c *Config) checkTimeouts() error {
 	switch minTTL := c.AttemptTimeout() + c.IdempotencyLease; {
-	case c.IdempotencyLease <= 0:
-		return fmt.Errorf("IDEMPOTENCY_LEASE (%s) must be positive", c.IdempotencyLease)
 	case c.IdempotencyTTL < minTTL:
 		return fmt.Errorf("IDEMPOTENCY_TTL (%s) must be at least %d × IDEMPOTENCY_LEASE (%s): an attempt may run for %d leases, and its key must outlive it by one more",
 			c.IdempotencyTTL, minTTL/c.IdempotencyLease, minTTL, c.AttemptTimeout()/c.IdempotencyLease)

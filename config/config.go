@@ -17,11 +17,10 @@ type Config struct {
 	Port        int    `env:"PORT" envDefault:"8080" max:"65535" want:"a port number 0–65535" doc:"TCP port the server listens on (0 picks a free port)."`
 	DatabaseURL string `env:"DATABASE_URL" envDefault:"data/shop.db" doc:"A SQLite file, or postgres://… for PostgreSQL, which many instances may share."`
 
-	IdempotencyTTL   time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" doc:"How long a key and its stored answer are remembered; at least 5 × IDEMPOTENCY_LEASE."`
-	IdempotencyLease time.Duration `env:"IDEMPOTENCY_LEASE" envDefault:"30s" doc:"How long an attempt owns a key before a retry may take over; an attempt runs at most 4 leases."`
-	IdempotencyWait  time.Duration `env:"IDEMPOTENCY_WAIT" envDefault:"5s" doc:"How long a duplicate waits for its original before answering 409."`
-	// IdempotencyCacheBytes bounds the replay cache; 0 turns it off (see ReplayCacheBytes).
-	IdempotencyCacheBytes int64 `env:"IDEMPOTENCY_CACHE_BYTES" envDefault:"67108864" want:"a whole number of bytes, 0 for no cache, such as 67108864 (64 MiB)" doc:"Memory each instance keeps completed answers in; 0 turns the cache off."`
+	IdempotencyTTL        time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" doc:"How long a key and its stored answer are remembered; at least 5 × IDEMPOTENCY_LEASE."`
+	IdempotencyLease      time.Duration `env:"IDEMPOTENCY_LEASE" envDefault:"30s" min:"1" doc:"How long an attempt owns a key before a retry may take over; an attempt runs at most 4 leases."`
+	IdempotencyWait       time.Duration `env:"IDEMPOTENCY_WAIT" envDefault:"5s" doc:"How long a duplicate waits for its original before answering 409."`
+	IdempotencyCacheBytes int64         `env:"IDEMPOTENCY_CACHE_BYTES" envDefault:"67108864" want:"a whole number of bytes, 0 for no cache, such as 67108864 (64 MiB)" doc:"Memory each instance keeps completed answers in; 0 turns the cache off."`
 
 	TokenTTL time.Duration `env:"TOKEN_TTL" envDefault:"720h" doc:"How long a bearer token stays valid."`
 	// TokenCacheTTL is how long an instance trusts a bearer-token lookup:
@@ -40,8 +39,7 @@ type Config struct {
 	StripeSecretKey     string        `env:"STRIPE_SECRET_KEY" doc:"Stripe's secret key, required with PAYMENT_PROVIDER=stripe; a live key only with SHOP_ENV=production."`
 	StripeAPIBase       string        `env:"STRIPE_API_BASE" doc:"Where Stripe's API is: empty for api.stripe.com, or a stripe-mock's URL."`
 	StripeWebhookSecret string        `env:"STRIPE_WEBHOOK_SECRET" doc:"The Stripe webhook endpoint's signing secret (whsec_…); POST /webhooks/stripe is served only with it."`
-	// ReconcileEvery 0 turns the reconciler off.
-	ReconcileEvery time.Duration `env:"PAYMENT_RECONCILE_EVERY" envDefault:"10s" doc:"How often payment attempts left in doubt are resolved with the provider; 0 turns it off."`
+	ReconcileEvery      time.Duration `env:"PAYMENT_RECONCILE_EVERY" envDefault:"10s" doc:"How often payment attempts left in doubt are resolved with the provider; 0 turns it off."`
 	// RollForward: an attempt in doubt younger than this may be sent again,
 	// and so charged; an older one is only looked up (billing.Config.RollForward).
 	RollForward time.Duration `env:"PAYMENT_ROLL_FORWARD" envDefault:"15m" doc:"How long after it was made an attempt in doubt may still be sent again; at least 1m and 5 × IDEMPOTENCY_LEASE."`
@@ -67,8 +65,7 @@ type Config struct {
 
 	LogLevel  slog.Level `env:"LOG_LEVEL" envDefault:"info" want:"debug, info, warn or error" doc:"Log level: debug, info, warn or error."`
 	LogFormat string     `env:"LOG_FORMAT" envDefault:"text" oneof:"text json" doc:"Log format: text, or json for a log collector."`
-	// Env production requires SESSION_SECRET and marks cookies Secure.
-	Env string `env:"SHOP_ENV" envDefault:"development" oneof:"development production" doc:"development or production."`
+	Env       string     `env:"SHOP_ENV" envDefault:"development" oneof:"development production" doc:"development or production, which requires SESSION_SECRET and marks cookies Secure."`
 	// SessionSecret signs the browser's session cookies; when empty, outside
 	// production, the server makes a random one and sessions end at a restart.
 	SessionSecret  string   `env:"SESSION_SECRET" doc:"Signs session cookies and pushed answers: at least 32 characters, the same on every instance."`
@@ -104,9 +101,6 @@ type Config struct {
 
 // Production is SHOP_ENV=production: a deploy, where SESSION_SECRET is required.
 func (c Config) Production() bool { return c.Env == "production" }
-
-// LogJSON is LOG_FORMAT=json: one JSON object per line, for collectors.
-func (c Config) LogJSON() bool { return c.LogFormat == "json" }
 
 // ReplayCacheBytes is IDEMPOTENCY_CACHE_BYTES as handlers.Deps has it:
 // negative, not 0, turns the cache off.

@@ -28,37 +28,31 @@ func clip(s string, n int) string {
 }
 
 // AccessLog writes one line per request once it is answered, naming the
-// user user finds. It names the
-// idempotency key only by a short hash, and never logs headers, bodies or
-// the query: they may hold passwords, tokens or the key itself.
+// user user finds. It names the idempotency key only by a short hash, and
+// never logs headers, bodies or the query: they may hold passwords, tokens
+// or the key itself.
 func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
-		logRequest(c, logger, user(c), start)
+		level := slog.LevelInfo
+		if c.Writer.Status() >= http.StatusInternalServerError {
+			level = slog.LevelError
+		}
+		attrs := []slog.Attr{
+			slog.String("method", clip(c.Request.Method, maxLoggedMethod)),
+			slog.String("route", Route(c)),
+			slog.String("path", clip(c.Request.URL.Path, maxLoggedPath)),
+			slog.Int("status", c.Writer.Status()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("client_ip", c.ClientIP()),
+		}
+		if id := user(c); id != "" {
+			attrs = append(attrs, slog.String("user_id", id))
+		}
+		if key := middleware.RedactedKey(c); key != "" {
+			attrs = append(attrs, slog.String("idempotency_key", key), slog.Bool("replayed", middleware.Replayed(c)))
+		}
+		logger.LogAttrs(c.Request.Context(), level, "request", attrs...)
 	}
-}
-
-func logRequest(c *gin.Context, logger *slog.Logger, user string, start time.Time) {
-	route := Route(c)
-	status := c.Writer.Status()
-	level := slog.LevelInfo
-	if status >= http.StatusInternalServerError {
-		level = slog.LevelError
-	}
-	attrs := []slog.Attr{
-		slog.String("method", clip(c.Request.Method, maxLoggedMethod)),
-		slog.String("route", route),
-		slog.String("path", clip(c.Request.URL.Path, maxLoggedPath)),
-		slog.Int("status", status),
-		slog.Duration("duration", time.Since(start)),
-		slog.String("client_ip", c.ClientIP()),
-	}
-	if user != "" {
-		attrs = append(attrs, slog.String("user_id", user))
-	}
-	if key := middleware.RedactedKey(c); key != "" {
-		attrs = append(attrs, slog.String("idempotency_key", key), slog.Bool("replayed", middleware.Replayed(c)))
-	}
-	logger.LogAttrs(c.Request.Context(), level, "request", attrs...)
 }

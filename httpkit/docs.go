@@ -8,22 +8,21 @@ import (
 	"github.com/shop/shop/openapi"
 )
 
-// OpenAPIJSON and OpenAPIYAML serve the API's OpenAPI document.
-func OpenAPIJSON(c *gin.Context) {
-	c.Header("Cache-Control", "public, max-age=300")
-	c.Data(http.StatusOK, "application/json", openapi.JSON)
-}
-
-func OpenAPIYAML(c *gin.Context) {
-	c.Header("Cache-Control", "public, max-age=300")
-	c.Data(http.StatusOK, "application/yaml", openapi.YAML)
-}
-
+// OpenAPIJSON and OpenAPIYAML serve the API's OpenAPI document;
 // APIReference is the human-readable API reference: Redoc, vendored in
 // static/, rendering /openapi.json in the browser.
-func APIReference(c *gin.Context) {
-	c.Header("Cache-Control", "public, max-age=300")
-	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(apiReferencePage))
+var (
+	OpenAPIJSON  = document("application/json", openapi.JSON)
+	OpenAPIYAML  = document("application/yaml", openapi.YAML)
+	APIReference = document("text/html; charset=utf-8", []byte(apiReferencePage))
+)
+
+// document serves body, which a cache may keep five minutes.
+func document(contentType string, body []byte) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Header("Cache-Control", "public, max-age=300")
+		c.Data(http.StatusOK, contentType, body)
+	}
 }
 
 const apiReferencePage = `<!doctype html>

@@ -17,11 +17,8 @@ func Reconcile(ctx context.Context, service *billing.Service, every time.Duratio
 		return
 	}
 	reconcile := func(ctx context.Context) {
-		if n, err := service.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("reconcile payment attempts", "err", err)
-		} else if n > 0 {
-			logger.Info("reconciled payment attempts in doubt", "resolved", n)
-		}
+		n, err := service.Reconcile(ctx)
+		report(ctx, logger, n, err, "reconcile payment attempts", "reconciled payment attempts in doubt", "resolved")
 	}
 	reconcile(ctx)
 	loop.Every(ctx, every, reconcile)

@@ -37,19 +37,21 @@ func (s Sweep) Run(ctx context.Context) { loop.Every(ctx, sweepEvery, s.once) }
 
 func (s Sweep) once(ctx context.Context) {
 	now := s.Now()
-	if n, err := s.Shop.ExpireOrders(ctx, now.Add(-s.OrderExpiry), now); err != nil && ctx.Err() == nil {
-		s.Logger.Error("expire unpaid orders", "err", err)
-	} else if n > 0 {
-		s.Logger.Info("expired unpaid orders, their units back in stock", "expired", n)
-	}
-	if n, err := s.Keys.SweepKeys(ctx); err != nil {
-		s.Logger.Error("sweep idempotency keys", "err", err)
-	} else if n > 0 {
-		s.Logger.Info("swept expired idempotency keys", "deleted", n)
-	}
-	if n, err := s.Sessions.Sweep(ctx, now); err != nil {
-		s.Logger.Error("sweep sessions", "err", err)
-	} else if n > 0 {
-		s.Logger.Info("swept sessions that ran out", "deleted", n)
+	expired, err := s.Shop.ExpireOrders(ctx, now.Add(-s.OrderExpiry), now)
+	report(ctx, s.Logger, expired, err, "expire unpaid orders", "expired unpaid orders, their units back in stock", "expired")
+	keys, err := s.Keys.SweepKeys(ctx)
+	report(ctx, s.Logger, keys, err, "sweep idempotency keys", "swept expired idempotency keys", "deleted")
+	sessions, err := s.Sessions.Sweep(ctx, now)
+	report(ctx, s.Logger, sessions, err, "sweep sessions", "swept sessions that ran out", "deleted")
+}
+
+// report logs what one pass of a job did: its error as failed, unless ctx
+// ended (a shutdown cuts the pass short), or its count under done when it
+// did anything.
+func report[N int | int64](ctx context.Context, logger *slog.Logger, n N, err error, failed, done, count string) {
+	if err != nil && ctx.Err() == nil {
+		logger.Error(failed, "err", err)
+	} else if err == nil && n > 0 {
+		logger.Info(done, count, n)
 	}
 }
