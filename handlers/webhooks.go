@@ -66,10 +66,8 @@ func (s *Server) stripeEvent(c *gin.Context) {
 	event := c.MustGet(stripeEventKey).(stripe.Event)
 	tx := func() *gorm.DB { return middleware.Tx(c) }
 	applied, err := false, error(nil)
-	if charge, ok := payments.StripeChargeEvent(event); ok {
-		applied, err = s.payments.ApplyEvent(c.Request.Context(), tx, charge)
-	} else if refund, ok := payments.StripeRefundEvent(event); ok {
-		applied, err = s.payments.ApplyRefundEvent(c.Request.Context(), tx, refund)
+	if read, ok := payments.StripeEvent(event); ok {
+		applied, err = s.payments.ApplyEvent(c.Request.Context(), tx, read)
 	}
 	if err != nil {
 		s.fail(c, err)
