@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/stripe/stripe-go/v82"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
@@ -64,10 +63,9 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 // and ignored.
 func (s *Server) stripeEvent(c *gin.Context) {
 	event := c.MustGet(stripeEventKey).(stripe.Event)
-	tx := func() *gorm.DB { return middleware.Tx(c) }
 	applied, err := false, error(nil)
 	if read, ok := payments.StripeEvent(event); ok {
-		applied, err = s.payments.ApplyEvent(c.Request.Context(), tx, read)
+		applied, err = s.payments.ApplyEvent(c.Request.Context(), middleware.Current(c).Tx, read)
 	}
 	if err != nil {
 		s.fail(c, err)
