@@ -125,31 +125,34 @@ func (s *Service) withAction(ctx context.Context, order models.Order) error {
 // the shopper to authenticate, for its page; models.ErrNotFound when the
 // provider has no page of its own (Stripe's is its own site).
 func (s *Service) Authentication(ctx context.Context, chargeID string) (payments.Authentication, error) {
-	auth, ok := s.cfg.Provider.(payments.Authenticator)
-	if !ok {
-		return payments.Authentication{}, models.ErrNotFound
-	}
-	a, found, err := auth.Authentication(ctx, chargeID)
-	if err == nil && !found {
-		err = models.ErrNotFound
-	}
-	return a, err
+	return s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
+		return auth.Authentication(ctx, chargeID)
+	})
 }
 
 // Authenticate records the shopper's answer on the simulated provider's
 // page, at the provider, and settles the attempt at once: the shopper's
 // return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
+	a, err := s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
+		return auth.Authenticate(ctx, chargeID, complete)
+	})
+	if err == nil {
+		s.returned(ctx, a.Key)
+	}
+	return a, err
+}
+
+// authenticator asks the provider's own authentication page; ErrNotFound
+// when it has none, or no such charge.
+func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authentication, bool, error)) (payments.Authentication, error) {
 	auth, ok := s.cfg.Provider.(payments.Authenticator)
 	if !ok {
 		return payments.Authentication{}, models.ErrNotFound
 	}
-	a, found, err := auth.Authenticate(ctx, chargeID, complete)
+	a, found, err := ask(auth)
 	if err == nil && !found {
 		err = models.ErrNotFound
-	}
-	if err == nil {
-		s.returned(ctx, a.Key)
 	}
 	return a, err
 }

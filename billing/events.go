@@ -11,17 +11,16 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// ApplyEvent applies a provider's event about a charge through tx, the
-// transaction of the event's delivery, which the idempotency middleware
-// deduplicates: a second path to the truth of an attempt in doubt, beside
-// the reconciler (applyEvent). It reports whether the event changed anything.
+// ApplyEvent applies a provider's event about a charge or a refund through
+// tx, the transaction of the event's delivery, which the idempotency
+// middleware deduplicates: a second path to the truth of a request in
+// doubt, beside the reconciler. It reports whether the event changed
+// anything.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
+	if event.Refund != nil {
+		return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(*event.Refund))
+	}
 	return s.charges.applyEvent(ctx, tx, event.ID, event.ProviderKey, chargeOutcome(event.Charge))
-}
-
-// ApplyRefundEvent is ApplyEvent for a provider's event about a refund.
-func (s *Service) ApplyRefundEvent(ctx context.Context, tx func() *gorm.DB, event payments.RefundEvent) (bool, error) {
-	return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(event.Refund))
 }
 
 // applyEvent applies the provider's word on the request sent under

@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 )
@@ -91,7 +90,7 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 	}
 	payment, err := recordPayment(tx, attempt, outcome)
 	if err == nil {
-		err = errors.Join(paymentEvent(tx, payment), auditCharge(tx, payment))
+		err = chargeFacts(tx, payment, false)
 	}
 	if outcome.State == models.RequiresAction {
 		payment.NextActionURL = outcome.NextActionURL
@@ -117,8 +116,8 @@ func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any
 // charged (Failed) — or updates the one an earlier answer made: one that
 // required action, ended (declined if the authentication came to nothing);
 // or one declined, charged late, under the same id, so that the declined
-// answer's Location shows it. The caller records its event once the order
-// is written (paymentEvent).
+// answer's Location shows it. The caller records its facts once the order
+// is written (chargeFacts).
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
 	var payment models.Payment
 	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
@@ -171,9 +170,6 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	if err != nil {
 		return Late{}, err
 	}
-	if err := audit.Audit(tx, audit.Entry{OrderID: payment.OrderID, Action: audit.ActionLateCharge, SubjectID: payment.ID, AmountCents: audit.Cents(payment.AmountCents)}); err != nil {
-		return Late{}, err
-	}
 	var cancelled int64
 	if err := tx.Model(&models.Order{}).Where("id = ? AND status = ?", attempt.OrderID, models.OrderCancelled).Count(&cancelled).Error; err != nil {
 		return Late{}, err
@@ -185,7 +181,7 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	} else if err := updateRefunded(tx, attempt.OrderID); err != nil {
 		return Late{}, err
 	}
-	return late, paymentEvent(tx, payment)
+	return late, chargeFacts(tx, payment, true)
 }
 
 // AttemptsInDoubt counts the payment attempts in doubt, and tells when the

@@ -142,9 +142,6 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 		return models.Refund{}, err
 	}
 	refund.State, refund.ProviderRefundID, refund.FailureReason = outcome.State, outcome.ProviderID, outcome.Reason
-	if err := auditRefund(tx, refund, outcome, false); err != nil {
-		return models.Refund{}, err
-	}
 	if refund.State == models.Succeeded || refund.State == models.Pending {
 		if err := fulfilRequest(tx, refund); err != nil {
 			return models.Refund{}, err
@@ -153,7 +150,7 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	if err := updateRefunded(tx, refund.OrderID); err != nil {
 		return models.Refund{}, err
 	}
-	return refund, refundEvent(tx, refund, refund.State)
+	return refund, refundFacts(tx, refund, outcome, false)
 }
 
 // settleLateRefund records, through tx, the provider's later word on a
@@ -188,7 +185,7 @@ func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outc
 		err = updateRefunded(tx, refund.OrderID)
 	}
 	if err == nil {
-		err = errors.Join(refundEvent(tx, refund, outcome.State), auditRefund(tx, refund, outcome, late))
+		err = refundFacts(tx, refund, outcome, late)
 	}
 	switch {
 	case err != nil || !late:

@@ -204,7 +204,7 @@ func Stale[R Row](ctx context.Context, s Ledger, now time.Time, limit int) ([]R,
 	err := s.DB.WithContext(ctx).Model(new(R)).
 		Joins("JOIN orders ON orders.id = "+t+".order_id").
 		Where(t+".state IN ?", models.OpenStates).
-		Where("orders.held_by IS NULL OR orders.held_until <= ? OR orders.held_by = ? || "+t+".id", now, orders.AwaitingPrefix).
+		Where(orders.HoldFree(s.DB.Session(&gorm.Session{NewDB: true}), now).Or("orders.held_by = ? || "+t+".id", orders.AwaitingPrefix)).
 		Order(t + ".updated_at, " + t + ".id").Limit(limit).
 		Find(&rows).Error
 	return rows, err
@@ -254,7 +254,13 @@ func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]a
 	if res.RowsAffected != 1 {
 		return models.ErrPaymentInProgress // the hold passed to another run, which resolves the row itself
 	}
-	res = tx.Model(&row).Where("id = ? AND state = ?", row.Base().ID, current.Base().State).Updates(update)
+	return move(tx, row, current.Base().State, update)
+}
+
+// move writes fields on the row, if it is still in the state from:
+// ErrPaymentInProgress, and nothing written, when it moved meanwhile.
+func move[R Row](tx *gorm.DB, row R, from models.State, fields map[string]any) error {
+	res := tx.Model(new(R)).Where("id = ? AND state = ?", row.Base().ID, from).Updates(fields)
 	if res.Error == nil && res.RowsAffected != 1 {
 		return models.ErrPaymentInProgress
 	}
@@ -284,15 +290,11 @@ func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update 
 		return models.ErrPaymentInProgress
 	}
 	fields, err := update()
+	if err == nil {
+		err = move(tx, row, row.Base().State, fields)
+	}
 	if err != nil {
 		return err
-	}
-	res := tx.Model(new(R)).Where("id = ? AND state = ?", row.Base().ID, row.Base().State).Updates(fields)
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected != 1 {
-		return models.ErrPaymentInProgress
 	}
 	return tx.Model(&models.Order{}).Where("id = ?", row.Base().OrderID).Updates(orders.Released()).Error
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/stripe/stripe-go/v82"
-	"gorm.io/gorm"
 
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/payments"
@@ -61,12 +60,9 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 // and ignored.
 func (s *Server) stripeEvent(c *gin.Context) {
 	event := c.MustGet(stripeEventKey).(stripe.Event)
-	tx := func() *gorm.DB { return middleware.Tx(c) }
 	applied, err := false, error(nil)
-	if charge, ok := payments.StripeChargeEvent(event); ok {
-		applied, err = s.payments.ApplyEvent(c.Request.Context(), tx, charge)
-	} else if refund, ok := payments.StripeRefundEvent(event); ok {
-		applied, err = s.payments.ApplyRefundEvent(c.Request.Context(), tx, refund)
+	if read, ok := payments.StripeEvent(event); ok {
+		applied, err = s.payments.ApplyEvent(c.Request.Context(), middleware.Current(c).Tx, read)
 	}
 	if err != nil {
 		s.fail(c, err)

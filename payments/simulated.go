@@ -69,50 +69,68 @@ func wait(ctx context.Context, d time.Duration) error {
 // Calls counts the requests the provider received, repeats included.
 func (s *Simulated) Calls() int64 { return s.calls.Load() }
 
-// Charge implements Provider.
-func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+// roundTrip is one request's trip to the provider: half the latency out,
+// do at the provider, half back. A caller that gives up in the second half
+// loses the reply of what was done.
+func roundTrip[T any](ctx context.Context, s *Simulated, do func(db *gorm.DB) (T, error)) (T, error) {
 	s.calls.Add(1)
+	var none T
 	if err := wait(ctx, s.Latency/2); err != nil {
-		return Charge{}, err
+		return none, err
 	}
-	if req.PaymentMethod == MethodUnavailable {
-		// Refused before anything is recorded, every time: nothing is
-		// charged under the key, now or later.
-		return Charge{}, fmt.Errorf("%w: the payment method %s is not accepted", ErrRefused, req.PaymentMethod)
-	}
-	charge := SimulatedCharge{
-		ID:             "ch_" + strings.ReplaceAll(uuid.NewString(), "-", ""),
-		IdempotencyKey: req.IdempotencyKey,
-		AmountCents:    req.AmountCents,
-		Currency:       req.Currency,
-		PaymentMethod:  req.PaymentMethod,
-		Status:         models.Succeeded,
-		CreatedAt:      s.now(),
-	}
-	switch req.PaymentMethod {
-	case MethodAuthentication:
-		charge.Status = models.RequiresAction
-	case MethodDeclined, MethodChargeDeclined:
-		charge.Status, charge.DeclineReason = models.Declined, "Your card was declined."
-	case MethodInsufficientFunds:
-		charge.Status, charge.DeclineReason = models.Declined, "Your card has insufficient funds."
-	}
-	db := s.DB.WithContext(ctx)
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
-		return Charge{}, fmt.Errorf("record charge: %w", err)
-	}
-	if err := s.expire(db, "idempotency_key = ?", req.IdempotencyKey); err != nil {
-		return Charge{}, fmt.Errorf("expire authentication: %w", err)
-	}
-	var stored SimulatedCharge
-	if err := db.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error; err != nil {
-		return Charge{}, fmt.Errorf("read charge: %w", err)
-	}
-	if stored.AmountCents != req.AmountCents || stored.Currency != req.Currency || stored.PaymentMethod != req.PaymentMethod {
-		return Charge{}, errors.New("payment provider: idempotency key reused with different parameters")
+	done, err := do(s.DB.WithContext(ctx))
+	if err != nil {
+		return none, err
 	}
 	if err := wait(ctx, s.Latency-s.Latency/2); err != nil {
-		return Charge{}, err // charged, and the reply lost
+		return none, err // done, and the reply lost
+	}
+	return done, nil
+}
+
+// recorded reads the provider's record the query finds, if there is one.
+func recorded[T any](query *gorm.DB, args ...any) (T, bool, error) {
+	var record T
+	err := query.Take(&record, args...).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return record, false, nil
+	}
+	return record, err == nil, err
+}
+
+// errKeyReused: a request under a key the provider saw with other
+// parameters.
+var errKeyReused = errors.New("payment provider: idempotency key reused with different parameters")
+
+// Charge implements Provider.
+func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (Charge, error) {
+	stored, err := roundTrip(ctx, s, func(db *gorm.DB) (SimulatedCharge, error) {
+		if req.PaymentMethod == MethodUnavailable {
+			// Refused before anything is recorded, every time: nothing is
+			// charged under the key, now or later.
+			return SimulatedCharge{}, fmt.Errorf("%w: the payment method %s is not accepted", ErrRefused, req.PaymentMethod)
+		}
+		charge := SimulatedCharge{ID: "ch_" + strings.ReplaceAll(uuid.NewString(), "-", ""), IdempotencyKey: req.IdempotencyKey,
+			AmountCents: req.AmountCents, Currency: req.Currency, PaymentMethod: req.PaymentMethod, Status: models.Succeeded, CreatedAt: s.now()}
+		switch req.PaymentMethod {
+		case MethodAuthentication:
+			charge.Status = models.RequiresAction
+		case MethodDeclined, MethodChargeDeclined:
+			charge.Status, charge.DeclineReason = models.Declined, "Your card was declined."
+		case MethodInsufficientFunds:
+			charge.Status, charge.DeclineReason = models.Declined, "Your card has insufficient funds."
+		}
+		if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&charge).Error; err != nil {
+			return SimulatedCharge{}, fmt.Errorf("record charge: %w", err)
+		}
+		stored, _, err := s.find(db, req.IdempotencyKey)
+		if err == nil && (stored.AmountCents != req.AmountCents || stored.Currency != req.Currency || stored.PaymentMethod != req.PaymentMethod) {
+			err = errKeyReused
+		}
+		return stored, err
+	})
+	if err != nil {
+		return Charge{}, err
 	}
 	return stored.answer(req), nil
 }
@@ -125,21 +143,19 @@ func (c SimulatedCharge) answer(req ChargeRequest) Charge {
 	return charge
 }
 
+// find reads the charge made under key, its authentication expired first if
+// it is past its time.
+func (s *Simulated) find(db *gorm.DB, key string) (SimulatedCharge, bool, error) {
+	if err := s.expire(db, "idempotency_key = ?", key); err != nil {
+		return SimulatedCharge{}, false, fmt.Errorf("expire authentication: %w", err)
+	}
+	return recorded[SimulatedCharge](db, "idempotency_key = ?", key)
+}
+
 // Find implements Provider: the simulation's ledger is its record.
 func (s *Simulated) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
-	db := s.DB.WithContext(ctx)
-	if err := s.expire(db, "idempotency_key = ?", req.IdempotencyKey); err != nil {
-		return Charge{}, false, fmt.Errorf("expire authentication: %w", err)
-	}
-	var stored SimulatedCharge
-	err := db.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Charge{}, false, nil
-	}
-	if err != nil {
-		return Charge{}, false, fmt.Errorf("read charge: %w", err)
-	}
-	return stored.answer(req), true, nil
+	stored, found, err := s.find(s.DB.WithContext(ctx), req.IdempotencyKey)
+	return stored.answer(req), found, err
 }
 
 // KeyLifetime implements Provider: the simulation never forgets a key.

@@ -2,7 +2,6 @@ package payments
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -77,13 +76,9 @@ func (s *Simulated) Authentication(ctx context.Context, chargeID string) (Authen
 	if err := s.expire(db, "id = ?", chargeID); err != nil {
 		return Authentication{}, false, err
 	}
-	var stored SimulatedCharge
-	err := db.Where("id = ? AND payment_method = ?", chargeID, MethodAuthentication).Take(&stored).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Authentication{}, false, nil
-	}
-	if err != nil {
-		return Authentication{}, false, fmt.Errorf("read charge: %w", err)
+	stored, found, err := recorded[SimulatedCharge](db, "id = ? AND payment_method = ?", chargeID, MethodAuthentication)
+	if !found {
+		return Authentication{}, false, err
 	}
 	return Authentication{ChargeID: stored.ID, Key: stored.IdempotencyKey, AmountCents: stored.AmountCents, Currency: stored.Currency, Status: stored.Status}, true, nil
 }

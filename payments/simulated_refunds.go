@@ -2,7 +2,6 @@ package payments
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,50 +38,38 @@ var (
 // more than the charge has left. A charge made with MethodRefundFail gets
 // failed refunds ("the card account is closed").
 func (s *Simulated) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
-	s.calls.Add(1)
-	if err := wait(ctx, s.Latency/2); err != nil {
-		return RefundAnswer{}, err
-	}
-	var stored SimulatedRefund
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		refund, fresh, err := s.newRefund(tx, req)
-		if err != nil {
-			return err
-		}
-		if fresh {
-			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&refund).Error; err != nil {
-				return fmt.Errorf("record refund: %w", err)
+	stored, err := roundTrip(ctx, s, func(db *gorm.DB) (stored SimulatedRefund, err error) {
+		err = db.Transaction(func(tx *gorm.DB) error {
+			refund, fresh, err := s.newRefund(tx, req)
+			if err == nil && fresh {
+				err = tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&refund).Error
 			}
+			if err == nil {
+				stored, _, err = recorded[SimulatedRefund](tx, "idempotency_key = ?", req.IdempotencyKey)
+			}
+			return err
+		})
+		if err == nil && (stored.ChargeID != req.ChargeID || stored.AmountCents != req.AmountCents) {
+			err = errKeyReused
 		}
-		return tx.Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
+		return stored, err
 	})
-	if err != nil {
-		return RefundAnswer{}, err
-	}
-	if stored.ChargeID != req.ChargeID || stored.AmountCents != req.AmountCents {
-		return RefundAnswer{}, errors.New("payment provider: idempotency key reused with different parameters")
-	}
-	if err := wait(ctx, s.Latency-s.Latency/2); err != nil {
-		return RefundAnswer{}, err // refunded, and the reply lost
-	}
-	return stored.answer(), nil
+	return stored.answer(), err
 }
 
 // newRefund is the refund the request makes if its key is new (fresh):
 // refused when the charge is unknown or has not that much left. A repeat
 // makes none: its first answer stands.
 func (s *Simulated) newRefund(tx *gorm.DB, req RefundRequest) (refund SimulatedRefund, fresh bool, err error) {
-	var existing int64
-	if err := tx.Model(&SimulatedRefund{}).Where("idempotency_key = ?", req.IdempotencyKey).Count(&existing).Error; err != nil || existing > 0 {
+	if _, repeat, err := recorded[SimulatedRefund](tx.Select("id"), "idempotency_key = ?", req.IdempotencyKey); err != nil || repeat {
 		return SimulatedRefund{}, false, err
 	}
-	var charge SimulatedCharge
-	err = tx.Where("id = ? AND status = ?", req.ChargeID, models.Succeeded).Take(&charge).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return SimulatedRefund{}, false, errNoSuchCharge
-	}
+	charge, found, err := recorded[SimulatedCharge](tx, "id = ? AND status = ?", req.ChargeID, models.Succeeded)
 	if err != nil {
 		return SimulatedRefund{}, false, err
+	}
+	if !found {
+		return SimulatedRefund{}, false, errNoSuchCharge
 	}
 	var refunded int64
 	if err := tx.Model(&SimulatedRefund{}).Select("COALESCE(SUM(amount_cents), 0)").
@@ -108,13 +95,6 @@ func (r SimulatedRefund) answer() RefundAnswer {
 
 // FindRefund implements Provider: the simulation's refund ledger.
 func (s *Simulated) FindRefund(ctx context.Context, req RefundRequest) (RefundAnswer, bool, error) {
-	var stored SimulatedRefund
-	err := s.DB.WithContext(ctx).Where("idempotency_key = ?", req.IdempotencyKey).Take(&stored).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return RefundAnswer{}, false, nil
-	}
-	if err != nil {
-		return RefundAnswer{}, false, fmt.Errorf("read refund: %w", err)
-	}
-	return stored.answer(), true, nil
+	stored, found, err := recorded[SimulatedRefund](s.DB.WithContext(ctx), "idempotency_key = ?", req.IdempotencyKey)
+	return stored.answer(), found, err
 }

@@ -83,16 +83,22 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 	}
 	keyed(params, req.IdempotencyKey, req.OrderID)
 	intent, err := s.client.V1PaymentIntents.Create(ctx, params)
+	return answered(intent, err, chargeOfIntent, chargeOfError)
+}
+
+// answered reads what Stripe answered a request that makes a charge or a
+// refund: the object made, through of; Stripe's error, through ofError; or
+// no answer at all (a timeout, a connection cut after the request was sent),
+// which leaves the request in doubt: Stripe may have done it.
+func answered[T, A any](made T, err error, of func(T) (A, error), ofError func(*stripe.Error) (A, error)) (A, error) {
 	var stripeErr *stripe.Error
 	switch {
 	case errors.As(err, &stripeErr):
-		return chargeOfError(stripeErr)
+		return ofError(stripeErr)
 	case err != nil:
-		// No answer: a timeout, or a connection cut after the request was
-		// sent. Stripe may have charged.
-		return Charge{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
+		return *new(A), fmt.Errorf("%w: %w", ErrInDoubt, err)
 	}
-	return chargeOfIntent(intent)
+	return of(made)
 }
 
 // keyed sends a request to Stripe under the key, as its Idempotency-Key and

@@ -11,12 +11,13 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// Event is what a provider's event reports of one charge: the outcome of
-// the request made under ProviderKey.
+// Event is what a provider's event reports of one request: the outcome of
+// the charge, or with Refund the refund, made under ProviderKey.
 type Event struct {
 	ID          string
 	ProviderKey string
 	Charge      Charge
+	Refund      *RefundAnswer
 }
 
 // ErrEventSignature: a webhook delivery whose signature does not verify
@@ -44,26 +45,34 @@ func VerifyStripeEvent(payload []byte, signature, secret string) (stripe.Event, 
 	return event, nil
 }
 
-// StripeChargeEvent reads the charge outcome a payment_intent event
-// reports, and the key its PaymentIntent was created with; false for any
-// other event, or one about a PaymentIntent the shop did not create.
-func StripeChargeEvent(event stripe.Event) (Event, bool) {
-	var status models.State
+// StripeEvent reads the outcome a payment_intent event reports of a
+// charge, or a refund.updated, refund.failed or charge.refund.updated event
+// of a refund, and the key it was made under (in its metadata). Any other
+// event, or one about an object the shop did not make, is not read (false):
+// charge.refunded carries the charge, not a refund the shop can match.
+func StripeEvent(event stripe.Event) (Event, bool) {
+	var intent stripe.PaymentIntent
+	var refund stripe.Refund
+	object, metadata, isRefund := any(&intent), &intent.Metadata, false
 	switch event.Type {
-	case stripe.EventTypePaymentIntentSucceeded:
-		status = models.Succeeded
-	case stripe.EventTypePaymentIntentPaymentFailed:
-		status = models.Declined
+	case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed:
+	case stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed, stripe.EventTypeChargeRefundUpdated:
+		object, metadata, isRefund = &refund, &refund.Metadata, true
 	default:
 		return Event{}, false
 	}
-	var intent stripe.PaymentIntent
-	if event.Data == nil || json.Unmarshal(event.Data.Raw, &intent) != nil || intent.Metadata[stripeKeyMetadata] == "" {
+	if event.Data == nil || json.Unmarshal(event.Data.Raw, object) != nil || (*metadata)[stripeKeyMetadata] == "" {
 		return Event{}, false
 	}
-	charge := Charge{ID: intent.ID, Status: status}
-	if status == models.Declined {
-		charge.DeclineReason = declineReason(&intent)
+	read := Event{ID: event.ID, ProviderKey: (*metadata)[stripeKeyMetadata]}
+	switch {
+	case isRefund:
+		answer := refundAnswerOf(&refund)
+		read.Refund = &answer
+	case event.Type == stripe.EventTypePaymentIntentSucceeded:
+		read.Charge = Charge{ID: intent.ID, Status: models.Succeeded}
+	default:
+		read.Charge = Charge{ID: intent.ID, Status: models.Declined, DeclineReason: declineReason(&intent)}
 	}
-	return Event{ID: event.ID, ProviderKey: intent.Metadata[stripeKeyMetadata], Charge: charge}, true
+	return read, true
 }

@@ -2,8 +2,6 @@ package payments
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,14 +18,7 @@ func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, e
 	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(req.ChargeID), Amount: stripe.Int64(req.AmountCents)}
 	keyed(params, req.IdempotencyKey, req.OrderID)
 	refund, err := s.client.V1Refunds.Create(ctx, params)
-	var stripeErr *stripe.Error
-	switch {
-	case errors.As(err, &stripeErr):
-		return refundOfError(stripeErr)
-	case err != nil:
-		return RefundAnswer{}, fmt.Errorf("%w: %w", ErrInDoubt, err)
-	}
-	return refundAnswerOf(refund), nil
+	return answered(refund, err, func(r *stripe.Refund) (RefundAnswer, error) { return refundAnswerOf(r), nil }, refundOfError)
 }
 
 // refundOfError maps Stripe's errors to a refund, as chargeOfError does to
@@ -101,27 +92,3 @@ func refundFailure(r *stripe.Refund) string {
 // stripeRefundFailed is the reason of a failed refund Stripe gives no
 // message for.
 const stripeRefundFailed = "The refund could not be sent to the card."
-
-// StripeRefundEvent reads the refund a refund.updated or refund.failed
-// event reports (charge.refunded carries the charge, not a refund the shop
-// can match, and is received and left alone), and the key it was made
-// under; false for any other event.
-func StripeRefundEvent(event stripe.Event) (RefundEvent, bool) {
-	switch event.Type {
-	case stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed, stripe.EventTypeChargeRefundUpdated:
-	default:
-		return RefundEvent{}, false
-	}
-	var refund stripe.Refund
-	if event.Data == nil || json.Unmarshal(event.Data.Raw, &refund) != nil || refund.Metadata[stripeKeyMetadata] == "" {
-		return RefundEvent{}, false
-	}
-	return RefundEvent{ID: event.ID, ProviderKey: refund.Metadata[stripeKeyMetadata], Refund: refundAnswerOf(&refund)}, true
-}
-
-// RefundEvent is what a provider's event reports of one refund.
-type RefundEvent struct {
-	ID          string
-	ProviderKey string
-	Refund      RefundAnswer
-}

@@ -279,10 +279,10 @@ func TestAuditTrailOfLateRefunds(t *testing.T) {
 		t.Fatalf("%d failed refunds, %v; want 2", len(failed), err)
 	}
 	for i, r := range failed {
-		event := payments.RefundEvent{ID: fmt.Sprintf("evt_audit_late_%d", i), ProviderKey: r.ProviderKey,
-			Refund: payments.RefundAnswer{ID: fmt.Sprintf("re_audit_late_%d", i), State: models.Succeeded}}
+		event := payments.Event{ID: fmt.Sprintf("evt_audit_late_%d", i), ProviderKey: r.ProviderKey,
+			Refund: &payments.RefundAnswer{ID: fmt.Sprintf("re_audit_late_%d", i), State: models.Succeeded}}
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			_, err := e.server.Payments().ApplyRefundEvent(context.Background(), func() *gorm.DB { return tx }, event)
+			_, err := e.server.Payments().ApplyEvent(context.Background(), func() *gorm.DB { return tx }, event)
 			return err
 		})
 		if err != nil {

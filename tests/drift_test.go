@@ -136,10 +136,10 @@ func TestLateRefundsNeverGiveBackMoreThanTheCharge(t *testing.T) {
 		t.Fatalf("%d failed refunds, %v; want 2", len(failed), err)
 	}
 	for i, r := range failed {
-		event := payments.RefundEvent{ID: fmt.Sprintf("evt_late_%d", i), ProviderKey: r.ProviderKey,
-			Refund: payments.RefundAnswer{ID: fmt.Sprintf("re_late_%d", i), State: models.Succeeded}}
+		event := payments.Event{ID: fmt.Sprintf("evt_late_%d", i), ProviderKey: r.ProviderKey,
+			Refund: &payments.RefundAnswer{ID: fmt.Sprintf("re_late_%d", i), State: models.Succeeded}}
 		err := e.db.Transaction(func(tx *gorm.DB) error {
-			applied, err := e.server.Payments().ApplyRefundEvent(context.Background(), func() *gorm.DB { return tx }, event)
+			applied, err := e.server.Payments().ApplyEvent(context.Background(), func() *gorm.DB { return tx }, event)
 			if err == nil && !applied {
 				err = fmt.Errorf("event %d not applied", i)
 			}
@@ -183,12 +183,12 @@ func TestALateRefundWaitsForTheChargesOtherRefunds(t *testing.T) {
 	if err := e.db.Where("state = ?", models.Failed).Take(&first).Error; err != nil {
 		t.Fatal(err)
 	}
-	late := payments.RefundEvent{ID: "evt_late", ProviderKey: first.ProviderKey, Refund: payments.RefundAnswer{ID: "re_late", State: models.Succeeded}}
+	late := payments.Event{ID: "evt_late", ProviderKey: first.ProviderKey, Refund: &payments.RefundAnswer{ID: "re_late", State: models.Succeeded}}
 	apply := func() (bool, error) {
 		var applied bool
 		err := e.db.Transaction(func(tx *gorm.DB) error {
 			var err error
-			applied, err = e.server.Payments().ApplyRefundEvent(context.Background(), func() *gorm.DB { return tx }, late)
+			applied, err = e.server.Payments().ApplyEvent(context.Background(), func() *gorm.DB { return tx }, late)
 			return err
 		})
 		return applied, err
