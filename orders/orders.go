@@ -42,8 +42,8 @@ func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	return products, err
 }
 
-// CreateOrder validates the items against the catalog, reserves their
-// quantities and writes the order through tx, under the operation's derived
+// CreateOrder validates the items against the catalog, writes the order
+// and reserves its quantities through tx, under the operation's derived
 // key: all of it or, rolled back, none.
 func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (models.Order, error) {
 	if len(items) == 0 {
@@ -95,9 +95,6 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if err := s.countPending(tx, userID); err != nil {
 		return models.Order{}, err
 	}
-	if err := reserve(tx, order.Items); err != nil {
-		return models.Order{}, err
-	}
 	order.StockReserved = true
 	number, err := nextOrderNumber(tx)
 	if err != nil {
@@ -112,6 +109,13 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	}
 	order.Payments = []models.Payment{}
 	if err := orderEvent(tx, outbox.OrderPlaced, order.ID, order); err != nil {
+		return models.Order{}, err
+	}
+	// The reservation is the last write: it locks each product's row
+	// (PostgreSQL) until COMMIT, and a hot product's orders queue on it.
+	// Out of stock, the transaction, rolled back, wrote nothing (a
+	// PostgreSQL order number drawn is a gap).
+	if err := reserve(tx, order.Items); err != nil {
 		return models.Order{}, err
 	}
 	return order, nil
