@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/audit"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 )
@@ -101,14 +102,7 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		return models.Order{}, err
 	}
 	order.Number = number
-	if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
-		return models.Order{}, err
-	}
-	if err := tx.Create(&order).Error; err != nil {
-		return models.Order{}, err
-	}
-	order.Payments = []models.Payment{}
-	if err := orderEvent(tx, outbox.OrderPlaced, order.ID, order); err != nil {
+	if err := s.write(tx, &order); err != nil {
 		return models.Order{}, err
 	}
 	// The reservation is the last write: it locks each product's row
@@ -119,6 +113,24 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		return models.Order{}, err
 	}
 	return order, nil
+}
+
+// write writes the placed order, its lines, its audit entry and its event
+// through tx, in one statement where the database allows (Batched): nothing
+// of it is read back, and the event is the order as it is in memory.
+func (s Store) write(tx *gorm.DB, order *models.Order) error {
+	inserts, send := database.Batched(tx)
+	if err := audit.Audit(inserts, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
+		return err
+	}
+	if err := inserts.Create(order).Error; err != nil {
+		return err
+	}
+	order.Payments = []models.Payment{}
+	if err := orderEvent(inserts, outbox.OrderPlaced, order.ID, *order); err != nil {
+		return err
+	}
+	return send()
 }
 
 // countPending counts the order in the shopper's orders holding units,
