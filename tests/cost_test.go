@@ -149,4 +149,10 @@ func TestFreshOrderStatementCost(t *testing.T) {
 			len(got), txs, strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
 	}
 	t.Logf("a fresh order: %d statements, %d of them in its transaction", len(got), len(got)-1)
+
+	// Its replay, from this instance's memory, touches no database.
+	again, got, txs := s.of(e, "cost-replay", request{method: "POST", path: "/api/v1/orders", token: token, key: &k, body: orderBody(ids[0], 2, ids[1], 1)})
+	if !again.replayed() || again.Status != http.StatusCreated || len(got) != 0 || txs != 0 {
+		t.Fatalf("the replay: %d, replayed %v; it sent %v in %d transactions, want none", again.Status, again.replayed(), got, txs)
+	}
 }
