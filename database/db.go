@@ -46,6 +46,9 @@ func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	if err := db.Callback().Create().After("gorm:create").Register(batchCallback, collect); err != nil {
+		return nil, err
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err

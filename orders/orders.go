@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/audit"
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 )
@@ -42,8 +43,8 @@ func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	return products, err
 }
 
-// CreateOrder validates the items against the catalog, reserves their
-// quantities and writes the order through tx, under the operation's derived
+// CreateOrder validates the items against the catalog, writes the order
+// and reserves its quantities through tx, under the operation's derived
 // key: all of it or, rolled back, none.
 func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (models.Order, error) {
 	if len(items) == 0 {
@@ -95,26 +96,41 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if err := s.countPending(tx, userID); err != nil {
 		return models.Order{}, err
 	}
-	if err := reserve(tx, order.Items); err != nil {
-		return models.Order{}, err
-	}
 	order.StockReserved = true
 	number, err := nextOrderNumber(tx)
 	if err != nil {
 		return models.Order{}, err
 	}
 	order.Number = number
-	if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
+	if err := s.write(tx, &order); err != nil {
 		return models.Order{}, err
 	}
-	if err := tx.Create(&order).Error; err != nil {
-		return models.Order{}, err
-	}
-	order.Payments = []models.Payment{}
-	if err := orderEvent(tx, outbox.OrderPlaced, order.ID, order); err != nil {
+	// The reservation is the last write: it locks each product's row
+	// (PostgreSQL) until COMMIT, and a hot product's orders queue on it.
+	// Out of stock, the transaction, rolled back, wrote nothing (a
+	// PostgreSQL order number drawn is a gap).
+	if err := reserve(tx, order.Items); err != nil {
 		return models.Order{}, err
 	}
 	return order, nil
+}
+
+// write writes the placed order, its lines, its audit entry and its event
+// through tx, in one statement where the database allows (Batched): nothing
+// of it is read back, and the event is the order as it is in memory.
+func (s Store) write(tx *gorm.DB, order *models.Order) error {
+	inserts, send := database.Batched(tx)
+	if err := audit.Audit(inserts, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
+		return err
+	}
+	if err := inserts.Create(order).Error; err != nil {
+		return err
+	}
+	order.Payments = []models.Payment{}
+	if err := orderEvent(inserts, outbox.OrderPlaced, order.ID, *order); err != nil {
+		return err
+	}
+	return send()
 }
 
 // countPending counts the order in the shopper's orders holding units,
