@@ -27,7 +27,7 @@ func (Webhooks) Name() string { return "webhooks" }
 // Handle records the event's delivery, once whatever the redeliveries.
 func (w Webhooks) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	_, err := outbox.Once(ctx, db, w.Name(), ev.ID, func(tx *gorm.DB) error {
-		return tx.Create(delivery(ev, time.Now().UTC())).Error
+		return tx.Clauses(newDelivery).Create(delivery(ev, time.Now().UTC())).Error
 	})
 	return err
 }
@@ -41,13 +41,19 @@ func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.
 	for i, ev := range events {
 		rows[i] = delivery(ev, now)
 	}
-	err := db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(&rows).Error
+	err := db.WithContext(ctx).Clauses(newDelivery).Create(&rows).Error
 	outcomes := make([]error, len(events))
-	for i := range outcomes {
-		outcomes[i] = err
+	if err != nil { // each on its own, so that one the database refuses holds up no other
+		for i, ev := range events {
+			outcomes[i] = w.Handle(ctx, db, ev)
+		}
 	}
 	return outcomes
 }
+
+// newDelivery inserts a delivery unless its event has one: HandleBatch's,
+// recorded before a crash kept the relay from marking the event.
+var newDelivery = clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}
 
 // delivery is the event's delivery, due at now.
 func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
