@@ -121,12 +121,12 @@ func serve(ctx context.Context, stop func(), cfg config.Config, getenv func(stri
 		return err
 	}
 	service := newBilling(cfg, db, logger, tracer)
-	stopRelay, lag, err := jobs.StartRelay(ctx, cfg, db, logger)
+	stopRelay, relay, err := jobs.StartRelay(ctx, cfg, db, logger)
 	if err != nil {
 		return err
 	}
 	defer stopRelay()
-	srv := newServer(cfg, db, service, logger, tracer, lag)
+	srv := newServer(cfg, db, service, logger, tracer, relay.Collectors(), relay.Wake)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -208,10 +208,11 @@ func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trac
 
 // newServer builds the HTTP handlers, and warns of the settings left to
 // their development defaults.
-func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider, series []prometheus.Collector) *handlers.Server {
+func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider, series []prometheus.Collector, committed func()) *handlers.Server {
 	srv := handlers.NewServer(handlers.Deps{
 		DB:                  db,
 		Collectors:          series,
+		Committed:           committed,
 		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,

@@ -70,7 +70,10 @@ type Deps struct {
 	TrustedProxies       []netip.Prefix
 	CORSOrigins          []string // see httpkit.CrossOriginAPI
 	// Collectors are the background jobs' series, served on /metrics too.
-	Collectors   []prometheus.Collector
+	Collectors []prometheus.Collector
+	// Committed is told, without waiting, when an operation's writes have
+	// committed through the idempotency middleware: the outbox's relay wakes.
+	Committed    func()
 	MetricsToken string
 	// Tracer traces each request in a span named by its route; nil or a
 	// no-op provider: no tracing (see internal/tracing).
@@ -145,7 +148,7 @@ func NewServer(deps Deps) *Server {
 		DigestKey:   keys.digest,
 		Scope:       scope,
 		Refuse:      s.refuse,
-		Observe:     s.metrics.IdempotencyOutcome,
+		Observe:     s.observe,
 		Logger:      deps.Logger,
 	})
 	s.payments = deps.Payments
@@ -198,4 +201,13 @@ func (s *Server) SweepSessions(ctx context.Context) (int64, error) {
 // SweepKeys deletes expired idempotency keys; the metrics count them by route.
 func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
 	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
+}
+
+// observe counts what the idempotency middleware did, and tells Committed
+// of an operation whose writes committed, so that their events leave now.
+func (s *Server) observe(route string, outcome middleware.Outcome) {
+	s.metrics.IdempotencyOutcome(route, outcome)
+	if outcome == middleware.OutcomeStored && s.deps.Committed != nil {
+		s.deps.Committed()
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/config"
@@ -53,22 +52,23 @@ func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all
 
 // StartRelay runs the outbox's relay, in every instance, until the
 // returned stop is called or ctx ends; stop waits for it, then closes the
-// consumers. lag is the relay's series, for /metrics.
-func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), lag []prometheus.Collector, err error) {
+// consumers. The relay is for /metrics (its series) and for the server,
+// which wakes it when it commits.
+func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	all, closeAll, err := consumers(ctx, cfg, logger)
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
 	host, _ := os.Hostname()
-	relay := outbox.NewRelay(db, all, outbox.RelayConfig{
+	relay = outbox.NewRelay(db, all, outbox.RelayConfig{
 		Interval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, MaxAttempts: cfg.OutboxMaxAttempts, Logger: logger,
 		Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	relaying := make(chan struct{})
 	go func() { defer close(relaying); relay.Run(ctx) }()
-	return func() { cancel(); <-relaying; closeAll() }, relay.Collectors(), nil
+	return func() { cancel(); <-relaying; closeAll() }, relay, nil
 }
 
 // SendWebhooks posts the deliveries due until ctx ends; nothing without a

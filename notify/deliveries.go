@@ -21,11 +21,14 @@ func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit in
 // Redeliver makes a delivery due at once, whatever its state, so that a
 // sender posts it again, with its webhook-id and body, and records the
 // attempt; one more failure fails a delivery whose attempts ran out. It
-// answers the delivery as it now stands, models.ErrNotFound for none.
+// lets go of a sender's claim too: a post in flight then records its
+// attempt but not its outcome, so that it cannot mark the delivery done
+// over the redelivery. It answers the delivery as it now stands,
+// models.ErrNotFound for none.
 func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
 	var d models.WebhookDelivery
-	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).
-		Updates(map[string]any{"state": models.DeliveryPending, "next_attempt_at": time.Now().UTC(), "finished_at": nil})
+	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,
+		"next_attempt_at": time.Now().UTC(), "finished_at": nil, "claimed_by": nil, "claimed_until": nil})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return d, cmp.Or(res.Error, error(models.ErrNotFound))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
@@ -26,11 +27,38 @@ func (Webhooks) Name() string { return "webhooks" }
 // Handle records the event's delivery, once whatever the redeliveries.
 func (w Webhooks) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	_, err := outbox.Once(ctx, db, w.Name(), ev.ID, func(tx *gorm.DB) error {
-		now := time.Now().UTC()
-		return tx.Create(&models.WebhookDelivery{ID: ev.ID, EventType: ev.Type, OrderID: ev.OrderID, Body: ev.Body,
-			State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}).Error
+		return tx.Clauses(newDelivery).Create(delivery(ev, time.Now().UTC())).Error
 	})
 	return err
+}
+
+// HandleBatch records the events' deliveries in one statement; the relay
+// records them in the inbox after. A delivery's id is its event's, so an
+// event handed again (a crash before the inbox's mark) adds nothing.
+func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.Event) []error {
+	now := time.Now().UTC()
+	rows := make([]*models.WebhookDelivery, len(events))
+	for i, ev := range events {
+		rows[i] = delivery(ev, now)
+	}
+	err := db.WithContext(ctx).Clauses(newDelivery).Create(&rows).Error
+	outcomes := make([]error, len(events))
+	if err != nil { // each on its own, so that one the database refuses holds up no other
+		for i, ev := range events {
+			outcomes[i] = w.Handle(ctx, db, ev)
+		}
+	}
+	return outcomes
+}
+
+// newDelivery inserts a delivery unless its event has one: HandleBatch's,
+// recorded before a crash kept the relay from marking the event.
+var newDelivery = clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}
+
+// delivery is the event's delivery, due at now.
+func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
+	return &models.WebhookDelivery{ID: ev.ID, EventType: ev.Type, OrderID: ev.OrderID, Body: ev.Body,
+		State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 }
 
 // Sender posts the deliveries that are due to the merchant's endpoint,
@@ -150,7 +178,13 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 		if err := tx.Create(&record).Error; err != nil {
 			return err
 		}
-		return tx.Model(&models.WebhookDelivery{}).Where("id = ? AND claimed_by = ?", d.ID, s.name).Updates(update).Error
+		res := tx.Model(&models.WebhookDelivery{}).Where("id = ? AND claimed_by = ?", d.ID, s.name).Updates(update)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
+		}
+		// Staff redelivered it while it was being posted (Redeliver lets go
+		// of the claim): it stays due, to be posted again; the attempt counts.
+		return tx.Model(&models.WebhookDelivery{}).Where("id = ?", d.ID).Update("attempts", gorm.Expr("attempts + 1")).Error
 	})
 }
 

@@ -43,6 +43,15 @@ type Selective interface {
 	Types() []string
 }
 
+// Batcher is a Consumer that takes many events at once: the relay hands
+// it each batch it reads in one call instead of one Handle per event.
+// HandleBatch answers, for each event in turn, what Handle would have
+// (nil: done; the relay then records the events in the inbox together).
+type Batcher interface {
+	Consumer
+	HandleBatch(ctx context.Context, db *gorm.DB, events []Event) []error
+}
+
 // inboxRow is one (consumer, event) pair a consumer has acted on.
 type inboxRow struct {
 	Consumer    string `gorm:"primaryKey"`

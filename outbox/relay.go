@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,22 +19,27 @@ const batch = 100
 
 // Relay hands every event to each consumer, in seq order, until the
 // consumer's Handle returns nil; an event that fails waits for its own
-// retry while later ones go on, so a consumer may see them out of order. Every instance runs one; a consumer's
-// lease (migration 9) lets one instance at a time hand that consumer its
-// events, so that a receipt is not sent by two instances at once. A lease
-// lapses when its holder stops renewing it (a kill -9), and another
-// instance takes the consumer over: it hands again what the dead one had
-// not recorded in the inbox, which each consumer's Once, or JetStream's
-// duplicate window, absorbs.
+// retry while later ones go on, so a consumer may see them out of order.
+// It reads the events batch at a time, hands a Batcher a whole batch at
+// once, and records the batch's handled events in the inbox with one
+// statement. Every instance runs one; a consumer's lease (migration 9)
+// lets one instance at a time hand that consumer its events, so that a
+// receipt is not sent by two instances at once. A lease lapses when its
+// holder stops renewing it (a kill -9), and another instance takes the
+// consumer over: it hands again what the dead one had not recorded in the
+// inbox, which each consumer's Once, or JetStream's duplicate window,
+// absorbs.
 type Relay struct {
 	db        *gorm.DB
 	consumers []Consumer
+	wakes     []chan struct{} // one per consumer: Wake's
 	cfg       RelayConfig
 }
 
 // RelayConfig is how a relay polls and leases.
 type RelayConfig struct {
-	// Interval is the time between two polls for new events (OUTBOX_POLL_INTERVAL).
+	// Interval is the time between two polls for new events (OUTBOX_POLL_INTERVAL),
+	// when nothing wakes the relay sooner.
 	Interval time.Duration
 	// Lease is how long a consumer stays this instance's without a renewal
 	// (OUTBOX_LEASE): the longest a dead instance's consumers wait.
@@ -53,99 +59,160 @@ func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
 	if cfg.Backoff == 0 {
 		cfg.Backoff, cfg.MaxBackoff = time.Second, 30*time.Minute
 	}
-	return &Relay{db: db, consumers: consumers, cfg: cfg}
+	r := &Relay{db: db, consumers: consumers, cfg: cfg}
+	for range consumers {
+		r.wakes = append(r.wakes, make(chan struct{}, 1))
+	}
+	return r
+}
+
+// Wake tells the relay that events may have been committed, so that it
+// looks at once instead of at its next poll. It never blocks: wakes that
+// come while the relay is busy are one look, after the current pass.
+func (r *Relay) Wake() {
+	for _, w := range r.wakes {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Run relays until ctx ends, each consumer on its own, then gives back
 // the leases it holds, so that another instance takes over at once.
 func (r *Relay) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, c := range r.consumers {
-		wg.Go(func() { r.run(ctx, c) })
+	for i, c := range r.consumers {
+		wg.Go(func() { r.run(ctx, c, r.wakes[i]) })
 	}
 	wg.Wait()
 }
 
-func (r *Relay) run(ctx context.Context, c Consumer) {
+func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 	ticker := time.NewTicker(r.cfg.Interval)
 	defer ticker.Stop()
 	defer r.release(c.Name())
 	var until time.Time // of this instance's lease of the consumer
+	away := false       // the consumer is unavailable: said once, not at every poll
 	for {
-		if err := r.pass(ctx, c, &until); err != nil && ctx.Err() == nil {
+		err := r.pass(ctx, c, &until)
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrUnavailable):
+			if !away {
+				r.cfg.Logger.Warn("outbox: consumer unavailable; its events wait until it is back", "consumer", c.Name(), "err", err)
+			}
+			away = true
+		case err != nil:
 			r.cfg.Logger.Warn("outbox: consumer failed; trying again at the next poll", "consumer", c.Name(), "err", err)
+		case away:
+			r.cfg.Logger.Info("outbox: consumer back; handing it the events that waited", "consumer", c.Name())
+			away = false
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-wake:
 		}
 	}
 }
 
 // pass hands the consumer the events it has not handled whose turn has
-// come, in seq order, while this instance holds its lease. An event that
-// fails is due again on its own schedule, and the next ones go on; an
-// unavailable consumer, or a lease lost, ends the pass.
+// come, in seq order, batch by batch, while this instance holds its
+// lease. An event that fails is due again on its own schedule, and the
+// next ones go on; an unavailable consumer, or a lease lost, ends the pass.
 func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	for {
+		held := !until.IsZero()
 		var err error
 		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 			return err
+		}
+		if !held {
+			if err := r.sweep(ctx, c.Name()); err != nil {
+				return err
+			}
 		}
 		events, err := due(ctx, r.db, c, time.Now().UTC())
 		if err != nil {
 			return err
 		}
-		for _, ev := range events {
-			if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
-				return err // lost meanwhile: the other instance goes on
-			}
-			// The handler is cut off when the lease ends, so that another
-			// instance taking the consumer over does not act beside it.
-			hctx, cancel := context.WithDeadline(ctx, *until)
-			err = r.handle(hctx, c, ev)
-			lost := hctx.Err()
-			cancel()
-			if err == nil || lost != nil || errors.Is(err, ErrUnavailable) {
-				if err != nil {
-					return fmt.Errorf("event %s: %w", ev.ID, err)
-				}
-				continue
-			}
-			parked, err := r.failed(ctx, c.Name(), ev, err)
-			if err != nil {
-				return err
-			}
-			if parked {
-				r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it", "consumer", c.Name(), "event", ev.ID, "attempts", ev.Attempts+1)
-			}
+		outcomes, err := r.hand(ctx, c, events, until)
+		if err := r.settle(ctx, c.Name(), events, outcomes); err != nil {
+			return err
 		}
-		if len(events) < batch {
-			return nil
+		if errors.Is(err, errLeaseLost) {
+			return nil // the other instance goes on
+		}
+		if err != nil || len(events) < batch {
+			return err
 		}
 	}
 }
 
-// handle hands one event to the consumer and, once it is done, makes sure
-// the event is in its inbox: a consumer that has nothing to do for an
-// event (a receipt for a placed order) returns nil without an effect.
-func (r *Relay) handle(ctx context.Context, c Consumer, ev pending) error {
-	if err := c.Handle(ctx, r.db, ev.Event); err != nil {
-		return err
+// hand hands the events to the consumer, all at once to a Batcher, and
+// reports the outcome of each event it handed, in order: nil for done. It
+// stops early, with an error, when the consumer is unavailable or the
+// lease is lost; the events it did not hand are not in outcomes.
+func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) ([]error, error) {
+	if b, ok := c.(Batcher); ok && len(events) > 0 {
+		all := make([]Event, len(events))
+		for i, ev := range events {
+			all[i] = ev.Event
+		}
+		var outcomes []error
+		err := r.leased(ctx, c.Name(), until, func(hctx context.Context) []error {
+			outcomes = b.HandleBatch(hctx, r.db, all)
+			return outcomes
+		})
+		return outcomes, err
 	}
-	if ev.Attempts > 0 { // it had failed before: its schedule goes
-		if err := r.db.WithContext(ctx).Delete(&retryRow{}, "consumer = ? AND event_id = ?", c.Name(), ev.ID).Error; err != nil {
-			return err
+	outcomes := make([]error, 0, len(events))
+	for _, ev := range events {
+		err := r.leased(ctx, c.Name(), until, func(hctx context.Context) []error {
+			outcomes = append(outcomes, c.Handle(hctx, r.db, ev.Event))
+			return outcomes[len(outcomes)-1:]
+		})
+		if err != nil {
+			return outcomes, err
 		}
 	}
-	done, err := Processed(ctx, r.db, c.Name(), ev.ID)
-	if err != nil || done {
-		return err
-	}
-	_, err = Once(ctx, r.db, c.Name(), ev.ID, func(*gorm.DB) error { return nil })
-	return err
+	return outcomes, nil
 }
+
+// leased renews the consumer's lease and runs handle with a context cut
+// off when the lease ends, so that another instance taking the consumer
+// over does not act beside it. It reports the lease lost, before or
+// during handle, and an unavailable consumer, as errors.
+func (r *Relay) leased(ctx context.Context, consumer string, until *time.Time, handle func(context.Context) []error) error {
+	var err error
+	if *until, err = r.lease(ctx, consumer, *until); err != nil || until.IsZero() {
+		return cmp.Or(err, errLeaseLost)
+	}
+	hctx, cancel := context.WithDeadline(ctx, *until)
+	defer cancel()
+	var stop error
+	outcomes := handle(hctx)
+	for i, err := range outcomes {
+		if err != nil && hctx.Err() != nil {
+			outcomes[i] = fmt.Errorf("%w: %w", errCutOff, err)
+		}
+		if stop == nil && (errors.Is(outcomes[i], ErrUnavailable) || errors.Is(outcomes[i], errCutOff)) {
+			stop = outcomes[i]
+		}
+	}
+	return stop
+}
+
+var (
+	// errLeaseLost ends a pass whose lease another instance took
+	// meanwhile: that instance goes on.
+	errLeaseLost = errors.New("the lease passed to another instance")
+	// errCutOff is an event whose handling the lease's end, or the relay's
+	// stop, cut off: not the event's fault, so no attempt is counted.
+	errCutOff = errors.New("cut off at the lease's end")
+)
 
 // lease is a consumer's lease for this instance, held until held: taken
 // if free or lapsed, renewed once half spent. It reports until when this

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,36 +12,43 @@ import (
 	"github.com/shop/shop/outbox/publish"
 )
 
-// A shop killed -9 by the relay's side of an event, and another started
-// on the same database: between the commit and the publish, the event is
-// not in the stream and the second shop publishes it; between the publish
-// and the inbox's mark, the second shop publishes it again, and the
-// stream's duplicate window drops it (same Nats-Msg-Id). Either way the
-// stream holds the event once, and the inbox has it. The pause points
-// exist only in a test build (-tags outboxpause).
+// A shop killed -9 by the relay's side of a batch of events, and another
+// started on the same database: between the commit and the publish, no
+// event of the batch is in the stream and the second shop publishes them;
+// between the stream's acks and the inbox's mark, the second shop
+// publishes them again, and the stream's duplicate window drops them (same
+// Nats-Msg-Id). Either way the stream holds each event once, and the inbox
+// has it. The batch is made by orders placed through a shop without NATS,
+// so that the paused shop's first pass reads them all at once. The pause
+// points exist only in a test build (-tags outboxpause).
 func TestKill9AroundThePublishPublishesEachEventOnce(t *testing.T) {
 	t.Parallel()
 	binary, err := testkit.Build(t.TempDir(), raceEnabled, "outboxpause")
 	if err != nil {
 		t.Fatal(err)
 	}
+	const orders = 3 // one batch
 	for _, c := range []struct {
 		point    string
 		inStream int // messages in the stream when the first shop dies
 	}{
 		{"before-publish", 0},
-		{"after-publish", 1},
+		{"after-publish", orders},
 	} {
 		t.Run(c.point, func(t *testing.T) {
 			s := newJetStream(t)
 			databaseURL := testkit.URL(t)
 			settings := append(s.settings(), "DATABASE_URL="+databaseURL)
-			first := startProcess(t, binary, append(settings, "OUTBOX_PAUSE="+c.point)...)
-			e := &env{t: t, db: testkit.Open(t, databaseURL), url: first.URL}
+			unpublished := startProcess(t, binary, "DATABASE_URL="+databaseURL)
+			e := &env{t: t, db: testkit.Open(t, databaseURL), url: unpublished.URL}
 			token := e.signUp("kill9-" + c.point + "@example.com")
-			id := e.createOrder(token, "kill9-order", orderBody(e.products()[0], 1))
-			eventID := outbox.OrderPlaced + ":" + id
-			untilLogged(t, first, "outbox paused at "+c.point+" of "+eventID)
+			var ids []string
+			for i := range orders {
+				ids = append(ids, e.createOrder(token, fmt.Sprintf("kill9-order-%d", i), orderBody(e.products()[0], 1)))
+			}
+			unpublished.Kill()
+			first := startProcess(t, binary, append(settings, "OUTBOX_PAUSE="+c.point)...)
+			untilLogged(t, first, "outbox paused at "+c.point+" of "+outbox.OrderPlaced+":"+ids[0])
 			first.Kill()
 			if got := len(s.messages()); got != c.inStream {
 				t.Fatalf("%d messages in the stream when the first shop died at %s; want %d", got, c.point, c.inStream)
@@ -49,13 +57,18 @@ func TestKill9AroundThePublishPublishesEachEventOnce(t *testing.T) {
 				t.Fatalf("%d events marked published by a shop killed before its mark", done)
 			}
 			e.url = startProcess(t, binary, settings...).URL
-			untilRelayed(t, e.db, publish.JetStreamConsumer, 1)
+			untilRelayed(t, e.db, publish.JetStreamConsumer, orders)
 			events := eventsOf(t, e.db)
-			if len(events) != 1 || events[0].ID != eventID {
-				t.Fatalf("events %+v; want the one %s", events, eventID)
+			if len(events) != orders {
+				t.Fatalf("events %+v; want one per order", events)
+			}
+			for i, ev := range events {
+				if ev.ID != outbox.OrderPlaced+":"+ids[i] {
+					t.Fatalf("event %d is %s; want the order.placed of %s", i, ev.ID, ids[i])
+				}
 			}
 			s.onceEach(events)
-			if r := e.do(request{method: "GET", path: "/api/v1/orders/" + id, token: token}); r.Status != http.StatusOK {
+			if r := e.do(request{method: "GET", path: "/api/v1/orders/" + ids[0], token: token}); r.Status != http.StatusOK {
 				t.Fatalf("the order after the restart: %d %s", r.Status, r.Body)
 			}
 		})

@@ -47,7 +47,7 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	js, err := jetstream.New(conn)
+	js, err := jetstream.New(conn, jetstream.WithPublishAsyncTimeout(10*time.Second))
 	var found jetstream.Stream
 	if err == nil {
 		found, err = js.Stream(ctx, stream)
@@ -81,19 +81,57 @@ func takes(cfg jetstream.StreamConfig, prefix string) error {
 // Name is the consumer's name in the inbox.
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
-// Handle publishes the event and, once the stream has acked it, records it
-// in the inbox. While the server is away it publishes nothing and answers
-// outbox.ErrUnavailable.
+// Handle publishes one event: a batch of one.
 func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
+	return j.HandleBatch(ctx, db, []outbox.Event{ev})[0]
+}
+
+// HandleBatch publishes the events asynchronously, in order, each with its
+// id as Nats-Msg-Id, and waits for the stream's acks: an event is done
+// once acked, and the relay then records the batch in the inbox. While the
+// server is away it publishes nothing and answers outbox.ErrUnavailable
+// for each; an event whose publish the server's loss cut short also.
+func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox.Event) []error {
+	outcomes := make([]error, len(events))
 	if !j.conn.IsConnected() {
-		return fmt.Errorf("NATS is %s: %w", j.conn.Status(), outbox.ErrUnavailable)
+		for i := range outcomes {
+			outcomes[i] = fmt.Errorf("NATS is %s: %w", j.conn.Status(), outbox.ErrUnavailable)
+		}
+		return outcomes
 	}
-	pause("before-publish", ev.ID)
-	if _, err := j.js.Publish(ctx, j.prefix+"."+ev.Type, []byte(ev.Body), jetstream.WithMsgID(ev.ID)); err != nil {
-		return err
+	pause("before-publish", events[0].ID)
+	acks := make([]jetstream.PubAckFuture, len(events))
+	for i, ev := range events {
+		msg := &nats.Msg{Subject: j.prefix + "." + ev.Type, Data: []byte(ev.Body)}
+		acks[i], outcomes[i] = j.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
 	}
-	pause("after-publish", ev.ID)
-	_, err := outbox.Once(ctx, db, j.Name(), ev.ID, func(*gorm.DB) error { return nil })
+	select {
+	case <-j.js.PublishAsyncComplete():
+	case <-ctx.Done():
+	}
+	for i, ack := range acks {
+		if ack != nil {
+			outcomes[i] = j.acked(ctx, ack)
+		}
+	}
+	pause("after-publish", events[0].ID)
+	return outcomes
+}
+
+// acked is what came of one asynchronous publish: nil once the stream
+// acked it. One the connection's loss cut short is outbox.ErrUnavailable.
+func (j *JetStream) acked(ctx context.Context, ack jetstream.PubAckFuture) error {
+	var err error
+	select {
+	case <-ack.Ok():
+		return nil
+	case err = <-ack.Err():
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if !j.conn.IsConnected() {
+		return fmt.Errorf("NATS is %s: %w: %w", j.conn.Status(), outbox.ErrUnavailable, err)
+	}
 	return err
 }
 
