@@ -37,7 +37,8 @@ type repeatMarker struct {
 
 func (w *repeatMarker) WriteHeader(status int) {
 	target := w.Header().Get("Location")
-	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") {
+	page := strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") || strings.HasPrefix(target, deliveriesPage+"/")
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && page {
 		http.SetCookie(w, &http.Cookie{
 			Name: repeatCookie, Value: w.form, Path: target, MaxAge: 60,
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: w.secure,
