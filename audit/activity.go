@@ -14,8 +14,8 @@ type Traces struct {
 	Payments map[string]models.Payment
 	// Refunds are the refunds the operations asked for, by DerivedKey.
 	Refunds map[string]models.Refund
-	// Numbers are the order numbers of the orders above and of the
-	// payments' orders, by order id.
+	// Numbers are the order numbers of all the user's orders, by order id:
+	// an operation may name any of them (which order to pay, say).
 	Numbers map[string]int64
 }
 
@@ -32,6 +32,12 @@ func (s Trail) TracesOf(ctx context.Context, userID string, refs []string) (Trac
 	}
 	for _, o := range orders {
 		t.Orders[o.DerivedKey] = o
+	}
+	var numbered []models.Order
+	if err := db.Select("id", "number").Where("user_id = ?", userID).Find(&numbered).Error; err != nil {
+		return t, err
+	}
+	for _, o := range numbered {
 		t.Numbers[o.ID] = o.Number
 	}
 	var payments []models.Payment
@@ -40,10 +46,8 @@ func (s Trail) TracesOf(ctx context.Context, userID string, refs []string) (Trac
 	if err != nil {
 		return t, err
 	}
-	paidOrders := make([]string, 0, len(payments))
 	for _, p := range payments {
 		t.Payments[p.ProviderKey] = p
-		paidOrders = append(paidOrders, p.OrderID)
 	}
 	var refunds []models.Refund
 	err = db.Select("refunds.*").Joins("JOIN orders ON orders.id = refunds.order_id").
@@ -53,17 +57,6 @@ func (s Trail) TracesOf(ctx context.Context, userID string, refs []string) (Trac
 	}
 	for _, r := range refunds {
 		t.Refunds[r.DerivedKey] = r // the last attempt of the operation
-		paidOrders = append(paidOrders, r.OrderID)
-	}
-	if len(paidOrders) == 0 {
-		return t, nil
-	}
-	var numbered []models.Order
-	if err := db.Select("id", "number").Where("id IN ?", paidOrders).Find(&numbered).Error; err != nil {
-		return t, err
-	}
-	for _, o := range numbered {
-		t.Numbers[o.ID] = o.Number
 	}
 	return t, nil
 }

@@ -48,8 +48,9 @@ func (s *Server) accountPage(c *gin.Context) {
 		return
 	}
 	view := accountPageView{layout: s.layout(c)}
+	named := namedOrders(keys, traces.Numbers)
 	for _, k := range keys {
-		view.Activity = append(view.Activity, activityOf(k, traces))
+		view.Activity = append(view.Activity, activityOf(k, traces, named[k.Target]))
 	}
 	s.renderPage(c, http.StatusOK, "account.html", view)
 }
@@ -65,21 +66,44 @@ var storedRefusals = map[string][]*models.Error{
 	"/cancel":   {models.ErrPaidNotCancellable},
 }
 
-func activityOf(k middleware.IdempotencyKey, traces audit.Traces) activity {
+// namedOrders are the user's orders that the keys' requests named in their
+// path (which order to pay, cancel or refund), by the keys' Target: each
+// route with an order's id is hashed with each of the user's orders, so
+// even a request that left no answer and no trace names its order.
+func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map[string]string {
+	named := map[string]string{}
+	hashed := map[string]bool{}
+	for _, k := range keys {
+		route := k.Method + " " + k.Route
+		if hashed[route] || strings.Count(k.Route, ":") != 1 || !strings.Contains(k.Route, "/orders/:id/") {
+			continue
+		}
+		hashed[route] = true
+		for id := range numbers {
+			named[middleware.TargetOf(k.Method, k.Route, gin.Params{{Key: "id", Value: id}})] = id
+		}
+	}
+	return named
+}
+
+// activityOf tells the operation of key k; orderID is the order its request
+// named, "" for none.
+func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) activity {
 	a := activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done := "done"
 	var refused *models.Error
+	order, href := onOrder(traces, orderID)
 	switch {
 	case strings.HasSuffix(k.Route, "/payments"):
-		a.What, a.Href, refused = paymentActivity(traces, ref)
+		a.What, a.Href, refused = paymentActivity(traces, ref, order, href)
 	case strings.HasSuffix(k.Route, "/refunds"):
-		a.What, a.Href, refused = refundActivity(traces, ref)
+		a.What, a.Href, refused = refundActivity(traces, ref, order, href)
 	case strings.HasSuffix(k.Route, "/refund-requests"):
-		a.What = "Asked for a refund"
+		a.What, a.Href = "Asked for a refund on "+order, href
 		done = "the shop's staff will answer it"
 	case strings.HasSuffix(k.Route, "/cancel"):
-		a.What = "Cancelled an order"
+		a.What, a.Href = "Cancelled "+order, href
 		done = "nothing was charged"
 	case strings.HasSuffix(k.Route, "/password"):
 		a.What = "Tried to change your password"
@@ -101,12 +125,23 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces) activity {
 	return a
 }
 
+// onOrder is the order of orderID as the shopper knows it, and its page;
+// "an order" and no page when the shopper has no such order.
+func onOrder(traces audit.Traces, orderID string) (order, href string) {
+	number, ok := traces.Numbers[orderID]
+	if !ok {
+		return "an order", ""
+	}
+	return fmt.Sprintf("order #%d", number), orderPage(orderID)
+}
+
 // paymentActivity is the payment a key made, and the error it was refused
-// with when its trace tells one.
-func paymentActivity(traces audit.Traces, ref string) (what, href string, refused *models.Error) {
+// with when its trace tells one; without a trace, it is about the order its
+// request named (order, at href).
+func paymentActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {
 	p, ok := traces.Payments[ref]
 	if !ok {
-		return "Tried to pay for an order", "", nil
+		return "Tried to pay for " + order, href, nil
 	}
 	if p.Status == models.Declined {
 		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined
@@ -114,10 +149,10 @@ func paymentActivity(traces audit.Traces, ref string) (what, href string, refuse
 	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil
 }
 
-func refundActivity(traces audit.Traces, ref string) (what, href string, refused *models.Error) {
+func refundActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {
 	r, ok := traces.Refunds[ref]
 	if !ok {
-		return "Asked for a refund", "", nil
+		return "Asked for a refund on " + order, href, nil
 	}
 	number, amount := traces.Numbers[r.OrderID], models.Money(r.AmountCents, r.Currency)
 	if r.State == models.Failed {

@@ -37,7 +37,8 @@ type repeatMarker struct {
 
 func (w *repeatMarker) WriteHeader(status int) {
 	target := w.Header().Get("Location")
-	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") {
+	page := strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") || strings.HasPrefix(target, deliveriesPage+"/")
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && page {
 		setCookie(w, w.secure, repeatCookie, w.form, target, 60)
 	}
 	w.ResponseWriter.WriteHeader(status)

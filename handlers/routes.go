@@ -117,6 +117,9 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/in-doubt/:kind/:request_id", once, s.staffAskProvider)
 	console.GET("/parked", s.listParkedEvents)
 	console.POST("/parked/:consumer/:event_id/retry", onceAtomic, s.retryParkedEvent)
+	console.GET("/webhooks", s.staffDeliveriesPage)
+	console.GET("/webhooks/:delivery_id", s.staffDeliveriesPage)
+	console.POST("/webhooks/:delivery_id/redeliver", s.markRepeats(redelivered+templates.Again), onceAtomic, s.staffRedeliver)
 }
 
 // asPage makes the answer for an unknown path an HTML page, except under

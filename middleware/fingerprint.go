@@ -100,6 +100,13 @@ func targetOf(r request) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// TargetOf is the Target a key's row holds for a request to route with
+// params: a reader who knows the candidates (a user's orders) can tell
+// which one the key's request named, answered or not.
+func TargetOf(method, route string, params gin.Params) string {
+	return targetOf(request{Method: method, Route: route, Params: params})
+}
+
 // targetFields appends to buf the fields of what a request acts on: its
 // method, route and path parameters. The route template fixes the
 // parameters and their order; each name and value is a field of its own, so

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/notify"
 	"github.com/shop/shop/payments"
 )
 
@@ -499,6 +500,15 @@ func TestPagesAreValidHTML(t *testing.T) {
 	lost.mu.Unlock()
 	s.post(doubt+"/payments", s.payForm(doubt, payments.MethodVisa))
 	page("staff-in-doubt", s.get("/staff/in-doubt"))
+	declined := paidOrder(t, s, ids[0], payments.MethodVisa)
+	s.post(declined+"/refund-requests", url.Values{"idempotency_key": {keyOfForm(t, s.get(declined), declined+"/refund-requests")}})
+	var open models.RefundRequest
+	must(t, e.db.Take(&open, "state = ?", models.RequestOpen).Error)
+	decline := "/staff" + declined + "/refund-requests/" + open.ID + "/decline"
+	s.post(decline, staffForm(t, s, "/staff"+declined, decline, "reason", "Used for a month"))
+	page("order-request-declined", s.get(declined))
+	e.handleAll(notify.Webhooks{}, e.factEvents(), 1)
+	page("staff-webhooks", s.get("/staff/webhooks"))
 
 	cmd := exec.Command(java, append([]string{"-jar", vnu, "--format", "json", "--exit-zero-always"}, files...)...)
 	out, err := cmd.CombinedOutput()

@@ -21,7 +21,7 @@ var keyWords = map[string]string{
 	"changePassword": "password change",
 	"staffDecline":   "decline", "staffRestock": "restock", "staffAskProvider": "ask the provider now",
 	"stripeEvent":      "Stripe's webhook deliveries",
-	"redeliverWebhook": "webhook redelivery", "retryParkedEvent": "parked event's retry", "staffRetryParked": "parked event's retry",
+	"redeliverWebhook": "webhook redelivery", "staffRedeliver": "webhook redelivery", "retryParkedEvent": "parked event's retry", "staffRetryParked": "parked event's retry",
 	"createUser": "Sign-up",
 	"logout":     "log-out", "revokeToken": "log-out",
 	"createToken":  "tokens",

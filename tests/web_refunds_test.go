@@ -121,5 +121,5 @@ func TestActivityTellsCancellations(t *testing.T) {
 	_, ids, s := signedIn(t)
 	pending := s.placeOrder(s.checkout(ids[0], 1))
 	s.post(pending+"/cancel", url.Values{"idempotency_key": {keyOfForm(t, s.get(pending), pending+"/cancel")}})
-	isPage(t, s.get("/account"), http.StatusOK, `Cancelled an order — nothing was charged.`)
+	isPage(t, s.get("/account"), http.StatusOK, `<a href="`+pending+`">Cancelled order #1001</a> — nothing was charged.`)
 }

@@ -451,7 +451,7 @@ func TestAccountActivityIsToldInShoppersWords(t *testing.T) {
 	isPage(t, page, http.StatusOK, "ann@example.com",
 		`<a href="`+orderPath+`">Placed order #1001</a> — done (you sent it twice; it happened once).`,
 		`<a href="`+orderPath+`">Tried to pay order #1001</a> — the card was declined, so nothing was charged.`,
-		`Tried to pay for an order — it did not go through and nothing was saved, so you can send it again.`,
+		`<a href="`+orderPath+`">Tried to pay for order #1001</a> — it did not go through and nothing was saved, so you can send it again.`,
 		`<a href="`+orderPath+`">Paid order #1001</a> — done.`)
 	for _, developerWord := range []string{"POST", "/orders/:id", "303", "completed", "not done", "kept", form.Get("idempotency_key")[:8], other.Get("idempotency_key")[:8]} {
 		if strings.Contains(attributes.ReplaceAllString(string(page.Body), ""), developerWord) {
