@@ -283,7 +283,7 @@ func benchWaitOtherInstance(b *testing.B) {
 		}()
 		<-probe
 		resp := storedResponse{Status: http.StatusCreated, Headers: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{}`)}
-		if ok, err := s.mw.store.complete(s.db, k.Scope, k.Key, k.OwnerToken, resp); err != nil || !ok {
+		if ok, err := s.mw.store.on(s.db).complete(k, resp); err != nil || !ok {
 			b.Fatalf("complete: %v %v", ok, err)
 		}
 		<-done

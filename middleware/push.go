@@ -5,20 +5,17 @@ package middleware
 // retry that lands on an instance that did not run the original is replayed
 // from memory there too, with no read.
 //
-// It is as safe as the cache itself (see cache.go): only a committed,
-// completed answer is pushed, after its commit; a completed key never
-// changes until it expires; and a pushed entry carries the key's scope and
-// expiry, and is kept, like any entry, under its own (scope, key) and only
-// until that expiry by the receiver's clock. A released key was never
-// completed, so it is never pushed. A push that is lost, late or dropped
-// (a full queue, an answer too large for NOTIFY's payload, a connection
-// down) only means that instance reads the key from the database, as it
-// would without pushes. A push is kept only if it is signed with the
-// instances' secret (pushauth.go), and only with the headers a replay sends.
+// It is as safe as the cache itself (see cache.go): only a committed
+// answer is pushed, after its commit, and a pushed entry is kept under its
+// own (scope, key) until its key's expiry, like any entry. A push lost,
+// late or dropped (a full queue, an answer too large for NOTIFY, a
+// connection down) only means that instance reads the key from the
+// database. A push is kept only if signed with the instances' secret
+// (pushauth.go), and only with the headers a replay sends.
 //
-// Each instance holds two connections of its own for this, outside the
-// pool the requests use: one listens, one sends. The sender batches what
-// completed meanwhile into one statement, off the requests' path.
+// Each instance holds two connections of its own, outside the requests'
+// pool: one listens; one sends, batching what completed meanwhile into one
+// statement.
 
 import (
 	"context"
@@ -49,8 +46,7 @@ const (
 	pushRetry  = time.Second
 )
 
-// pushMessage is one completed answer as NOTIFY carries it: what the key
-// row holds, with the headers exactly as the row stores them.
+// pushMessage is one completed answer as NOTIFY carries it.
 type pushMessage struct {
 	From        string      `json:"from"` // the sending instance, which ignores its own
 	Scope       string      `json:"scope"`
@@ -126,8 +122,8 @@ func (p *pusher) publish(k scopedKey, v *cached) {
 	}
 }
 
-// channel is the NOTIFY channel of the schema conn works in, so that shops
-// in different schemas of one database do not share answers.
+// channel is the NOTIFY channel of conn's schema, so that shops in
+// different schemas of one database do not share answers.
 func channel(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var schema string
 	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
@@ -243,8 +239,8 @@ func (p *pusher) listenLoop(ctx context.Context) {
 	}
 }
 
-// listen listens on one connection until it fails or ctx ends, putting
-// each answer another instance pushed into the cache.
+// listen puts each answer another instance pushes into the cache, until
+// its connection fails or ctx ends.
 func (p *pusher) listen(ctx context.Context, first *bool) error {
 	conn, name, err := p.connect(ctx)
 	if err != nil {
@@ -269,22 +265,17 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 	}
 }
 
-// decode reads a payload another instance pushed on channel, once its
-// signature is checked (verified); this instance's own come back too, and
-// are ignored.
+// decode reads a payload pushed on channel, once its signature is
+// checked; this instance's own come back too, and are ignored.
 func (p *pusher) decode(channel, payload string) (scopedKey, *cached, bool) {
 	msg, ok := p.verified(channel, payload)
 	var m pushMessage
 	if !ok || json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
 		return scopedKey{}, nil, false
 	}
-	v := &cached{
-		replayOf: replayOf{m.Scope, m.Key, m.OperationID}, method: m.Method, route: m.Route, fingerprint: m.Fingerprint,
-		expiresAt: m.ExpiresAt, status: m.Status, body: m.Body,
-		headers: replayable(m.Headers), // whatever the sender stored: never more than a replay sends
-	}
-	copy(v.raw[:], m.Raw)
-	return scopedKey{m.Scope, m.Key}, v, true
+	k := IdempotencyKey{Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
+	// Whatever the sender stored: never more headers than a replay sends.
+	return scopedKey{m.Scope, m.Key}, answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }
 
 // sleep waits for d or until ctx ends.

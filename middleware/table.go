@@ -1,10 +1,6 @@
 package middleware
 
-import (
-	"time"
-
-	"gorm.io/gorm"
-)
+import "time"
 
 // Idempotency key states, as the column holds them. A third state, released,
 // is in progress with no owner: see IdempotencyKey.Released.
@@ -67,9 +63,3 @@ func (r IdempotencyKey) Released() bool { return r.State == KeyInProgress && r.O
 func (r IdempotencyKey) Lapsed(now time.Time) bool {
 	return r.Released() || r.State == KeyInProgress && !r.LockedUntil.After(now)
 }
-
-// Migrate creates the key's table, or brings it up to date (GORM's
-// AutoMigrate), for an application without versioned migrations: run it
-// before serving. An application with them creates the table in its own,
-// as the shop's migration 1 does, so that one tool records its schema.
-func Migrate(db *gorm.DB) error { return db.AutoMigrate(&IdempotencyKey{}) }
