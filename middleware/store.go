@@ -119,13 +119,11 @@ func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release gives up an operation that ended without an answer worth
-// keeping: no owner, lease over, so that the next request with the key (a
-// retry, or a corrected request) takes it over at once. The row stays so
-// that the operation id, and with it the derived key, survives: if the
-// attempt reached the provider before failing, the retry gets the
-// provider's first answer instead of a second charge. With forget, the row
-// is deleted instead: the operation id has nothing to keep.
+// release gives up an operation that kept no answer: no owner, lease
+// over, so that the next request with the key takes it over at once. The
+// row stays so that the operation id, and with it the derived key,
+// survives: a retry gets the provider's first answer, not a second charge.
+// With forget, the row is deleted instead.
 func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
 		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
@@ -141,7 +139,7 @@ const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.
 
 // sweep deletes up to batch expired keys and returns the route of each.
 // The outer conditions repeat the inner ones so that a key claimed again
-// between the two is not deleted.
+// meanwhile is not deleted.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
