@@ -334,7 +334,7 @@ func BenchmarkCacheEntryMemory(b *testing.B) {
 		a := newAnswers(1<<30, time.Now)
 		for i := range n {
 			k := scopedKey{fmt.Sprintf("%036d", i), fmt.Sprintf("k%035d", i)}
-			a.put(k, &cached{
+			a.put(&cached{
 				replayOf: replayOf{k.scope, k.key, fmt.Sprintf("o%035d", i)}, method: "POST", route: "/api/v1/orders",
 				fingerprint: strings.Repeat("f", 64), expiresAt: time.Now().Add(time.Hour), status: http.StatusCreated,
 				headers: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/api/v1/orders/" + k.key}},

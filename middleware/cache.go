@@ -99,10 +99,11 @@ func (a *answers) get(k scopedKey) (*cached, bool) {
 }
 
 // put caches the answer of a completed key.
-func (a *answers) put(k scopedKey, v *cached) {
+func (a *answers) put(v *cached) {
 	if a == nil || !v.expiresAt.After(a.now()) {
 		return
 	}
+	k := scopedKey{v.scope, v.key}
 	size := entryOverhead + len(k.scope) + len(k.key) + len(v.operationID) + len(v.method) + len(v.route) + len(v.fingerprint) + len(v.body)
 	for name, values := range v.headers {
 		size += len(name)

@@ -103,8 +103,8 @@ func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedRe
 	}
 	m.observe(ctx, op.key.Route, OutcomeStored)
 	a := answerOf(op.key, op.raw, resp.Status, resp.Headers, bytes.Clone(resp.Body)) // no spare capacity kept
-	m.answers.put(op.scoped(), a)
-	m.push.publish(op.scoped(), a)
+	m.answers.put(a)
+	m.push.publish(a)
 	return true, nil
 }
 

@@ -62,11 +62,6 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-type pushed struct {
-	k scopedKey
-	v *cached
-}
-
 // pusher sends this instance's completed answers and puts the other
 // instances' into its cache. nil: not pushing (SQLite, not asked, no secret).
 type pusher struct {
@@ -74,7 +69,7 @@ type pusher struct {
 	auth      *pushAuth
 	answers   *answers
 	logger    *slog.Logger
-	queue     chan pushed
+	queue     chan *cached
 	stop      context.CancelFunc
 	done      sync.WaitGroup
 	listening chan struct{} // closed once the first LISTEN is in place
@@ -94,7 +89,7 @@ func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pus
 	ctx, stop := context.WithCancel(context.Background())
 	p := &pusher{
 		dsn: d.DSN, id: uuid.NewString(), auth: &pushAuth{secret: secret}, answers: a, logger: logger,
-		queue: make(chan pushed, pushQueue), stop: stop, listening: make(chan struct{}),
+		queue: make(chan *cached, pushQueue), stop: stop, listening: make(chan struct{}),
 	}
 	p.done.Add(2)
 	go p.sendLoop(ctx)
@@ -112,12 +107,12 @@ func (p *pusher) close() {
 }
 
 // publish queues a committed answer for the other instances.
-func (p *pusher) publish(k scopedKey, v *cached) {
+func (p *pusher) publish(v *cached) {
 	if p == nil {
 		return
 	}
 	select {
-	case p.queue <- pushed{k, v}:
+	case p.queue <- v:
 	default: // full: the others read it from the database
 	}
 }
@@ -160,7 +155,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		}
 	}()
 	for {
-		var batch []pushed
+		var batch []*cached
 		select {
 		case <-ctx.Done():
 			return
@@ -191,7 +186,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 }
 
 // gather adds to batch what is queued within pushGather, up to pushBatch.
-func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
+func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	timer := time.NewTimer(pushGather)
 	defer timer.Stop()
 	for len(batch) < pushBatch {
@@ -210,16 +205,16 @@ func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
 // encode turns answers into payloads signed for channel, leaving out those
 // NOTIFY cannot carry: too large, or a scope or key that JSON would not
 // carry exactly.
-func (p *pusher) encode(channel string, batch []pushed) []string {
+func (p *pusher) encode(channel string, batch []*cached) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
-		if !utf8.ValidString(b.k.scope) || !utf8.ValidString(b.k.key) {
+		if !utf8.ValidString(b.scope) || !utf8.ValidString(b.key) {
 			continue
 		}
 		msg, err := json.Marshal(pushMessage{
-			From: p.id, Scope: b.k.scope, Key: b.k.key, OperationID: b.v.operationID,
-			Method: b.v.method, Route: b.v.route, Fingerprint: b.v.fingerprint, Raw: b.v.raw[:],
-			ExpiresAt: b.v.expiresAt, Status: b.v.status, Headers: b.v.headers, Body: b.v.body,
+			From: p.id, Scope: b.scope, Key: b.key, OperationID: b.operationID,
+			Method: b.method, Route: b.route, Fingerprint: b.fingerprint, Raw: b.raw[:],
+			ExpiresAt: b.expiresAt, Status: b.status, Headers: b.headers, Body: b.body,
 		})
 		if err == nil && macLen+len(msg) <= notifyLimit {
 			payloads = append(payloads, p.auth.sign(channel, msg))
@@ -259,23 +254,23 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 		if err != nil {
 			return err
 		}
-		if k, v, ok := p.decode(name, n.Payload); ok {
-			p.answers.put(k, v)
+		if v, ok := p.decode(name, n.Payload); ok {
+			p.answers.put(v)
 		}
 	}
 }
 
 // decode reads a payload pushed on channel, once its signature is
 // checked; this instance's own come back too, and are ignored.
-func (p *pusher) decode(channel, payload string) (scopedKey, *cached, bool) {
+func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	msg, ok := p.verified(channel, payload)
 	var m pushMessage
 	if !ok || json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
-		return scopedKey{}, nil, false
+		return nil, false
 	}
 	k := IdempotencyKey{Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
 	// Whatever the sender stored: never more headers than a replay sends.
-	return scopedKey{m.Scope, m.Key}, answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
+	return answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }
 
 // sleep waits for d or until ctx ends.

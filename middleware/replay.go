@@ -37,7 +37,7 @@ func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found Idempoten
 		return
 	}
 	a := answerOf(found, raw, found.Status, headers, found.Body)
-	m.answers.put(sk, a)
+	m.answers.put(a)
 	m.replay(c, a, fromDatabase, waited)
 }
 
