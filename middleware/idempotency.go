@@ -86,9 +86,8 @@ type Config struct {
 	DB *gorm.DB
 	// TTL is how long a key is remembered after its operation started.
 	TTL time.Duration
-	// Lease is how long an attempt owns a key before a retry may take over
-	// when nothing extends it: how long a crashed attempt blocks its retries.
-	// A live attempt's heartbeat extends it, up to Timeout.
+	// Lease is how long a crashed attempt blocks its retries; a live
+	// attempt's heartbeat extends it, up to Timeout.
 	Lease time.Duration
 	// Wait is how long a duplicate waits for the original before a 409.
 	Wait time.Duration
@@ -102,32 +101,27 @@ type Config struct {
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
-	// Refuse sends a refusal of the middleware's own (Refusals lists them),
-	// in the application's words and format; problem+json when nil. It
-	// need not abort the chain: the middleware does.
+	// Refuse sends a refusal of the middleware's own (Refusals), in the
+	// application's words; problem+json when nil. The middleware aborts.
 	Refuse func(*gin.Context, Refusal)
-	// Observe is told what the middleware did for a route (the Outcome
-	// constants), for metrics; optional.
+	// Observe is told each Outcome for a route, for metrics; optional.
 	Observe func(route string, outcome Outcome)
 	// CacheBytes bounds the answers this instance keeps in memory for
 	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
 	CacheBytes int64
 	// PushAnswers: on PostgreSQL, send each answer this instance completes
-	// to the other instances' caches, and keep those they send (push.go),
-	// so that a retry landing on another instance replays from memory.
+	// to the other instances' caches, and keep those they send (push.go).
 	// Ignored on SQLite, and without a PushSecret.
 	PushAnswers bool
-	// PushSecret signs pushed answers (pushauth.go): an instance keeps only
-	// those signed with it. Give every instance of one deployment the same
-	// secret, of MinPushSecret bytes at least, and keep it out of the
-	// database: anyone who can connect there can send a push. None: answers
-	// are not pushed.
+	// PushSecret signs pushed answers (pushauth.go): the same on every
+	// instance, MinPushSecret bytes at least, and out of the database,
+	// where anyone who can connect can send a push.
 	PushSecret []byte
 	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (digest.go), so that the table tells nothing of the bodies it saw,
-	// passwords included: MinDigestKey bytes at least, the same on every
-	// instance, and out of the database. Changing it makes the keys stored
-	// under the old one answer their retries 422, until they expire.
+	// row (digest.go), so that the table tells nothing of the bodies it
+	// saw: MinDigestKey bytes at least, the same on every instance, and out
+	// of the database. Changing it makes keys stored under the old one
+	// answer their retries 422 until they expire.
 	DigestKey []byte
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
@@ -205,10 +199,9 @@ func New(cfg Config) *Idempotency {
 	return m
 }
 
-// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease
-// when Timeout is zero. Anything that waits for an attempt to end, or
-// decides that it has (a reconciler, an HTTP write timeout, a key's TTL),
-// reads it here.
+// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease.
+// Anything that waits for an attempt to end (a reconciler, an HTTP write
+// timeout, a key's TTL) reads it here.
 func (cfg Config) AttemptTimeout() time.Duration {
 	if cfg.Timeout > 0 {
 		return cfg.Timeout

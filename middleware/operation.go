@@ -54,9 +54,8 @@ type Operation struct{ op *operation }
 // Current is the request's operation.
 func Current(c *gin.Context) Operation { return Operation{current(c)} }
 
-// Tx is the transaction of the current operation, begun on first use. The
-// handler's business writes go through it; the middleware commits it
-// together with the key's completion, or rolls it back.
+// Tx is the transaction of the current operation, begun on first use: the
+// middleware commits it with the key's completion, or rolls it back.
 func Tx(c *gin.Context) *gorm.DB { return Current(c).Tx() }
 
 // Tx is the operation's transaction; see the function Tx.
@@ -79,8 +78,7 @@ func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time)
 }
 
 // DerivedKey is the key to pass downstream (the payment provider) and to
-// store on business rows: the same for every attempt of one operation, and
-// different for a new operation under an expired key.
+// store on business rows: the same for every attempt of one operation.
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
 // DerivedKey is the operation's derived key; see the function DerivedKey.
@@ -101,8 +99,7 @@ func (op *operation) forgettable() bool {
 
 func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
 
-// DerivedKeyOf is the key the operation a key row names passed downstream:
-// the business rows it wrote carry it.
+// DerivedKeyOf is the derived key of the operation a key row names.
 func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
 
 func deriveKey(scope, key, operationID string) string {
@@ -110,7 +107,6 @@ func deriveKey(scope, key, operationID string) string {
 	return "idem_" + hex.EncodeToString(sum[:20])
 }
 
-// Final declares the handler's 4xx answer final: execution began and the
-// same request would always get it (a declined card, an order already
-// paid), so it is stored and replayed rather than released.
+// Final declares the handler's 4xx answer final (a declined card, an
+// order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }

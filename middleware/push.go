@@ -40,8 +40,8 @@ const (
 	notifyLimit = 8000 - 1
 	pushQueue   = 4096 // answers waiting to be sent; more are dropped
 	pushBatch   = 64   // answers sent in one statement at most
-	// pushGather is how long the sender waits after an answer for others to
-	// send with it: one statement for many, fewer commits on the database.
+	// pushGather is how long the sender waits for more answers to send in
+	// one statement.
 	pushGather = 5 * time.Millisecond
 	pushRetry  = time.Second
 )
@@ -62,8 +62,8 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-// pusher sends this instance's completed answers and puts the other
-// instances' into its cache. nil: not pushing (SQLite, not asked, no secret).
+// pusher sends this instance's completed answers and caches the others'.
+// nil: not pushing (SQLite, not asked, no secret).
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
@@ -202,9 +202,8 @@ func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	return batch
 }
 
-// encode turns answers into payloads signed for channel, leaving out those
-// NOTIFY cannot carry: too large, or a scope or key that JSON would not
-// carry exactly.
+// encode signs answers for channel, leaving out those NOTIFY cannot carry:
+// too large, or a scope or key JSON would not carry exactly.
 func (p *pusher) encode(channel string, batch []*cached) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
