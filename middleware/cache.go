@@ -40,7 +40,7 @@ type cached struct {
 	replayOf      // whose replay count a replay adds to
 	method, route string
 	fingerprint   string
-	raw           [sha256.Size]byte // rawDigest of a request known to have this fingerprint
+	raw           [sha256.Size]byte // raw digest of a request known to have this fingerprint
 	expiresAt     time.Time
 	status        int
 	headers       http.Header // never modified once cached: send copies it

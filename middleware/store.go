@@ -29,7 +29,7 @@ type store struct {
 // on is the store on a transaction: its statements run in tx.
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
-// keyColumns are the columns of a key row, in the order scanKey reads them.
+// keyColumns are the columns of a key row, in the order find scans them.
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
   owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
 
