@@ -15,19 +15,17 @@ import (
 )
 
 // minClaimWait is the least time an atomic claim is given to begin its
-// transaction and claim, waits included, whatever Config.Wait says: the
-// wait cannot tell a duplicate's transaction from any other that holds the
-// database (SQLite's write lock), and a request nobody else holds up must
-// not be answered 409. A second was too little: 64 writers of one SQLite
-// database, on 2 loaded cores, queued past it for 2% of their orders (each
-// order also reserves its stock now). Five is the default IDEMPOTENCY_WAIT.
+// transaction and claim, whatever Config.Wait says: the wait cannot tell a
+// duplicate's transaction from any other that holds the database (SQLite's
+// write lock), and a request nobody else holds up must not be answered
+// 409. A second was too little: 64 writers of one SQLite database, on 2
+// loaded cores, queued past it for 2% of their orders.
 const minClaimWait = 5 * time.Second
 
 // runAtomic begins the operation's transaction, claims the key in it and
-// runs the handler in it: the claim, the business writes and the completion
-// commit together, or not at all. ran is false when another request holds
-// the key; blocked, when the claim waited for another transaction to end
-// (a duplicate's, whose outcome a new look will find). The claim waits at
+// runs the handler in it. ran is false when another request holds the key;
+// blocked, when the claim waited for another transaction to end (a
+// duplicate's, whose outcome a new look will find). The claim waits at
 // most until waitUntil; then, or when the client leaves first, the request
 // is answered here.
 func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
@@ -93,8 +91,8 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 	return true, false
 }
 
-// txClaim is what beginning the operation's transaction and claiming in it
-// came to: the transaction is nil when err is set.
+// txClaim is what beginning the transaction and claiming in it came to:
+// tx is nil when err is set.
 type txClaim struct {
 	tx  *gorm.DB
 	ok  bool
@@ -103,9 +101,8 @@ type txClaim struct {
 
 // beginAndClaim begins the transaction on gated and claims in it, on its
 // own goroutine, so that the gate answers in time even where the wait
-// cannot be interrupted (SQLite's busy wait for the write lock): a
-// transaction begun after the gate closed is rolled back by database/sql,
-// as its context has ended.
+// cannot be interrupted (SQLite's busy wait): a transaction begun after the
+// gate closed is rolled back by database/sql, as its context has ended.
 func (m *Idempotency) beginAndClaim(gated context.Context, claim claimFunc) <-chan txClaim {
 	result := make(chan txClaim, 1)
 	go func() {

@@ -283,7 +283,7 @@ func benchWaitOtherInstance(b *testing.B) {
 		}()
 		<-probe
 		resp := storedResponse{Status: http.StatusCreated, Headers: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{}`)}
-		if ok, err := s.mw.store.complete(s.db, k.Scope, k.Key, k.OwnerToken, resp); err != nil || !ok {
+		if ok, err := s.mw.store.on(s.db).complete(k, resp); err != nil || !ok {
 			b.Fatalf("complete: %v %v", ok, err)
 		}
 		<-done
@@ -334,7 +334,7 @@ func BenchmarkCacheEntryMemory(b *testing.B) {
 		a := newAnswers(1<<30, time.Now)
 		for i := range n {
 			k := scopedKey{fmt.Sprintf("%036d", i), fmt.Sprintf("k%035d", i)}
-			a.put(k, &cached{
+			a.put(&cached{
 				replayOf: replayOf{k.scope, k.key, fmt.Sprintf("o%035d", i)}, method: "POST", route: "/api/v1/orders",
 				fingerprint: strings.Repeat("f", 64), expiresAt: time.Now().Add(time.Hour), status: http.StatusCreated,
 				headers: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/api/v1/orders/" + k.key}},

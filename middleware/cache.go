@@ -4,22 +4,18 @@ package middleware
 // that a replay this instance has served or produced before touches no
 // database.
 //
-// It is safe because a completed key is immutable until it expires: nothing
-// changes its answer, its fingerprint or its operation while it lives (a
-// replay only adds to its count, which is kept apart, and only an expired
-// key is swept or claimed again). So an entry is used only while its key
-// has not expired by the middleware's clock, and every instance may cache
-// it without telling the others. An entry read before its key expired in
-// one instance, and a new operation claimed under the same key in another
-// after it expired, never meet: the entry ends at the same expiry the claim
-// waits for (clocks of instances are assumed to agree to well within a
-// second, as leases already assume).
+// It is safe because a completed key is immutable until it expires (a
+// replay only adds to its count, kept apart; only an expired key is swept
+// or claimed again). So an entry is used only until its key's expiry by the
+// middleware's clock, and every instance may cache it without telling the
+// others: an entry and a new operation claimed under the same key after it
+// expired never meet (clocks of instances agree to well within a second, as
+// leases already assume).
 //
-// The cache is otter's (github.com/maypok86/otter/v2): it bounds its
-// content by a weigher, here the bytes an entry holds, and expires each
-// entry at its own time; golang-lru's expirable LRU bounds only the number
-// of entries and gives all of them one lifetime. Otter evicts by W-TinyLFU:
-// the least recently used entries go first, unless they are used often.
+// Otter (github.com/maypok86/otter/v2) bounds the cache by a weigher, here
+// the bytes an entry holds, and expires each entry at its own time;
+// golang-lru's expirable LRU bounds only the number of entries and gives
+// them all one lifetime.
 
 import (
 	"crypto/sha256"
@@ -33,25 +29,32 @@ import (
 // DefaultCacheBytes is the replay cache's bound when Config.CacheBytes is 0.
 const DefaultCacheBytes = 64 << 20
 
-// entryOverhead is what an entry costs beyond the bytes it holds: the
-// struct, the headers' map, and the cache's own node and bookkeeping. An
-// order's answer adds about 750 bytes of live heap beyond its bytes
-// (BenchmarkCacheEntryMemory's heap-B/entry against weighed-B/entry), so
-// that the bound holds for the heap, not only for the weights.
+// entryOverhead is what an entry costs beyond the bytes it holds (the
+// struct, the headers' map, the cache's node): about 750 bytes for an
+// order's answer (BenchmarkCacheEntryMemory), so that the bound holds for
+// the heap, not only for the weights.
 const entryOverhead = 768
 
-// cached is a completed key as a replay needs it: what to compare a request
-// with, and what to send.
+// cached is a completed key as a replay needs it.
 type cached struct {
 	replayOf      // whose replay count a replay adds to
 	method, route string
 	fingerprint   string
-	raw           [sha256.Size]byte // rawDigest of a request known to have this fingerprint
+	raw           [sha256.Size]byte // raw digest of a request known to have this fingerprint
 	expiresAt     time.Time
 	status        int
 	headers       http.Header // never modified once cached: send copies it
 	body          []byte
 	size          uint32
+}
+
+// answerOf is completed key k's answer, as a replay needs it; raw is the
+// digest of a request known to have k's fingerprint.
+func answerOf(k IdempotencyKey, raw [sha256.Size]byte, status int, headers http.Header, body []byte) *cached {
+	return &cached{
+		replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: raw, expiresAt: k.ExpiresAt,
+		status: status, headers: headers, body: body,
+	}
 }
 
 // answers is the replay cache; nil when Config.CacheBytes is negative.
@@ -71,8 +74,7 @@ func newAnswers(maxBytes int64, now func() time.Time) *answers {
 	a.c = otter.Must(&otter.Options[scopedKey, *cached]{
 		MaximumWeight: uint64(maxBytes),
 		Weigher:       func(_ scopedKey, v *cached) uint32 { return v.size },
-		// The entry leaves memory when its key expires by the middleware's
-		// clock; get checks that clock too, so a test's clock is obeyed.
+		// get checks the middleware's clock too, so a test's clock is obeyed.
 		ExpiryCalculator: otter.ExpiryCreatingFunc(func(e otter.Entry[scopedKey, *cached]) time.Duration {
 			return e.Value.expiresAt.Sub(a.now())
 		}),
@@ -97,10 +99,11 @@ func (a *answers) get(k scopedKey) (*cached, bool) {
 }
 
 // put caches the answer of a completed key.
-func (a *answers) put(k scopedKey, v *cached) {
+func (a *answers) put(v *cached) {
 	if a == nil || !v.expiresAt.After(a.now()) {
 		return
 	}
+	k := scopedKey{v.scope, v.key}
 	size := entryOverhead + len(k.scope) + len(k.key) + len(v.operationID) + len(v.method) + len(v.route) + len(v.fingerprint) + len(v.body)
 	for name, values := range v.headers {
 		size += len(name)
@@ -113,7 +116,7 @@ func (a *answers) put(k scopedKey, v *cached) {
 }
 
 // CacheStats is what the replay cache holds: its entries, and their weight
-// in bytes as the cache bounds it (Config.CacheBytes).
+// in bytes (Config.CacheBytes).
 type CacheStats struct {
 	Entries int
 	Bytes   uint64

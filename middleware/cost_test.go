@@ -347,3 +347,11 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 		t.Fatalf("replays %d (%v), want 0", k.Replays, err)
 	}
 }
+
+// String names a mode in the names of subtests.
+func (m Mode) String() string {
+	if m == Atomic {
+		return "atomic"
+	}
+	return "two-phase"
+}

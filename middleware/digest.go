@@ -9,17 +9,13 @@ import (
 	"sync"
 )
 
-// A request's hashes (its fingerprint and raw digest) are kept in the key's
-// row for a TTL. A plain SHA-256 of a body that carries a secret — a
-// sign-up's or a password change's password — lets anyone who can read the
-// table test guesses of it at SHA-256's speed. With Config.DigestKey, both
-// are HMAC-SHA256 under that key, which the database never holds: the
-// table then tells a reader nothing of any body.
-//
-// A keyed fingerprint is written "h1." and base64url, so it is never taken
-// for a plain one (64 hex digits). A row written before the key was set (an
-// upgrade, within a TTL) still matches its own request: the plain
-// fingerprint is computed too, and compared with plain rows only.
+// A plain SHA-256 of a body that carries a secret (a sign-up's password),
+// kept in the key's row, lets anyone who can read the table test guesses
+// at SHA-256's speed. With Config.DigestKey, a request's hashes are
+// HMAC-SHA256 under a key the database never holds. A keyed fingerprint is
+// written "h1." and base64url, never taken for a plain one (64 hex
+// digits); a row from before the key was set still matches its request, by
+// the plain fingerprint computed too.
 
 // MinDigestKey is the shortest Config.DigestKey accepted, in bytes.
 const MinDigestKey = 32

@@ -37,7 +37,7 @@ func TestKeyedDigestsTellNothingOfTheBody(t *testing.T) {
 		t.Fatal("no key row")
 	}
 	plain := mustFingerprint(t, passwordRequest(passwordBody))
-	raw := rawDigest(http.MethodPost, "/widgets/:id", gin.Params{{Key: "id", Value: "1"}}, "", "application/json", []byte(passwordBody))
+	raw := digester{}.raw(request{Method: http.MethodPost, Route: "/widgets/:id", Params: gin.Params{{Key: "id", Value: "1"}}, ContentType: "application/json", Body: []byte(passwordBody)}, "")
 	if row.Fingerprint == plain || !strings.HasPrefix(row.Fingerprint, keyedPrefix) || len(row.Fingerprint) > 64 {
 		t.Fatalf("fingerprint %q: want the keyed form, not the plain SHA-256 %q", row.Fingerprint, plain)
 	}

@@ -28,18 +28,9 @@ package middleware
 //	expired ──the same, in one transaction──▶ completed, a new operation
 //	released, stalled (left by a two-phase attempt) ──takeover, in the transaction──▶ completed
 //
-// In progress: an attempt holds the key under its lease (owner token,
-// locked_until), which its heartbeat extends. Released: in progress with no
-// owner; the last attempt ended without an answer worth keeping, and the next
-// request with the key retries it at once, as the same operation. Stalled:
-// in progress, but the lease passed without an extension (the attempt died);
-// the next request takes it over, as the same operation. Completed: the
-// answer is stored and replayed. Expired: past its TTL and held by nobody;
-// the next request claims it as a new operation, with a new operation id.
-//
-// The phases live in their own files: twophase.go and atomic.go run a
-// claimed key, heartbeat.go extends its lease, outcome.go records or
-// releases what the handler answered, and replay.go sends a stored answer.
+// The phases are defined by phaseOf, below. twophase.go and atomic.go run
+// a claimed key, outcome.go records or releases what the handler answered,
+// and replay.go sends a stored answer.
 
 import (
 	"context"
@@ -51,13 +42,11 @@ import (
 	"github.com/google/uuid"
 )
 
-// claimFunc makes the request the owner of its key, on the store given: a
-// claim of an absent or expired key, or the takeover of a released or
-// stalled one. False when another request got there first.
+// claimFunc makes the request the owner of its key, on the store given:
+// false when another request got there first.
 type claimFunc func(store, context.Context) (bool, error)
 
-// lookup is one read of a key row: the row, whether there was one, and
-// what went wrong.
+// lookup is one read of a key row.
 type lookup struct {
 	found IdempotencyKey
 	ok    bool
@@ -71,10 +60,8 @@ func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
 
 // execute finds out what the key says and acts on it: run the operation if
 // this request claims it, replay the answer if it is done, wait if it is
-// running, refuse if the key names another request. An answer this
-// instance has cached is replayed, or a mismatch refused, without asking
-// the database. first, when not nil, is the key's row as dispatch read
-// it: the first look uses it instead of reading again.
+// running, refuse if the key names another request. first, when not nil,
+// is the key's row as dispatch read it, for the first look.
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
@@ -129,10 +116,10 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 				continue
 			}
 		}
-		// Held, or another request won the race to claim or take over:
-		// look again after a pause, until the wait is over.
+		// Held, or another request won the race: look again after a pause.
 		if !time.Now().Before(waitUntil) {
-			m.stillRunning(c, want.Route)
+			m.observe(ctx, want.Route, OutcomeInProgress)
+			m.cfg.Refuse(c, refuseInProgress.with("The original request is still running; retry with the same key to get its answer."))
 			return
 		}
 		if !m.sleep(ctx, sk, min(delay, time.Until(waitUntil))) {
@@ -144,9 +131,9 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 }
 
 // claimFor is the key this request would own at phase at, and the
-// statement that makes it the owner; nil when the key is held by another
-// attempt, whose answer is waited for instead. A claim names a new
-// operation; a takeover keeps the key's operation, and so its derived key.
+// statement that makes it the owner; nil when another attempt holds the
+// key. A claim names a new operation; a takeover keeps the key's operation,
+// and so its derived key.
 func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
 	case phaseAbsent, phaseExpired:
@@ -164,25 +151,20 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 	return want, nil // held: another attempt runs
 }
 
+// claimOutcome is what a claim at a phase is, as metrics count it.
+var claimOutcome = map[phase]Outcome{phaseAbsent: OutcomeClaimed, phaseExpired: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
+
 // runClaim claims the key in the route's mode and, if the claim holds, runs
 // the operation: ran reports that it did (and answered), blocked that the
 // claim waited for another transaction to end (see runAtomic).
 func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
-	outcome := OutcomeClaimed
-	switch at {
-	case phaseReleased:
-		outcome = OutcomeRetried
-	case phaseStalled:
-		outcome = OutcomeTakenOver
-	}
+	outcome := claimOutcome[at]
 	sk := scopedKey{want.Scope, want.Key}
 	switch {
-	case mode == Atomic && !m.local.enter(sk):
-		// This instance is claiming or running the key already: wait for
-		// it, woken when it ends.
-		return false, false
+	case mode == Atomic && !m.waits.start(sk):
+		return false, false // this instance runs the key already: wait to be woken
 	case mode == Atomic:
-		defer func() { m.local.leave(sk); m.waits.wake(sk) }() // a panic too
+		defer m.waits.stop(sk) // a panic too
 		return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
 	default:
 		return m.runTwoPhase(c, want, raw, claim, outcome), false
@@ -193,13 +175,6 @@ func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.observe(c.Request.Context(), route, OutcomeMismatch)
 	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
-}
-
-// stillRunning answers a duplicate whose original did not finish within
-// the wait: 409, to be retried with the same key.
-func (m *Idempotency) stillRunning(c *gin.Context, route string) {
-	m.observe(c.Request.Context(), route, OutcomeInProgress)
-	m.cfg.Refuse(c, refuseInProgress.with("The original request is still running; retry with the same key to get its answer."))
 }
 
 // sleep waits for d, or less when the attempt holding k in this instance
@@ -226,11 +201,11 @@ type phase int
 
 const (
 	phaseAbsent    phase = iota // no row: claim it
-	phaseExpired                // past its TTL and held by nobody: claim it as a new operation
-	phaseHeld                   // in progress under a live lease: wait for its answer
+	phaseExpired                // past its TTL and held by nobody: claim it as a new operation, with a new operation id
+	phaseHeld                   // in progress under a live lease (owner token, locked_until), which its heartbeat extends: wait for its answer
 	phaseCompleted              // its answer is stored: replay it
-	phaseReleased               // in progress, no owner, lease over: retry it as the same operation
-	phaseStalled                // in progress, its owner's lease passed: take it over as the same operation
+	phaseReleased               // in progress, no owner: the last attempt kept no answer; retry it at once as the same operation
+	phaseStalled                // in progress, its owner's lease passed unextended (the attempt died): take it over as the same operation
 )
 
 // phaseOf classifies a key found at now. The cases are tried in order, each

@@ -26,14 +26,14 @@ type note struct {
 }
 
 // Mount the middleware after authentication, in front of each write that
-// must happen once, on a database holding its table (Migrate). A retry with
+// must happen once, on a database holding its table (IdempotencyKey). A retry with
 // the same key gets the first answer, replayed, and writes nothing.
 func Example() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
 	if err == nil {
-		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
+		err = errors.Join(db.AutoMigrate(&middleware.IdempotencyKey{}), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)
@@ -219,7 +219,7 @@ func exampleDB() (*gorm.DB, func()) {
 	}
 	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "example.db")), &gorm.Config{})
 	if err == nil {
-		err = errors.Join(middleware.Migrate(db), db.AutoMigrate(&note{}))
+		err = errors.Join(db.AutoMigrate(&middleware.IdempotencyKey{}), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)

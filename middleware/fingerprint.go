@@ -40,49 +40,33 @@ type request struct {
 	Body        []byte
 }
 
-// rawDigest hashes what fingerprintOf hashes, as the request brought it:
-// the body byte for byte, the query as sent. Equal digests mean equal
-// inputs, and so equal fingerprints; a cached answer whose request had this
-// digest is replayed without canonicalising the body again. Unequal
-// digests say nothing (the same JSON may be written two ways): the
+// raw hashes what the fingerprint covers, as the request brought it: the
+// body byte for byte, the query as sent (rawQuery). Equal digests mean
+// equal inputs, and so equal fingerprints: a cached answer whose request
+// had this digest is replayed without canonicalising the body again.
+// Unequal digests say nothing (the same JSON may be written two ways): the
 // fingerprint decides then.
-func rawDigest(method, route string, params gin.Params, rawQuery, contentType string, body []byte) [sha256.Size]byte {
-	return digester{}.raw(method, route, params, rawQuery, contentType, body)
-}
-
-func (d digester) raw(method, route string, params gin.Params, rawQuery, contentType string, body []byte) [sha256.Size]byte {
+func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	var buf [256]byte
-	head := field(buf[:0], method)
-	head = field(head, route)
-	for _, p := range params {
-		head = field(head, p.Key)
-		head = field(head, p.Value)
-	}
+	head := targetFields(buf[:0], r)
 	head = field(head, rawQuery)
-	head = field(head, contentType)
-	head = binary.AppendUvarint(head, uint64(len(body)))
-	return d.sum(head, body)
+	head = field(head, r.ContentType)
+	head = binary.AppendUvarint(head, uint64(len(r.Body)))
+	return d.sum(head, r.Body)
 }
 
-// fingerprintOf hashes everything that makes two requests the same operation.
-// Bodies are canonicalised first: JSON by RFC 8785, so key order and
-// whitespace do not count; forms as sorted fields without the key field;
-// anything else byte for byte. Invalid JSON or form bodies are an error: a
-// request whose meaning cannot be pinned down cannot be claimed.
-func fingerprintOf(r request) (string, error) {
-	fp, _, err := digester{}.fingerprints(r)
-	return fp, err
-}
-
-// fingerprinted is what a fingerprint hashes: a head of fields, then the
-// canonical body.
+// fingerprinted is what a fingerprint hashes, everything that makes two
+// requests the same operation: a head of fields, then the body,
+// canonicalised: JSON by RFC 8785, so key order and whitespace do not
+// count; forms as sorted fields without the key field; anything else byte
+// for byte. Invalid JSON or form bodies are an error: a request whose
+// meaning cannot be pinned down cannot be claimed.
 func fingerprinted(r request) (head, body []byte, err error) {
 	body, err = canonicalBody(r.ContentType, r.Body)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The fields before the body go through one small buffer, and the body
-	// is hashed where it lies: no copy of it.
+	// The body is hashed where it lies: no copy of it.
 	head = targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
 	// The media type counts: the same bytes sent as another type are another
@@ -92,9 +76,9 @@ func fingerprinted(r request) (head, body []byte, err error) {
 	return head, body, nil
 }
 
-// targetOf hashes what a request acts on: method, route and path parameters
-// (which order to pay, say). A released key may be retried with a corrected
-// body or query, never against another target.
+// targetOf hashes what a request acts on (which order to pay, say): a
+// released key may be retried with a corrected body or query, never
+// against another target.
 func targetOf(r request) string {
 	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), r))
 	return hex.EncodeToString(sum[:])
@@ -107,10 +91,8 @@ func TargetOf(method, route string, params gin.Params) string {
 	return targetOf(request{Method: method, Route: route, Params: params})
 }
 
-// targetFields appends to buf the fields of what a request acts on: its
-// method, route and path parameters. The route template fixes the
-// parameters and their order; each name and value is a field of its own, so
-// no value can pass for another.
+// targetFields appends to buf what a request acts on: its method, route and
+// path parameters, each name and value a field of its own.
 func targetFields(buf []byte, r request) []byte {
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)

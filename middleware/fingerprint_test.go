@@ -376,3 +376,9 @@ func decodeAsHandler(data []byte) handlerRequest {
 	}
 	return r
 }
+
+// fingerprintOf is a request's fingerprint under no digest key.
+func fingerprintOf(r request) (string, error) {
+	fp, _, err := digester{}.fingerprints(r)
+	return fp, err
+}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -161,7 +160,7 @@ func keyInProgress(tx *gorm.DB) bool {
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := errors.Join(Migrate(db), db.AutoMigrate(&widget{})); err != nil {
+	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{

@@ -1,77 +1,64 @@
 // Package middleware holds the idempotency middleware: one Gin handler that
 // makes a retried, double-clicked or redelivered write happen once and
 // answers every repeat with the original response. It knows nothing about
-// orders or payments; handlers write through the transaction it hands them,
-// and keep the rules below for anything they commit themselves.
+// orders or payments.
 //
-// Create its table with Migrate (table.go), then mount it with New and
-// Require, after authentication (Config.Scope names who owns the keys), in
-// front of each route that must happen once. It answers a request it
-// refuses itself (no key, a key reused for another request, one still in
-// progress...) through Config.Refuse, in the application's words. A
-// request brings its key in the Idempotency-Key header, or a form in its
-// FormKeyField field. The handler behind it keeps three rules:
+// Create its table (IdempotencyKey, table.go), then mount it with New and
+// Require after authentication (Config.Scope names who owns the keys), in
+// front of each route that must happen once. A request brings its key in
+// the Idempotency-Key header, or a form in its FormKeyField field. The
+// middleware answers what it refuses itself (no key, a key reused for
+// another request, one still in progress...) through Config.Refuse. The
+// handler behind it keeps these rules:
 //
 //   - write through Tx what must be kept only with the answer: Tx commits
 //     with the stored answer, fenced by the key's owner token, or not at
-//     all;
+//     all; never commit it yourself;
 //   - call out (a payment provider) only before the first Tx, passing
 //     DerivedKey, so that every run of the operation sends the same
 //     request under the same key;
-//   - never commit Tx: answer, and declare a 4xx that must be replayed Final;
+//   - answer, and declare a 4xx that must be replayed Final;
 //   - answer 404 only before anything is done: a new operation answered
 //     404, like one that never asked for DerivedKey, is forgotten, its row
 //     deleted, so that refused requests leave nothing behind.
 //
 // A 2xx or 3xx, and a final 4xx, is stored with the writes and replayed to
-// every repeat; anything else rolls the writes back and releases the key for
-// a retry. The file dispatch.go draws the states of a key in both modes.
-// Sweep deletes expired keys; Keys lists a user's. The examples show each
-// part at work.
+// every repeat; anything else rolls the writes back and releases the key
+// for a retry. dispatch.go draws the states of a key in both modes.
 //
-// A two-phase handler may also commit writes of its own, outside Tx, in
-// its own transactions; paying an order does, to record its provider
-// attempt before it calls out. Such writes are not the middleware's to
-// undo or fence: a rollback of Tx leaves them, and an operation may run
-// more than once (a retry after a release, a takeover after a crash or a
-// lapsed lease, a run that lost its lease still running). So the handler
-// makes each of them safe on its own:
+// A handler may also commit writes of its own, outside Tx (paying an order
+// records its provider attempt before it calls out). A rollback of Tx
+// leaves them, and an operation may run more than once (a retry after a
+// release, a takeover after a crash or a lapsed lease, a run that lost its
+// lease still running), so the handler makes each of them safe on its own:
 //
-//   - idempotent: keyed by DerivedKey, so that a later run of the
-//     operation finds what an earlier run committed and carries on from it
-//     instead of doing it again;
-//   - committed before the call out whenever a crash must not forget it: a
-//     payments service records its provider attempt, keyed by DerivedKey,
-//     in its own committed transaction before it calls the provider, so
-//     that a re-run, or a reconciler, finds the attempt and asks the
-//     provider what became of it rather than charging anew;
-//   - fenced by a hold of its own (on the order, say), taken in its own
-//     write, extended with the lease through Operation.OnLeaseExtended and checked by
-//     every later write, since the owner token fences Tx only: a run that
-//     lost the key must not write over the run that took it over;
-//   - what it still writes through Tx (settling the attempt) is checked
-//     against that hold too, and it lets the hold go, in its own write,
-//     when it answers without keeping Tx's writes.
+//   - idempotent: keyed by DerivedKey, so that a later run finds what an
+//     earlier one committed and carries on from it;
+//   - committed before the call out whenever a crash must not forget it, so
+//     that a re-run, or a reconciler, asks the provider what became of the
+//     attempt rather than charging anew;
+//   - fenced by a hold of its own (on the order, say), extended with the
+//     lease through Operation.OnLeaseExtended and checked by every later
+//     write, since the owner token fences Tx only; and let go, in its own
+//     write, when it answers without keeping Tx's writes.
 //
 // A route is mounted in one of two modes:
 //
-//   - Require: two-phase, the default, safe for any handler. The claim
-//     commits on its own before the handler runs, and a heartbeat extends its
-//     lease while it runs, so a handler may call out (a payment provider)
-//     and a crash mid-call leaves a claim that a retry takes over.
+//   - Require: two-phase, safe for any handler. The claim commits on its
+//     own before the handler runs, and a heartbeat extends its lease, so a
+//     handler may call out and a crash mid-call leaves a claim that a retry
+//     takes over.
 //   - RequireAtomic: the claim, the handler's writes and the completion are
-//     one transaction, begun before the handler runs: one commit instead of
-//     two. A duplicate in flight waits on the key's unique index
-//     (PostgreSQL) or the write lock (SQLite), at most Config.Wait (at
-//     least a second), then replays; a crash or a rollback leaves no claim behind. The contract:
-//     an atomic handler must not call anything outside the database, since
-//     nothing would record that it did.
+//     one transaction: one commit instead of two. A duplicate in flight
+//     waits on the key's unique index (PostgreSQL) or the write lock
+//     (SQLite), then replays; a crash or a rollback leaves no claim. Such a
+//     handler must call nothing outside the database, since nothing would
+//     record that it did.
 //
-// It needs a GORM database, PostgreSQL or SQLite. On SQLite under
-// concurrent writes, give it one write connection whose transactions begin
-// IMMEDIATE (mattn/go-sqlite3's _txlock=immediate): a deferred transaction
-// that reads, then writes after another writer committed, fails with
-// "database is locked"; nothing is kept, but the request fails.
+// It needs GORM on PostgreSQL or SQLite. On SQLite under concurrent writes,
+// give it one write connection whose transactions begin IMMEDIATE
+// (_txlock=immediate): a deferred transaction that reads, then writes after
+// another writer committed, fails with "database is locked".
 //
 // Each instance caches the completed answers it produced or replayed
 // (Config.CacheBytes): a completed key never changes until it expires, so a
@@ -99,50 +86,42 @@ type Config struct {
 	DB *gorm.DB
 	// TTL is how long a key is remembered after its operation started.
 	TTL time.Duration
-	// Lease is how long an attempt owns a key before a retry may take over
-	// when nothing extends it: how long a crashed attempt blocks its retries.
-	// A live attempt's heartbeat extends it, up to Timeout.
+	// Lease is how long a crashed attempt blocks its retries; a live
+	// attempt's heartbeat extends it, up to Timeout.
 	Lease time.Duration
 	// Wait is how long a duplicate waits for the original before a 409.
 	Wait time.Duration
-	// Timeout bounds one attempt, and so how long a request may take: its
-	// handler's context, its transaction and the recording of its outcome
-	// end then, and the heartbeat stops extending the lease, so a hung
-	// handler lets the key pass to a retry instead of holding it for ever.
-	// An attempt that outlives it is rolled back and its key released. 4 ×
-	// Lease when zero.
+	// Timeout bounds one attempt: its handler's context, its transaction
+	// and the recording of its outcome end then, and the heartbeat stops
+	// extending the lease, so a hung handler lets the key pass to a retry.
+	// 4 × Lease when zero.
 	Timeout time.Duration
 	// Now is the clock of leases and expiry; time.Now when nil.
 	Now func() time.Time
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
-	// Refuse sends a refusal of the middleware's own (Refusals lists them),
-	// in the application's words and format; problem+json when nil. It
-	// need not abort the chain: the middleware does.
+	// Refuse sends a refusal of the middleware's own (Refusals), in the
+	// application's words; problem+json when nil. The middleware aborts.
 	Refuse func(*gin.Context, Refusal)
-	// Observe is told what the middleware did for a route (the Outcome
-	// constants), for metrics; optional.
+	// Observe is told each Outcome for a route, for metrics; optional.
 	Observe func(route string, outcome Outcome)
 	// CacheBytes bounds the answers this instance keeps in memory for
 	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
 	CacheBytes int64
 	// PushAnswers: on PostgreSQL, send each answer this instance completes
-	// to the other instances' caches, and keep those they send (push.go),
-	// so that a retry landing on another instance replays from memory.
+	// to the other instances' caches, and keep those they send (push.go).
 	// Ignored on SQLite, and without a PushSecret.
 	PushAnswers bool
-	// PushSecret signs pushed answers (pushauth.go): an instance keeps only
-	// those signed with it. Give every instance of one deployment the same
-	// secret, of MinPushSecret bytes at least, and keep it out of the
-	// database: anyone who can connect there can send a push. None: answers
-	// are not pushed.
+	// PushSecret signs pushed answers (pushauth.go): the same on every
+	// instance, MinPushSecret bytes at least, and out of the database,
+	// where anyone who can connect can send a push.
 	PushSecret []byte
 	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (digest.go), so that the table tells nothing of the bodies it saw,
-	// passwords included: MinDigestKey bytes at least, the same on every
-	// instance, and out of the database. Changing it makes the keys stored
-	// under the old one answer their retries 422, until they expire.
+	// row (digest.go), so that the table tells nothing of the bodies it
+	// saw: MinDigestKey bytes at least, the same on every instance, and out
+	// of the database. Changing it makes keys stored under the old one
+	// answer their retries 422 until they expire.
 	DigestKey []byte
 	// FlushEvery is how often replay counts are written to the key rows;
 	// defaultFlushEvery when zero.
@@ -176,16 +155,11 @@ type Idempotency struct {
 	replays *replayCounter
 	push    *pusher // nil: answers are not pushed
 	digest  digester
-	// local holds the keys an atomic request of this instance is claiming
-	// or running: a duplicate here waits on waits instead of holding a
-	// connection and a transaction while it waits on the database.
-	local inflight
-	waits waitlist
+	waits   waitlist
 	// poll is the first pause of a duplicate waiting for its original; it
 	// doubles up to 100 ms.
 	poll time.Duration
-	// ticker starts the heartbeat's ticker: its ticks and its stop.
-	// newTicker; tests drive the heartbeat with their own.
+	// ticker starts the heartbeat's ticks (newTicker); tests drive it.
 	ticker func(every time.Duration) (<-chan time.Time, func())
 }
 
@@ -214,8 +188,8 @@ func New(cfg Config) *Idempotency {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = defaultFlushEvery
 	}
-	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery), poll: 5 * time.Millisecond, ticker: newTicker}
-	m.digest = newDigester(cfg.DigestKey)
+	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery),
+		digest: newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if n := len(cfg.PushSecret); n > 0 && n < MinPushSecret {
 		panic("middleware: Config.PushSecret must be at least 32 bytes")
 	}
@@ -225,19 +199,14 @@ func New(cfg Config) *Idempotency {
 	return m
 }
 
-// attemptLeases is an attempt's timeout when Config.Timeout is zero, in
-// leases.
-const attemptLeases = 4
-
-// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease
-// when Timeout is zero. Anything that waits for an attempt to end, or
-// decides that it has (a reconciler, an HTTP write timeout, a key's TTL),
-// reads it here.
+// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease.
+// Anything that waits for an attempt to end (a reconciler, an HTTP write
+// timeout, a key's TTL) reads it here.
 func (cfg Config) AttemptTimeout() time.Duration {
 	if cfg.Timeout > 0 {
 		return cfg.Timeout
 	}
-	return attemptLeases * cfg.Lease
+	return 4 * cfg.Lease
 }
 
 // AttemptTimeout is how long one attempt may run: Config.AttemptTimeout.
@@ -257,13 +226,6 @@ const (
 	TwoPhase Mode = iota // the claim commits before the handler runs
 	Atomic               // the claim commits with the handler's writes
 )
-
-func (m Mode) String() string {
-	if m == Atomic {
-		return "atomic"
-	}
-	return "two-phase"
-}
 
 // Require is the handler to put in front of each route that must be
 // idempotent, after authentication: two-phase, safe for any handler.

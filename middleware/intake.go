@@ -10,28 +10,24 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Intake: what a request brings to the state machine. The key, from the
-// header or a form's hidden field (which wins over the header); the body,
+// Intake: the key, from the header or a form's hidden field; the body,
 // read once and bounded; the fingerprint of what the request asks. A
-// request that brings none of these properly is refused here, before
-// anything is claimed.
+// request without them is refused here, before anything is claimed.
 
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
 
 // OptionalKey, put before Require on a route, makes the key optional there:
 // a request without one runs the handler as if the middleware were not
-// there; one with a key runs once and its repeats get its answer. Such a
-// route may be open to anyone (sign-up): a request nobody is signed in for
-// has its key in anonymousScope.
+// there. Such a route may be open to anyone (sign-up): a request nobody is
+// signed in for has its key in anonymousScope.
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
 const optionalKeyFlag = "idempotency.optional"
 
-// anonymousScope holds the keys of requests without a principal, on a
-// route whose key is optional. Clients meet there, which is safe: a repeat
-// gets the answer only with the same request, credentials and all, and
-// anything else is refused.
+// anonymousScope holds the keys of requests without a principal. Clients
+// meet there, safely: a repeat gets the answer only with the same request,
+// credentials and all.
 const anonymousScope = "anonymous"
 
 func (m *Idempotency) handle(c *gin.Context, mode Mode) {
@@ -73,12 +69,12 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 }
 
 // dispatch replays first what needs no canonicalisation: a byte-identical
-// repeat (by its raw digest) of a request whose answer this instance
-// caches, or whose completed key row it reads — a retry landing on an
-// instance that has not seen the key. Anything else is fingerprinted and
+// repeat (by its raw digest) of a request whose answer is cached here, or
+// whose completed row it reads. Anything else is fingerprinted and
 // executed, with the row already read.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
-	raw := m.digest.raw(c.Request.Method, c.FullPath(), c.Params, c.Request.URL.RawQuery, c.Request.Header.Get("Content-Type"), body)
+	req := request{Method: c.Request.Method, Route: c.FullPath(), Params: c.Params, ContentType: c.Request.Header.Get("Content-Type"), Body: body}
+	raw := m.digest.raw(req, c.Request.URL.RawQuery)
 	sk := scopedKey{scope, key}
 	var first *lookup
 	if a, ok := m.answers.get(sk); ok {
@@ -93,10 +89,7 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 			return
 		}
 	}
-	req := request{
-		Method: c.Request.Method, Route: c.FullPath(), Params: c.Params,
-		Query: c.Request.URL.Query(), ContentType: c.Request.Header.Get("Content-Type"), Body: body,
-	}
+	req.Query = c.Request.URL.Query()
 	fingerprint, plain, err := m.digest.fingerprints(req)
 	if err != nil {
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
@@ -108,8 +101,8 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
 
-// readBody reads the whole body, at most MaxBodyBytes, and puts it back for
-// the handler.
+// readBody reads the body, at most MaxBodyBytes, and puts it back for the
+// handler.
 func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errBodyTooLarge
@@ -126,9 +119,8 @@ func readBody(c *gin.Context) ([]byte, error) {
 }
 
 // resolveKey takes a form post's key from its hidden field when it has
-// one: the page rendered that key, and a browser may add an
-// Idempotency-Key header of its own to every post (Firefox can), which is
-// then ignored. Without the field, the key is the header's.
+// one, the key the page rendered: a browser may add an Idempotency-Key
+// header of its own to every post (Firefox can). Else it is the header's.
 func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (key string, fromField bool, err error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
@@ -142,9 +134,8 @@ func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (ke
 	return headerKey, false, headerErr
 }
 
-// refuseKey answers a request without a usable key: 400, missing or
-// invalid; on a route whose key is optional, a request without one goes on
-// to the handler.
+// refuseKey answers a request without a usable key; on a route whose key
+// is optional, one without a key goes on to the handler.
 func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, errKeyMissing) && c.GetBool(optionalKeyFlag):
@@ -156,8 +147,7 @@ func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 }
 
 // logIgnoredHeader says that a form post's Idempotency-Key header, other
-// than its field or malformed, was ignored. Keys are named as the access
-// log names them, by a short hash, never in full.
+// than its field or malformed, was ignored, naming keys by a short hash.
 func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey string, headerErr error) {
 	attrs := []any{"route", c.FullPath(), "field_key", redact(fieldKey), "field_key_bytes", len(fieldKey)}
 	if headerErr != nil {

@@ -1,10 +1,13 @@
 package middleware
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 
 	"github.com/dunglas/httpsfv"
+	"github.com/gin-gonic/gin"
 )
 
 // maxKeyLength bounds a decoded idempotency key.
@@ -68,4 +71,23 @@ func checkKey(key string) (string, error) {
 		}
 	}
 	return key, nil
+}
+
+// keyContextKey holds the request's idempotency key once it is read.
+const keyContextKey = "idempotency.key"
+
+// RedactedKey names the request's idempotency key in logs without
+// revealing it: the first 12 hex digits of its SHA-256. Empty when the
+// request carried no valid key.
+func RedactedKey(c *gin.Context) string {
+	return redact(c.GetString(keyContextKey))
+}
+
+// redact is a key's first 12 hex digits of SHA-256; empty for no key.
+func redact(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
 }

@@ -78,14 +78,14 @@ func TestHeartbeatIsFencedByTheOwner(t *testing.T) {
 	if err := h.db.Create(&k).Error; err != nil {
 		t.Fatal(err)
 	}
-	held, err := h.mw.store.extend(t.Context(), "alice", "k", "old-owner", now.Add(time.Hour))
+	held, err := h.mw.store.extend(t.Context(), IdempotencyKey{Scope: "alice", Key: "k", OwnerToken: "old-owner"}, now.Add(time.Hour))
 	if err != nil || held {
 		t.Fatalf("extend by the old owner = %v, %v; want not held", held, err)
 	}
 	if got, _ := h.key("alice", "k"); !got.LockedUntil.Equal(k.LockedUntil) || got.OwnerToken != "new-owner" {
 		t.Fatalf("key after the old owner's heartbeat: %+v", got)
 	}
-	held, err = h.mw.store.extend(t.Context(), "alice", "k", "new-owner", now.Add(2*time.Minute))
+	held, err = h.mw.store.extend(t.Context(), IdempotencyKey{Scope: "alice", Key: "k", OwnerToken: "new-owner"}, now.Add(2*time.Minute))
 	if err != nil || !held {
 		t.Fatalf("extend by the owner = %v, %v; want held", held, err)
 	}

@@ -1,8 +1,5 @@
 package middleware
 
-// Listing and sweeping: what a user's keys look like from outside, and the
-// deletion of expired ones.
-
 import (
 	"context"
 	"time"
@@ -16,8 +13,9 @@ type KeyPosition struct {
 }
 
 // KeysPage lists up to limit of the scope's keys, newest first, from after
-// p (from the newest when p is nil), without their stored answers; more
-// says whether any follow.
+// p (from the newest when p is nil), without their stored answers, with
+// the replays this instance counted and has not written yet; more says
+// whether any follow.
 func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
 	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
 		return m.store.page(ctx, scope, p, limit+1)
@@ -32,9 +30,8 @@ func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition
 // it is given no positive batch size.
 const DefaultSweepBatch = 500
 
-// Sweep deletes expired keys in batches until none is left, and reports how
-// many it deleted. Each batch is its own short statement, so claims are not
-// held up behind one long delete.
+// Sweep deletes expired keys, in batches of short statements so that
+// claims are not held up behind one long delete, and reports how many.
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = DefaultSweepBatch // a batch of 0 would never come back short
@@ -52,10 +49,8 @@ func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	}
 }
 
-// Keys lists the most recent keys of a scope, newest first, with the
-// replays this instance counted and has not written yet.
+// Keys lists the most recent keys of a scope: KeysPage's first page.
 func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
-	return m.replays.withPending(func() ([]IdempotencyKey, error) {
-		return m.store.page(ctx, scope, nil, limit)
-	})
+	keys, _, err := m.KeysPage(ctx, scope, nil, limit)
+	return keys, err
 }

@@ -1,10 +1,8 @@
 package middleware
 
-// The handler's side of an operation: Tx, DerivedKey, Final and Current (the
-// Operation, with OnLeaseExtended), which a handler behind the middleware
-// calls while it owns the key. Their contract (write through Tx; call out before it, with
-// DerivedKey; never commit Tx; make what it commits itself idempotent and
-// fenced on its own) is the package documentation's, in idempotency.go.
+// The handler's side of an operation, while it owns the key: Tx,
+// DerivedKey, Final and Current. Their contract is the package
+// documentation's, in idempotency.go.
 
 import (
 	"context"
@@ -23,16 +21,14 @@ const operationKey = "idempotency.operation"
 // operation is the claimed key as the handler sees it.
 type operation struct {
 	key IdempotencyKey    // as claimed: its owner token, operation id, fingerprint and expiry
-	raw [sha256.Size]byte // the request's rawDigest
+	raw [sha256.Size]byte // the request's raw digest
 	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
 	// atomic: the claim is in tx (Atomic mode), not committed on its own.
-	atomic bool
-	final  bool
+	atomic, final bool
 	// fresh: this attempt claimed a new operation, not one an earlier
-	// attempt left; handedOut: its derived key has left the middleware;
-	// notFound: it answered 404. A fresh operation that was never handed
-	// out, or found nothing to act on, is forgotten when released.
+	// attempt left; notFound: it answered 404; handedOut: its derived key
+	// has left the middleware.
 	fresh, notFound bool
 	handedOut       atomic.Bool
 	// stopHeartbeat stops the lease's heartbeat; the transaction's first
@@ -51,17 +47,15 @@ func current(c *gin.Context) *operation {
 }
 
 // Operation is the current operation as a handler hands it on to a service
-// that moves money (or anything else that must be done once) beyond the
-// handler: what Tx, DerivedKey and OnLeaseExtended give, as methods, so that
-// the service calls the middleware and never back into the handler.
+// beyond it (one that moves money), so that the service calls the
+// middleware and never back into the handler.
 type Operation struct{ op *operation }
 
 // Current is the request's operation.
 func Current(c *gin.Context) Operation { return Operation{current(c)} }
 
-// Tx is the transaction of the current operation, begun on first use. The
-// handler's business writes go through it; the middleware commits it
-// together with the key's completion, or rolls it back.
+// Tx is the transaction of the current operation, begun on first use: the
+// middleware commits it with the key's completion, or rolls it back.
 func Tx(c *gin.Context) *gorm.DB { return Current(c).Tx() }
 
 // Tx is the operation's transaction; see the function Tx.
@@ -75,9 +69,8 @@ func (o Operation) Tx() *gorm.DB {
 
 // OnLeaseExtended has fn run each time the heartbeat extends the
 // operation's lease, with the lease's new end, until the handler's
-// transaction begins: for a hold of the handler's own that must last as
-// long as the operation does (a payment's hold on its order), so that it
-// does not run out under a slow but live attempt.
+// transaction begins: for a hold of the handler's own (a payment's hold on
+// its order) that must not run out under a slow but live attempt.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()
@@ -85,8 +78,7 @@ func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time)
 }
 
 // DerivedKey is the key to pass downstream (the payment provider) and to
-// store on business rows: the same for every attempt of one operation, and
-// different for a new operation under an expired key.
+// store on business rows: the same for every attempt of one operation.
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
 // DerivedKey is the operation's derived key; see the function DerivedKey.
@@ -96,15 +88,18 @@ func (o Operation) DerivedKey() string {
 }
 
 // forgettable: releasing the operation may delete its row, as nothing
-// outside the middleware can name it (see release).
+// outside the middleware can name it: a new operation whose derived key
+// never left, or that answered 404 (before doing anything, by the
+// handler's contract). A retry loses nothing by starting afresh, and a
+// refused request (a payment to an order that does not exist) leaves no
+// row behind.
 func (op *operation) forgettable() bool {
 	return op.fresh && (op.notFound || !op.handedOut.Load())
 }
 
 func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
 
-// DerivedKeyOf is the key the operation a key row names passed downstream:
-// the business rows it wrote carry it.
+// DerivedKeyOf is the derived key of the operation a key row names.
 func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
 
 func deriveKey(scope, key, operationID string) string {
@@ -112,7 +107,6 @@ func deriveKey(scope, key, operationID string) string {
 	return "idem_" + hex.EncodeToString(sum[:20])
 }
 
-// Final declares the handler's 4xx answer final: execution began and the
-// same request would always get it (a declined card, an order already
-// paid), so it is stored and replayed rather than released.
+// Final declares the handler's 4xx answer final (a declined card, an
+// order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }

@@ -5,20 +5,17 @@ package middleware
 // retry that lands on an instance that did not run the original is replayed
 // from memory there too, with no read.
 //
-// It is as safe as the cache itself (see cache.go): only a committed,
-// completed answer is pushed, after its commit; a completed key never
-// changes until it expires; and a pushed entry carries the key's scope and
-// expiry, and is kept, like any entry, under its own (scope, key) and only
-// until that expiry by the receiver's clock. A released key was never
-// completed, so it is never pushed. A push that is lost, late or dropped
-// (a full queue, an answer too large for NOTIFY's payload, a connection
-// down) only means that instance reads the key from the database, as it
-// would without pushes. A push is kept only if it is signed with the
-// instances' secret (pushauth.go), and only with the headers a replay sends.
+// It is as safe as the cache itself (see cache.go): only a committed
+// answer is pushed, after its commit, and a pushed entry is kept under its
+// own (scope, key) until its key's expiry, like any entry. A push lost,
+// late or dropped (a full queue, an answer too large for NOTIFY, a
+// connection down) only means that instance reads the key from the
+// database. A push is kept only if signed with the instances' secret
+// (pushauth.go), and only with the headers a replay sends.
 //
-// Each instance holds two connections of its own for this, outside the
-// pool the requests use: one listens, one sends. The sender batches what
-// completed meanwhile into one statement, off the requests' path.
+// Each instance holds two connections of its own, outside the requests'
+// pool: one listens; one sends, batching what completed meanwhile into one
+// statement.
 
 import (
 	"context"
@@ -43,14 +40,13 @@ const (
 	notifyLimit = 8000 - 1
 	pushQueue   = 4096 // answers waiting to be sent; more are dropped
 	pushBatch   = 64   // answers sent in one statement at most
-	// pushGather is how long the sender waits after an answer for others to
-	// send with it: one statement for many, fewer commits on the database.
+	// pushGather is how long the sender waits for more answers to send in
+	// one statement.
 	pushGather = 5 * time.Millisecond
 	pushRetry  = time.Second
 )
 
-// pushMessage is one completed answer as NOTIFY carries it: what the key
-// row holds, with the headers exactly as the row stores them.
+// pushMessage is one completed answer as NOTIFY carries it.
 type pushMessage struct {
 	From        string      `json:"from"` // the sending instance, which ignores its own
 	Scope       string      `json:"scope"`
@@ -66,19 +62,14 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-type pushed struct {
-	k scopedKey
-	v *cached
-}
-
-// pusher sends this instance's completed answers and puts the other
-// instances' into its cache. nil: not pushing (SQLite, not asked, no secret).
+// pusher sends this instance's completed answers and caches the others'.
+// nil: not pushing (SQLite, not asked, no secret).
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
 	answers   *answers
 	logger    *slog.Logger
-	queue     chan pushed
+	queue     chan *cached
 	stop      context.CancelFunc
 	done      sync.WaitGroup
 	listening chan struct{} // closed once the first LISTEN is in place
@@ -98,7 +89,7 @@ func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pus
 	ctx, stop := context.WithCancel(context.Background())
 	p := &pusher{
 		dsn: d.DSN, id: uuid.NewString(), auth: &pushAuth{secret: secret}, answers: a, logger: logger,
-		queue: make(chan pushed, pushQueue), stop: stop, listening: make(chan struct{}),
+		queue: make(chan *cached, pushQueue), stop: stop, listening: make(chan struct{}),
 	}
 	p.done.Add(2)
 	go p.sendLoop(ctx)
@@ -116,18 +107,18 @@ func (p *pusher) close() {
 }
 
 // publish queues a committed answer for the other instances.
-func (p *pusher) publish(k scopedKey, v *cached) {
+func (p *pusher) publish(v *cached) {
 	if p == nil {
 		return
 	}
 	select {
-	case p.queue <- pushed{k, v}:
+	case p.queue <- v:
 	default: // full: the others read it from the database
 	}
 }
 
-// channel is the NOTIFY channel of the schema conn works in, so that shops
-// in different schemas of one database do not share answers.
+// channel is the NOTIFY channel of conn's schema, so that shops in
+// different schemas of one database do not share answers.
 func channel(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var schema string
 	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
@@ -164,7 +155,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		}
 	}()
 	for {
-		var batch []pushed
+		var batch []*cached
 		select {
 		case <-ctx.Done():
 			return
@@ -195,7 +186,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 }
 
 // gather adds to batch what is queued within pushGather, up to pushBatch.
-func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
+func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	timer := time.NewTimer(pushGather)
 	defer timer.Stop()
 	for len(batch) < pushBatch {
@@ -211,19 +202,18 @@ func (p *pusher) gather(ctx context.Context, batch []pushed) []pushed {
 	return batch
 }
 
-// encode turns answers into payloads signed for channel, leaving out those
-// NOTIFY cannot carry: too large, or a scope or key that JSON would not
-// carry exactly.
-func (p *pusher) encode(channel string, batch []pushed) []string {
+// encode signs answers for channel, leaving out those NOTIFY cannot carry:
+// too large, or a scope or key JSON would not carry exactly.
+func (p *pusher) encode(channel string, batch []*cached) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
-		if !utf8.ValidString(b.k.scope) || !utf8.ValidString(b.k.key) {
+		if !utf8.ValidString(b.scope) || !utf8.ValidString(b.key) {
 			continue
 		}
 		msg, err := json.Marshal(pushMessage{
-			From: p.id, Scope: b.k.scope, Key: b.k.key, OperationID: b.v.operationID,
-			Method: b.v.method, Route: b.v.route, Fingerprint: b.v.fingerprint, Raw: b.v.raw[:],
-			ExpiresAt: b.v.expiresAt, Status: b.v.status, Headers: b.v.headers, Body: b.v.body,
+			From: p.id, Scope: b.scope, Key: b.key, OperationID: b.operationID,
+			Method: b.method, Route: b.route, Fingerprint: b.fingerprint, Raw: b.raw[:],
+			ExpiresAt: b.expiresAt, Status: b.status, Headers: b.headers, Body: b.body,
 		})
 		if err == nil && macLen+len(msg) <= notifyLimit {
 			payloads = append(payloads, p.auth.sign(channel, msg))
@@ -243,8 +233,8 @@ func (p *pusher) listenLoop(ctx context.Context) {
 	}
 }
 
-// listen listens on one connection until it fails or ctx ends, putting
-// each answer another instance pushed into the cache.
+// listen puts each answer another instance pushes into the cache, until
+// its connection fails or ctx ends.
 func (p *pusher) listen(ctx context.Context, first *bool) error {
 	conn, name, err := p.connect(ctx)
 	if err != nil {
@@ -263,28 +253,23 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 		if err != nil {
 			return err
 		}
-		if k, v, ok := p.decode(name, n.Payload); ok {
-			p.answers.put(k, v)
+		if v, ok := p.decode(name, n.Payload); ok {
+			p.answers.put(v)
 		}
 	}
 }
 
-// decode reads a payload another instance pushed on channel, once its
-// signature is checked (verified); this instance's own come back too, and
-// are ignored.
-func (p *pusher) decode(channel, payload string) (scopedKey, *cached, bool) {
+// decode reads a payload pushed on channel, once its signature is
+// checked; this instance's own come back too, and are ignored.
+func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	msg, ok := p.verified(channel, payload)
 	var m pushMessage
 	if !ok || json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
-		return scopedKey{}, nil, false
+		return nil, false
 	}
-	v := &cached{
-		replayOf: replayOf{m.Scope, m.Key, m.OperationID}, method: m.Method, route: m.Route, fingerprint: m.Fingerprint,
-		expiresAt: m.ExpiresAt, status: m.Status, body: m.Body,
-		headers: replayable(m.Headers), // whatever the sender stored: never more than a replay sends
-	}
-	copy(v.raw[:], m.Raw)
-	return scopedKey{m.Scope, m.Key}, v, true
+	k := IdempotencyKey{Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
+	// Whatever the sender stored: never more headers than a replay sends.
+	return answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }
 
 // sleep waits for d or until ctx ends.

@@ -172,7 +172,7 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 	if !ok {
 		t.Fatal("the instance that ran the order does not hold its answer")
 	}
-	payload := testPusher("origin", nil).encode("c", []pushed{{scopedKey{"alice", "expiring"}, entry}})
+	payload := testPusher("origin", nil).encode("c", []*cached{entry})
 	clock.Advance(2 * time.Hour)
 	runs(b, "the expired key on the other instance", "alice", "expiring", "", http.StatusCreated)
 	// A push that arrives after its key expired is not kept.
@@ -180,12 +180,12 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 	if len(payload) != 1 {
 		t.Fatalf("%d payloads, want 1", len(payload))
 	}
-	k, v, ok := late.decode("c", payload[0])
-	if !ok || k != (scopedKey{"alice", "expiring"}) || v.operationID != entry.operationID {
+	v, ok := late.decode("c", payload[0])
+	if k := (scopedKey{v.scope, v.key}); !ok || k != (scopedKey{"alice", "expiring"}) || v.operationID != entry.operationID {
 		t.Fatalf("decode: %v %+v %v", k, v, ok)
 	}
-	late.answers.put(k, v)
-	if _, ok := late.answers.get(k); ok {
+	late.answers.put(v)
+	if _, ok := late.answers.get(scopedKey{"alice", "expiring"}); ok {
 		t.Fatal("an answer pushed after its key expired was kept")
 	}
 }
@@ -201,24 +201,24 @@ func TestPushPayloadCarriesTheStoredAnswer(t *testing.T) {
 		headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/widgets/1"}, "ETag": {`"v1"`}}, body: []byte(`{"ok":true}`),
 	}
 	a.raw[0] = 7
-	payloads := testPusher("a", nil).encode("c", []pushed{{scopedKey{"alice", "k"}, a}})
+	payloads := testPusher("a", nil).encode("c", []*cached{a})
 	if len(payloads) != 1 {
 		t.Fatalf("%d payloads, want 1", len(payloads))
 	}
 	receiver := testPusher("b", newAnswers(0, func() time.Time { return now }))
-	k, got, ok := receiver.decode("c", payloads[0])
-	if !ok || k != (scopedKey{"alice", "k"}) || got.replayOf != a.replayOf || got.method != a.method || got.route != a.route ||
+	got, ok := receiver.decode("c", payloads[0])
+	if k := (scopedKey{got.scope, got.key}); !ok || k != (scopedKey{"alice", "k"}) || got.replayOf != a.replayOf || got.method != a.method || got.route != a.route ||
 		got.fingerprint != a.fingerprint || got.raw != a.raw || !got.expiresAt.Equal(a.expiresAt) || got.status != a.status ||
 		string(got.body) != string(a.body) || got.headers.Get("Location") != "/widgets/1" ||
 		strings.Join(got.headers["ETag"], ",") != `"v1"` || len(got.headers) != 3 {
-		t.Fatalf("decoded %v %+v %v; want %+v", k, got, ok, a)
+		t.Fatalf("decoded %+v %v; want %+v", got, ok, a)
 	}
-	if _, _, ok := testPusher("a", nil).decode("c", payloads[0]); ok {
+	if _, ok := testPusher("a", nil).decode("c", payloads[0]); ok {
 		t.Fatal("an instance kept its own push")
 	}
 	big := *a
-	big.body = make([]byte, notifyLimit)
-	if p := testPusher("a", nil).encode("c", []pushed{{scopedKey{"alice", "big"}, &big}}); len(p) != 0 {
+	big.key, big.body = "big", make([]byte, notifyLimit)
+	if p := testPusher("a", nil).encode("c", []*cached{&big}); len(p) != 0 {
 		t.Fatalf("an answer too large for NOTIFY was encoded: %d bytes", len(p[0]))
 	}
 }

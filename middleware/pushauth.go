@@ -1,23 +1,17 @@
 package middleware
 
 // Pushed answers are signed. Anyone who can connect to the database can
-// NOTIFY on the push channel, a read-only role included, so a payload
-// proves nothing by arriving there: an instance keeps a pushed answer only
-// if it carries an HMAC-SHA256, under Config.PushSecret, of the channel and
-// the exact bytes of the message. The secret is the instances' alone (it
-// is not in the database), so only an instance can make a payload that
-// another keeps. The MAC covers every byte the receiver reads, so nothing
-// of a signed answer (scope, key, fingerprint, expiry, status, headers,
-// body) can be changed, and the channel, so that a payload is not kept in
-// another schema's shop. The MAC is of the JSON message as sent, checked
-// before it is parsed, so there is no second encoding of the fields whose
-// ambiguities could be exploited; the channel, an identifier, cannot hold
-// the NUL that ends it.
+// NOTIFY, a read-only role included, so an instance keeps a pushed answer
+// only if it carries an HMAC-SHA256, under Config.PushSecret (never in the
+// database), of the channel and the exact bytes of the message. The MAC
+// covers every byte the receiver reads, and the channel, so that a payload
+// is not kept in another schema's shop. It is checked before the JSON is
+// parsed, so no second encoding of the fields has ambiguities to exploit;
+// the channel, an identifier, cannot hold the NUL that ends it.
 //
-// Anyone who can LISTEN can read a payload and send it again. That is
-// harmless: it is a committed answer, the one its key's row holds, and the
-// receiver keeps it only until the key's expiry, the same as the sender's
-// own. It is not secret either: a push is signed, not encrypted.
+// Anyone who can LISTEN can read a payload and send it again: harmless, as
+// it is a committed answer, kept only until its key's expiry. A push is
+// signed, not encrypted.
 
 import (
 	"crypto/hmac"
@@ -56,23 +50,17 @@ func (a *pushAuth) sign(channel string, msg []byte) string {
 	return base64.StdEncoding.EncodeToString(a.mac(channel, msg)) + string(msg)
 }
 
-// split is a payload's MAC and message, before either is checked.
-func split(payload string) (sum, msg string) {
-	if len(payload) < macLen {
-		return "", ""
-	}
-	return payload[:macLen], payload[macLen:]
-}
-
 // verify returns the message of a payload on channel whose MAC is this
 // secret's, in constant time; ok is false for any other payload.
 func (a *pushAuth) verify(channel, payload string) (msg []byte, ok bool) {
-	sum, body := split(payload)
-	want, err := base64.StdEncoding.Strict().DecodeString(sum) // one spelling per MAC
+	if len(payload) < macLen {
+		return nil, false
+	}
+	want, err := base64.StdEncoding.Strict().DecodeString(payload[:macLen]) // one spelling per MAC
 	if err != nil || len(want) != sha256.Size {
 		return nil, false
 	}
-	msg = []byte(body)
+	msg = []byte(payload[macLen:])
 	if !hmac.Equal(want, a.mac(channel, msg)) {
 		return nil, false
 	}

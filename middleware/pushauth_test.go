@@ -64,8 +64,8 @@ func (n *notifier) notify(payload string) {
 	n.t.Helper()
 	if n.conn == nil {
 		for _, r := range n.receivers {
-			if k, v, ok := r.decode(n.channel, payload); ok {
-				r.answers.put(k, v)
+			if v, ok := r.decode(n.channel, payload); ok {
+				r.answers.put(v)
 			}
 		}
 		return
@@ -97,7 +97,7 @@ func (n *notifier) barrier(instances ...*Idempotency) {
 	n.barriers++
 	k := scopedKey{"barrier", fmt.Sprint(n.barriers)}
 	v := &cached{replayOf: replayOf{k.scope, k.key, "op"}, method: "POST", route: "/widgets/:id", expiresAt: time.Now().Add(time.Hour)}
-	n.notify(testPusher("barrier", nil).encode(n.channel, []pushed{{k, v}})[0])
+	n.notify(testPusher("barrier", nil).encode(n.channel, []*cached{v})[0])
 	for _, m := range instances {
 		untilCached(n.t, m, k.scope, k.key)
 	}
@@ -212,7 +212,7 @@ func TestSignedPushIsReplayedWithoutSetCookie(t *testing.T) {
 		"Set-Cookie": {"shop_session=attacker"}, "X-Extra": {"1"},
 	}
 	signed.body = []byte(`{"ref":"signed"}`)
-	payloads := (&pusher{id: "sender", auth: &pushAuth{secret: pushSecret}}).encode(n.channel, []pushed{{scopedKey{"alice", "signed"}, &signed}})
+	payloads := (&pusher{id: "sender", auth: &pushAuth{secret: pushSecret}}).encode(n.channel, []*cached{&signed})
 	if len(payloads) != 1 {
 		t.Fatalf("%d payloads, want 1", len(payloads))
 	}
@@ -240,22 +240,22 @@ func TestPushSignatureCoversEveryByteAndTheChannel(t *testing.T) {
 		replayOf: replayOf{"alice", "k", "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
 		expiresAt: now.Add(time.Hour), status: http.StatusCreated, headers: http.Header{"Location": {"/widgets/1"}}, body: []byte(`{}`),
 	}
-	payload := testPusher("a", nil).encode("idempotency:main", []pushed{{scopedKey{"alice", "k"}, a}})[0]
+	payload := testPusher("a", nil).encode("idempotency:main", []*cached{a})[0]
 	receiver := testPusher("b", nil)
-	if _, _, ok := receiver.decode("idempotency:main", payload); !ok {
+	if _, ok := receiver.decode("idempotency:main", payload); !ok {
 		t.Fatal("the signed payload was dropped")
 	}
-	if _, _, ok := receiver.decode("idempotency:other", payload); ok {
+	if _, ok := receiver.decode("idempotency:other", payload); ok {
 		t.Fatal("a payload signed for another channel was kept")
 	}
 	stranger := &pusher{id: "b", auth: &pushAuth{secret: []byte(strings.Repeat("x", MinPushSecret))}, logger: receiver.logger}
-	if _, _, ok := stranger.decode("idempotency:main", payload); ok {
+	if _, ok := stranger.decode("idempotency:main", payload); ok {
 		t.Fatal("a payload signed with another secret was kept")
 	}
 	for i := range len(payload) {
 		changed := []byte(payload)
 		changed[i] ^= 0x01
-		if _, _, ok := receiver.decode("idempotency:main", string(changed)); ok {
+		if _, ok := receiver.decode("idempotency:main", string(changed)); ok {
 			t.Fatalf("byte %d changed (%q), and the payload was kept", i, payload[i])
 		}
 	}

@@ -67,15 +67,13 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 func (r *recorder) Pusher() http.Pusher { return nil }
 
-// replayedHeaders are the only headers stored for replay. Set-Cookie and
-// every other header of the original response are never replayed.
-// Cache-Control is part of the answer: a problem's no-store must hold for
-// its replay too.
+// replayedHeaders are the only headers stored for replay (never
+// Set-Cookie). Cache-Control is part of the answer: a problem's no-store
+// must hold for its replay too.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
 
-// replayable is what of header a replay may send: the replayedHeaders,
-// named as the list spells them. What is stored passes through it, and
-// what another instance pushes, which names them so too.
+// replayable is what of header a replay may send, named as
+// replayedHeaders spells them: what is stored, or pushed.
 func replayable(header http.Header) http.Header {
 	h := http.Header{}
 	for _, name := range replayedHeaders {

@@ -8,10 +8,8 @@ import (
 )
 
 // Refusal is an answer of the middleware's own, sent instead of the
-// handler's: the request brought no valid key or body, its key names
-// another request or is still running, its attempt lost its lease, or the
-// key's table failed. Nothing of the handler's was kept. Its JSON is the
-// RFC 9457 problem document the default renderer sends.
+// handler's, which kept nothing. Its JSON is the RFC 9457 problem document
+// the default renderer sends.
 type Refusal struct {
 	// Type names the refusal for machines, stably: "idempotency-key-reused".
 	Type   string `json:"type"`
@@ -41,9 +39,8 @@ var (
 	refuseInternal        = Refusal{Status: http.StatusInternalServerError, Type: "internal", Title: "Internal error"}
 )
 
-// Refusals lists every refusal the middleware sends, without its detail:
-// for an application that documents its error types, or renders them in
-// its own words, to check that it knows each one.
+// Refusals lists every refusal the middleware sends, without its detail,
+// for an application to check that it knows each one.
 var Refusals = []Refusal{
 	refuseUnauthenticated, refuseKeyMissing, refuseKeyInvalid, refuseTooLarge, refuseMalformed,
 	refuseKeyReused, refuseInProgress, refuseLeaseLost, refuseInternal,

@@ -5,6 +5,8 @@ package middleware
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
@@ -29,13 +31,13 @@ func (m *Idempotency) replayCached(c *gin.Context, want IdempotencyKey, a *cache
 // replayStored answers from the completed key found, and caches its answer
 // under sk for the next repeat.
 func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found IdempotencyKey, raw [sha256.Size]byte, waited bool) {
-	a, err := answerOf(found)
-	if err != nil {
+	var headers http.Header
+	if err := json.Unmarshal([]byte(found.Headers), &headers); err != nil {
 		m.internal(c, "decode stored response", err)
 		return
 	}
-	a.raw = raw
-	m.answers.put(sk, a)
+	a := answerOf(found, raw, found.Status, headers, found.Body)
+	m.answers.put(a)
 	m.replay(c, a, fromDatabase, waited)
 }
 
@@ -56,3 +58,6 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue,
 	send(c.Writer, a.headers, ReplayedHeader, a.status, a.body)
 	c.Abort()
 }
+
+// Replayed reports whether the answer sent was a stored one, replayed.
+func Replayed(c *gin.Context) bool { return c.Writer.Header().Get(ReplayedHeader) == "true" }

@@ -13,14 +13,11 @@ import (
 	"gorm.io/gorm"
 )
 
-// defaultFlushEvery is how often counted replays are written to the key rows
-// when Config.FlushEvery is zero.
 const defaultFlushEvery = time.Second
 
 // replayOf names one operation of a key: the count belongs to the
-// operation, so that replays of an expired key's old operation are not added
-// to a new operation that reclaimed the row. It needs no row id, so an
-// answer this instance produced itself can be counted too.
+// operation, so that replays of an expired key's old operation are not
+// added to a new one that reclaimed the row.
 type replayOf struct {
 	scope, key  string
 	operationID string
@@ -28,10 +25,9 @@ type replayOf struct {
 
 func replayOfKey(k IdempotencyKey) replayOf { return replayOf{k.Scope, k.Key, k.OperationID} }
 
-// replayCounter keeps the replay count off the request path: a replay writes
-// nothing, and the counts reach the database in batches, on an
-// interval and on Close. A crash loses at most one interval of counts; the
-// answers themselves are never at risk.
+// replayCounter keeps the replay count off the request path: the counts
+// reach the database in batches, on an interval and on Close. A crash
+// loses at most one interval of counts, never an answer.
 type replayCounter struct {
 	db *gorm.DB
 
@@ -43,9 +39,8 @@ type replayCounter struct {
 	// or misses one.
 	flushing sync.Mutex
 
-	// stopping ends the background flush in progress, if any, when close
-	// begins: its counts go back to pending, and close writes them under
-	// its own context, so close never waits past that context for it.
+	// stopping ends the background flush in progress when close begins:
+	// its counts go back to pending, for close to write under its context.
 	stopping context.Context
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -118,13 +113,11 @@ func (r *replayCounter) flush(ctx context.Context) error {
 }
 
 // addReplaysAtOnce writes the counts in two statements on PostgreSQL, not
-// one per key: a flush after a second of replays over a thousand keys was a
-// thousand round trips and statements, which took the database's share of
-// two cores from the requests for as long. The rows are locked first, in
-// the database's own key order (ORDER BY under FOR UPDATE locks as it
-// returns), byte by byte (COLLATE "C") as the per-key path sorts them in
-// Go, so that two instances' flushes over the same rows — of this release
-// or the last — still lock them in one order and cannot deadlock; then one update adds every count.
+// one per key (a thousand keys were a thousand round trips). The rows are
+// locked first, in key order byte by byte (COLLATE "C"), as the per-key
+// path sorts them in Go, so that two instances' flushes over the same rows
+// lock them in one order and cannot deadlock; then one update adds every
+// count.
 func addReplaysAtOnce(tx *gorm.DB, keys []replayOf, batch map[replayOf]int) error {
 	type count struct {
 		Scope string `json:"scope"`
@@ -136,8 +129,6 @@ func addReplaysAtOnce(tx *gorm.DB, keys []replayOf, batch map[replayOf]int) erro
 	for i, k := range keys {
 		counts[i] = count{k.scope, k.key, k.operationID, batch[k]}
 	}
-	// JSON carries every key PostgreSQL can store: its text holds neither
-	// invalid UTF-8 nor NUL.
 	doc, err := json.Marshal(counts)
 	if err != nil {
 		return err

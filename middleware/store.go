@@ -11,6 +11,43 @@ import (
 	"gorm.io/gorm"
 )
 
+// storedResponse is the answer kept for replay.
+type storedResponse struct {
+	Status  int
+	Headers http.Header
+	Body    []byte
+}
+
+// store holds the SQL of the key lifecycle; the middleware reads and writes
+// the table through here only. Every statement that changes ownership is a
+// single statement guarded by the (scope, key) unique index or by the
+// owner token: nothing checks and then acts.
+type store struct {
+	db *gorm.DB
+}
+
+// on is the store on a transaction: its statements run in tx.
+func (s store) on(tx *gorm.DB) store { return store{db: tx} }
+
+// keyColumns are the columns of a key row, in the order find scans them.
+const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
+  owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
+
+// find reads the key row. It is scanned by hand, not by GORM's reflection
+// (the larger part of a cold replay's allocations).
+func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
+	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
+	var k IdempotencyKey
+	var headers sql.NullString
+	err := row.Scan(&k.ID, &k.Scope, &k.Key, &k.OperationID, &k.Method, &k.Route, &k.Fingerprint, &k.RawDigest, &k.Target, &k.State,
+		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.Replays, &k.CreatedAt, &k.ExpiresAt)
+	k.Headers = headers.String
+	if errors.Is(err, sql.ErrNoRows) {
+		return IdempotencyKey{}, false, nil
+	}
+	return k, err == nil, err
+}
+
 // page reads up to limit of a scope's keys, newest first, from after p
 // (from the newest when p is nil), without the answers they keep.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
@@ -21,52 +58,6 @@ func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int
 	}
 	err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
 	return keys, err
-}
-
-// storedResponse is the answer kept for replay.
-type storedResponse struct {
-	Status  int
-	Headers http.Header
-	Body    []byte
-}
-
-// store holds the SQL of the key lifecycle, on the table of
-// IdempotencyKey: the middleware reads and writes it through here
-// only. Every statement that changes
-// ownership is a single atomic statement guarded by the (scope, key) unique
-// index or by the current owner token; nothing checks and then acts.
-type store struct {
-	db *gorm.DB
-}
-
-// on is the store on a transaction: its statements run in tx.
-func (s store) on(tx *gorm.DB) store { return store{db: tx} }
-
-// keyColumns are the columns of a key row, in the order scanKey reads them.
-const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
-  owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
-
-// find reads the key row. The row is scanned by hand, not by GORM's
-// reflection (the larger part of a cold replay's allocations); both drivers
-// keep the statement prepared on each connection (pgx's statement cache,
-// SQLite's _stmt_cache_size).
-func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
-	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
-	k, err := scanKey(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return IdempotencyKey{}, false, nil
-	}
-	return k, err == nil, err
-}
-
-// scanKey reads one row of keyColumns.
-func scanKey(row interface{ Scan(...any) error }) (IdempotencyKey, error) {
-	var k IdempotencyKey
-	var headers sql.NullString
-	err := row.Scan(&k.ID, &k.Scope, &k.Key, &k.OperationID, &k.Method, &k.Route, &k.Fingerprint, &k.RawDigest, &k.Target, &k.State,
-		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.Replays, &k.CreatedAt, &k.ExpiresAt)
-	k.Headers = headers.String
-	return k, err
 }
 
 // claim inserts the key as in progress, or takes over an expired one as a new
@@ -88,10 +79,21 @@ WHERE `+claimFence,
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands an operation nobody holds — its lease passed, or it was
-// released — from its previous owner to a retry. The operation id stays, so
-// the re-run is the same operation to everything downstream; the request
-// becomes the retry's, which may differ only after a release.
+// owned runs stmt (an UPDATE's head, or a DELETE) on the key row only while
+// k's owner holds it in progress, and reports whether it did: the one fence of
+// every statement after the claim. An attempt whose lease was taken over
+// changes nothing.
+func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error) {
+	args = append(args, k.Scope, k.Key, k.OwnerToken, KeyInProgress)
+	res := db.Exec(stmt+` WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`, args...)
+	return res.RowsAffected == 1, res.Error
+}
+
+// takeover hands an operation nobody holds (its lease passed, or it was
+// released) from previousOwner to a retry, unless another retry took it
+// first. The operation id stays, so the re-run is the same operation to
+// everything downstream; the request becomes the retry's, which may differ
+// only after a release.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
@@ -101,46 +103,32 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 	return res.RowsAffected == 1, res.Error
 }
 
-// extend moves the lease of a running operation forward, fenced by the
-// owner token: it reports false when the key is no longer this owner's.
-func (s store) extend(ctx context.Context, scope, key, owner string, until time.Time) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET locked_until = ?
-WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		until, scope, key, owner, KeyInProgress)
-	return res.RowsAffected == 1, res.Error
+// extend moves the lease of a running operation forward.
+func (s store) extend(ctx context.Context, k IdempotencyKey, until time.Time) (bool, error) {
+	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET locked_until = ?`, k, until)
 }
 
-// complete records the answer, fenced by the owner token: an owner whose
-// lease was taken over completes nothing. It runs in the handler's
-// transaction when there is one, so the answer commits with the writes.
-func (s store) complete(db *gorm.DB, scope, key, owner string, resp storedResponse) (bool, error) {
+// complete records the answer. It runs in the handler's transaction when
+// there is one, so the answer commits with the writes.
+func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 	headers, err := json.Marshal(resp.Headers)
 	if err != nil {
 		return false, err
 	}
-	res := db.Exec(`UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?
-WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`,
-		KeyCompleted, resp.Status, string(headers), resp.Body, scope, key, owner, KeyInProgress)
-	return res.RowsAffected == 1, res.Error
+	return owned(s.db, `UPDATE idempotency_keys SET state = ?, status = ?, headers = ?, body = ?`, k,
+		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release gives up an operation that ended without an answer worth
-// keeping: no owner, lease over, so that the next request with the key —
-// a retry, or a corrected request — takes it over at once. The row stays so
-// that the operation id, and with it the derived key, survives: if the
-// attempt reached the provider before failing, the retry gets the provider's
-// first answer instead of a second charge. With forget, the row is deleted
-// instead: the operation id has nothing to keep. It reports false when the
-// key was no longer this owner's.
-func (s store) release(ctx context.Context, scope, key, owner string, now time.Time, forget bool) (bool, error) {
-	const mine = `WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`
-	var res *gorm.DB
+// release gives up an operation that kept no answer: no owner, lease
+// over, so that the next request with the key takes it over at once. The
+// row stays so that the operation id, and with it the derived key,
+// survives: a retry gets the provider's first answer, not a second charge.
+// With forget, the row is deleted instead.
+func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
-		res = s.db.WithContext(ctx).Exec(`DELETE FROM idempotency_keys `+mine, scope, key, owner, KeyInProgress)
-	} else {
-		res = s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys SET owner_token = '', locked_until = ? `+mine, now, scope, key, owner, KeyInProgress)
+		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
 	}
-	return res.RowsAffected == 1, res.Error
+	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET owner_token = '', locked_until = ?`, k, now)
 }
 
 // claimableSQL is claimable in SQL, for a row of idempotency_keys at the
@@ -151,7 +139,7 @@ const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.
 
 // sweep deletes up to batch expired keys and returns the route of each.
 // The outer conditions repeat the inner ones so that a key claimed again
-// between the two is not deleted.
+// meanwhile is not deleted.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
@@ -160,14 +148,4 @@ WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL+` LIMIT @batch
 RETURNING route`,
 		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err
-}
-
-// answerOf is a completed key's answer, as replays and the cache use it.
-func answerOf(r IdempotencyKey) (*cached, error) {
-	a := &cached{
-		replayOf: replayOfKey(r), method: r.Method, route: r.Route, fingerprint: r.Fingerprint, expiresAt: r.ExpiresAt,
-		status: r.Status, body: r.Body,
-	}
-	err := json.Unmarshal([]byte(r.Headers), &a.headers)
-	return a, err
 }

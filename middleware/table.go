@@ -1,13 +1,9 @@
 package middleware
 
-import (
-	"time"
+import "time"
 
-	"gorm.io/gorm"
-)
-
-// Idempotency key states, as the column holds them. A third state, released,
-// is in progress with no owner: see IdempotencyKey.Released.
+// Idempotency key states, as the column holds them (released is in
+// progress with no owner).
 const (
 	KeyInProgress = "in_progress"
 	KeyCompleted  = "completed"
@@ -15,32 +11,24 @@ const (
 
 // IdempotencyKey is what the server remembers of one operation: who owns it
 // while it runs (the lease), and the answer to replay once it is done. The
-// middleware owns the table and writes it only through its own SQL; an
-// application may read it, to show a user's activity.
-//
-// (Scope, Key) is unique: the index idx_idempotency_scope_key is what makes
-// two claims of one key impossible, on every instance at once.
+// middleware alone writes the table; an application may read it. The
+// unique index on (Scope, Key) makes two claims of one key impossible, on
+// every instance at once.
 type IdempotencyKey struct {
 	ID    uint   `gorm:"primaryKey"`
 	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
 	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
 	// OperationID is new for each operation the key names, and kept when a
-	// retry takes over a stalled lease: the derived key comes from it, so a
-	// re-run is the same operation to the provider, and a key reused after
-	// it expired is a new one.
+	// retry takes over: the derived key comes from it.
 	OperationID string `gorm:"size:36;not null"`
 	Method      string `gorm:"size:10;not null"`
 	Route       string `gorm:"size:255;not null"`
 	Fingerprint string `gorm:"size:64;not null"`
-	// RawDigest hashes the request that claimed or took over the key as it
-	// came, byte for byte (the middleware's rawDigest): a retry with the
-	// same digest has the same fingerprint, so an instance replaying the
-	// answer need not canonicalise its body. Empty on rows older than it.
+	// RawDigest hashes the request that claimed or took over the key byte
+	// for byte (digester.raw), so a replay need not canonicalise its body.
 	RawDigest []byte
 	// Target is the part of the fingerprint a retry of a released key may
-	// not change: method, route and path parameters. The body and query may
-	// be corrected; the operation, and its derived key, stay about the same
-	// thing (the same order, say).
+	// not change (targetOf).
 	Target      string    `gorm:"size:64;not null;default:''"`
 	State       string    `gorm:"size:16;not null"`
 	OwnerToken  string    `gorm:"size:36;not null"`
@@ -51,25 +39,16 @@ type IdempotencyKey struct {
 	Replays     int       `gorm:"not null;default:0"`
 	CreatedAt   time.Time `gorm:"not null"`
 	ExpiresAt   time.Time `gorm:"not null;index"`
-	// plainFingerprint is, on a request read under a DigestKey, its
-	// fingerprint without the key: what a row from before the key holds
-	// (digest.go). Never stored.
+	// plainFingerprint: under a DigestKey, the request's unkeyed
+	// fingerprint, as rows from before the key hold it. Never stored.
 	plainFingerprint string
 }
 
-// Released: in progress, but nobody holds it — the last attempt ended
-// without an answer worth keeping, and the next request takes it over.
+// Released: in progress, but nobody holds it.
 func (r IdempotencyKey) Released() bool { return r.State == KeyInProgress && r.OwnerToken == "" }
 
-// Lapsed: in progress, but its lease has passed, so nobody holds it — it was
-// released, or its attempt died or failed to release it. The next request
-// with the key takes it over, as it would a released one.
+// Lapsed: in progress, and nobody holds it: released, or its lease
+// passed (its attempt died or failed to release it).
 func (r IdempotencyKey) Lapsed(now time.Time) bool {
 	return r.Released() || r.State == KeyInProgress && !r.LockedUntil.After(now)
 }
-
-// Migrate creates the key's table, or brings it up to date (GORM's
-// AutoMigrate), for an application without versioned migrations: run it
-// before serving. An application with them creates the table in its own,
-// as the shop's migration 1 does, so that one tool records its schema.
-func Migrate(db *gorm.DB) error { return db.AutoMigrate(&IdempotencyKey{}) }

@@ -4,10 +4,14 @@ import "sync"
 
 // waitlist wakes the requests of this instance that wait for a key as soon
 // as the attempt running it here ends, instead of leaving them to their next
-// poll. Waiting for an attempt on another instance is still polling.
+// poll. Waiting for an attempt on another instance is still polling. It
+// also holds the keys an atomic request of this instance is claiming or
+// running: a duplicate here waits to be woken instead of holding a
+// connection and a transaction while it waits on the database.
 type waitlist struct {
-	mu sync.Mutex
-	m  map[scopedKey]*waiters
+	mu      sync.Mutex
+	m       map[scopedKey]*waiters
+	running map[scopedKey]bool
 }
 
 type scopedKey struct{ scope, key string }
@@ -52,28 +56,24 @@ func (w *waitlist) wake(k scopedKey) {
 	}
 }
 
-// inflight is a set of keys, safe for concurrent use.
-type inflight struct {
-	mu   sync.Mutex
-	keys map[scopedKey]struct{}
-}
-
-// enter adds k; false when it was there already.
-func (f *inflight) enter(k scopedKey) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.keys[k]; ok {
+// start marks k as run by an atomic request here; false when one already is.
+func (w *waitlist) start(k scopedKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[k] {
 		return false
 	}
-	if f.keys == nil {
-		f.keys = map[scopedKey]struct{}{}
+	if w.running == nil {
+		w.running = map[scopedKey]bool{}
 	}
-	f.keys[k] = struct{}{}
+	w.running[k] = true
 	return true
 }
 
-func (f *inflight) leave(k scopedKey) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.keys, k)
+// stop ends what start began, and wakes k's waiters.
+func (w *waitlist) stop(k scopedKey) {
+	w.mu.Lock()
+	delete(w.running, k)
+	w.mu.Unlock()
+	w.wake(k)
 }
