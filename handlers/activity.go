@@ -111,6 +111,8 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 			a.What = "Changed your password"
 		}
 		done = "your other browsers and apps were signed out"
+	case staffAct(k.Route) != "":
+		a.What = staffAct(k.Route)
 	default:
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
@@ -123,6 +125,26 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 	}
 	a.Result = resultOf(k, done, refused)
 	return a
+}
+
+// staffActs are the console's and the staff API's acts that are not about
+// one of the user's own orders, by the end of their route.
+var staffActs = map[string]string{
+	"/decline":        "Declined a shopper's request for a refund",
+	"/products/stock": "Changed a product's stock",
+	"/redeliver":      "Sent a webhook again",
+	"/retry":          "Sent a parked message again",
+	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
+}
+
+// staffAct is how the staff act of route is told, "" when it is none.
+func staffAct(route string) string {
+	for suffix, what := range staffActs {
+		if strings.HasSuffix(route, suffix) {
+			return what
+		}
+	}
+	return ""
 }
 
 // onOrder is the order of orderID as the shopper knows it, and its page;

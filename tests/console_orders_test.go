@@ -214,6 +214,7 @@ func TestConsoleDeclinesARequestAndCancelsAPendingOrder(t *testing.T) {
 	shopperPage := s.get(orderPath)
 	isPage(t, shopperPage, http.StatusOK, "declined by the shop&#39;s staff. Reason: Used for a month")
 	hasNotice(t, shopperPage, "status", "Your request for a refund was declined. The shop's staff said: Used for a month")
+	isPage(t, staff.get("/account"), http.StatusOK, "Declined a shopper&#39;s request for a refund — done (you sent it twice; it happened once).")
 	staffToken := e.tokenOf("staff@example.com")
 	read := e.do(request{method: "GET", path: "/api/v1/staff/orders/" + orderID, token: staffToken})
 	if reqs := read.json(t)["refund_requests"].([]any); len(reqs) != 1 || reqs[0].(map[string]any)["decline_reason"] != "Used for a month" {
