@@ -124,6 +124,9 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 		a.What += " from the app"
 	}
 	a.Result = resultOf(k, done, refused)
+	if p, ok := traces.Payments[ref]; ok && p.Status == models.Succeeded && k.Released() {
+		a.Result = "its first answer was unclear, and the shop has since confirmed the payment with the provider"
+	}
 	return a
 }
 
@@ -165,10 +168,14 @@ func paymentActivity(traces audit.Traces, ref, order, href string) (what, link s
 	if !ok {
 		return "Tried to pay for " + order, href, nil
 	}
-	if p.Status == models.Declined {
-		return fmt.Sprintf("Tried to pay order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), models.ErrPaymentDeclined
+	number, page := traces.Numbers[p.OrderID], orderPage(p.OrderID)
+	switch p.Status {
+	case models.Succeeded:
+		return fmt.Sprintf("Paid order #%d", number), page, nil
+	case models.Declined:
+		return fmt.Sprintf("Tried to pay order #%d", number), page, models.ErrPaymentDeclined
 	}
-	return fmt.Sprintf("Paid order #%d", traces.Numbers[p.OrderID]), orderPage(p.OrderID), nil
+	return fmt.Sprintf("Tried to pay for order #%d", number), page, nil
 }
 
 func refundActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {

@@ -379,6 +379,8 @@ func TestBrowserAuditsEveryPageAndOutcome(t *testing.T) {
 	visit("staff-in-doubt", "/staff/in-doubt", 200, false)
 	submit(t, ctx, 200, chromedp.Click(`form[action^="/staff/in-doubt/"] button`))
 	a.audit("staff-in-doubt-settled", false)
+	visit("staff-webhooks", "/staff/webhooks", 200, false)
+	visit("staff-parked", "/staff/parked", 200, false)
 	must(t, chromedp.Do(ctx, chromedp.Navigate(srv+"/"), chromedp.SetValue("#qty-"+ids[0], "1")))
 	submit(t, ctx, 200, chromedp.Click("form.catalog button"))
 	another, err := chromedp.Run(ctx, chromedp.Location())
