@@ -210,9 +210,8 @@ func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trac
 // their development defaults.
 func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider, series []prometheus.Collector, committed func()) *handlers.Server {
 	srv := handlers.NewServer(handlers.Deps{
-		DB:                  db,
-		Collectors:          series,
-		Committed:           committed,
+		DB:         db,
+		Collectors: series, Committed: committed, // the relay's gauges, and its wake-up after a commit
 		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
