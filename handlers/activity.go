@@ -111,14 +111,14 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 			a.What = "Changed your password"
 		}
 		done = "your other browsers and apps were signed out"
-	case staffAct(k.Route) != "":
-		a.What = staffAct(k.Route)
-	default:
+	case strings.HasSuffix(k.Route, "/orders"):
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
 			a.Href = orderPage(o.ID)
 			a.What = fmt.Sprintf("Placed order #%d", o.Number)
 		}
+	default:
+		a.What = staffAct(k.Route)
 	}
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
@@ -140,14 +140,15 @@ var staffActs = map[string]string{
 	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
 }
 
-// staffAct is how the staff act of route is told, "" when it is none.
+// staffAct is how the staff act of route is told; a route staffActs does
+// not know yet is named as it is.
 func staffAct(route string) string {
 	for suffix, what := range staffActs {
 		if strings.HasSuffix(route, suffix) {
 			return what
 		}
 	}
-	return ""
+	return "Sent a form to " + route
 }
 
 // onOrder is the order of orderID as the shopper knows it, and its page;

@@ -77,7 +77,7 @@ func redeliveredNotice(deliveries []models.WebhookDelivery, id string, twice boo
 		}
 	}
 	n := &notice{Kind: noticeSuccess, Title: what + " is being sent again.",
-		Text: "It goes to the webhook endpoint at once, with the same webhook-id and body; reload this page to see its new attempt."}
+		Text: "It goes to the webhook endpoint at the sender's next round, with the same webhook-id and body; reload this page to see its new attempt."}
 	if twice {
 		n.Also = "Sent twice, done once: the form was sent more than once; the message is sent again once."
 	}

@@ -35,7 +35,7 @@ func refundInput(amountCents *int64, reason string) (billing.RefundInput, error)
 }
 
 // createRefund gives money back on a paid order, any user's, through the
-// payments service: staff only (requireStaff, requireStaffPage). The API
+// payments service: staff only (requireStaff). The API
 // takes amount_cents; the console's form an amount in the currency's
 // units and a reason, which it asks for, and gets the order page again
 // (422) when it cannot read them, nothing given back.

@@ -164,7 +164,8 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 		record.Error = postErr.Error()
 	}
 	attempts := d.Attempts + 1
-	update := map[string]any{"attempts": attempts, "claimed_by": nil, "claimed_until": nil}
+	// attempts+1 in SQL: a post that a redelivery let go of may count too.
+	update := map[string]any{"attempts": gorm.Expr("attempts + 1"), "claimed_by": nil, "claimed_until": nil}
 	switch now := s.now(); {
 	case postErr == nil:
 		update["state"], update["finished_at"] = models.DeliveryDelivered, now

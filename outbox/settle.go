@@ -10,27 +10,35 @@ import (
 )
 
 // settle records what came of the events handed: the ones done in the
-// inbox, together; each one failed on its own schedule. An event that
-// was cut off, or whose consumer was unavailable, is neither: it is
-// handed again, with no attempt counted.
+// inbox, together and first, so that a failure that cannot be written
+// does not hand them again; then each one failed on its own schedule. An
+// event that was cut off, or whose consumer was unavailable, is neither:
+// it is handed again, with no attempt counted. Both writes outlive a
+// cancelled ctx: what a consumer did is recorded even as the relay stops.
 func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
+	ctx = context.WithoutCancel(ctx)
 	var done []pending
 	for i, err := range outcomes {
-		switch {
-		case err == nil:
+		if err == nil {
 			done = append(done, events[i])
-		case errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff):
-		default:
-			parked, err := r.failed(ctx, consumer, events[i], err)
-			if err != nil {
-				return err
-			}
-			if parked {
-				r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it", "consumer", consumer, "event", events[i].ID, "attempts", events[i].Attempts+1)
-			}
 		}
 	}
-	return r.mark(context.WithoutCancel(ctx), consumer, done)
+	if err := r.mark(ctx, consumer, done); err != nil {
+		return err
+	}
+	for i, err := range outcomes {
+		if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff) {
+			continue
+		}
+		parked, err := r.failed(ctx, consumer, events[i], err)
+		if err != nil {
+			return err
+		}
+		if parked {
+			r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it", "consumer", consumer, "event", events[i].ID, "attempts", events[i].Attempts+1)
+		}
+	}
+	return nil
 }
 
 // mark records the events done in the consumer's inbox, all in one

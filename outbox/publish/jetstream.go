@@ -119,15 +119,23 @@ func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox
 }
 
 // acked is what came of one asynchronous publish: nil once the stream
-// acked it. One the connection's loss cut short is outbox.ErrUnavailable.
+// acked it, even when ctx has ended meanwhile (an answer that came is
+// read before the deadline is). One the connection's loss cut short is
+// outbox.ErrUnavailable.
 func (j *JetStream) acked(ctx context.Context, ack jetstream.PubAckFuture) error {
 	var err error
 	select {
 	case <-ack.Ok():
 		return nil
 	case err = <-ack.Err():
-	case <-ctx.Done():
-		err = ctx.Err()
+	default:
+		select {
+		case <-ack.Ok():
+			return nil
+		case err = <-ack.Err():
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	if !j.conn.IsConnected() {
 		return fmt.Errorf("NATS is %s: %w: %w", j.conn.Status(), outbox.ErrUnavailable, err)
