@@ -15,7 +15,6 @@ import (
 	"github.com/gorilla/securecookie"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
@@ -50,7 +49,8 @@ type Deps struct {
 	MaxPendingOrders int // MAX_PENDING_ORDERS; 0: any number
 	TokenTTL         time.Duration
 	TokenCacheTTL    time.Duration
-	// BcryptCost for new passwords, at most bcrypt.MaxCost; bcrypt.DefaultCost when zero.
+	// BcryptCost for new passwords, at most bcrypt.MaxCost (golang.org/x/crypto/bcrypt);
+	// below bcrypt.MinCost (zero), bcrypt itself uses bcrypt.DefaultCost.
 	BcryptCost int
 	// SessionSecret (SESSION_SECRET): at least 32 bytes. When empty, a
 	// random secret is made, and sessions end when the process does.
@@ -111,9 +111,6 @@ func NewServer(deps Deps) *Server {
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
-	}
-	if deps.BcryptCost == 0 {
-		deps.BcryptCost = bcrypt.DefaultCost
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
