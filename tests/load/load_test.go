@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,5 +130,61 @@ func TestLoadBareOnlyWrites(t *testing.T) {
 				t.Fatalf("figure %q: %v, want the bare SQL's %d orders", rep.figure(), err, bare)
 			}
 		})
+	}
+}
+
+// The shop beside its peer, tiny: fresh orders and their replays alone, in
+// the same rounds; the audit counts the replays on the keys.
+func TestLoadFreshOnlyReplays(t *testing.T) {
+	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1, Catalog: catalogHot,
+		FreshOnly: true, Replays: true}
+	rep, err := measure(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := rep.audit.problems(); len(problems) > 0 {
+		t.Fatalf("audit: %v", problems)
+	}
+	if rep.phases[phaseFresh].ops == 0 || rep.phases[phaseHit].ops == 0 || rep.phases[phaseBareSQL].ops != 0 || rep.phases[phaseOther].ops != 0 {
+		t.Fatalf("fresh %d, replays %d, bare %d, other %d: want the fresh orders and their replays alone",
+			rep.phases[phaseFresh].ops, rep.phases[phaseHit].ops, rep.phases[phaseBareSQL].ops, rep.phases[phaseOther].ops)
+	}
+	cfg.Catalog = catalogSpread
+	if _, err := measure(context.Background(), cfg); err == nil {
+		t.Fatal("-replays ran on the spread catalog, whose orders a replay's body does not match")
+	}
+}
+
+// The peer, driven as the shop is: fresh orders, each created once, and
+// their replays, each the original answer byte for byte; a peer that makes
+// a new order on a retry fails every replay.
+func TestLoadPeer(t *testing.T) {
+	for _, honest := range []bool{true, false} {
+		var mu sync.Mutex
+		answers, created := map[string]string{}, 0
+		peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			key := r.Header.Get("Idempotency-Key")
+			if _, ok := answers[key]; !ok || !honest {
+				created++
+				answers[key] = fmt.Sprintf(`{"id":%d}`, created)
+			}
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, answers[key])
+		}))
+		cfg := config{Peer: peer.URL, Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1}
+		rep, err := measurePeer(context.Background(), cfg)
+		peer.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders, replays := rep.phases[phaseWarmup].ops+rep.phases[phaseFresh].ops, rep.phases[phaseHit].ops
+		if honest && (len(rep.audit.problems()) > 0 || created != orders || replays == 0) {
+			t.Fatalf("audit %v; %d orders created for %d fresh orders, %d replays", rep.audit.problems(), created, orders, replays)
+		}
+		if !honest && (rep.phases[phaseHit].failed != replays || len(rep.audit.problems()) == 0) {
+			t.Fatalf("a peer that makes a new order on each retry: %d of %d replays failed, audit %v", rep.phases[phaseHit].failed, replays, rep.audit.problems())
+		}
 	}
 }

@@ -48,6 +48,8 @@ func main() {
 	flag.StringVar(&cfg.BareWrites, "bare-writes", cfg.BareWrites, "what the bare SQL writes: full (all a fresh order writes) or none (no stock reservation, no outbox event)")
 	flag.StringVar(&cfg.Figure, "figure", "", "also write the fresh orders' (with -bare-only, the bare SQL's) operations, seconds, p50 and p99 (ms), and the SQLite commits per order, as one line to this file")
 	flag.IntVar(&cfg.GroupCommit, "group-commit", cfg.GroupCommit, "the most atomic operations one SQLite commit holds, on every pool the harness opens; 1: group commit off")
+	flag.BoolVar(&cfg.Replays, "replays", false, "with -fresh-only, also replay the fresh orders' keys on the instance that made them (replay (hit)), in the same rounds")
+	flag.StringVar(&cfg.Peer, "peer", "", "drive the peer at this base URL (../shared/peer-fiber) instead of the shop, as -fresh-only -replays drives the shop (peer.go)")
 	flag.StringVar(&cfg.JSON, "json", "", "also write each phase's figures, and the fresh orders' latencies, as JSON to this file (for the charts)")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
@@ -70,7 +72,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	rep, err := measure(ctx, cfg)
+	measured := measure
+	if cfg.Peer != "" {
+		measured = measurePeer
+	}
+	rep, err := measured(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,12 @@ type config struct {
 	// commit off, and defaults() starts from SQLITE_GROUP_COMMIT's. JSON: the file the phases go to for the charts.
 	GroupCommit int
 	JSON        string
+	// Replays: with FreshOnly, the replays of the fresh orders' keys on
+	// the instance that made them run in the same rounds. Peer: the base
+	// URL of the peer to drive instead of the shop (peer.go). Both for
+	// scripts/bench's shop beside its peer.
+	Replays bool
+	Peer    string
 }
 
 func defaults() config {
@@ -76,6 +82,13 @@ func defaults() config {
 // open opens a connection pool on the database, with the group commit asked.
 func (c config) open() (*gorm.DB, error) {
 	return database.Open(c.DatabaseURL, database.Options{GroupCommit: c.GroupCommit})
+}
+
+// client is the one HTTP client every phase sends through.
+func (c config) client() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 4 * c.Workers * c.StormK, MaxIdleConnsPerHost: 2 * c.Workers * c.StormK,
+	}}
 }
 
 // phase is what one kind of work measured.
@@ -259,15 +272,15 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	b := &bench{
 		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
-		began: time.Now().UTC().Add(-time.Second),
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			MaxIdleConns: 4 * cfg.Workers * cfg.StormK, MaxIdleConnsPerHost: 2 * cfg.Workers * cfg.StormK,
-		}},
-		unpaid: map[string][][]order{}, next: map[*shop]int{},
+		began:  time.Now().UTC().Add(-time.Second),
+		client: cfg.client(), unpaid: map[string][][]order{}, next: map[*shop]int{},
 	}
 	b.bare = newBareSQL(b.postgres)
 	if cfg.FreshOnly && cfg.BareOnly {
 		return nil, errors.New("-fresh-only or -bare-only, not both")
+	}
+	if cfg.Replays && (!cfg.FreshOnly || cfg.Catalog == catalogSpread) {
+		return nil, errors.New("-replays: only with -fresh-only, on the hot catalog (a replay sends the hot catalog's body)")
 	}
 	if cfg.BareWrites != "" && cfg.BareWrites != bareWritesFull && cfg.BareWrites != bareWritesNone {
 		return nil, fmt.Errorf("-bare-writes %q: %s or %s", cfg.BareWrites, bareWritesFull, bareWritesNone)
@@ -345,6 +358,8 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		{phasePay, b.pay},
 	}
 	switch {
+	case cfg.FreshOnly && cfg.Replays:
+		steps = []step{steps[0], {phaseHit, b.replayHit}}
 	case cfg.FreshOnly:
 		steps = steps[:1]
 	case cfg.BareOnly:
@@ -375,7 +390,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 // rounds runs the steps interleaved, in rep.rounds slices of the phase's
 // time and operations each, and counts the SQLite commits they made.
 func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
-	commits, operations := database.CommitStats(b.db)
+	commits, operations := b.commitStats()
 	rounds, cfg := rep.rounds, b.cfg
 	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
 	for r := range rounds {
@@ -398,9 +413,18 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 			run()
 		}
 	}
-	c, o := database.CommitStats(b.db)
+	c, o := b.commitStats()
 	rep.commits, rep.committed = c-commits, o-operations
 	return nil
+}
+
+// commitStats are the SQLite commits of the harness's pool so far: none
+// when it drives the peer, and has no pool.
+func (b *bench) commitStats() (commits, operations uint64) {
+	if b.db == nil {
+		return 0, 0
+	}
+	return database.CommitStats(b.db)
 }
 
 // profiled runs work under the CPU profiler, writing the profile to path.
@@ -507,10 +531,12 @@ func (b *bench) replayOnce(s *shop) func(ctx context.Context, w, i int) (int, er
 	}
 }
 
-// replay checks that the answer is the original one, marked as replayed.
+// replay checks that the answer is the original one, marked as replayed
+// (the peer marks none: the body, with the order's id, is the original's).
 func (b *bench) replay(ctx context.Context, s *shop, k made) error {
 	a, err := b.post(ctx, s.url+"/api/v1/orders", k.token, k.key, b.orderBody)
-	if err == nil && (a.status != http.StatusCreated || !a.replayed || !bytes.Equal(a.body, k.body)) {
+	marked := a.replayed || b.cfg.Peer != ""
+	if err == nil && (a.status != http.StatusCreated || !marked || !bytes.Equal(a.body, k.body)) {
 		err = fmt.Errorf("replay: %d replayed=%v %s", a.status, a.replayed, a.body)
 	}
 	return err
@@ -638,7 +664,9 @@ func (b *bench) post(ctx context.Context, url, token, key, body string) (answer,
 		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" { // the peer's requests have none
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

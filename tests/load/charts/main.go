@@ -6,7 +6,9 @@
 //     (-latency), a row per label;
 //
 //   - latency.png: the distribution of a fresh order's latency, one line
-//     per label of the -latency runs (their rounds merged), on a log axis.
+//     per label of the -latency runs (their rounds merged), on a log axis;
+//
+//   - peer.png, with -peer: the shop's ops/s over its peer's (peer.go).
 //
 //     go run ./tests/load/charts -out docs/bench -phases sqlite.json,pg.json -latency on-1.json,off-1.json
 package main
@@ -46,8 +48,13 @@ func main() {
 	out := flag.String("out", "docs/bench", "the directory the PNG files go to")
 	phases := flag.String("phases", "", "comma-separated -json files of full runs: a bar per database")
 	latency := flag.String("latency", "", "comma-separated -json files of fresh-only runs: a line per label")
+	peer := flag.String("peer", "", "comma-separated database=file pairs of scripts/bench's shop beside its peer: peer.png")
 	flag.Parse()
-	if err := draw(*out, split(*phases), split(*latency)); err != nil {
+	err := draw(*out, split(*phases), split(*latency))
+	if err == nil && *peer != "" {
+		err = versusPeer(split(*peer), filepath.Join(*out, "peer.png"))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "charts:", err)
 		os.Exit(1)
 	}
@@ -160,7 +167,7 @@ func throughput(full, fresh []run, path string) error {
 		bars.Offset = width * vg.Length(float64(len(t.databases)-1)/2-float64(i)) // the first database on top
 		p.Add(bars)
 		p.Legend.Add(database, bars)
-		if err := valueLabels(p, values, bars.Offset); err != nil {
+		if err := valueLabels(p, values, bars.Offset, "%.0f"); err != nil {
 			return err
 		}
 	}
@@ -171,13 +178,14 @@ func throughput(full, fresh []run, path string) error {
 	return p.Save(22*vg.Centimeter, vg.Length(3+len(rows))*vg.Centimeter*0.9, path)
 }
 
-// valueLabels writes each bar's ops/s at its end, offset as its bar.
-func valueLabels(p *plot.Plot, values plotter.Values, offset vg.Length) error {
+// valueLabels writes each bar's value at its end, in format, offset as its
+// bar.
+func valueLabels(p *plot.Plot, values plotter.Values, offset vg.Length, format string) error {
 	var at plotter.XYLabels
 	for j, v := range values {
 		if v > 0 {
 			at.XYs = append(at.XYs, plotter.XY{X: v, Y: float64(j)})
-			at.Labels = append(at.Labels, fmt.Sprintf("%.0f", v))
+			at.Labels = append(at.Labels, fmt.Sprintf(format, v))
 		}
 	}
 	labels, err := plotter.NewLabels(at)

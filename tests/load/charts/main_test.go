@@ -51,3 +51,33 @@ func TestChartsDrawnFromTheHarnessJSON(t *testing.T) {
 		}
 	}
 }
+
+// The shop beside its peer is drawn from scripts/bench's lines (round,
+// who, fresh ops/s, replay ops/s), the median of each ratio over rounds.
+func TestPeerChartDrawnFromTheBenchLines(t *testing.T) {
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "peer-SQLite.txt")
+	runs := "1 shop 300 10000\n1 memory 350 12000\n1 redis 300 8000\n1 full 280 7000\n" +
+		"2 full 290 7100\n2 redis 310 8100\n2 memory 360 11000\n2 shop 320 9000\n"
+	if err := os.WriteFile(lines, []byte(runs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "peer.png")
+	if err := versusPeer([]string{"SQLite=" + lines, "PostgreSQL=" + lines}, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if img, err := png.Decode(f); err != nil || img.Bounds().Dx() < 300 {
+		t.Fatalf("peer.png: %v", err)
+	}
+	if got, want := median([]float64{300.0 / 280, 320.0 / 290}), (300.0/280+320.0/290)/2; got != want {
+		t.Errorf("median of the rounds' ratios: %v, want %v", got, want)
+	}
+	if err := versusPeer([]string{lines}, path); err == nil {
+		t.Error("a file without its database was taken")
+	}
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// peerOrder is the hot catalog's order in the peer's shape: 2 units of its
+// first product and 1 of its second (../shared/peer-fiber seeds two).
+const peerOrder = `{"items":[{"product_id":1,"quantity":2},{"product_id":2,"quantity":1}]}`
+
+// measurePeer drives the peer at cfg.Peer (Fiber's idempotency middleware,
+// no authentication) as measure drives the shop with -fresh-only -replays:
+// the same client, workers, warm-up and rounds, fresh orders with a new key
+// each, then the keys replayed over and over. The peer marks no replay, so
+// each replay's body is checked to be the original's (a new order would
+// have another id). Its database is the peer's own: what is audited is that
+// no operation failed.
+func measurePeer(ctx context.Context, cfg config) (*report, error) {
+	b := &bench{cfg: cfg, client: cfg.client(), once: &shop{url: strings.TrimSuffix(cfg.Peer, "/")}, orderBody: peerOrder,
+		users:  map[string][]user{phaseWarmup: make([]user, cfg.Workers), phaseFresh: make([]user, cfg.Workers)},
+		unpaid: map[string][][]order{unpaidOnce: make([][]order, cfg.Workers)}, next: map[*shop]int{}}
+	defer b.client.CloseIdleConnections()
+	rep := &report{database: "peer", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
+	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
+	if b.first.status == 0 {
+		return nil, fmt.Errorf("the warm-up made no order on the peer at %s: %v", cfg.Peer, rep.phases[phaseWarmup].failures)
+	}
+	if err := b.rounds(ctx, rep, []step{{phaseFresh, b.fresh(phaseFresh)}, {phaseHit, b.replayHit}}); err != nil {
+		return nil, err
+	}
+	var failed int64
+	for _, p := range rep.phases {
+		failed += int64(p.failed)
+	}
+	rep.audit = audit{{"failed operations", failed, 0}}
+	return rep, nil
+}
