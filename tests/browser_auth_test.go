@@ -28,11 +28,7 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	must(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/signup"),
-		chromedp.SendKeys("#email", "auth@example.com"),
-		chromedp.SendKeys("#password", webPassword),
-		chromedp.Click("main form button"),
-		chromedp.WaitVisible("form.catalog"),
+		signUp(srv.URL, "auth@example.com"),
 		scripts(false),
 		chromedp.Reload(),
 		chromedp.WaitVisible("form.catalog"),

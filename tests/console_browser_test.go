@@ -31,11 +31,7 @@ func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
 
 	must(t, chromedp.Do(ctx,
 		scripts(false),
-		chromedp.Navigate(srv.URL+"/signup"),
-		chromedp.SendKeys("#email", "staff@example.com"),
-		chromedp.SendKeys("#password", webPassword),
-		chromedp.Click("main form button"),
-		chromedp.WaitVisible("form.catalog"),
+		signUp(srv.URL, "staff@example.com"),
 	))
 	e.makeStaff("staff@example.com")
 	must(t, chromedp.Do(ctx,

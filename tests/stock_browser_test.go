@@ -31,11 +31,7 @@ func TestBrowserCheckoutReservesOnce(t *testing.T) {
 	}
 	must(t, chromedp.Do(ctx,
 		scripts(false),
-		chromedp.Navigate(srv.URL+"/signup"),
-		chromedp.SendKeys("#email", "last-units@example.com"),
-		chromedp.SendKeys("#password", webPassword),
-		chromedp.Click("main form button"),
-		chromedp.WaitVisible("form.catalog"),
+		signUp(srv.URL, "last-units@example.com"),
 	))
 	if got := text("form.catalog"); !strings.Contains(got, "Only 3 left") || !strings.Contains(got, "Sold out") || !strings.Contains(got, "In stock") {
 		t.Fatalf("the catalog does not tell the stock: %s", got)
