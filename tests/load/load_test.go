@@ -47,6 +47,32 @@ func TestLoadSmoke(t *testing.T) {
 	}
 }
 
+// The scale-out's run, tiny: fresh orders spread over three instances on
+// the one database, each of which takes orders, and the audit holds (every
+// order once, with its key and its reserved units).
+func TestLoadFreshOnlyOverInstances(t *testing.T) {
+	cfg := config{DatabaseURL: testkit.URL(t), Phase: 300 * time.Millisecond, Ops: 60, Workers: 3, StormK: 3, Rounds: 1,
+		Catalog: catalogSpread, FreshOnly: true, Instances: 3}
+	b, rep, err := measureBench(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := rep.audit.problems(); len(problems) > 0 {
+		t.Fatalf("audit: %v", problems)
+	}
+	if len(b.placing) != 3 || rep.phases[phaseFresh].ops == 0 || rep.phases[phaseFresh].failed != 0 {
+		t.Fatalf("%d instances placing, %d fresh orders, %d failed: want 3 instances, orders, none failed", len(b.placing), rep.phases[phaseFresh].ops, rep.phases[phaseFresh].failed)
+	}
+	for i, s := range b.placing {
+		if s.served.Load() == 0 {
+			t.Errorf("instance %d answered no order", i)
+		}
+	}
+	if _, err := measure(context.Background(), config{Phase: time.Millisecond, Workers: 1, Rounds: 1, Instances: 2}); err == nil {
+		t.Error("-instances 2 without -fresh-only: want an error")
+	}
+}
+
 // The price of stock's run, tiny: fresh orders alone on the spread
 // catalog reserve their units, across many products, and the audit holds;
 // its figure line and its JSON (for the charts) carry the fresh orders.

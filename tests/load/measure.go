@@ -72,11 +72,15 @@ type config struct {
 	// scripts/bench's shop beside its peer.
 	Replays bool
 	Peer    string
+	// Instances: with FreshOnly, the fresh orders go to this many
+	// instances over the one database, worker w to instance w mod
+	// Instances, each on a pool of its own: scripts/bench's scale-out.
+	Instances int
 }
 
 func defaults() config {
 	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
-		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit}
+		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1}
 }
 
 // open opens a connection pool on the database, with the group commit asked.
@@ -134,7 +138,8 @@ type shop struct {
 	url    string
 	server *handlers.Server
 	http   *http.Server
-	db     *gorm.DB // its own connection pool, closed with it; nil when shared
+	db     *gorm.DB     // its own connection pool, closed with it; nil when shared
+	served atomic.Int64 // requests it has answered
 }
 
 // start serves the server, through handler when it is not nil.
@@ -147,7 +152,10 @@ func start(server *handlers.Server, handler http.Handler) (*shop, error) {
 	if handler == nil {
 		handler = server
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.served.Add(1)
+		handler.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(ln) }()
 	return s, nil
 }
@@ -177,12 +185,15 @@ type bench struct {
 	// its answers to it), cold without pushes, so that each of its replays
 	// reads the database.
 	once, ceiling, other, cold *shop
-	client                     *http.Client
-	products                   []models.Product
-	users                      map[string][]user // by phase
-	orderBody                  string
-	run                        string
-	began                      time.Time
+	// placing are the instances fresh orders go to: once, and with
+	// -instances more of them.
+	placing   []*shop
+	client    *http.Client
+	products  []models.Product
+	users     map[string][]user // by phase
+	orderBody string
+	run       string
+	began     time.Time
 
 	mu sync.Mutex
 	// made are the keys once answered, with the answer; made[:next[s]]
@@ -259,16 +270,22 @@ const (
 const paymentRequest = `{"payment_method":"pm_card_visa"}`
 
 func measure(ctx context.Context, cfg config) (*report, error) {
+	_, rep, err := measureBench(ctx, cfg)
+	return rep, err
+}
+
+// measureBench is measure, with the bench it ran (for the harness's tests).
+func measureBench(ctx context.Context, cfg config) (*bench, *report, error) {
 	db, err := cfg.open()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer database.Close(db)
 	if err := database.Migrate(db); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := orders.Seed(db); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := &bench{
 		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
@@ -277,20 +294,23 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	b.bare = newBareSQL(b.postgres)
 	if cfg.FreshOnly && cfg.BareOnly {
-		return nil, errors.New("-fresh-only or -bare-only, not both")
+		return nil, nil, errors.New("-fresh-only or -bare-only, not both")
 	}
 	if cfg.Replays && (!cfg.FreshOnly || cfg.Catalog == catalogSpread) {
-		return nil, errors.New("-replays: only with -fresh-only, on the hot catalog (a replay sends the hot catalog's body)")
+		return nil, nil, errors.New("-replays: only with -fresh-only, on the hot catalog (a replay sends the hot catalog's body)")
+	}
+	if cfg.Instances > 1 && (!cfg.FreshOnly || cfg.Replays) {
+		return nil, nil, errors.New("-instances: more than 1 only with -fresh-only, without -replays")
 	}
 	if cfg.BareWrites != "" && cfg.BareWrites != bareWritesFull && cfg.BareWrites != bareWritesNone {
-		return nil, fmt.Errorf("-bare-writes %q: %s or %s", cfg.BareWrites, bareWritesFull, bareWritesNone)
+		return nil, nil, fmt.Errorf("-bare-writes %q: %s or %s", cfg.BareWrites, bareWritesFull, bareWritesNone)
 	}
 	defer b.client.CloseIdleConnections()
 	for _, pool := range []string{unpaidOnce, unpaidStorm} {
 		b.unpaid[pool] = make([][]order, cfg.Workers)
 	}
 	if err := b.setCatalog(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	def := settings.Default() // the settings main runs with when none is set
 	b.deps = handlers.Deps{
@@ -307,16 +327,25 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	pushing := b.deps
 	pushing.PushAnswers = true // as main runs the shop
 	if b.once, err = start(handlers.NewServer(pushing), nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	servers = append(servers, b.once)
+	b.placing = []*shop{b.once}
+	for range cfg.Instances - 1 {
+		s, err := b.startSecond(true)
+		if err != nil {
+			return nil, nil, err
+		}
+		servers = append(servers, s)
+		b.placing = append(b.placing, s)
+	}
 	if b.other, err = b.startSecond(true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	servers = append(servers, b.other)
 	for _, name := range []string{phaseWarmup, phaseFresh, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory} {
 		if err := b.signUp(ctx, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -330,20 +359,20 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	}
 	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
 	if b.first.status == 0 {
-		return nil, fmt.Errorf("the warm-up made no order: %v", rep.phases[phaseWarmup].failures)
+		return nil, nil, fmt.Errorf("the warm-up made no order: %v", rep.phases[phaseWarmup].failures)
 	}
 	// The ceiling answers what the first order was answered, byte for byte.
 	ceiling := handlers.NewServer(b.deps)
 	if b.ceiling, err = start(ceiling, ceilingOf(ceiling, b.first)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	servers = append(servers, b.ceiling)
 	if b.cold, err = b.startSecond(false); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	servers = append(servers, b.cold)
 	if err := b.connect(ctx, b.other, b.cold); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	steps := []step{
@@ -366,7 +395,7 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 		steps = steps[1:2]
 	}
 	if err := b.rounds(ctx, rep, steps); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !cfg.FreshOnly && !cfg.BareOnly {
 		rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
@@ -381,10 +410,10 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 	stopped := servers
 	servers = nil
 	if err := b.stop(stopped); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep.audit, err = b.audit(ctx, rep)
-	return rep, err
+	return b, rep, err
 }
 
 // rounds runs the steps interleaved, in rep.rounds slices of the phase's
@@ -470,12 +499,12 @@ func (b *bench) stop(servers []*shop) error {
 	return errors.Join(errs...)
 }
 
-// fresh places an order with a new key on the instance with the middleware,
-// and keeps the key for the replays and the order for the payments.
+// fresh places an order with a new key on the instance with the middleware
+// (with -instances, on worker w's instance), and keeps the key for the replays and the order for the payments.
 func (b *bench) fresh(name string) func(ctx context.Context, w, i int) (int, error) {
 	return func(ctx context.Context, w, i int) (int, error) {
 		u, k := b.users[name][w], uuid.NewString()
-		a, err := b.post(ctx, b.once.url+"/api/v1/orders", u.token, k, b.freshBody())
+		a, err := b.post(ctx, b.placing[w%len(b.placing)].url+"/api/v1/orders", u.token, k, b.freshBody())
 		if err == nil && a.status != http.StatusCreated {
 			err = fmt.Errorf("order: %d %s", a.status, a.body)
 		}

@@ -18,7 +18,8 @@ const peerOrder = `{"items":[{"product_id":1,"quantity":2},{"product_id":2,"quan
 // have another id). Its database is the peer's own: what is audited is that
 // no operation failed.
 func measurePeer(ctx context.Context, cfg config) (*report, error) {
-	b := &bench{cfg: cfg, client: cfg.client(), once: &shop{url: strings.TrimSuffix(cfg.Peer, "/")}, orderBody: peerOrder,
+	peer := &shop{url: strings.TrimSuffix(cfg.Peer, "/")}
+	b := &bench{cfg: cfg, client: cfg.client(), once: peer, placing: []*shop{peer}, orderBody: peerOrder,
 		users:  map[string][]user{phaseWarmup: make([]user, cfg.Workers), phaseFresh: make([]user, cfg.Workers)},
 		unpaid: map[string][][]order{unpaidOnce: make([][]order, cfg.Workers)}, next: map[*shop]int{}}
 	defer b.client.CloseIdleConnections()
