@@ -104,6 +104,7 @@ type phase struct {
 	failures  []string // the first few
 	elapsed   time.Duration
 	latencies []time.Duration // one per operation
+	perSlice  []float64       // ops/s of each slice merged in: one a round
 }
 
 // merge adds the slice q of the same phase to p.
@@ -114,6 +115,7 @@ func (p phase) merge(q phase) phase {
 	p.failed += q.failed
 	p.failures = append(p.failures, q.failures...)[:min(5, len(p.failures)+len(q.failures))]
 	p.elapsed += q.elapsed
+	p.perSlice = append(p.perSlice, q.throughput())
 	p.latencies = append(p.latencies, q.latencies...)
 	slices.Sort(p.latencies)
 	return p
