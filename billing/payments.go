@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/payments"
 )
 
 // charges is the protocol's use for payments: a pending order, charged at
@@ -32,6 +33,46 @@ var charges = Kind{
 	awaiting: models.ErrPaymentAwaiting,
 }
 
+// Pay charges one of the user's orders with method and records the
+// payment: the API's and the pay form's one way to take money. A declined
+// card is a payment too (Status declined).
+func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method string) (models.Payment, error) {
+	return s.charges.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
+		return s.shop.BeginPayment(ctx, userID, orderID, op.DerivedKey, holder, method, now, until)
+	})
+}
+
+// chargeFlow is the protocol's use for charges: an attempt's row, and the
+// payment it makes.
+func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
+	return flow[models.PaymentAttempt, models.Payment]{
+		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
+		answerOf: s.shop.PaymentOf,
+		send: func(ctx context.Context, a models.PaymentAttempt) (Outcome, error) {
+			charge, err := s.cfg.Provider.Charge(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), err
+		},
+		find: func(ctx context.Context, a models.PaymentAttempt) (Outcome, bool, error) {
+			charge, found, err := s.cfg.Provider.Find(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), found, err
+		},
+		settle: s.shop.Settle, late: s.shop.settleLateCharge,
+		errUnconfirmed: ErrUnconfirmed, errEarlierUnconfirmed: ErrEarlierUnconfirmed,
+		errUnavailable: ErrProviderUnavailable, errInDoubt: models.ErrPaymentInDoubt,
+	}
+}
+
+func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
+	return payments.ChargeRequest{
+		IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
+		ReturnURL: s.cfg.ReturnURL(a.OrderID), ChargeID: a.ProviderChargeID,
+	}
+}
+
+func chargeOutcome(charge payments.Charge) Outcome {
+	return Outcome{State: charge.Status, ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
+}
+
 // BeginPayment takes the hold on the user's pending order for holder, a run
 // of the payment operation derivedKey, and records its attempt to charge
 // method for the order's total, in one transaction; or hands back an
@@ -43,8 +84,7 @@ func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, h
 		})
 }
 
-// PaymentOf is the payment recorded for the operation derivedKey — by the
-// provider's answer to one of its attempts — if there is one.
+// PaymentOf is the payment one of the operation's attempts made, if any.
 func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Payment, bool, error) {
 	payment, found, err := take[models.Payment](s.DB.WithContext(ctx).
 		Where("provider_key IN (?)", s.DB.Model(&models.PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)))
@@ -58,18 +98,16 @@ func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Paymen
 
 // Settle records through tx, which the caller commits, the provider's
 // answer to an open attempt: the attempt resolved, the hold let go, and,
-// unless the provider charged nothing (Failed), a payment row, the order
-// paid if the charge succeeded. An answer that requires action keeps the
-// order held (see awaitingHold). holder must still hold the order, and the
-// attempt must still be open (ErrPaymentInProgress otherwise, and nothing
-// is written).
+// unless nothing was charged (Failed), a payment row, the order paid if it
+// succeeded. An answer that requires action hands the hold to the attempt
+// (awaitingHold). ErrPaymentInProgress, and nothing written, when holder
+// lost the hold or the attempt was settled already.
 func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string) (models.Payment, error) {
 	if !slices.Contains([]models.State{models.Succeeded, models.Declined, models.Failed, models.RequiresAction}, outcome.State) {
 		// Not an outcome: the attempt stays in doubt, to be asked again.
 		return models.Payment{}, fmt.Errorf("models: %q is not the outcome of a charge", outcome.State)
 	}
-	order := map[string]any{"held_by": nil, "held_until": nil}
-	update := map[string]any{"state": outcome.State}
+	order, update := orders.Released(), map[string]any{"state": outcome.State}
 	switch outcome.State {
 	case models.Succeeded:
 		order["status"] = models.OrderPaid
@@ -99,25 +137,20 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 }
 
 // awaitingHold is the order's hold while its attempt waits for the shopper
-// to authenticate. No request runs meanwhile, so no heartbeat extends a
-// lease: the attempt holds the order itself, until the authentication
-// expires. Until then no other key may charge the order (as for an attempt
-// in doubt: the shopper may still complete it, and be charged); after
-// that, the hold has lapsed by itself, so a crashed or restarted shop
-// never blocks the order for longer, and the reconciler or the next
-// payment asks the provider, which has expired the authentication by then.
-// Whoever resolves the attempt meanwhile takes this hold over
-// (HoldForResolution), and hands it back if the shopper is still to answer.
+// to authenticate: no request runs, so no heartbeat extends a lease, and
+// the attempt holds the order itself until the authentication expires. Until
+// then no other key may charge the order (the shopper may still complete
+// it); after, the hold lapses by itself, so a crashed shop never blocks the
+// order longer. A resolver takes it over (HoldForResolution), and hands it
+// back if the shopper is still to answer.
 func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any {
 	return map[string]any{"held_by": orders.AwaitingHolder(attempt.ID), "held_until": until}
 }
 
-// recordPayment writes the payment an answer makes — none when nothing was
-// charged (Failed) — or updates the one an earlier answer made: one that
-// required action, ended (declined if the authentication came to nothing);
-// or one declined, charged late, under the same id, so that the declined
-// answer's Location shows it. The caller records its facts once the order
-// is written (chargeFacts).
+// recordPayment writes the payment an answer makes (none when nothing was
+// charged), or updates the one an earlier answer made: one that required
+// action, ended; or one declined, charged late, under the same id, so that
+// the declined answer's Location shows it. The caller records its facts.
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
 	var payment models.Payment
 	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
@@ -147,15 +180,13 @@ func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.Paymen
 	return take[models.PaymentAction](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
 }
 
-// settleLateCharge records, through tx, a charge the provider reports for
-// an attempt the shop had recorded as refused (failed) or declined: the
-// provider's word wins, so that every charge taken is recorded. It takes the
-// order's hold for holder (ErrPaymentInProgress when a live operation has
-// it), marks the attempt succeeded, records its payment as succeeded and
-// marks the order paid — the order may then show two succeeded payments, one
-// of them to refund — unless the order was cancelled meanwhile: a cancelled
-// order stays cancelled (its units may be back on sale, its shopper told
-// nothing was charged), and the charge is for a person to refund.
+// settleLateCharge records a charge the provider reports for an attempt the
+// shop had recorded as failed or declined: the provider's word wins, so
+// that every charge taken is recorded. The attempt and its payment are
+// marked succeeded and the order paid (it may then show two charges, one
+// to refund) — unless it was cancelled meanwhile: a cancelled order stays
+// so (its units may be back on sale), and the charge is for a person to
+// refund. ErrPaymentInProgress when a live operation holds the order.
 func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (Late, error) {
 	if outcome.State != models.Succeeded || (attempt.State != models.Failed && attempt.State != models.Declined) {
 		return Late{}, nil
@@ -174,26 +205,26 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	if err := tx.Model(&models.Order{}).Where("id = ? AND status = ?", attempt.OrderID, models.OrderCancelled).Count(&cancelled).Error; err != nil {
 		return Late{}, err
 	}
-	late := Late{Moved: true, Label: "late_charge",
-		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — refund it if the order was paid twice"}
+	todo := "refund it if the order was paid twice"
 	if cancelled == 1 {
-		late.Warning = "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — the order was cancelled, and stays so: refund the charge"
+		todo = "the order was cancelled, and stays so: refund the charge"
 	} else if err := updateRefunded(tx, attempt.OrderID); err != nil {
 		return Late{}, err
 	}
+	late := Late{Moved: true, Label: "late_charge",
+		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — " + todo}
 	return late, chargeFacts(tx, payment, true)
 }
 
 // AttemptsInDoubt counts the payment attempts in doubt, and tells when the
-// oldest of them was made (zero when there is none).
+// oldest was made (zero when there is none).
 func (s Ledger) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
 	db := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
 	var n int64
 	if err := db.Count(&n).Error; err != nil || n == 0 {
 		return n, time.Time{}, err
 	}
-	// The oldest row rather than MIN(created_at): SQLite's aggregate loses
-	// the column's time type.
+	// The oldest row, not MIN(created_at): SQLite's aggregate loses the type.
 	var oldest models.PaymentAttempt
 	err := s.DB.WithContext(ctx).Select("created_at").Where("state = ?", models.InDoubt).Order("created_at").Take(&oldest).Error
 	return n, oldest.CreatedAt, err

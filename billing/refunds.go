@@ -11,6 +11,7 @@ import (
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/payments"
 )
 
 // givingBack are the states whose amount is no longer refundable: given
@@ -37,14 +38,54 @@ type RefundInput struct {
 	Reason      string
 }
 
+// Refund gives back, on any user's charged order, the amount asked or all
+// that is still refundable, by the staff user by (models.ErrForbidden for
+// anyone else), through the protocol Pay uses: the order's refunds never
+// add up to more than its charge. A refund the provider failed is a refund
+// too (State failed).
+func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in RefundInput) (models.Refund, error) {
+	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.Refund], error) {
+		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
+	})
+}
+
+// refundFlow is the protocol's use for refunds: the refund's row is its
+// answer, and the provider's refusal of a refund is final.
+func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
+	return flow[models.Refund, models.Refund]{
+		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
+		answerOf: s.shop.RefundOf,
+		send: func(ctx context.Context, r models.Refund) (Outcome, error) {
+			answer, err := s.cfg.Provider.Refund(ctx, refundRequest(r))
+			return refundOutcome(answer), err
+		},
+		find: func(ctx context.Context, r models.Refund) (Outcome, bool, error) {
+			answer, found, err := s.cfg.Provider.FindRefund(ctx, refundRequest(r))
+			return refundOutcome(answer), found, err
+		},
+		settle: s.shop.SettleRefund, late: s.shop.settleLateRefund, refusalAnswers: true,
+		refused:        "The payment provider refused the refund.",
+		unavailable:    "The payment provider was unavailable: nothing was given back.",
+		noRecord:       "The payment provider has no record of the refund: nothing was given back.",
+		errUnconfirmed: ErrRefundUnconfirmed, errEarlierUnconfirmed: ErrEarlierRefundUnconfirmed,
+		errUnavailable: ErrRefundUnavailable, errInDoubt: models.ErrRefundInDoubt,
+	}
+}
+
+func refundRequest(r models.Refund) payments.RefundRequest {
+	return payments.RefundRequest{IdempotencyKey: r.ProviderKey, ChargeID: r.ChargeID, OrderID: r.OrderID, AmountCents: r.AmountCents, Currency: r.Currency}
+}
+
+func refundOutcome(a payments.RefundAnswer) Outcome {
+	return Outcome{State: a.State, ProviderID: a.ID, Reason: a.FailureReason}
+}
+
 // BeginRefund takes the hold on a charged order, any user's, for holder, a
-// run of the refund operation derivedKey that the staff user by gives, and
-// records its refund in doubt, in one transaction (models.ErrForbidden, and
-// nothing written, when by is not staff in the database, whatever a cached
-// lookup says): of the order's first charge that still has something to
-// refund (an order charged twice, by a late charge, has two), for what it
-// asks — at most what that charge has left. Or it hands back an earlier
-// refund of the order still in doubt, to resolve first.
+// run of the refund operation derivedKey by the staff user by, and records
+// its refund in doubt, in one transaction (models.ErrForbidden, and nothing
+// written, unless by is staff in the database now): of the order's first
+// charge with something left (a late charge makes two), at most what it
+// has left. Or it hands back an earlier refund still in doubt.
 func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
 	staffs := func(tx *gorm.DB, orderID string) (models.Order, error) {
 		if err := accounts.StaffNow(tx, by.ID); err != nil {
@@ -65,10 +106,12 @@ func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derive
 			if refundable <= 0 || amount > refundable {
 				return models.Refund{}, exceeds(tx, order.ID)
 			}
-			if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundGiven, Actor: audit.UserActor(by), SubjectID: req.ID, AmountCents: audit.Cents(amount), Reason: in.Reason, At: now}); err != nil {
+			if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundGiven, Actor: audit.UserActor(by),
+				SubjectID: req.ID, AmountCents: audit.Cents(amount), Reason: in.Reason, At: now}); err != nil {
 				return models.Refund{}, err
 			}
-			return models.Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
+			return models.Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount,
+				Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
 		})
 }
 
@@ -105,8 +148,7 @@ func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error
 }
 
 // Refundable is what a refund of the order, any user's, may give back now,
-// as BeginRefund reckons it: what its first charge with something left has
-// left, refunds in doubt counted; 0 when the order is not charged.
+// as BeginRefund reckons it; 0 when the order is not charged.
 func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	tx := s.DB.WithContext(ctx)
 	order, err := orders.AnyOrder(tx, orderID)
@@ -123,8 +165,7 @@ func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	return max(left, 0), err
 }
 
-// leftOf is what can still be refunded of a charge: refunds given back, on
-// their way, or perhaps given back (in doubt) counted.
+// leftOf is what can still be refunded of a charge (givingBack counted).
 func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 	var given int64
 	err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
@@ -134,8 +175,8 @@ func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 
 // SettleRefund records through tx the provider's answer to a refund in
 // doubt, and what the order has been given back, and lets go of holder's
-// hold — if holder still holds the order and the refund is still in doubt
-// (ErrPaymentInProgress otherwise, and nothing is written).
+// hold. ErrPaymentInProgress, and nothing written, when holder lost the
+// hold or the refund was settled already.
 func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string) (models.Refund, error) {
 	update := map[string]any{"state": outcome.State, "provider_refund_id": outcome.ProviderID, "failure_reason": outcome.Reason}
 	if err := settle(tx, refund, holder, orders.Released(), update); err != nil {
@@ -153,16 +194,13 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	return refund, refundFacts(tx, refund, outcome, false)
 }
 
-// settleLateRefund records, through tx, the provider's later word on a
-// refund it had answered: a pending refund's final state; or a refund made
-// although the shop had recorded it failed — the provider's word wins, so
-// that every refund made is recorded. But the books never show more given
-// back than was taken: if the charge has nothing left to give back (refunds
-// in doubt counted), the money went back twice, and the refund is recorded
-// Excess, for staff to recover, and not counted as given back. Decided on
-// settled facts only: ErrPaymentInProgress while another refund of the
-// charge is in doubt or pending, and the event waits for the provider's next
-// delivery.
+// settleLateRefund records the provider's later word on a refund it had
+// answered: a pending refund's end, or a refund made that the shop had
+// recorded failed (the provider's word wins). But the books never show more
+// given back than was taken: if its charge has nothing left, the money went
+// back twice, and the refund is recorded Excess, for staff to recover.
+// Decided on settled facts only: ErrPaymentInProgress while another refund
+// of the charge is in doubt or pending, and the provider delivers it again.
 func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string, now time.Time) (Late, error) {
 	late := refund.State == models.Failed && outcome.State == models.Succeeded
 	if !late && (refund.State != models.Pending || outcome.State == models.Pending) {
@@ -187,22 +225,23 @@ func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outc
 	if err == nil {
 		err = refundFacts(tx, refund, outcome, late)
 	}
+	const made = "the provider made a refund the shop had recorded as failed"
 	switch {
 	case err != nil || !late:
 		return Late{Moved: err == nil}, err
 	case outcome.State == models.Excess:
-		return Late{Moved: true, Label: "late_refund_excess", Warning: "the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover"}, nil
+		return Late{Moved: true, Label: "late_refund_excess",
+			Warning: made + ", of a charge already given back in full: money given back twice; recorded as excess, for staff to recover"}, nil
 	}
-	return Late{Moved: true, Label: "late_refund", Warning: "the provider made a refund the shop had recorded as failed; recorded now"}, nil
+	return Late{Moved: true, Label: "late_refund", Warning: made + "; recorded now"}, nil
 }
 
-// exceedsCharge reports whether a refund is more than its charge has left
-// to give back; ErrPaymentInProgress while another refund of the charge is
-// unsettled.
+// exceedsCharge reports whether a refund is more than its charge has left;
+// ErrPaymentInProgress while another refund of the charge is unsettled.
 func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	var unsettled int64
-	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID, []models.State{models.InDoubt, models.Pending}).
-		Count(&unsettled).Error; err != nil || unsettled > 0 {
+	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID,
+		[]models.State{models.InDoubt, models.Pending}).Count(&unsettled).Error; err != nil || unsettled > 0 {
 		return false, errors.Join(err, models.ErrPaymentInProgress)
 	}
 	var charge models.Payment
@@ -216,28 +255,27 @@ func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 // updateRefunded writes what the order's succeeded and pending refunds give
 // back, and its state: paid, partially_refunded or refunded.
 func updateRefunded(tx *gorm.DB, orderID string) error {
-	var totals struct{ Charged, Refunded int64 }
+	var charged, refunded int64
 	if err := tx.Model(&models.Payment{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND status = ?", orderID, models.Succeeded).Scan(&totals.Charged).Error; err != nil {
+		Where("order_id = ? AND status = ?", orderID, models.Succeeded).Scan(&charged).Error; err != nil {
 		return err
 	}
 	if err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}).Scan(&totals.Refunded).Error; err != nil {
+		Where("order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}).Scan(&refunded).Error; err != nil {
 		return err
 	}
 	status := models.OrderPaid
 	switch {
-	case totals.Refunded >= totals.Charged:
+	case refunded >= charged:
 		status = models.OrderRefunded
-	case totals.Refunded > 0:
+	case refunded > 0:
 		status = models.OrderPartiallyRefunded
 	}
-	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": totals.Refunded}).Error
+	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": refunded}).Error
 }
 
-// RefundOf is the refund the operation derivedKey made, succeeded or
-// pending, if there is one. (A failed one gave nothing back: its answer is
-// the stored one, or the operation tries again under a new provider key.)
+// RefundOf is the refund, succeeded or pending, the operation made, if any
+// (a failed one gave nothing back).
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
 	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
 		Order("created_at DESC, id DESC"))

@@ -38,9 +38,9 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
 	switch {
 	case errors.Is(err, payments.ErrRefused):
-		outcome, err = failed(f.reasons.refused), nil
+		outcome, err = failed(f.refused), nil
 	case errors.Is(err, errNothingDone):
-		outcome, err = failed(f.reasons.noRecord), nil
+		outcome, err = failed(f.noRecord), nil
 	}
 	state, answer := models.InDoubt, *new(T)
 	if err == nil {
@@ -78,7 +78,7 @@ func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
 	// send again, only the shopper's answer to look up.
 	waiting := row.Base().State == models.RequiresAction
 	if !waiting && f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
-		if err := MarkSent(ctx, f.s.shop, row, f.s.now()); err != nil {
+		if err := f.s.shop.DB.WithContext(ctx).Model(&row).Where("id = ?", row.Base().ID).Update("sent_at", f.s.now()).Error; err != nil {
 			return Outcome{}, err
 		}
 		return f.send(ctx, row)

@@ -4,6 +4,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -18,33 +19,25 @@ import (
 type Config struct {
 	DB       *gorm.DB
 	Provider payments.Provider
-	// Lease is how long a run holds an order before its operation's
-	// heartbeat extends the hold: the idempotency middleware's lease.
-	Lease time.Duration
-	// AttemptTimeout bounds one resolution's provider call: the idempotency
-	// middleware's attempt timeout (middleware.Config.AttemptTimeout), so
-	// that a resolution never outlives the operation it stands in for.
-	AttemptTimeout time.Duration
-	// RollForward is the roll-forward window: an attempt in doubt is sent
-	// again — which may make its charge — only while it is younger than
-	// this. An older one is looked up at the provider, and settled as
-	// failed if the provider has no record of it (PAYMENT_ROLL_FORWARD);
-	// never shorter than an attempt may live (AttemptTimeout + Lease),
-	// so that no request under a key looked up is still running.
+	// Lease is how long a run holds an order before its heartbeat extends
+	// the hold; AttemptTimeout bounds one resolution's provider call, so that
+	// it never outlives the operation it stands in for: the idempotency
+	// middleware's own.
+	Lease, AttemptTimeout time.Duration
+	// RollForward is the window in which a request in doubt is sent again
+	// (which may carry it out); an older one is only looked up, and settled
+	// failed if the provider has no record of it. Never shorter than an
+	// attempt may live (AttemptTimeout + Lease).
 	RollForward time.Duration
-	// AuthExpiry is how long a charge that asks the shopper to
-	// authenticate holds its order (PAYMENT_AUTH_EXPIRY):
-	// the provider's own expiry of the authentication.
-	AuthExpiry time.Duration
-	// AuthPoll is how often, at most, a read of an order asks the provider
-	// about its attempt that waits for the shopper (PAYMENT_AUTH_POLL).
-	AuthPoll time.Duration
-	// ReturnURL is the page a provider sends the shopper back to after an
-	// authentication: the order's page. "/orders/{id}" when nil.
+	// AuthExpiry is how long a charge that asks the shopper to authenticate
+	// holds its order (the provider's own expiry); AuthPoll how often, at
+	// most, a read of the order asks the provider about it.
+	AuthExpiry, AuthPoll time.Duration
+	// ReturnURL is the order's page, where a provider sends the shopper
+	// back after an authentication ("/orders/{id}" when nil).
 	ReturnURL func(orderID string) string
-	// TestCards are the provider's test cards, which the pay form offers,
-	// and ProviderName names the provider to the shopper beside them:
-	// payments.SimulatedCards and "the simulated provider" when empty.
+	// TestCards are the provider's test cards the pay form offers, beside
+	// the provider's name for the shopper (the simulation's when empty).
 	TestCards    []string
 	ProviderName string
 	// Now is the clock of holds and attempt ages; time.Now when nil.
@@ -96,4 +89,24 @@ func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
 	if err := orders.ReleaseHold(context.WithoutCancel(ctx), s.shop.DB, orderID, holder); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "release an order's hold", "err", err, "order", orderID)
 	}
+}
+
+// Cancel cancels one of the user's pending orders through tx: only while
+// nothing can have been charged — no payment running, none in doubt. A paid
+// order is not cancellable: it is refunded instead.
+func (s *Service) Cancel(tx *gorm.DB, userID, orderID string) (models.Order, error) {
+	return paidNotCancellable(s.orders.CancelOrder(tx, userID, orderID, s.now()))
+}
+
+// CancelAny is Cancel of any user's pending order, by the staff user by.
+func (s *Service) CancelAny(tx *gorm.DB, by models.User, orderID string) (models.Order, error) {
+	return paidNotCancellable(s.orders.CancelAnyOrder(tx, by, orderID, s.now()))
+}
+
+// paidNotCancellable tells a paid order's refusal as the cancel's own.
+func paidNotCancellable(order models.Order, err error) (models.Order, error) {
+	if errors.Is(err, models.ErrOrderPaid) {
+		err = models.ErrPaidNotCancellable
+	}
+	return order, err
 }
