@@ -12,12 +12,8 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// byReturn names the shopper's return from an authentication in logs and
-// metrics, beside the other resolvers.
-const byReturn = "return"
-
-// awaiting dates a provider's answer that asks the shopper to authenticate:
-// it expires AuthExpiry after the attempt first got it, and with it the
+// awaiting dates an answer that asks the shopper to authenticate: it
+// expires AuthExpiry after the attempt first got it, and with it the
 // order's hold. Past that, an authentication the provider still waits for
 // is the shop's to end (expire), so that the order is payable again.
 func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome Outcome) Outcome {
@@ -36,10 +32,10 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 	return outcome
 }
 
-// expire ends an authentication past its expiry that the provider still
-// waits for: the provider is told to stop, if it must be (Stripe), and the
-// attempt declined — or, if the provider cannot say, left waiting, its
-// hold lapsed, to be asked again by the reconciler's next pass.
+// expire ends an expired authentication the provider still waits for: the
+// provider is told to stop if it must be (Stripe), and the attempt
+// declined; or, if the provider cannot say, it is left waiting, its hold
+// lapsed, for the reconciler's next pass.
 func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
 	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
@@ -60,11 +56,9 @@ func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting O
 }
 
 // Awaited is one of the user's orders. Its payment that waits for the
-// shopper to authenticate is asked about at the provider at most once an
-// AuthPoll, across instances (checkDue): a reload loop neither spends the
-// provider's rate limit nor writes. The shopper's return from the
-// authentication (Authenticate) and the provider's webhooks settle it at
-// once.
+// shopper is asked about at the provider at most once an AuthPoll, across
+// instances (checkDue), so that a reload loop neither spends the provider's
+// rate limit nor writes; the shopper's return and webhooks settle it at once.
 func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
 	order, err := s.orders.Order(ctx, userID, orderID)
 	if err != nil || order.AwaitingAction() == nil {
@@ -75,7 +69,10 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 		return order, err
 	}
 	if due {
-		s.settleAwaiting(ctx, attemptID)
+		ctx := audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
+		if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
+		}
 		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
 			return order, err
 		}
@@ -85,8 +82,8 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 
 // checkDue takes the turn to ask the provider about the attempt sent under
 // providerKey, if it still waits for the shopper and was not asked since
-// poll ago: one conditional update, which one caller of many wins. It reads
-// first, so that a read within the poll writes nothing.
+// poll ago: one conditional update, which one caller of many wins, after a
+// read, so that a read within the poll writes nothing.
 func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
 	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
 	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
@@ -98,19 +95,8 @@ func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time,
 	return attempt.ID, res.RowsAffected == 1, res.Error
 }
 
-// settleAwaiting asks the provider what the shopper did about the attempt
-// that waits for them, and records it under the order's hold: through the
-// same resolution as the reconciler's, so that a second return, or a
-// double-click on the provider's page, charges nothing more.
-func (s *Service) settleAwaiting(ctx context.Context, attemptID string) {
-	ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
-	if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
-	}
-}
-
-// withAction fills in where the shopper authenticates the order's payment
-// that waits for them.
+// withAction fills in where the shopper authenticates the order's waiting
+// payment.
 func (s *Service) withAction(ctx context.Context, order models.Order) error {
 	waiting := order.AwaitingAction()
 	if waiting == nil {
@@ -131,8 +117,7 @@ func (s *Service) Authentication(ctx context.Context, chargeID string) (payments
 }
 
 // Authenticate records the shopper's answer on the simulated provider's
-// page, at the provider, and settles the attempt at once: the shopper's
-// return.
+// page, and settles the attempt at once: the shopper's return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
 	a, err := s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
 		return auth.Authenticate(ctx, chargeID, complete)
@@ -157,11 +142,11 @@ func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authe
 	return a, err
 }
 
-// returned settles at once the attempt sent under providerKey, on the
-// shopper's return from its authentication. When another run holds the
-// order (the other submission of a double-click, settling it), it waits
-// for that run, an attempt's time at most, so that the page the shopper is
-// sent to shows the outcome rather than the wait.
+// returned settles the attempt sent under providerKey on the shopper's
+// return, through the reconciler's resolution, so that a second return
+// charges nothing more. When another run holds the order (the other click
+// of a double-click), it waits for that run, an attempt's time at most, so
+// that the page shows the outcome rather than the wait.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
 	if err == nil && found {
@@ -178,7 +163,9 @@ func (s *Service) returned(ctx context.Context, providerKey string) {
 // is settling.
 const returnWait = 50 * time.Millisecond
 
-// settledOnReturn settles the attempt under the order's hold, or, when
+var errSettledElsewhere = errors.New("another run is settling the attempt")
+
+// settledOnReturn settles the attempt under the order's hold, or, while
 // another run holds it, fails until that run has settled it.
 func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, error) {
 	_, held, err := s.charges.resolveRow(ctx, byReturn, attemptID)
@@ -195,14 +182,11 @@ func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, 
 	return false, nil
 }
 
-var errSettledElsewhere = errors.New("another run is settling the attempt")
-
 // ReturnURL is where a provider sends the shopper back to after an
 // authentication of the order's payment.
 func (s *Service) ReturnURL(orderID string) string { return s.cfg.ReturnURL(orderID) }
 
-// TestCards are the provider's test cards, and the provider's name for the
-// shopper.
+// TestCards are the provider's test cards, and its name for the shopper.
 func (s *Service) TestCards() (provider string, cards []string) {
 	return s.cfg.ProviderName, s.cfg.TestCards
 }

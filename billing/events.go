@@ -12,10 +12,9 @@ import (
 )
 
 // ApplyEvent applies a provider's event about a charge or a refund through
-// tx, the transaction of the event's delivery, which the idempotency
-// middleware deduplicates: a second path to the truth of a request in
-// doubt, beside the reconciler. It reports whether the event changed
-// anything.
+// tx, the delivery's transaction (deduplicated by the idempotency
+// middleware): a second path to the truth beside the reconciler. It reports
+// whether the event changed anything.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
 	if event.Refund != nil {
 		return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(*event.Refund))
@@ -23,15 +22,12 @@ func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event paym
 	return s.charges.applyEvent(ctx, tx, event.ID, event.ProviderKey, chargeOutcome(event.Charge))
 }
 
-// applyEvent applies the provider's word on the request sent under
-// providerKey: a request in doubt is settled with it (apply). An event about
-// a request already answered changes nothing, so a late or out-of-order
-// delivery (failed after succeeded) never un-pays an order — except the
-// provider's later word that the use records (flow.late): money moved that
-// the shop had recorded as not moved, logged and counted for a person; or a
-// pending refund's end. An event about a request a live operation holds
-// gets models.ErrPaymentInProgress, writes nothing, and is applied when the
-// provider delivers it again.
+// applyEvent settles the open request sent under providerKey with the
+// event (apply). On an answered request only flow.late writes (money moved
+// that the shop had recorded as not moved, for a person; a pending refund's
+// end), so an out-of-order delivery never un-pays an order. While a live
+// operation holds the order: models.ErrPaymentInProgress, nothing written,
+// and the provider delivers the event again.
 func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID, providerKey string, outcome Outcome) (bool, error) {
 	tx = asWebhook(tx)
 	row, found, err := ByKey[R](ctx, f.s.shop, providerKey)
@@ -51,9 +47,9 @@ func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID
 }
 
 // apply settles a request in doubt with an event's outcome through tx,
-// under a hold of the delivery's own. On failure the hold is not let go
-// from another connection while tx is open (on SQLite it would wait for
-// tx's write lock): it lapses after one lease.
+// under a hold of the delivery's own. On failure the hold lapses after one
+// lease: let go from another connection while tx is open, it would wait
+// for tx's write lock on SQLite.
 func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID string, row R, outcome Outcome) (bool, error) {
 	holder := orders.NewHolder(byWebhook + ":" + eventID)
 	now := f.s.now()
@@ -62,8 +58,6 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 	case err != nil:
 		return false, err
 	case !held && row.Base().State.Open():
-		// A live operation holds the order and will record the outcome;
-		// if it does not, the provider delivers the event again.
 		return false, models.ErrPaymentInProgress
 	case !held:
 		return false, nil
@@ -76,8 +70,7 @@ func (f *flow[R, T]) apply(ctx context.Context, tx func() *gorm.DB, eventID stri
 	return true, nil
 }
 
-// asWebhook is tx, the delivery's transaction, recording what it writes as
-// the provider's webhook's doing (audit.Audit).
+// asWebhook is tx, whose writes are audited as the webhook's doing.
 func asWebhook(tx func() *gorm.DB) func() *gorm.DB {
 	return func() *gorm.DB {
 		db := tx()

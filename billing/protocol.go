@@ -133,10 +133,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 	case errors.Is(err, payments.ErrRefused), errors.Is(err, payments.ErrUnavailable):
 		// Nothing done under the key: settled failed now, so that other keys
 		// may try, and a retry asks under a new one.
-		if err := f.s.inTx(ctx, func(tx *gorm.DB) error {
-			_, settleErr := f.settle(tx, row, failed(f.unavailable), holder)
-			return settleErr
-		}); err != nil {
+		if _, err := f.settleAlone(ctx, row, failed(f.unavailable), holder); err != nil {
 			f.s.cfg.Logger.ErrorContext(ctx, "record a refused "+f.noun, "err", err, f.what, row.Base().ID)
 		}
 		return none, f.errUnavailable

@@ -13,17 +13,14 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// reconcileBatch is how many requests in doubt one reconcile pass takes on,
-// of each kind.
+// reconcileBatch is how many requests of each kind one pass takes on.
 const reconcileBatch = 100
 
-// Reconcile resolves the payment attempts and refunds in doubt that no live
-// operation holds, so that a charge or a refund the provider made is
-// recorded, and its order paid or given back, even if nobody retries — and
-// one the provider refused, or never received, is settled, so that its order
-// can move on. Any number of instances may run it at once: each request is
-// resolved under its order's hold, which one of them gets. It reports how
-// many it resolved.
+// Reconcile resolves the attempts and refunds in doubt that no live
+// operation holds, so that what the provider did is recorded even if
+// nobody retries, and what it never did lets the order move on. Instances
+// may run it at once: each request is resolved under its order's hold. It
+// reports how many it resolved.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	ctx = audit.WithActor(ctx, audit.By(audit.ActorReconciler))
 	charges, err := s.charges.reconcile(ctx)
@@ -49,15 +46,13 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 	return resolved, errors.Join(errs...)
 }
 
-// resolveRow resolves the row id in doubt now, for by, under its order's
-// hold: held is false, and nothing is asked, when the row is settled
-// already or a live operation or another resolution holds its order. A
-// row still open afterwards lets go of the hold (or, still waiting for the
-// shopper, has handed it back to its attempt).
+// resolveRow resolves the row id now, for by, under its order's hold: held
+// is false, and nothing asked, when the row is settled or another run
+// holds the order. A row still open lets go of the hold afterwards (one
+// waiting for the shopper has handed it back to its attempt).
 func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state models.State, held bool, err error) {
 	holder := orders.NewHolder(by)
 	now := f.s.now()
-	// Held for as long as the resolution's provider call may take.
 	row, held, err := HoldForResolution[R](ctx, f.s.shop, id, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
 	if err != nil || !held {
 		return "", false, err
@@ -73,12 +68,11 @@ func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state model
 var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
 	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
 
-// ResolveNow asks the provider now what became of the payment attempt or
-// refund id in doubt (kind orders.DoubtPayment or orders.DoubtRefund), as
-// the reconciler would, by the staff user by: under the order's hold, so
-// that two presses at once ask once; a resolution may send the request
-// again, so by must be staff in the database. It returns the request's
-// state now.
+// ResolveNow asks the provider now, as the reconciler would, what became
+// of the attempt or refund id (kind orders.DoubtPayment or DoubtRefund),
+// for the staff user by (staff in the database: it may send the request
+// again); under the order's hold, so two presses ask once. It returns the
+// request's state now.
 func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
 	if err := accounts.StaffNow(s.shop.DB.WithContext(ctx), by.ID); err != nil {
 		return "", err

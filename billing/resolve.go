@@ -11,26 +11,24 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// Who resolves a request in doubt, as logs and metrics name them, beside
-// the operations (flow.by).
+// Who resolves a request in doubt, as logs and metrics name them.
 const (
 	byPayment    = "payment"
 	byRefund     = "refund"
 	byReconciler = "reconciler"
 	byWebhook    = "webhook"
-	byStaff      = "staff" // the console's "Ask the provider now"
+	byStaff      = "staff"  // the console's "Ask the provider now"
+	byReturn     = "return" // the shopper's return from an authentication
 )
 
 // errNothingDone: a request past the roll-forward window of which the
 // provider has no record.
 var errNothingDone = errors.New("the payment provider has no record of the request's key")
 
-// resolve finds out what became of a request in doubt, and records it under
-// holder's hold of its order. Only the provider's word on the request's own
-// key resolves it: an outcome, or a definitive refusal (payments.ErrRefused),
-// which proves nothing was done; a passing refusal of this request says
-// nothing about the first. It returns the request's state now (InDoubt when
-// the provider could not say) and, unless it failed, the operation's answer.
+// resolve asks the provider what became of a request in doubt, and records
+// it under holder's hold (the money rule: only its word on the request's own
+// key resolves it). It returns the request's state now (InDoubt when the
+// provider could not say) and, unless it failed, the operation's answer.
 func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder string) (models.State, T) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.AttemptTimeout)
 	defer cancel()
@@ -60,7 +58,7 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 }
 
 // label names a resolution in metrics: the request's state, or
-// "unresolved" while it is open.
+// "unresolved".
 func (f *flow[R, T]) label(state models.State) string {
 	if state.Open() {
 		return "unresolved"
@@ -69,13 +67,11 @@ func (f *flow[R, T]) label(state models.State) string {
 }
 
 // ask sends the request again while it is younger than the roll-forward
-// window and the provider's memory of keys: the provider answers a repeat
-// with the first request's outcome, or carries it out once if the first
-// never arrived. An older request is only looked up, so that nothing is
-// done long after the shopper gave up.
+// window and the provider's memory of keys (a repeat gets the first
+// answer, or is carried out once); an older one, or one that waits for the
+// shopper, is only looked up, so nothing is done long after the shopper
+// gave up.
 func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
-	// A request that requires action was answered: there is nothing to
-	// send again, only the shopper's answer to look up.
 	waiting := row.Base().State == models.RequiresAction
 	if !waiting && f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
 		if err := f.s.shop.DB.WithContext(ctx).Model(&row).Where("id = ?", row.Base().ID).Update("sent_at", f.s.now()).Error; err != nil {
@@ -90,17 +86,17 @@ func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
 	return outcome, err
 }
 
-// searchLag is how long a provider's search may take to show what a request
-// did (Stripe's PaymentIntent search: "under a minute", more in an outage).
+// searchLag is how long a provider's search may take to show a request
+// (Stripe's: "under a minute", more in an outage).
 const searchLag = 5 * time.Minute
 
 // errNotYetKnown: a lookup found nothing, but a request under the key may
 // still be running, or too recent for the provider's search to show.
 var errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
 
-// nothingFound is what a lookup that found nothing proves: nothing was done
-// (errNothingDone) only once every request sent under the key has ended,
-// its last one sent at lastSent, and the search has caught up.
+// nothingFound is what a lookup that found nothing proves: nothing done
+// only once the last request under the key, sent at lastSent, has ended
+// and the search has caught up.
 func (s *Service) nothingFound(lastSent time.Time) error {
 	if s.now().Sub(lastSent) < s.cfg.AttemptTimeout+s.cfg.Lease+searchLag {
 		return errNotYetKnown
@@ -108,15 +104,9 @@ func (s *Service) nothingFound(lastSent time.Time) error {
 	return errNothingDone
 }
 
-// record writes what the provider said of the request, under holder's hold,
-// in a transaction of its own.
+// record writes what the provider said of the request, under holder's hold.
 func (f *flow[R, T]) record(ctx context.Context, row R, outcome Outcome, holder string) (models.State, T, error) {
-	var answer T
-	err := f.s.inTx(ctx, func(tx *gorm.DB) error {
-		var settleErr error
-		answer, settleErr = f.settle(tx, row, outcome, holder)
-		return settleErr
-	})
+	answer, err := f.settleAlone(ctx, row, outcome, holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
 		return f.recorded(ctx, row) // recorded meanwhile by a run that got the same answer
 	}
@@ -141,4 +131,14 @@ func (f *flow[R, T]) recorded(ctx context.Context, row R) (models.State, T, erro
 		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}
 	return now.Base().State, answer, nil
+}
+
+// settleAlone settles the row in a transaction of its own, which a client
+// that leaves cannot cancel: what the provider said is recorded regardless.
+func (f *flow[R, T]) settleAlone(ctx context.Context, row R, outcome Outcome, holder string) (answer T, err error) {
+	err = f.s.cfg.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		answer, err = f.settle(tx, row, outcome, holder)
+		return err
+	})
+	return answer, err
 }

@@ -78,12 +78,6 @@ func New(cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
-// inTx runs fn in a transaction of its own, which a client that leaves
-// cannot cancel: what the provider said is recorded whatever the caller does.
-func (s *Service) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.cfg.DB.WithContext(context.WithoutCancel(ctx)).Transaction(fn)
-}
-
 // releaseHold lets go of the order's hold, whatever became of the request.
 func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
 	if err := orders.ReleaseHold(context.WithoutCancel(ctx), s.shop.DB, orderID, holder); err != nil {

@@ -30,38 +30,29 @@ const (
 var (
 	SimulatedCards = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 	StripeCards    = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodRefundFail, MethodAuthentication}
+	Methods        = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 )
 
-// Methods lists the payment methods the shop accepts.
-var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
+var (
+	// ErrUnavailable is a passing refusal of this request before it did
+	// anything (unavailable, rate limited, unauthorized): the same call may
+	// succeed later. It says nothing about earlier requests under the key.
+	ErrUnavailable = errors.New("payment provider unavailable")
+	// ErrRefused is a definitive refusal: the provider refused the request
+	// before executing it, and refuses every request with the same key and
+	// parameters alike, so nothing was or ever will be done under the key.
+	ErrRefused = errors.New("payment provider refused the request")
+)
 
-// ErrUnavailable is a passing refusal of this request before it charged
-// anything (unavailable, rate limited, unauthorized): the same call may
-// succeed later. For the first request under a key, nothing was charged
-// under it; for a repeat, it says nothing about the earlier requests.
-var ErrUnavailable = errors.New("payment provider unavailable")
-
-// ErrRefused is a definitive refusal: the provider refused the request
-// itself before executing it, and refuses every request with the same key
-// and parameters the same way, so nothing was charged under the key and
-// nothing ever will be — whichever request under it got the answer. An
-// attempt refused so is settled as failed by whoever sent its request.
-var ErrRefused = errors.New("payment provider refused the request")
-
-// ChargeRequest asks for one charge. IdempotencyKey makes the call safe to
-// repeat: the provider answers a repeat with the charge it already made.
+// ChargeRequest asks for one charge, under IdempotencyKey. ReturnURL is
+// where the provider sends the shopper back after an authentication;
+// ChargeID, once known, the provider's id of what the key made (Find reads
+// it directly rather than searching).
 type ChargeRequest struct {
-	IdempotencyKey string
-	OrderID        string
-	AmountCents    int64
-	Currency       string
-	PaymentMethod  string
-	// ReturnURL is where the provider sends the shopper back after an
-	// authentication the card asks for.
-	ReturnURL string
-	// ChargeID is the provider's id of what the key made, once known: Find
-	// reads it directly rather than searching.
-	ChargeID string
+	IdempotencyKey, OrderID string
+	AmountCents             int64
+	Currency, PaymentMethod string
+	ReturnURL, ChargeID     string
 }
 
 // Charge is the provider's answer: succeeded, declined with a reason, or
@@ -73,31 +64,26 @@ type Charge struct {
 	NextActionURL string
 }
 
-// Expirer is a provider that keeps waiting for an authentication until
-// told to stop (Stripe): Expire ends the charge under the key, and answers
-// what became of it. The simulation expires its own.
+// Expirer is a provider that waits for an authentication until told to stop
+// (Stripe): Expire ends the charge under the key, and answers what became
+// of it. The simulation expires its own.
 type Expirer interface {
 	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
 }
 
-// authFailed and authExpired are why a charge that asked the shopper to
-// authenticate was declined.
+// Why a charge that asked the shopper to authenticate was declined.
 const (
 	authFailed  = "The card's authentication failed."
 	authExpired = "The card's authentication was not completed in time."
 )
 
 // Provider charges payment methods, and looks up what it did under a key.
-//
-// Charge sends a request; repeated under its key, it gets the first
-// request's answer, or charges once if the first never arrived — until the
-// provider forgets the key (KeyLifetime), after which a repeat may be taken
-// as new. Find looks up, without charging, the charge made under the
-// request's key: found is false when the provider shows nothing — proof
-// that nothing was charged only once any request under the key has long
-// ended (a provider's search may lag).
-//
-// Refund and FindRefund do the same for refunds of a charge.
+// Charge repeated under its key gets the first answer, or charges once if
+// the first never arrived, until the provider forgets the key
+// (KeyLifetime). Find looks up, without charging, the charge made under the
+// key: not found proves nothing was charged only once every request under
+// it has long ended (a search may lag). Refund and FindRefund do the same
+// for refunds of a charge.
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
@@ -108,11 +94,9 @@ type Provider interface {
 
 // RefundRequest asks for one refund of a charge, under IdempotencyKey.
 type RefundRequest struct {
-	IdempotencyKey string
-	ChargeID       string
-	OrderID        string
-	AmountCents    int64
-	Currency       string
+	IdempotencyKey, ChargeID, OrderID string
+	AmountCents                       int64
+	Currency                          string
 }
 
 // RefundAnswer is the provider's answer: succeeded, pending (on its way
