@@ -126,7 +126,7 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 // first sends the operation's request and records the provider's answer.
 func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder string) (T, error) {
 	var none T
-	outcome, err := f.call(ctx, row)
+	outcome, err := f.counted(f.send(ctx, row))
 	switch {
 	case errors.Is(err, payments.ErrRefused) && f.refusalAnswers:
 		outcome, err = failed(f.refused), nil
@@ -156,27 +156,22 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 	return answer, err
 }
 
-// call sends the request, and counts the provider's answer.
-func (f *flow[R, T]) call(ctx context.Context, row R) (Outcome, error) {
-	outcome, err := f.send(ctx, row)
-	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
-	return outcome, err
-}
-
 // failed is the outcome of a request the provider never carried out.
 func failed(reason string) Outcome {
 	return Outcome{State: models.Failed, Reason: reason}
 }
 
-// result names a provider's answer in metrics.
-func result(outcome Outcome, err error) string {
+// counted counts the provider's answer in metrics.
+func (f *flow[R, T]) counted(outcome Outcome, err error) (Outcome, error) {
+	result := string(outcome.State)
 	switch {
 	case errors.Is(err, payments.ErrRefused):
-		return "refused"
+		result = "refused"
 	case errors.Is(err, payments.ErrUnavailable):
-		return "unavailable"
+		result = "unavailable"
 	case err != nil:
-		return "error"
+		result = "error"
 	}
-	return string(outcome.State)
+	f.s.metrics.provider.WithLabelValues(f.prefix + result).Inc()
+	return outcome, err
 }

@@ -7,8 +7,12 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
 )
 
 // Who resolves a request in doubt, as logs and metrics name them.
@@ -21,19 +25,26 @@ const (
 	byReturn     = "return" // the shopper's return from an authentication
 )
 
-// errNothingDone: a request past the roll-forward window of which the
-// provider has no record.
-var errNothingDone = errors.New("the payment provider has no record of the request's key")
+var (
+	// errNothingDone: the provider has no record of a request past the
+	// roll-forward window; errNotYetKnown: nothing yet, but a request under
+	// the key may still be running, or too recent for the search to show.
+	errNothingDone = errors.New("the payment provider has no record of the request's key")
+	errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
+)
 
-// resolve asks the provider what became of a request in doubt, and records
-// it under holder's hold (the money rule: only its word on the request's own
-// key resolves it). It returns the request's state now (InDoubt when the
-// provider could not say) and, unless it failed, the operation's answer.
+// searchLag is how long a provider's search may take to show a request
+// (Stripe's: "under a minute", more in an outage).
+const searchLag = 5 * time.Minute
+
+// resolve asks the provider what became of a request in doubt and records
+// it under holder's hold (only its word on the request's own key resolves
+// it). It returns the request's state now (InDoubt when the provider could
+// not say) and, unless it failed, the operation's answer.
 func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder string) (models.State, T) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.AttemptTimeout)
 	defer cancel()
-	outcome, err := f.ask(ctx, row)
-	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
+	outcome, err := f.counted(f.ask(ctx, row))
 	switch {
 	case errors.Is(err, payments.ErrRefused):
 		outcome, err = failed(f.refused), nil
@@ -57,8 +68,7 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 	return state, answer
 }
 
-// label names a resolution in metrics: the request's state, or
-// "unresolved".
+// label names a resolution in metrics: the request's state, or "unresolved".
 func (f *flow[R, T]) label(state models.State) string {
 	if state.Open() {
 		return "unresolved"
@@ -67,58 +77,40 @@ func (f *flow[R, T]) label(state models.State) string {
 }
 
 // ask sends the request again while it is younger than the roll-forward
-// window and the provider's memory of keys (a repeat gets the first
-// answer, or is carried out once); an older one, or one that waits for the
-// shopper, is only looked up, so nothing is done long after the shopper
-// gave up.
+// window and the provider's memory of keys (a repeat gets the first answer,
+// or is carried out once). An older one, or one that waits for the shopper,
+// is only looked up: nothing is done long after the shopper gave up, and
+// not found proves nothing was done only once the last request under the
+// key has ended and the search has caught up.
 func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
-	waiting := row.Base().State == models.RequiresAction
-	if !waiting && f.s.now().Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
-		if err := f.s.shop.DB.WithContext(ctx).Model(&row).Where("id = ?", row.Base().ID).Update("sent_at", f.s.now()).Error; err != nil {
+	now := f.s.now()
+	if row.Base().State != models.RequiresAction && now.Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
+		if err := f.s.shop.DB.WithContext(ctx).Model(&row).Where("id = ?", row.Base().ID).Update("sent_at", now).Error; err != nil {
 			return Outcome{}, err
 		}
 		return f.send(ctx, row)
 	}
 	outcome, found, err := f.find(ctx, row)
-	if err == nil && !found {
-		err = f.s.nothingFound(row.Base().LastSent())
+	switch {
+	case err != nil || found:
+		return outcome, err
+	case f.s.now().Sub(row.Base().LastSent()) < f.s.cfg.AttemptTimeout+f.s.cfg.Lease+searchLag:
+		return outcome, errNotYetKnown
 	}
-	return outcome, err
+	return outcome, errNothingDone
 }
 
-// searchLag is how long a provider's search may take to show a request
-// (Stripe's: "under a minute", more in an outage).
-const searchLag = 5 * time.Minute
-
-// errNotYetKnown: a lookup found nothing, but a request under the key may
-// still be running, or too recent for the provider's search to show.
-var errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
-
-// nothingFound is what a lookup that found nothing proves: nothing done
-// only once the last request under the key, sent at lastSent, has ended
-// and the search has caught up.
-func (s *Service) nothingFound(lastSent time.Time) error {
-	if s.now().Sub(lastSent) < s.cfg.AttemptTimeout+s.cfg.Lease+searchLag {
-		return errNotYetKnown
-	}
-	return errNothingDone
-}
-
-// record writes what the provider said of the request, under holder's hold.
+// record writes what the provider said of the request, under holder's hold;
+// if another run recorded it meanwhile, with the same answer, it reads that.
 func (f *flow[R, T]) record(ctx context.Context, row R, outcome Outcome, holder string) (models.State, T, error) {
+	var none T
 	answer, err := f.settleAlone(ctx, row, outcome, holder)
-	if errors.Is(err, models.ErrPaymentInProgress) {
-		return f.recorded(ctx, row) // recorded meanwhile by a run that got the same answer
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return outcome.State, answer, nil
+	case !errors.Is(err, models.ErrPaymentInProgress):
 		return models.InDoubt, answer, err
 	}
-	return outcome.State, answer, nil
-}
-
-// recorded reads what another run recorded of the request.
-func (f *flow[R, T]) recorded(ctx context.Context, row R) (models.State, T, error) {
-	var none T
 	now, found, err := ByKey[R](ctx, f.s.shop, row.Base().ProviderKey)
 	if err != nil || !found || now.Base().State.Open() {
 		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
@@ -141,4 +133,138 @@ func (f *flow[R, T]) settleAlone(ctx context.Context, row R, outcome Outcome, ho
 		return err
 	})
 	return answer, err
+}
+
+// resolveRow resolves the row id now, for by, under its order's hold: held
+// is false, and nothing asked, when the row is settled or another run holds
+// the order. A row still open lets go of the hold afterwards (one waiting
+// for the shopper has handed it back to its attempt).
+func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state models.State, held bool, err error) {
+	holder := orders.NewHolder(by)
+	now := f.s.now()
+	row, held, err := HoldForResolution[R](ctx, f.s.shop, id, holder, now, now.Add(f.s.cfg.AttemptTimeout+f.s.cfg.Lease))
+	if err != nil || !held {
+		return "", false, err
+	}
+	if state, _ = f.resolve(ctx, by, row, holder); state.Open() {
+		f.s.releaseHold(ctx, row.Base().OrderID, holder)
+	}
+	return state, true, nil
+}
+
+// reconcileBatch is how many requests of each kind one pass takes on.
+const reconcileBatch = 100
+
+// Reconcile resolves the attempts and refunds in doubt that no live
+// operation holds, so that what the provider did is recorded even if
+// nobody retries, and what it never did lets the order move on. Instances
+// may run it at once: each request is resolved under its order's hold. It
+// reports how many it resolved.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	ctx = audit.WithActor(ctx, audit.By(audit.ActorReconciler))
+	charges, err := s.charges.reconcile(ctx)
+	refunds, refundsErr := s.refunds.reconcile(ctx)
+	return charges + refunds, errors.Join(err, refundsErr)
+}
+
+func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
+	rows, err := Stale[R](ctx, f.s.shop, f.s.now(), reconcileBatch)
+	if err != nil {
+		return 0, err
+	}
+	resolved := 0
+	var errs []error
+	for _, stale := range rows {
+		state, held, err := f.resolveRow(ctx, byReconciler, stale.Base().ID)
+		if err != nil {
+			errs = append(errs, err)
+		} else if held && !state.Open() {
+			resolved++
+		}
+	}
+	return resolved, errors.Join(errs...)
+}
+
+// ErrNotInDoubt: staff asked about a request not in doubt (any more), or
+// being resolved right now; nothing was asked.
+var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
+	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
+
+// ResolveNow asks the provider now, as the reconciler would, what became
+// of the attempt or refund id (kind orders.DoubtPayment or DoubtRefund),
+// for the staff user by (staff in the database: it may send the request
+// again); under the order's hold, so two presses ask once.
+func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
+	if err := accounts.StaffNow(s.shop.DB.WithContext(ctx), by.ID); err != nil {
+		return "", err
+	}
+	resolveRow := map[string]func(ctx context.Context, by, id string) (models.State, bool, error){
+		orders.DoubtPayment: s.charges.resolveRow, orders.DoubtRefund: s.refunds.resolveRow,
+	}[kind]
+	if resolveRow == nil {
+		return "", models.ErrNotFound
+	}
+	state, held, err := resolveRow(ctx, byStaff, id)
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		err = models.ErrNotFound
+	case err == nil && !held:
+		err = ErrNotInDoubt
+	}
+	return state, err
+}
+
+// ApplyEvent applies a provider's event about a charge or a refund through
+// tx, the delivery's transaction (deduplicated by the idempotency
+// middleware): a second path to the truth beside the reconciler. It reports
+// whether the event changed anything.
+func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
+	if event.Refund != nil {
+		return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(*event.Refund))
+	}
+	return s.charges.applyEvent(ctx, tx, event.ID, event.ProviderKey, chargeOutcome(event.Charge))
+}
+
+// applyEvent settles the open request sent under providerKey with the
+// event, under a hold of the delivery's own (on failure it lapses after a
+// lease: let go from another connection while tx is open, it would wait
+// for tx's write lock on SQLite). On an answered request only flow.late
+// writes, so an out-of-order delivery never un-pays an order. While a live
+// operation holds the order: ErrPaymentInProgress, and the provider
+// delivers the event again.
+func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID, providerKey string, outcome Outcome) (bool, error) {
+	db := func() *gorm.DB { // its writes audited as the webhook's
+		db := tx()
+		return db.WithContext(audit.WithActor(db.Statement.Context, audit.By(audit.ActorWebhook)))
+	}
+	holder, now := orders.NewHolder(byWebhook+":"+eventID), f.s.now()
+	row, found, err := ByKey[R](ctx, f.s.shop, providerKey)
+	if err != nil || !found {
+		return false, err // not one of ours
+	}
+	log := f.s.cfg.Logger.With(f.what, row.Base().ID, "order", row.Base().OrderID, "event", eventID)
+	if !row.Base().State.Open() {
+		late, err := f.late(db(), row, outcome, holder, now)
+		if err != nil || late.Label == "" {
+			return late.Moved, err
+		}
+		f.s.metrics.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
+		log.ErrorContext(ctx, late.Warning, "provider_id", outcome.ProviderID)
+		return true, nil
+	}
+	row, held, err := HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))
+	switch {
+	case err != nil:
+		return false, err
+	case !held && row.Base().State.Open():
+		return false, models.ErrPaymentInProgress
+	case !held:
+		return false, nil
+	}
+	if _, err := f.settle(db(), row, outcome, holder); err != nil {
+		return false, err
+	}
+	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
+	log.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", "outcome", outcome.State)
+	return true, nil
 }
