@@ -13,9 +13,8 @@ import (
 )
 
 // awaiting dates an answer that asks the shopper to authenticate: it
-// expires AuthExpiry after the attempt first got it, and with it the
-// order's hold. Past that, an authentication the provider still waits for
-// is the shop's to end (expire), so that the order is payable again.
+// expires, with the order's hold, AuthExpiry after the attempt first got
+// it; past that, the shop ends it (expire), so the order is payable again.
 func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome Outcome) Outcome {
 	if outcome.State != models.RequiresAction {
 		return outcome
@@ -32,10 +31,9 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 	return outcome
 }
 
-// expire ends an expired authentication the provider still waits for: the
-// provider is told to stop if it must be (Stripe), and the attempt
-// declined; or, if the provider cannot say, it is left waiting, its hold
-// lapsed, for the reconciler's next pass.
+// expire tells the provider to stop waiting, if it must be (Stripe), and
+// declines the attempt; if the provider cannot say, the attempt is left
+// waiting, its hold lapsed, for the reconciler.
 func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
 	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
@@ -55,10 +53,9 @@ func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting O
 	}
 }
 
-// Awaited is one of the user's orders. Its payment that waits for the
-// shopper is asked about at the provider at most once an AuthPoll, across
-// instances (checkDue), so that a reload loop neither spends the provider's
-// rate limit nor writes; the shopper's return and webhooks settle it at once.
+// Awaited is one of the user's orders; its payment waiting for the shopper
+// is asked about at most once an AuthPoll across instances (checkDue), so
+// that a reload loop neither spends the provider's rate limit nor writes.
 func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
 	order, err := s.orders.Order(ctx, userID, orderID)
 	if err != nil || order.AwaitingAction() == nil {
@@ -80,10 +77,10 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 	return order, s.withAction(ctx, order)
 }
 
-// checkDue takes the turn to ask the provider about the attempt sent under
-// providerKey, if it still waits for the shopper and was not asked since
-// poll ago: one conditional update, which one caller of many wins, after a
-// read, so that a read within the poll writes nothing.
+// checkDue takes the turn to ask about the attempt sent under providerKey,
+// if it waits and was not asked since poll ago: one conditional update,
+// which one caller wins, after a read, so a read within the poll writes
+// nothing.
 func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
 	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
 	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
@@ -95,8 +92,7 @@ func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time,
 	return attempt.ID, res.RowsAffected == 1, res.Error
 }
 
-// withAction fills in where the shopper authenticates the order's waiting
-// payment.
+// withAction fills in where the shopper authenticates.
 func (s *Service) withAction(ctx context.Context, order models.Order) error {
 	waiting := order.AwaitingAction()
 	if waiting == nil {
@@ -107,9 +103,8 @@ func (s *Service) withAction(ctx context.Context, order models.Order) error {
 	return err
 }
 
-// Authentication is the simulated provider's record of a charge that asks
-// the shopper to authenticate, for its page; models.ErrNotFound when the
-// provider has no page of its own (Stripe's is its own site).
+// Authentication is the simulated provider's record of a charge waiting for
+// the shopper, for its page; models.ErrNotFound for Stripe (its own site).
 func (s *Service) Authentication(ctx context.Context, chargeID string) (payments.Authentication, error) {
 	return s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
 		return auth.Authentication(ctx, chargeID)
@@ -128,8 +123,7 @@ func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bo
 	return a, err
 }
 
-// authenticator asks the provider's own authentication page; ErrNotFound
-// when it has none, or no such charge.
+// authenticator asks the provider's own page; ErrNotFound when none.
 func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authentication, bool, error)) (payments.Authentication, error) {
 	auth, ok := s.cfg.Provider.(payments.Authenticator)
 	if !ok {
@@ -142,11 +136,10 @@ func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authe
 	return a, err
 }
 
-// returned settles the attempt sent under providerKey on the shopper's
-// return, through the reconciler's resolution, so that a second return
-// charges nothing more. When another run holds the order (the other click
-// of a double-click), it waits for that run, an attempt's time at most, so
-// that the page shows the outcome rather than the wait.
+// returned settles the attempt on the shopper's return, as the reconciler
+// would, so that a second return charges nothing. While another run holds
+// the order (a double-click), it waits for that run, an attempt's time at
+// most, so that the page shows the outcome rather than the wait.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
 	if err == nil && found {
@@ -159,14 +152,12 @@ func (s *Service) returned(ctx context.Context, providerKey string) {
 	}
 }
 
-// returnWait is how often a return looks again at an attempt another run
-// is settling.
+// returnWait is how often a return looks again at the attempt.
 const returnWait = 50 * time.Millisecond
 
 var errSettledElsewhere = errors.New("another run is settling the attempt")
 
-// settledOnReturn settles the attempt under the order's hold, or, while
-// another run holds it, fails until that run has settled it.
+// settledOnReturn settles the attempt, or fails while another run holds it.
 func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, error) {
 	_, held, err := s.charges.resolveRow(ctx, byReturn, attemptID)
 	if err != nil || held {
@@ -182,8 +173,7 @@ func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, 
 	return false, nil
 }
 
-// ReturnURL is where a provider sends the shopper back to after an
-// authentication of the order's payment.
+// ReturnURL is where a provider sends the shopper back to.
 func (s *Service) ReturnURL(orderID string) string { return s.cfg.ReturnURL(orderID) }
 
 // TestCards are the provider's test cards, and its name for the shopper.

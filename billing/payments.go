@@ -16,8 +16,7 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// charges is the protocol's use for payments: a pending order, charged at
-// most once.
+// charges is the protocol's use for payments: a pending order, charged once.
 var charges = Kind{
 	admits: func(order models.Order) error {
 		switch {
@@ -33,17 +32,14 @@ var charges = Kind{
 	awaiting: models.ErrPaymentAwaiting,
 }
 
-// Pay charges one of the user's orders with method and records the
-// payment: the API's and the pay form's one way to take money. A declined
-// card is a payment too (Status declined).
+// Pay charges one of the user's orders with method: the one way to take
+// money. A declined card is a payment too (Status declined).
 func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method string) (models.Payment, error) {
 	return s.charges.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
 		return s.shop.BeginPayment(ctx, userID, orderID, op.DerivedKey, holder, method, now, until)
 	})
 }
 
-// chargeFlow is the protocol's use for charges: an attempt's row, and the
-// payment it makes.
 func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 	return flow[models.PaymentAttempt, models.Payment]{
 		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
@@ -73,10 +69,8 @@ func chargeOutcome(charge payments.Charge) Outcome {
 	return Outcome{State: charge.Status, ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
 }
 
-// BeginPayment takes the hold on the user's pending order for holder, a run
-// of the payment operation derivedKey, and records its attempt to charge
-// method for the order's total, in one transaction; or hands back an
-// earlier attempt of the order still in doubt, to resolve first.
+// BeginPayment is begin of an attempt to charge the user's pending order's
+// total to method.
 func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
 	return begin(s.DB.WithContext(ctx), charges, orders.OwnedBy(userID), orderID, derivedKey, holder, now, until,
 		func(_ *gorm.DB, order models.Order, req models.Request) (models.PaymentAttempt, error) {
@@ -96,12 +90,9 @@ func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Paymen
 	return payment, found && err == nil, err
 }
 
-// Settle records through tx, which the caller commits, the provider's
-// answer to an open attempt: the attempt resolved, the hold let go, and,
-// unless nothing was charged (Failed), a payment row, the order paid if it
-// succeeded. An answer that requires action hands the hold to the attempt
-// (awaitingHold). ErrPaymentInProgress, and nothing written, when holder
-// lost the hold or the attempt was settled already.
+// Settle is settle of an attempt: unless nothing was charged (Failed), a
+// payment row too, and the order paid if it succeeded; an answer that
+// requires action hands the hold to the attempt (awaitingHold).
 func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string) (models.Payment, error) {
 	if !slices.Contains([]models.State{models.Succeeded, models.Declined, models.Failed, models.RequiresAction}, outcome.State) {
 		// Not an outcome: the attempt stays in doubt, to be asked again.
@@ -136,21 +127,18 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 	return payment, err
 }
 
-// awaitingHold is the order's hold while its attempt waits for the shopper
-// to authenticate: no request runs, so no heartbeat extends a lease, and
-// the attempt holds the order itself until the authentication expires. Until
-// then no other key may charge the order (the shopper may still complete
-// it); after, the hold lapses by itself, so a crashed shop never blocks the
-// order longer. A resolver takes it over (HoldForResolution), and hands it
-// back if the shopper is still to answer.
+// awaitingHold is the order's hold while its attempt waits for the shopper:
+// no heartbeat runs, so the attempt holds the order itself until the
+// authentication expires (no other key may charge it meanwhile), and then
+// the hold lapses by itself, even if the shop crashed.
 func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any {
 	return map[string]any{"held_by": orders.AwaitingHolder(attempt.ID), "held_until": until}
 }
 
-// recordPayment writes the payment an answer makes (none when nothing was
-// charged), or updates the one an earlier answer made: one that required
-// action, ended; or one declined, charged late, under the same id, so that
-// the declined answer's Location shows it. The caller records its facts.
+// recordPayment writes the payment an answer makes (none if nothing was
+// charged), or updates under the same id the one an earlier answer made
+// (one that required action; one declined, charged late), so that the
+// earlier answer's Location shows it.
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
 	var payment models.Payment
 	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
@@ -174,19 +162,16 @@ func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) 
 	return payment, tx.Create(&payment).Error
 }
 
-// ActionOf is what the attempt sent under providerKey asks of the shopper,
-// if it ever required action.
+// ActionOf is what the attempt sent under providerKey asked of the shopper.
 func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.PaymentAction, bool, error) {
 	return take[models.PaymentAction](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
 }
 
-// settleLateCharge records a charge the provider reports for an attempt the
-// shop had recorded as failed or declined: the provider's word wins, so
-// that every charge taken is recorded. The attempt and its payment are
-// marked succeeded and the order paid (it may then show two charges, one
-// to refund) — unless it was cancelled meanwhile: a cancelled order stays
-// so (its units may be back on sale), and the charge is for a person to
-// refund. ErrPaymentInProgress when a live operation holds the order.
+// settleLateCharge records a charge the provider reports for an attempt
+// recorded failed or declined: every charge taken is recorded, and the
+// order paid (perhaps twice: one to refund), unless it was cancelled: a
+// cancelled order stays so (its units may be back on sale), and a person
+// refunds the charge.
 func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (Late, error) {
 	if outcome.State != models.Succeeded || (attempt.State != models.Failed && attempt.State != models.Declined) {
 		return Late{}, nil
@@ -216,8 +201,8 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	return late, chargeFacts(tx, payment, true)
 }
 
-// AttemptsInDoubt counts the payment attempts in doubt, and tells when the
-// oldest was made (zero when there is none).
+// AttemptsInDoubt counts the attempts in doubt, and tells when the oldest
+// was made.
 func (s Ledger) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
 	db := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
 	var n int64

@@ -10,21 +10,19 @@ import (
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
 )
 
-// Operation is the idempotent operation a payment or a refund runs in, as
-// the idempotency middleware hands it over: DerivedKey names it to the
-// provider and on its rows; Tx, begun on first use, is committed with the
-// stored answer; OnLeaseExtended runs fn at each extension of the lease, so
-// that the order's hold lasts as long as the operation.
+// Operation is the idempotent operation a payment or a refund runs in: Tx
+// is committed with its stored answer, and OnLeaseExtended runs fn at each
+// extension of its lease, so that the order's hold lasts as long.
 type Operation struct {
 	DerivedKey      string
 	Tx              func() *gorm.DB
 	OnLeaseExtended func(fn func(ctx context.Context, until time.Time) error)
 }
 
-// maxResolutions bounds the earlier requests in doubt one operation
-// resolves before it gives up (there is at most one at a time).
+// maxResolutions bounds the earlier requests one operation resolves.
 const maxResolutions = 3
 
 // flow is the one protocol for a provider request in doubt, with what each
@@ -40,28 +38,23 @@ const maxResolutions = 3
 //     the hold and leave the request in doubt for whoever comes next.
 type flow[R Row, T any] struct {
 	s *Service
-	// by names the use's operations in metrics, prefix starts its metrics'
-	// labels; what names its request in logs, and noun in their messages.
+	// Names in metrics (by, prefix) and in logs (what, noun).
 	by, prefix, what, noun string
 	answerOf               func(ctx context.Context, derivedKey string) (T, bool, error)
 	send                   func(ctx context.Context, row R) (Outcome, error)
 	find                   func(ctx context.Context, row R) (Outcome, bool, error)
 	settle                 func(tx *gorm.DB, row R, outcome Outcome, holder string) (T, error)
 	late                   func(tx *gorm.DB, row R, outcome Outcome, holder string, now time.Time) (Late, error)
-	// refusalAnswers: a definitive refusal of the first request is the
-	// operation's final answer (a failed refund), not a passing failure
-	// that a retry asks again under a new provider key (a charge).
+	// refusalAnswers: a definitive refusal is a final answer (a failed
+	// refund), not one a retry asks again under a new key (a charge).
 	refusalAnswers bool
 	// The words recorded on a request the provider never carried out.
 	refused, unavailable, noRecord string
-	// The answers when the provider did not do its part: the operation's
-	// own request is in doubt, or an earlier one; nothing was done; an
-	// earlier request is still in doubt, or waits for the shopper.
+	// The answers when the provider did not do its part.
 	errUnconfirmed, errEarlierUnconfirmed, errUnavailable, errInDoubt error
 }
 
-// beginFunc records the operation's request under holder's hold
-// (Ledger.BeginPayment, Ledger.BeginRefund).
+// beginFunc is Ledger.BeginPayment or Ledger.BeginRefund.
 type beginFunc[R Row] func(ctx context.Context, holder string, now, until time.Time) (Begun[R], error)
 
 // run is one run of the operation on the order.
@@ -81,9 +74,8 @@ func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begi
 	return f.first(ctx, op, row, holder)
 }
 
-// begin records the operation's request under the order's hold, once the
-// earlier requests of its kind in doubt are resolved. When answered, the
-// operation's answer is known without a request.
+// begin records the operation's request, once the earlier ones in doubt
+// are resolved; or, answered, knows its answer without one.
 func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder string, begin beginFunc[R]) (row R, answer T, answered bool, err error) {
 	for tries := 0; ; tries++ {
 		now := f.s.now()
@@ -138,9 +130,8 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 		}
 		return none, f.errUnavailable
 	case err != nil:
-		// No answer: it may have been done. It stays in doubt, so nothing
-		// else is sent for the order before the provider is asked again
-		// under its key; the hold is let go so anyone may ask at once.
+		// No answer: it may have been done. It stays in doubt, the hold let
+		// go so that anyone may ask the provider again at once.
 		f.s.cfg.Logger.WarnContext(ctx, "payment provider failed", "err", err, f.what, row.Base().ID)
 		f.s.releaseHold(ctx, row.Base().OrderID, holder)
 		return none, f.errUnconfirmed
@@ -175,3 +166,31 @@ func (f *flow[R, T]) counted(outcome Outcome, err error) (Outcome, error) {
 	f.s.metrics.provider.WithLabelValues(f.prefix + result).Inc()
 	return outcome, err
 }
+
+// The service's refusals that are not the shopper's doing: the provider did
+// not confirm the operation's own request (Unconfirmed) or an earlier one
+// (EarlierUnconfirmed), or refused it before doing anything (Unavailable).
+// Each is answered 502 and releases the operation's key, for a retry.
+var (
+	ErrUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
+		Message: "The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."})
+	ErrEarlierUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
+		Message: models.ErrPaymentInDoubt.Message})
+	ErrProviderUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
+		Message: "The payment provider is unavailable; nothing was charged. Retry with the same key.",
+		Shopper: models.Words{Heading: "The payment did not go through", Retry: "Try again",
+			Text: "The payment service is not answering right now. Nothing was charged, try again in a moment: you will never be charged twice."}})
+	paymentConfirming = models.Words{Heading: "Your payment is being confirmed", Retry: "Try again",
+		Text: "The card provider has not yet told us whether your payment went through. You will not be charged twice: look at the order again in a moment, or try again to ask once more."}
+
+	ErrRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+		Message: "The payment provider did not confirm the refund. Retry with the same key: the provider recognises the retry, so it never refunds twice."})
+	ErrEarlierRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+		Message: "An earlier refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."})
+	ErrRefundUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
+		Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key.",
+		Shopper: models.Words{Heading: "The refund did not go through", Retry: "Try again",
+			Text: "The card provider is not answering right now. Nothing was refunded; try again in a moment: nothing is ever refunded twice."}})
+	refundConfirming = models.Words{Heading: "Your refund is being confirmed", Retry: "Try again",
+		Text: "The card provider has not yet told us whether your refund went through. Nothing is refunded twice: look at the order again in a moment, or try again to ask once more."}
+)

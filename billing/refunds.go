@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
@@ -12,14 +13,14 @@ import (
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
 )
 
 // givingBack are the states whose amount is no longer refundable: given
 // back, on its way, or perhaps given back (in doubt).
 var givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
 
-// refunds is the protocol's use for refunds: a charged order, given back at
-// most what it was charged.
+// refunds is the protocol's use for refunds: a charged order.
 var refunds = Kind{
 	admits: func(order models.Order) error {
 		if !order.Charged() {
@@ -39,18 +40,14 @@ type RefundInput struct {
 }
 
 // Refund gives back, on any user's charged order, the amount asked or all
-// that is still refundable, by the staff user by (models.ErrForbidden for
-// anyone else), through the protocol Pay uses: the order's refunds never
-// add up to more than its charge. A refund the provider failed is a refund
-// too (State failed).
+// that is left, by the staff user by (models.ErrForbidden for anyone
+// else). A refund the provider failed is a refund too (State failed).
 func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in RefundInput) (models.Refund, error) {
 	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.Refund], error) {
 		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
 	})
 }
 
-// refundFlow is the protocol's use for refunds: the refund's row is its
-// answer, and the provider's refusal of a refund is final.
 func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
 	return flow[models.Refund, models.Refund]{
 		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
@@ -80,12 +77,9 @@ func refundOutcome(a payments.RefundAnswer) Outcome {
 	return Outcome{State: a.State, ProviderID: a.ID, Reason: a.FailureReason}
 }
 
-// BeginRefund takes the hold on a charged order, any user's, for holder, a
-// run of the refund operation derivedKey by the staff user by, and records
-// its refund in doubt, in one transaction (models.ErrForbidden, and nothing
-// written, unless by is staff in the database now): of the order's first
-// charge with something left (a late charge makes two), at most what it
-// has left. Or it hands back an earlier refund still in doubt.
+// BeginRefund is begin of a refund by the staff user by (staff in the
+// database now) of any user's order: of its first charge with something
+// left (a late charge makes two), at most what it has left.
 func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
 	staffs := func(tx *gorm.DB, orderID string) (models.Order, error) {
 		if err := accounts.StaffNow(tx, by.ID); err != nil {
@@ -147,8 +141,8 @@ func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error
 	return charges[len(charges)-1], 0, nil
 }
 
-// Refundable is what a refund of the order, any user's, may give back now,
-// as BeginRefund reckons it; 0 when the order is not charged.
+// Refundable is what a refund of the order may give back now, as
+// BeginRefund reckons it.
 func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	tx := s.DB.WithContext(ctx)
 	order, err := orders.AnyOrder(tx, orderID)
@@ -173,10 +167,8 @@ func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 	return charge.AmountCents - given, err
 }
 
-// SettleRefund records through tx the provider's answer to a refund in
-// doubt, and what the order has been given back, and lets go of holder's
-// hold. ErrPaymentInProgress, and nothing written, when holder lost the
-// hold or the refund was settled already.
+// SettleRefund is settle of a refund, and of what the order has been given
+// back.
 func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string) (models.Refund, error) {
 	update := map[string]any{"state": outcome.State, "provider_refund_id": outcome.ProviderID, "failure_reason": outcome.Reason}
 	if err := settle(tx, refund, holder, orders.Released(), update); err != nil {
@@ -194,13 +186,10 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	return refund, refundFacts(tx, refund, outcome, false)
 }
 
-// settleLateRefund records the provider's later word on a refund it had
-// answered: a pending refund's end, or a refund made that the shop had
-// recorded failed (the provider's word wins). But the books never show more
-// given back than was taken: if its charge has nothing left, the money went
-// back twice, and the refund is recorded Excess, for staff to recover.
-// Decided on settled facts only: ErrPaymentInProgress while another refund
-// of the charge is in doubt or pending, and the provider delivers it again.
+// settleLateRefund records a pending refund's end, or a refund made that
+// was recorded failed; but if its charge has nothing left, the money went
+// back twice: the refund is recorded Excess, for staff to recover, so the
+// books never show more given back than taken (exceedsCharge).
 func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string, now time.Time) (Late, error) {
 	late := refund.State == models.Failed && outcome.State == models.Succeeded
 	if !late && (refund.State != models.Pending || outcome.State == models.Pending) {
@@ -236,8 +225,8 @@ func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outc
 	return Late{Moved: true, Label: "late_refund", Warning: made + "; recorded now"}, nil
 }
 
-// exceedsCharge reports whether a refund is more than its charge has left;
-// ErrPaymentInProgress while another refund of the charge is unsettled.
+// exceedsCharge reports whether a refund is more than its charge has left,
+// on settled facts only: ErrPaymentInProgress while another is unsettled.
 func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	var unsettled int64
 	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID,
@@ -274,15 +263,13 @@ func updateRefunded(tx *gorm.DB, orderID string) error {
 	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": refunded}).Error
 }
 
-// RefundOf is the refund, succeeded or pending, the operation made, if any
-// (a failed one gave nothing back).
+// RefundOf is the refund, succeeded or pending, the operation made.
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
 	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
 		Order("created_at DESC, id DESC"))
 }
 
-// OrderRefund finds one refund of an order the user may see: their own, or
-// for staff any user's.
+// OrderRefund finds one refund of an order the user may see.
 func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refundID string) (models.Refund, error) {
 	if _, err := orders.OrdersOf(user)(s.DB.WithContext(ctx), orderID); err != nil {
 		return models.Refund{}, err
@@ -293,4 +280,83 @@ func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refu
 		return models.Refund{}, models.ErrNotFound
 	}
 	return refund, err
+}
+
+// ErrRequestOpen: the order has a request open. Not final: once staff
+// have answered it, the shopper may ask again.
+var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
+	Shopper: models.Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
+
+// RequestRefund records through tx the user's request for a refund of
+// their charged order, with an optional reason.
+func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (models.RefundRequest, error) {
+	order, err := orders.OwnOrder(tx, userID, orderID)
+	if err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := refunds.admits(order); err != nil {
+		return models.RefundRequest{}, err
+	}
+	req := models.RefundRequest{ID: uuid.NewString(), OrderID: order.ID, UserID: userID, Reason: reason, State: models.RequestOpen, CreatedAt: now}
+	err = tx.Create(&req).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return models.RefundRequest{}, ErrRequestOpen
+	}
+	if err == nil {
+		err = audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
+	return req, err
+}
+
+// fulfilRequest marks the order's open request, if any, fulfilled by the
+// refund.
+func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
+	return tx.Model(&models.RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestFulfilled, "refund_id": refund.ID}).Error
+}
+
+// ErrNoOpenRequest: staff declined a request answered meanwhile.
+var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
+	Shopper: models.Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
+
+// DeclineRequest records through tx that the staff user by declines the
+// order's open request for a refund, with a reason (models.ErrForbidden
+// for anyone but staff; ErrNotFound, or ErrNoOpenRequest, when the order
+// has no such request, or not open).
+func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, reason string, now time.Time) (models.RefundRequest, error) {
+	if err := accounts.StaffNow(tx, by.ID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	if _, err := orders.AnyOrder(tx, orderID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := orders.KnownID(requestID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	res := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ? AND state = ?", requestID, orderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestDeclined, "decided_by": by.ID, "decided_at": now, "decline_reason": reason})
+	if res.Error != nil {
+		return models.RefundRequest{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return models.RefundRequest{}, noOpenRequest(tx, orderID, requestID)
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: orderID, Action: audit.ActionRequestDeclined, Actor: audit.UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
+		return models.RefundRequest{}, err
+	}
+	var req models.RefundRequest
+	return req, tx.Where("id = ?", requestID).Take(&req).Error
+}
+
+// noOpenRequest is why no open request was declined: none such, or
+// answered already.
+func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
+	var n int64
+	if err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return models.ErrNotFound
+	}
+	return ErrNoOpenRequest
 }

@@ -40,9 +40,8 @@ type Row interface {
 	TableName() string
 }
 
-// Outcome is the provider's definite answer to a request. NextActionURL is
-// where the shopper authenticates, and Until when that expires, for an
-// outcome that requires action.
+// Outcome is the provider's definite answer to a request; NextActionURL and
+// Until are where and until when the shopper may authenticate.
 type Outcome struct {
 	State              models.State
 	ProviderID, Reason string
@@ -60,18 +59,16 @@ type Kind struct {
 	inDoubt, awaiting *models.Error
 }
 
-// Begun is the row begin recorded in doubt, to send; or, when Unresolved,
-// an earlier request of the kind still in doubt (perhaps the operation's
-// own, from a run that died), to resolve first.
+// Begun is the row begin recorded, to send; or, when Unresolved, an earlier
+// request still in doubt (perhaps the operation's own), to resolve first.
 type Begun[R Row] struct {
 	Row        R
 	Unresolved bool
 }
 
-// begin finds the order (find: among those the caller may act on), takes
-// its hold for holder and records newRow's row for the operation
-// derivedKey, in one transaction; or hands back, the hold taken, an earlier
-// request of the kind in doubt.
+// begin finds the order (among those find lets the caller act on), takes
+// its hold for holder and records newRow's row, in one transaction; or
+// hands back, the hold taken, an earlier request of the kind in doubt.
 func begin[R Row](db *gorm.DB, kind Kind, find orders.Whose, orderID, derivedKey, holder string, now, until time.Time,
 	newRow func(tx *gorm.DB, order models.Order, req models.Request) (R, error)) (Begun[R], error) {
 	var begun Begun[R]
@@ -125,9 +122,8 @@ func providerKey[R Row](tx *gorm.DB, derivedKey string) (string, error) {
 	return fmt.Sprintf("%s-%d", derivedKey, tried+1), nil
 }
 
-// busy says why the hold could not be taken: the order changed meanwhile, a
-// request of the kind is in doubt (or awaits the shopper), or another
-// operation holds it.
+// busy says why the hold could not be taken: the order changed, a request
+// of the kind is in doubt (or awaits the shopper), or another run holds it.
 func busy[R Row](tx *gorm.DB, kind Kind, orderID string) error {
 	var order models.Order
 	if err := tx.Select("status").Where("id = ?", orderID).Take(&order).Error; err != nil {
@@ -149,11 +145,10 @@ func busy[R Row](tx *gorm.DB, kind Kind, orderID string) error {
 	return models.ErrPaymentInProgress
 }
 
-// HoldForResolution takes, in one transaction, the hold of the open row's
-// order for holder unless a live operation holds it, and marks the row
-// asked about now; of many callers at once, one gets it. A row that waits
-// for the shopper holds its order itself: that hold is taken over, and
-// handed back by settle if the shopper is still to answer.
+// HoldForResolution takes the hold of the open row's order for holder,
+// unless a live run holds it, and marks the row asked about now; one of
+// many callers gets it. A row waiting for the shopper holds its order
+// itself: taken over here, handed back by settle if still waiting.
 func HoldForResolution[R Row](ctx context.Context, s Ledger, id, holder string, now, until time.Time) (R, bool, error) {
 	var row R
 	held := false
@@ -181,10 +176,9 @@ func HoldForResolution[R Row](ctx context.Context, s Ledger, id, holder string, 
 	return row, held, err
 }
 
-// Stale lists the open rows whose order no live operation holds (their own
-// operation died or gave up) and the rows that wait for the shopper; least
-// recently asked about first, so that one the provider cannot answer does
-// not keep the others waiting.
+// Stale lists the open rows whose order no live run holds, and those that
+// wait for the shopper; least recently asked first, so one the provider
+// cannot answer does not keep the others waiting.
 func Stale[R Row](ctx context.Context, s Ledger, now time.Time, limit int) ([]R, error) {
 	var rows []R
 	t := (*new(R)).TableName()
@@ -212,10 +206,10 @@ func take[T any](query *gorm.DB) (T, bool, error) {
 	return row, err == nil, err
 }
 
-// settle writes through tx what the provider answered an open row: the
-// order's update (its hold let go, and what the outcome does to it), then
-// the row's. ErrPaymentInProgress, and nothing written, when holder lost
-// the hold or the row was settled already.
+// settle writes the provider's answer to an open row: the order's update
+// (its hold let go, and what the outcome does to it), then the row's.
+// ErrPaymentInProgress, and nothing written, when holder lost the hold or
+// the row was settled already.
 func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]any) error {
 	var current R // a read takes no lock
 	if err := tx.Select("state").Where("id = ?", row.Base().ID).Take(&current).Error; err != nil {
@@ -246,18 +240,17 @@ func move[R Row](tx *gorm.DB, row R, from models.State, fields map[string]any) e
 	return res.Error
 }
 
-// Late is what the provider's later word on an answered request did: Moved
-// the request; and, when money moved that the shop had recorded as not
-// moved, Label names it in metrics and Warning tells staff what to do.
+// Late is what a later word on an answered request did; when money moved
+// that the shop had recorded as not moved, Label names it in metrics and
+// Warning tells staff what to do.
 type Late struct {
 	Moved          bool
 	Label, Warning string
 }
 
-// settleLate moves an answered row to what update, decided under holder's
-// hold of the order (taken and let go in tx), writes. ErrPaymentInProgress,
-// and nothing written, when a live operation holds the order or the row
-// moved meanwhile.
+// settleLate moves an answered row to what update decides, under holder's
+// hold taken and let go in tx. ErrPaymentInProgress, and nothing written,
+// when a live run holds the order or the row moved meanwhile.
 func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update func() (map[string]any, error)) error {
 	held, err := orders.TakeHold(tx, row.Base().OrderID, holder, now, now)
 	if err != nil {
@@ -276,8 +269,8 @@ func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update 
 	return tx.Model(&models.Order{}).Where("id = ?", row.Base().OrderID).Updates(orders.Released()).Error
 }
 
-// Ledger writes and reads the money's rows: attempts, payments, refunds
-// and refund requests, each write fenced by the order's hold.
+// Ledger writes and reads the money's rows, each write fenced by the
+// order's hold.
 type Ledger struct {
 	DB *gorm.DB
 }

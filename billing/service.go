@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/models"
@@ -19,28 +20,21 @@ import (
 type Config struct {
 	DB       *gorm.DB
 	Provider payments.Provider
-	// Lease is how long a run holds an order before its heartbeat extends
-	// the hold; AttemptTimeout bounds one resolution's provider call, so that
-	// it never outlives the operation it stands in for: the idempotency
-	// middleware's own.
+	// The idempotency middleware's lease, and its attempt timeout, which
+	// bounds one resolution's provider call.
 	Lease, AttemptTimeout time.Duration
-	// RollForward is the window in which a request in doubt is sent again
-	// (which may carry it out); an older one is only looked up, and settled
-	// failed if the provider has no record of it. Never shorter than an
-	// attempt may live (AttemptTimeout + Lease).
+	// RollForward is the window in which a request in doubt is sent again;
+	// never shorter than an attempt may live (AttemptTimeout + Lease).
 	RollForward time.Duration
-	// AuthExpiry is how long a charge that asks the shopper to authenticate
-	// holds its order (the provider's own expiry); AuthPoll how often, at
-	// most, a read of the order asks the provider about it.
+	// AuthExpiry is how long a charge waiting for the shopper holds its
+	// order; AuthPoll how often, at most, a read asks the provider about it.
 	AuthExpiry, AuthPoll time.Duration
-	// ReturnURL is the order's page, where a provider sends the shopper
-	// back after an authentication ("/orders/{id}" when nil).
+	// ReturnURL is the order's page, "/orders/{id}" when nil.
 	ReturnURL func(orderID string) string
-	// TestCards are the provider's test cards the pay form offers, beside
-	// the provider's name for the shopper (the simulation's when empty).
+	// The pay form's test cards and provider's name (the simulation's).
 	TestCards    []string
 	ProviderName string
-	// Now is the clock of holds and attempt ages; time.Now when nil.
+	// Now is the clock of holds and attempt ages (time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -85,9 +79,8 @@ func (s *Service) releaseHold(ctx context.Context, orderID, holder string) {
 	}
 }
 
-// Cancel cancels one of the user's pending orders through tx: only while
-// nothing can have been charged — no payment running, none in doubt. A paid
-// order is not cancellable: it is refunded instead.
+// Cancel cancels one of the user's pending orders through tx, while
+// nothing can have been charged; a paid one is refunded instead.
 func (s *Service) Cancel(tx *gorm.DB, userID, orderID string) (models.Order, error) {
 	return paidNotCancellable(s.orders.CancelOrder(tx, userID, orderID, s.now()))
 }
@@ -97,10 +90,68 @@ func (s *Service) CancelAny(tx *gorm.DB, by models.User, orderID string) (models
 	return paidNotCancellable(s.orders.CancelAnyOrder(tx, by, orderID, s.now()))
 }
 
-// paidNotCancellable tells a paid order's refusal as the cancel's own.
 func paidNotCancellable(order models.Order, err error) (models.Order, error) {
 	if errors.Is(err, models.ErrOrderPaid) {
 		err = models.ErrPaidNotCancellable
 	}
 	return order, err
+}
+
+// metrics are the service's Prometheus series, for the server's registry.
+type metrics struct {
+	provider, resolutions *prometheus.CounterVec
+	inDoubt               *inDoubtCollector
+}
+
+func newMetrics(shop Ledger, now func() time.Time) *metrics {
+	return &metrics{
+		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, refused (definitively: nothing charged under the key, ever), unavailable, error.",
+		}, []string{"result"}),
+		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_payment_resolutions_total",
+			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, failed (nothing charged), unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused or declined); refunds as refund_succeeded, refund_pending, refund_failed, late_refund (a refund the provider made after the shop recorded it failed) and late_refund_excess (such a refund of a charge already given back in full: recorded excess, for staff).",
+		}, []string{"by", "outcome"}),
+		inDoubt: &inDoubtCollector{
+			shop: shop, now: now,
+			count: prometheus.NewDesc("shop_payment_attempts_in_doubt",
+				"Payment attempts whose outcome the shop does not know yet.", nil, nil),
+			oldest: prometheus.NewDesc("shop_payment_attempt_in_doubt_oldest_age_seconds",
+				"Age of the oldest payment attempt in doubt; 0 when there is none.", nil, nil),
+		},
+	}
+}
+
+// Collectors are the service's series.
+func (s *Service) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.metrics.provider, s.metrics.resolutions, s.metrics.inDoubt}
+}
+
+// inDoubtCollector reads the attempts in doubt from the database at each
+// scrape, so that every instance reports the same shared truth.
+type inDoubtCollector struct {
+	shop          Ledger
+	now           func() time.Time
+	count, oldest *prometheus.Desc
+}
+
+// scrapeTimeout bounds the query of one scrape.
+const scrapeTimeout = 2 * time.Second
+
+func (c *inDoubtCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.count; ch <- c.oldest }
+
+func (c *inDoubtCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	n, oldest, err := c.shop.AttemptsInDoubt(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.count, err)
+		return
+	}
+	age := 0.0
+	if !oldest.IsZero() {
+		age = max(0, c.now().Sub(oldest).Seconds())
+	}
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }
