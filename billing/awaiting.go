@@ -164,13 +164,10 @@ func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, 
 		return held, backoff.Permanent(err)
 	}
 	_, waiting, err := take[models.PaymentAttempt](s.shop.DB.WithContext(ctx).Select("id").Where("id = ? AND state = ?", attemptID, models.RequiresAction))
-	switch {
-	case err != nil:
-		return false, backoff.Permanent(err)
-	case waiting:
+	if err == nil && waiting {
 		return false, errSettledElsewhere
 	}
-	return false, nil
+	return false, backoff.Permanent(err)
 }
 
 // ReturnURL is where a provider sends the shopper back to.

@@ -200,17 +200,3 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — " + todo}
 	return late, chargeFacts(tx, payment, true)
 }
-
-// AttemptsInDoubt counts the attempts in doubt, and tells when the oldest
-// was made.
-func (s Ledger) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
-	db := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
-	var n int64
-	if err := db.Count(&n).Error; err != nil || n == 0 {
-		return n, time.Time{}, err
-	}
-	// The oldest row, not MIN(created_at): SQLite's aggregate loses the type.
-	var oldest models.PaymentAttempt
-	err := s.DB.WithContext(ctx).Select("created_at").Where("state = ?", models.InDoubt).Order("created_at").Take(&oldest).Error
-	return n, oldest.CreatedAt, err
-}

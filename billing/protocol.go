@@ -163,7 +163,7 @@ func (f *flow[R, T]) counted(outcome Outcome, err error) (Outcome, error) {
 	case err != nil:
 		result = "error"
 	}
-	f.s.metrics.provider.WithLabelValues(f.prefix + result).Inc()
+	f.s.provider.WithLabelValues(f.prefix + result).Inc()
 	return outcome, err
 }
 

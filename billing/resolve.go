@@ -55,7 +55,7 @@ func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder strin
 	if err == nil {
 		state, answer, err = f.record(ctx, row, outcome, holder)
 	}
-	f.s.metrics.resolutions.WithLabelValues(by, f.label(state)).Inc()
+	f.s.resolutions.WithLabelValues(by, f.label(state)).Inc()
 	log := f.s.cfg.Logger.With(f.what, row.Base().ID, "order", row.Base().OrderID, "by", by, "outcome", f.label(state))
 	switch state {
 	case models.InDoubt:
@@ -248,7 +248,7 @@ func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID
 		if err != nil || late.Label == "" {
 			return late.Moved, err
 		}
-		f.s.metrics.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
+		f.s.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
 		log.ErrorContext(ctx, late.Warning, "provider_id", outcome.ProviderID)
 		return true, nil
 	}
@@ -264,7 +264,7 @@ func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID
 	if _, err := f.settle(db(), row, outcome, holder); err != nil {
 		return false, err
 	}
-	f.s.metrics.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
+	f.s.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
 	log.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", "outcome", outcome.State)
 	return true, nil
 }

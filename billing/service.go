@@ -44,9 +44,11 @@ type Service struct {
 	cfg     Config
 	shop    Ledger
 	orders  orders.Store
-	metrics *metrics
 	charges flow[models.PaymentAttempt, models.Payment]
 	refunds flow[models.Refund, models.Refund]
+	// The service's Prometheus series (newMetrics).
+	provider, resolutions *prometheus.CounterVec
+	inDoubt               *inDoubtCollector
 }
 
 // New builds the service.
@@ -65,7 +67,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	s := &Service{cfg: cfg, shop: Ledger{DB: cfg.DB}, orders: orders.Store{DB: cfg.DB}}
-	s.metrics = newMetrics(s.shop, s.now)
+	s.newMetrics()
 	s.charges, s.refunds = s.chargeFlow(), s.refundFlow()
 	return s
 }
@@ -97,40 +99,33 @@ func paidNotCancellable(order models.Order, err error) (models.Order, error) {
 	return order, err
 }
 
-// metrics are the service's Prometheus series, for the server's registry.
-type metrics struct {
-	provider, resolutions *prometheus.CounterVec
-	inDoubt               *inDoubtCollector
-}
-
-func newMetrics(shop Ledger, now func() time.Time) *metrics {
-	return &metrics{
-		provider: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, refused (definitively: nothing charged under the key, ever), unavailable, error.",
-		}, []string{"result"}),
-		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payment_resolutions_total",
-			Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, failed (nothing charged), unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused or declined); refunds as refund_succeeded, refund_pending, refund_failed, late_refund (a refund the provider made after the shop recorded it failed) and late_refund_excess (such a refund of a charge already given back in full: recorded excess, for staff).",
-		}, []string{"by", "outcome"}),
-		inDoubt: &inDoubtCollector{
-			shop: shop, now: now,
-			count: prometheus.NewDesc("shop_payment_attempts_in_doubt",
-				"Payment attempts whose outcome the shop does not know yet.", nil, nil),
-			oldest: prometheus.NewDesc("shop_payment_attempt_in_doubt_oldest_age_seconds",
-				"Age of the oldest payment attempt in doubt; 0 when there is none.", nil, nil),
-		},
+// newMetrics builds the service's Prometheus series, for the server's
+// registry (Collectors).
+func (s *Service) newMetrics() {
+	s.provider = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, refused (definitively: nothing charged under the key, ever), unavailable, error.",
+	}, []string{"result"})
+	s.resolutions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shop_payment_resolutions_total",
+		Help: "Payment attempts in doubt resolved, by who asked (payment, reconciler, webhook) and outcome: succeeded, declined, failed (nothing charged), unresolved (the provider could not say), late_charge (a charge reported for an attempt recorded as refused or declined); refunds as refund_succeeded, refund_pending, refund_failed, late_refund (a refund the provider made after the shop recorded it failed) and late_refund_excess (such a refund of a charge already given back in full: recorded excess, for staff).",
+	}, []string{"by", "outcome"})
+	s.inDoubt = &inDoubtCollector{db: s.cfg.DB, now: s.now,
+		count: prometheus.NewDesc("shop_payment_attempts_in_doubt",
+			"Payment attempts whose outcome the shop does not know yet.", nil, nil),
+		oldest: prometheus.NewDesc("shop_payment_attempt_in_doubt_oldest_age_seconds",
+			"Age of the oldest payment attempt in doubt; 0 when there is none.", nil, nil),
 	}
 }
 
 // Collectors are the service's series.
 func (s *Service) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.provider, s.metrics.resolutions, s.metrics.inDoubt}
+	return []prometheus.Collector{s.provider, s.resolutions, s.inDoubt}
 }
 
 // inDoubtCollector reads the attempts in doubt from the database at each
 // scrape, so that every instance reports the same shared truth.
 type inDoubtCollector struct {
-	shop          Ledger
+	db            *gorm.DB
 	now           func() time.Time
 	count, oldest *prometheus.Desc
 }
@@ -143,14 +138,22 @@ func (c *inDoubtCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.count;
 func (c *inDoubtCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	n, oldest, err := c.shop.AttemptsInDoubt(ctx)
+	inDoubt := func() *gorm.DB {
+		return c.db.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
+	}
+	var n int64
+	var oldest models.PaymentAttempt // the oldest row, not MIN(created_at): SQLite's aggregate loses the type
+	err := inDoubt().Count(&n).Error
+	if err == nil && n > 0 {
+		err = inDoubt().Select("created_at").Order("created_at").Take(&oldest).Error
+	}
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.count, err)
 		return
 	}
 	age := 0.0
-	if !oldest.IsZero() {
-		age = max(0, c.now().Sub(oldest).Seconds())
+	if n > 0 {
+		age = max(0, c.now().Sub(oldest.CreatedAt).Seconds())
 	}
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)

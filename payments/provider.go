@@ -10,9 +10,8 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// Test payment methods: Stripe's test PaymentMethod ids, which the
-// simulation answers the way Stripe's test mode does, and two of the
-// simulation's own.
+// Test payment methods: Stripe's, which the simulation answers as Stripe's
+// test mode does, and two of the simulation's own.
 const (
 	MethodVisa              = "pm_card_visa"                            // succeeds
 	MethodMastercard        = "pm_card_mastercard"                      // succeeds
@@ -24,9 +23,8 @@ const (
 	MethodAuthentication    = "pm_card_authenticationRequired"          // asks the shopper to authenticate (3-D Secure), then succeeds or fails as they answer (Stripe's id)
 )
 
-// SimulatedCards are the test cards the simulated provider knows, as the
-// pay form offers them; StripeCards those of Stripe's test mode (it knows
-// no card whose provider is down). The API accepts every one of Methods.
+// The pay form's test cards, for the simulation and for Stripe (which knows
+// no card whose provider is down); the API accepts every one of Methods.
 var (
 	SimulatedCards = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 	StripeCards    = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodRefundFail, MethodAuthentication}
@@ -45,9 +43,8 @@ var (
 )
 
 // ChargeRequest asks for one charge, under IdempotencyKey. ReturnURL is
-// where the provider sends the shopper back after an authentication;
-// ChargeID, once known, the provider's id of what the key made (Find reads
-// it directly rather than searching).
+// the shopper's way back from an authentication; ChargeID, once known,
+// lets Find read the charge directly rather than search.
 type ChargeRequest struct {
 	IdempotencyKey, OrderID string
 	AmountCents             int64
@@ -65,8 +62,7 @@ type Charge struct {
 }
 
 // Expirer is a provider that waits for an authentication until told to stop
-// (Stripe): Expire ends the charge under the key, and answers what became
-// of it. The simulation expires its own.
+// (Stripe): Expire ends the charge, and answers what became of it.
 type Expirer interface {
 	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
 }
@@ -77,13 +73,11 @@ const (
 	authExpired = "The card's authentication was not completed in time."
 )
 
-// Provider charges payment methods, and looks up what it did under a key.
-// Charge repeated under its key gets the first answer, or charges once if
-// the first never arrived, until the provider forgets the key
-// (KeyLifetime). Find looks up, without charging, the charge made under the
-// key: not found proves nothing was charged only once every request under
-// it has long ended (a search may lag). Refund and FindRefund do the same
-// for refunds of a charge.
+// Provider charges and refunds, and looks up what it did under a key. A
+// repeat under a key gets the first answer, or is carried out once if the
+// first never arrived, until the provider forgets the key (KeyLifetime).
+// Not found proves nothing was done only once every request under the key
+// has long ended (a search may lag).
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
@@ -99,8 +93,8 @@ type RefundRequest struct {
 	Currency                          string
 }
 
-// RefundAnswer is the provider's answer: succeeded, pending (on its way
-// to the card), or failed with a reason (nothing given back).
+// RefundAnswer is the provider's answer: succeeded, pending, or failed
+// with a reason (nothing given back).
 type RefundAnswer struct {
 	ID            string
 	State         models.State

@@ -43,12 +43,10 @@ type SimulatedRefund struct {
 	CreatedAt      time.Time    `gorm:"not null"`
 }
 
-// Simulated is the built-in provider. It deduplicates durably by key: a
-// repeated request gets the first answer, and does nothing more. Latency is
-// a round trip: half before the request is carried out, half after, so a
-// caller that gives up or dies in the second half was charged unknowing,
-// as with a real provider. AuthExpiry is how long a charge waits for the
-// shopper to authenticate, by Now (time.Now when nil).
+// Simulated is the built-in provider, deduplicating durably by key. Latency
+// is a round trip, half before the request is carried out and half after,
+// so a caller that gives up in the second half was charged unknowing, as
+// with a real provider. A charge waits AuthExpiry for the shopper, by Now.
 type Simulated struct {
 	DB         *gorm.DB
 	Latency    time.Duration
@@ -159,8 +157,7 @@ func (c SimulatedCharge) answer(req ChargeRequest) Charge {
 	return charge
 }
 
-// find reads the charge made under key, its authentication expired first if
-// it is past its time.
+// find reads the charge made under key, expired first if past its time.
 func (s *Simulated) find(db *gorm.DB, key string) (SimulatedCharge, bool, error) {
 	if err := s.expire(db, "idempotency_key = ?", key); err != nil {
 		return SimulatedCharge{}, false, fmt.Errorf("expire authentication: %w", err)
@@ -177,9 +174,8 @@ func (s *Simulated) Find(ctx context.Context, req ChargeRequest) (Charge, bool, 
 // KeyLifetime implements Provider: the simulation never forgets a key.
 func (s *Simulated) KeyLifetime() time.Duration { return math.MaxInt64 }
 
-// Refund implements Provider: deduplicated by key like Charge, and never
-// more than the charge has left. A charge made with MethodRefundFail gets
-// failed refunds ("the card account is closed").
+// Refund implements Provider: never more than the charge has left; a
+// charge made with MethodRefundFail gets failed refunds.
 func (s *Simulated) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
 	stored, err := roundTrip(ctx, s, func(db *gorm.DB) (stored SimulatedRefund, err error) {
 		err = db.Transaction(func(tx *gorm.DB) error {
@@ -200,8 +196,7 @@ func (s *Simulated) Refund(ctx context.Context, req RefundRequest) (RefundAnswer
 	return stored.answer(), err
 }
 
-// newRefund is the refund the request makes if its key is new (fresh):
-// refused when the charge is unknown or has not that much left.
+// newRefund is the refund a new key makes (fresh), if the charge allows it.
 func (s *Simulated) newRefund(tx *gorm.DB, req RefundRequest) (refund SimulatedRefund, fresh bool, err error) {
 	if _, repeat, err := recorded[SimulatedRefund](tx.Select("id"), "idempotency_key = ?", req.IdempotencyKey); err != nil || repeat {
 		return SimulatedRefund{}, false, err
@@ -239,8 +234,8 @@ func (s *Simulated) FindRefund(ctx context.Context, req RefundRequest) (RefundAn
 	return stored.answer(), found, err
 }
 
-// AuthPath is where the shop serves the simulated provider's authentication
-// page, as a card issuer's test page: the charge's id follows.
+// AuthPath is where the shop serves the simulation's authentication page,
+// the charge's id following.
 const AuthPath = "/simulated-provider/authenticate/"
 
 // Authentication is a charge that asks the shopper to authenticate, as the
@@ -252,17 +247,15 @@ type Authentication struct {
 	Status        models.State
 }
 
-// Authenticator is a provider that serves its own authentication page: the
-// simulation (a real provider's page is its own site). Authenticate records
-// the shopper's answer once: a second one, or one after the expiry, changes
-// nothing.
+// Authenticator is a provider whose authentication page the shop serves:
+// the simulation. Authenticate records the shopper's first answer only.
 type Authenticator interface {
 	Authentication(ctx context.Context, chargeID string) (Authentication, bool, error)
 	Authenticate(ctx context.Context, chargeID string, complete bool) (Authentication, bool, error)
 }
 
-// authURL is the page the shopper authenticates a charge on; the return
-// URL rides along, kept to its path on this site.
+// authURL is the charge's authentication page; the return URL rides along,
+// kept to its path on this site.
 func authURL(chargeID, returnURL string) string {
 	path := "/"
 	if u, err := url.Parse(returnURL); err == nil {
@@ -285,8 +278,8 @@ func LocalPath(target string) string {
 	return target
 }
 
-// expire declines the charges whose authentication passed its expiry, as
-// the provider would on its own; called before any read of the ledger.
+// expire declines the charges past their authentication's expiry, before
+// any read of the ledger.
 func (s *Simulated) expire(db *gorm.DB, where string, arg any) error {
 	return db.Model(&SimulatedCharge{}).
 		Where(where, arg).

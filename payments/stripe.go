@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,14 +20,12 @@ import (
 )
 
 // ErrInDoubt wraps an answer that does not say whether the request was
-// carried out: it stays in doubt, to be sent again under the same key,
-// never under another.
+// carried out: it is sent again under the same key, never under another.
 var ErrInDoubt = errors.New("the payment provider did not say whether it charged")
 
-// Stripe charges through Stripe's PaymentIntents API: one PaymentIntent per
-// charge, created and confirmed in one call under the request's key as
-// Stripe's Idempotency-Key, so that Stripe answers a repeat with the first
-// outcome; and refunds through its Refunds API alike.
+// Stripe charges through Stripe's PaymentIntents API (one PaymentIntent per
+// charge, created and confirmed in one call) and refunds through its
+// Refunds API, under the request's key as Stripe's Idempotency-Key.
 type Stripe struct {
 	client *stripe.Client
 }
@@ -85,9 +84,8 @@ func (s *Stripe) Charge(ctx context.Context, req ChargeRequest) (Charge, error) 
 	return answered(intent, err, chargeOfIntent, chargeOfError)
 }
 
-// answered reads Stripe's answer to a request that makes a charge or a
-// refund: the object made (of), Stripe's error (ofError), or no answer at
-// all (a timeout, a cut connection), which leaves it in doubt.
+// answered reads the object made (of), Stripe's error (ofError), or no
+// answer at all (a timeout, a cut connection), which leaves it in doubt.
 func answered[T, A any](made T, err error, of func(T) (A, error), ofError func(*stripe.Error) (A, error)) (A, error) {
 	var stripeErr *stripe.Error
 	switch {
@@ -110,8 +108,7 @@ func keyed(params interface {
 	params.AddMetadata(stripeKeyMetadata, key)
 }
 
-// stripeKeyMetadata is the metadata entry that carries the key: what Find
-// searches, and what an event is matched by.
+// stripeKeyMetadata carries the key: what Find searches, events match.
 const stripeKeyMetadata = "idempotency_key"
 
 // The reasons of a decline or a failed refund Stripe gives no message for.
@@ -124,9 +121,8 @@ const (
 // hours old, and then takes a request with it as new; an hour of margin.
 func (s *Stripe) KeyLifetime() time.Duration { return 23 * time.Hour }
 
-// Find implements Provider: the PaymentIntent created under the key — read
-// by its id once known (a 3-D Secure return must see it at once), else
-// searched by the metadata every charge carries.
+// Find implements Provider: the PaymentIntent read by its id once known (a
+// 3-D Secure return must see it at once), else searched by its metadata.
 func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, error) {
 	var intent *stripe.PaymentIntent
 	var err error
@@ -148,9 +144,8 @@ func (s *Stripe) Find(ctx context.Context, req ChargeRequest) (Charge, bool, err
 	return charge, err == nil, err
 }
 
-// Expire implements Expirer: Stripe keeps a PaymentIntent that requires
-// action as long as the customer may come back, so the shop cancels it; one
-// that succeeded meanwhile cannot be, and is answered as it is.
+// Expire implements Expirer: the shop cancels the PaymentIntent; one that
+// succeeded meanwhile cannot be, and is answered as it is.
 func (s *Stripe) Expire(ctx context.Context, req ChargeRequest) (Charge, error) {
 	intent, err := s.client.V1PaymentIntents.Cancel(ctx, req.ChargeID, nil)
 	var stripeErr *stripe.Error
@@ -225,21 +220,17 @@ func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, e
 	return answered(refund, err, func(r *stripe.Refund) (RefundAnswer, error) { return refundAnswerOf(r), nil }, refundOfError)
 }
 
-// refundOfError maps Stripe's errors as chargeOfError does, but for a card
-// error or Stripe's refusal of the refund itself (already refunded, more
-// than is left, disputed): Stripe executed and refused it, gave nothing
-// back, and answers alike under the key every time: a final failed refund.
+// refundOfError maps Stripe's errors as chargeOfError does, but a card error
+// or Stripe's refusal of the refund itself (already refunded, too much,
+// disputed) is a final failed refund: Stripe answers alike under the key.
 func refundOfError(e *stripe.Error) (RefundAnswer, error) {
-	switch e.Code {
-	case stripe.ErrorCodeChargeAlreadyRefunded, stripe.ErrorCodeAmountTooLarge, stripe.ErrorCodeChargeDisputed, stripe.ErrorCodeRefundDisputedPayment:
-		if e.Type == stripe.ErrorTypeInvalidRequest && e.HTTPStatusCode == http.StatusBadRequest {
-			return RefundAnswer{State: models.Failed, FailureReason: cmp.Or(e.Msg, stripeRefundFailed)}, nil
-		}
-	}
-	if _, err := chargeOfError(e); err != nil {
+	refusals := []stripe.ErrorCode{stripe.ErrorCodeChargeAlreadyRefunded, stripe.ErrorCodeAmountTooLarge,
+		stripe.ErrorCodeChargeDisputed, stripe.ErrorCodeRefundDisputedPayment}
+	refused := e.Type == stripe.ErrorTypeInvalidRequest && e.HTTPStatusCode == http.StatusBadRequest && slices.Contains(refusals, e.Code)
+	if _, err := chargeOfError(e); err != nil && !refused {
 		return RefundAnswer{}, err
 	}
-	return RefundAnswer{State: models.Failed, FailureReason: cmp.Or(e.Msg, stripeRefundFailed)}, nil // a card error
+	return RefundAnswer{State: models.Failed, FailureReason: cmp.Or(e.Msg, stripeRefundFailed)}, nil
 }
 
 // FindRefund implements Provider: Stripe has no search for refunds, so the
@@ -257,39 +248,32 @@ func (s *Stripe) FindRefund(ctx context.Context, req RefundRequest) (RefundAnswe
 	return RefundAnswer{}, false, nil
 }
 
-// refundAnswerOf reads a Stripe refund's state: succeeded, failed or
-// canceled (nothing given back), or pending (requires_action included).
+// refundAnswerOf reads a Stripe refund: succeeded, failed (or canceled),
+// else pending.
 func refundAnswerOf(r *stripe.Refund) RefundAnswer {
 	answer := RefundAnswer{ID: r.ID, State: models.Pending}
 	switch r.Status {
 	case stripe.RefundStatusSucceeded:
 		answer.State = models.Succeeded
 	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
-		answer.State, answer.FailureReason = models.Failed, refundFailure(r)
+		answer.State, answer.FailureReason = models.Failed, stripeRefundFailed
+		if r.FailureReason != "" {
+			answer.FailureReason = "The refund could not be sent to the card (" + strings.ReplaceAll(string(r.FailureReason), "_", " ") + ")."
+		}
 	}
 	return answer
 }
 
-func refundFailure(r *stripe.Refund) string {
-	if r.FailureReason != "" {
-		return "The refund could not be sent to the card (" + strings.ReplaceAll(string(r.FailureReason), "_", " ") + ")."
-	}
-	return stripeRefundFailed
-}
-
-// Event is what a provider's event reports of one request: the outcome of
-// the charge, or with Refund the refund, made under ProviderKey.
+// Event is what a provider's event reports of the charge, or refund, made
+// under ProviderKey.
 type Event struct {
-	ID          string
-	ProviderKey string
-	Charge      Charge
-	Refund      *RefundAnswer
+	ID, ProviderKey string
+	Charge          Charge
+	Refund          *RefundAnswer
 }
 
-// ErrEventSignature: a delivery whose signature does not verify its payload
-// with the endpoint's secret, within stripe-go's tolerance. ErrEventAPIVersion:
-// a signed event of an API version stripe-go does not read (its objects may
-// decode wrong), refused rather than applied.
+// A delivery whose signature does not verify, or a signed event of an API
+// version stripe-go does not read (its objects may decode wrong), is refused.
 var (
 	ErrEventSignature  = errors.New("the Stripe-Signature header does not verify this payload")
 	ErrEventAPIVersion = errors.New("the event's Stripe API version is not the one this shop reads")
@@ -311,11 +295,9 @@ func VerifyStripeEvent(payload []byte, signature, secret string) (stripe.Event, 
 	return event, nil
 }
 
-// StripeEvent reads what a payment_intent event reports of a charge, or a
-// refund.updated, refund.failed or charge.refund.updated event of a refund,
-// and the key it was made under. Any other event (charge.refunded carries
-// the charge, not the refund), or one about an object the shop did not
-// make, is not read (false).
+// StripeEvent reads a payment_intent event of a charge, or a refund.updated,
+// refund.failed or charge.refund.updated event of a refund, made under a
+// key of the shop's; no other (charge.refunded carries no refund to match).
 func StripeEvent(event stripe.Event) (Event, bool) {
 	var intent stripe.PaymentIntent
 	var refund stripe.Refund
