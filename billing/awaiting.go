@@ -31,9 +31,8 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 	return outcome
 }
 
-// expire tells the provider to stop waiting, if it must be (Stripe), and
-// declines the attempt; if the provider cannot say, the attempt is left
-// waiting, its hold lapsed, for the reconciler.
+// expire has the provider stop waiting (Stripe) and declines the attempt;
+// if the provider cannot say, it is left waiting, its hold lapsed.
 func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
 	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
@@ -77,10 +76,8 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 	return order, s.withAction(ctx, order)
 }
 
-// checkDue takes the turn to ask about the attempt sent under providerKey,
-// if it waits and was not asked since poll ago: one conditional update,
-// which one caller wins, after a read, so a read within the poll writes
-// nothing.
+// checkDue takes the turn to ask about the waiting attempt, if not asked
+// since poll ago: one conditional update, after a read that finds it due.
 func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
 	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
 	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
@@ -111,8 +108,8 @@ func (s *Service) Authentication(ctx context.Context, chargeID string) (payments
 	})
 }
 
-// Authenticate records the shopper's answer on the simulated provider's
-// page, and settles the attempt at once: the shopper's return.
+// Authenticate records the shopper's answer on that page, and settles the
+// attempt at once: the shopper's return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
 	a, err := s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
 		return auth.Authenticate(ctx, chargeID, complete)
@@ -136,9 +133,8 @@ func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authe
 	return a, err
 }
 
-// returned settles the attempt on the shopper's return, as the reconciler
-// would, so that a second return charges nothing. While another run holds
-// the order (a double-click), it waits for that run, an attempt's time at
+// returned settles the attempt as the reconciler would; while another run
+// holds the order (a double-click), it waits for it, an attempt's time at
 // most, so that the page shows the outcome rather than the wait.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)

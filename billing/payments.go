@@ -11,8 +11,10 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 )
 
@@ -90,9 +92,8 @@ func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Paymen
 	return payment, found && err == nil, err
 }
 
-// Settle is settle of an attempt: unless nothing was charged (Failed), a
-// payment row too, and the order paid if it succeeded; an answer that
-// requires action hands the hold to the attempt (awaitingHold).
+// Settle is settle of an attempt, with its payment row unless nothing was
+// charged; an answer that requires action hands the hold to the attempt.
 func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string) (models.Payment, error) {
 	if !slices.Contains([]models.State{models.Succeeded, models.Declined, models.Failed, models.RequiresAction}, outcome.State) {
 		// Not an outcome: the attempt stays in doubt, to be asked again.
@@ -128,17 +129,14 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 }
 
 // awaitingHold is the order's hold while its attempt waits for the shopper:
-// no heartbeat runs, so the attempt holds the order itself until the
-// authentication expires (no other key may charge it meanwhile), and then
-// the hold lapses by itself, even if the shop crashed.
+// the attempt's own, until the authentication expires, then lapsed even if
+// the shop crashed.
 func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any {
 	return map[string]any{"held_by": orders.AwaitingHolder(attempt.ID), "held_until": until}
 }
 
-// recordPayment writes the payment an answer makes (none if nothing was
-// charged), or updates under the same id the one an earlier answer made
-// (one that required action; one declined, charged late), so that the
-// earlier answer's Location shows it.
+// recordPayment writes the payment an answer makes, or updates under the
+// same id the one an earlier answer made, so that its Location shows it.
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
 	var payment models.Payment
 	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
@@ -167,11 +165,9 @@ func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.Paymen
 	return take[models.PaymentAction](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
 }
 
-// settleLateCharge records a charge the provider reports for an attempt
-// recorded failed or declined: every charge taken is recorded, and the
-// order paid (perhaps twice: one to refund), unless it was cancelled: a
-// cancelled order stays so (its units may be back on sale), and a person
-// refunds the charge.
+// settleLateCharge records a charge reported for an attempt recorded failed
+// or declined, and the order paid (perhaps twice) unless it was cancelled:
+// that stays so (its units may be back on sale), for a person to refund.
 func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (Late, error) {
 	if outcome.State != models.Succeeded || (attempt.State != models.Failed && attempt.State != models.Declined) {
 		return Late{}, nil
@@ -199,4 +195,23 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	late := Late{Moved: true, Label: "late_charge",
 		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — " + todo}
 	return late, chargeFacts(tx, payment, true)
+}
+
+// chargeFacts records, once the order is written, a payment's audit entry
+// and event; one that waits for the shopper tells nothing yet.
+func chargeFacts(tx *gorm.DB, p models.Payment, late bool) error {
+	action := map[models.State]audit.Action{models.Succeeded: audit.ActionChargeSucceeded, models.Declined: audit.ActionChargeDeclined}[p.Status]
+	if late {
+		action = audit.ActionLateCharge // a charge the shop had recorded as refused or declined
+	}
+	if action == "" {
+		return nil
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: p.OrderID, Action: action, SubjectID: p.ID, AmountCents: audit.Cents(p.AmountCents), Reason: p.DeclineReason}); err != nil {
+		return err
+	}
+	if p.Status == models.Succeeded {
+		return orders.Paid(tx, p.ID, p.OrderID)
+	}
+	return orders.Event(tx, outbox.OrderPaymentDeclined, p.ID, p.OrderID)
 }

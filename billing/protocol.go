@@ -26,8 +26,7 @@ type Operation struct {
 const maxResolutions = 3
 
 // flow is the one protocol for a provider request in doubt, with what each
-// use (a charge, a refund) does at each step; R is the request's row, T the
-// operation's answer.
+// use does at each step; R is the request's row, T the operation's answer.
 //
 //  1. The operation's own answer, if a run of it was settled already.
 //  2. begin: the hold and the request, committed before the provider is
@@ -81,8 +80,7 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 		now := f.s.now()
 		begun, err := begin(ctx, holder, now, now.Add(f.s.cfg.Lease))
 		if err != nil {
-			// Refused (the order paid, nothing left), perhaps by this
-			// operation's own request settled since run looked: its answer.
+			// Refused, perhaps by this operation's own request settled since.
 			if answer, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr != nil || ok {
 				return row, answer, true, readErr
 			}
@@ -111,7 +109,7 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 			return row, resolved, true, nil // this operation's own answer, from a run that died
 		}
 		// Resolved (the operation's own, failed, is tried again under a new
-		// provider key): begin sees what the order allows now.
+		// provider key).
 	}
 }
 
@@ -138,8 +136,7 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 	}
 	answer, err := f.settle(op.Tx(), row, outcome, holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
-		// The hold passed meanwhile: the run that took it resolved the
-		// request, with the provider's same answer.
+		// The hold passed: the run that took it recorded the same answer.
 		if settled, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr == nil && ok {
 			return settled, nil
 		}

@@ -12,12 +12,12 @@ import (
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/outbox"
 	"github.com/shop/shop/payments"
 	"github.com/shop/shop/problem"
 )
 
-// givingBack are the states whose amount is no longer refundable: given
-// back, on its way, or perhaps given back (in doubt).
+// givingBack are the states whose amount is no longer refundable.
 var givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
 
 // refunds is the protocol's use for refunds: a charged order.
@@ -32,16 +32,14 @@ var refunds = Kind{
 	inDoubt:  models.ErrRefundInDoubt,
 }
 
-// RefundInput is what a refund asks for: an amount (all that is still
-// refundable when nil) and a reason.
+// RefundInput is a refund's amount (all that is left when nil) and reason.
 type RefundInput struct {
 	AmountCents *int64
 	Reason      string
 }
 
-// Refund gives back, on any user's charged order, the amount asked or all
-// that is left, by the staff user by (models.ErrForbidden for anyone
-// else). A refund the provider failed is a refund too (State failed).
+// Refund gives back the amount asked on any user's charged order, by the
+// staff user by. A refund the provider failed is a refund too.
 func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in RefundInput) (models.Refund, error) {
 	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.Refund], error) {
 		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
@@ -78,8 +76,7 @@ func refundOutcome(a payments.RefundAnswer) Outcome {
 }
 
 // BeginRefund is begin of a refund by the staff user by (staff in the
-// database now) of any user's order: of its first charge with something
-// left (a late charge makes two), at most what it has left.
+// database now) of the order's first charge with something left.
 func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
 	staffs := func(tx *gorm.DB, orderID string) (models.Order, error) {
 		if err := accounts.StaffNow(tx, by.ID); err != nil {
@@ -109,8 +106,8 @@ func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derive
 		})
 }
 
-// exceeds refuses a refund of more than is left: finally, unless a refund
-// of the order is still pending, which may yet fail and give its amount back.
+// exceeds refuses a refund of more than is left: finally, unless a pending
+// refund may yet fail and give its amount back.
 func exceeds(tx *gorm.DB, orderID string) error {
 	var pending int64
 	if err := tx.Model(&models.Refund{}).Where("order_id = ? AND state = ?", orderID, models.Pending).Count(&pending).Error; err != nil {
@@ -122,8 +119,8 @@ func exceeds(tx *gorm.DB, orderID string) error {
 	return models.ErrRefundExceeds
 }
 
-// refundableCharge is the order's first succeeded charge with something
-// left to refund, and how much; the last charge and 0 when none has.
+// refundableCharge is the order's first charge with something left, and
+// how much; the last charge and 0 when none has.
 func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error) {
 	var charges []models.Payment
 	if err := tx.Where("order_id = ? AND status = ?", orderID, models.Succeeded).Order("created_at, id").Find(&charges).Error; err != nil {
@@ -141,8 +138,7 @@ func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error
 	return charges[len(charges)-1], 0, nil
 }
 
-// Refundable is what a refund of the order may give back now, as
-// BeginRefund reckons it.
+// Refundable is what a refund of the order may give back now.
 func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	tx := s.DB.WithContext(ctx)
 	order, err := orders.AnyOrder(tx, orderID)
@@ -167,8 +163,7 @@ func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 	return charge.AmountCents - given, err
 }
 
-// SettleRefund is settle of a refund, and of what the order has been given
-// back.
+// SettleRefund is settle of a refund, and of what the order got back.
 func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string) (models.Refund, error) {
 	update := map[string]any{"state": outcome.State, "provider_refund_id": outcome.ProviderID, "failure_reason": outcome.Reason}
 	if err := settle(tx, refund, holder, orders.Released(), update); err != nil {
@@ -226,7 +221,7 @@ func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outc
 }
 
 // exceedsCharge reports whether a refund is more than its charge has left,
-// on settled facts only: ErrPaymentInProgress while another is unsettled.
+// once the charge's other refunds are settled.
 func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	var unsettled int64
 	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID,
@@ -241,8 +236,7 @@ func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	return refund.AmountCents > left, err
 }
 
-// updateRefunded writes what the order's succeeded and pending refunds give
-// back, and its state: paid, partially_refunded or refunded.
+// updateRefunded writes what the order's refunds give back, and its state.
 func updateRefunded(tx *gorm.DB, orderID string) error {
 	var charged, refunded int64
 	if err := tx.Model(&models.Payment{}).Select("COALESCE(SUM(amount_cents), 0)").
@@ -282,13 +276,11 @@ func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refu
 	return refund, err
 }
 
-// ErrRequestOpen: the order has a request open. Not final: once staff
-// have answered it, the shopper may ask again.
+// ErrRequestOpen: the order has a request open; not final.
 var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
 	Shopper: models.Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
 
-// RequestRefund records through tx the user's request for a refund of
-// their charged order, with an optional reason.
+// RequestRefund records the user's request for a refund of their order.
 func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (models.RefundRequest, error) {
 	order, err := orders.OwnOrder(tx, userID, orderID)
 	if err != nil {
@@ -308,8 +300,7 @@ func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now t
 	return req, err
 }
 
-// fulfilRequest marks the order's open request, if any, fulfilled by the
-// refund.
+// fulfilRequest marks the order's open request fulfilled by the refund.
 func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
 	return tx.Model(&models.RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, models.RequestOpen).
 		Updates(map[string]any{"state": models.RequestFulfilled, "refund_id": refund.ID}).Error
@@ -319,10 +310,8 @@ func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
 var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
 	Shopper: models.Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
 
-// DeclineRequest records through tx that the staff user by declines the
-// order's open request for a refund, with a reason (models.ErrForbidden
-// for anyone but staff; ErrNotFound, or ErrNoOpenRequest, when the order
-// has no such request, or not open).
+// DeclineRequest records that the staff user by declines the order's open
+// request for a refund, with a reason.
 func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, reason string, now time.Time) (models.RefundRequest, error) {
 	if err := accounts.StaffNow(tx, by.ID); err != nil {
 		return models.RefundRequest{}, err
@@ -348,8 +337,7 @@ func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, 
 	return req, tx.Where("id = ?", requestID).Take(&req).Error
 }
 
-// noOpenRequest is why no open request was declined: none such, or
-// answered already.
+// noOpenRequest is why no open request was declined.
 func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
 	var n int64
 	if err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error; err != nil {
@@ -359,4 +347,25 @@ func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
 		return models.ErrNotFound
 	}
 	return ErrNoOpenRequest
+}
+
+// refundFacts records a refund's audit entry and, once it succeeded or
+// failed for good, its event.
+func refundFacts(tx *gorm.DB, r models.Refund, outcome Outcome, late bool) error {
+	actions := map[models.State]audit.Action{models.Succeeded: audit.ActionRefundSucceeded, models.Pending: audit.ActionRefundPending, models.Failed: audit.ActionRefundFailed}
+	if late {
+		actions = map[models.State]audit.Action{models.Succeeded: audit.ActionLateRefund, models.Excess: audit.ActionRefundExcess}
+	}
+	if action := actions[outcome.State]; action != "" {
+		if err := audit.Audit(tx, audit.Entry{OrderID: r.OrderID, Action: action, SubjectID: r.ID, AmountCents: audit.Cents(r.AmountCents), Reason: outcome.Reason}); err != nil {
+			return err
+		}
+	}
+	switch outcome.State {
+	case models.Succeeded:
+		return orders.Event(tx, outbox.OrderRefunded, r.ID, r.OrderID)
+	case models.Failed:
+		return orders.Event(tx, outbox.OrderRefundFailed, r.ID, r.OrderID)
+	}
+	return nil
 }

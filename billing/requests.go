@@ -49,10 +49,8 @@ type Outcome struct {
 	Until              time.Time
 }
 
-// Kind is one use of the protocol: admits is the rule begin checks before
-// it takes the hold, holdable the order states the hold may be taken in;
-// inDoubt is busy's answer while a request of the kind is in doubt,
-// awaiting while one waits for the shopper to authenticate.
+// Kind is one use of the protocol: the rule begin checks, the order states
+// it may hold, and busy's answers while a request is in doubt or awaiting.
 type Kind struct {
 	admits            func(models.Order) error
 	holdable          []string
@@ -66,9 +64,8 @@ type Begun[R Row] struct {
 	Unresolved bool
 }
 
-// begin finds the order (among those find lets the caller act on), takes
-// its hold for holder and records newRow's row, in one transaction; or
-// hands back, the hold taken, an earlier request of the kind in doubt.
+// begin finds the order, takes its hold for holder and records newRow's
+// row, in one transaction; or hands back an earlier request in doubt.
 func begin[R Row](db *gorm.DB, kind Kind, find orders.Whose, orderID, derivedKey, holder string, now, until time.Time,
 	newRow func(tx *gorm.DB, order models.Order, req models.Request) (R, error)) (Begun[R], error) {
 	var begun Begun[R]
@@ -111,9 +108,8 @@ func begin[R Row](db *gorm.DB, kind Kind, find orders.Whose, orderID, derivedKey
 	return begun, err
 }
 
-// providerKey is the key a new request of the operation is sent under: the
-// derived key the first time, then the key and a number, because a provider
-// that saved its refusal of a key answers every later request with it alike.
+// providerKey is the derived key, then the key and a number: a provider
+// that saved its refusal of a key answers every later request alike.
 func providerKey[R Row](tx *gorm.DB, derivedKey string) (string, error) {
 	var tried int64
 	if err := tx.Model(new(R)).Where("derived_key = ?", derivedKey).Count(&tried).Error; err != nil || tried == 0 {
@@ -145,10 +141,9 @@ func busy[R Row](tx *gorm.DB, kind Kind, orderID string) error {
 	return models.ErrPaymentInProgress
 }
 
-// HoldForResolution takes the hold of the open row's order for holder,
-// unless a live run holds it, and marks the row asked about now; one of
-// many callers gets it. A row waiting for the shopper holds its order
-// itself: taken over here, handed back by settle if still waiting.
+// HoldForResolution takes the open row's order's hold for holder, unless a
+// live run holds it (one waiting for the shopper is taken over), and marks
+// the row asked about now.
 func HoldForResolution[R Row](ctx context.Context, s Ledger, id, holder string, now, until time.Time) (R, bool, error) {
 	var row R
 	held := false
@@ -176,9 +171,8 @@ func HoldForResolution[R Row](ctx context.Context, s Ledger, id, holder string, 
 	return row, held, err
 }
 
-// Stale lists the open rows whose order no live run holds, and those that
-// wait for the shopper; least recently asked first, so one the provider
-// cannot answer does not keep the others waiting.
+// Stale lists the open rows no live run holds, least recently asked first,
+// so that one the provider cannot answer does not keep the others waiting.
 func Stale[R Row](ctx context.Context, s Ledger, now time.Time, limit int) ([]R, error) {
 	var rows []R
 	t := (*new(R)).TableName()
@@ -206,8 +200,7 @@ func take[T any](query *gorm.DB) (T, bool, error) {
 	return row, err == nil, err
 }
 
-// settle writes the provider's answer to an open row: the order's update
-// (its hold let go, and what the outcome does to it), then the row's.
+// settle writes the provider's answer: the order's update, then the row's.
 // ErrPaymentInProgress, and nothing written, when holder lost the hold or
 // the row was settled already.
 func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]any) error {
@@ -230,8 +223,7 @@ func settle[R Row](tx *gorm.DB, row R, holder string, order, update map[string]a
 	return move(tx, row, current.Base().State, update)
 }
 
-// move writes fields on the row if it is still in the state from;
-// ErrPaymentInProgress, and nothing written, if it moved meanwhile.
+// move writes fields on the row if it is still in the state from.
 func move[R Row](tx *gorm.DB, row R, from models.State, fields map[string]any) error {
 	res := tx.Model(new(R)).Where("id = ? AND state = ?", row.Base().ID, from).Updates(fields)
 	if res.Error == nil && res.RowsAffected != 1 {
@@ -240,17 +232,15 @@ func move[R Row](tx *gorm.DB, row R, from models.State, fields map[string]any) e
 	return res.Error
 }
 
-// Late is what a later word on an answered request did; when money moved
-// that the shop had recorded as not moved, Label names it in metrics and
-// Warning tells staff what to do.
+// Late is what a later word on an answered request did; for money moved
+// that was recorded as not, a metric label and a warning for staff.
 type Late struct {
 	Moved          bool
 	Label, Warning string
 }
 
 // settleLate moves an answered row to what update decides, under holder's
-// hold taken and let go in tx. ErrPaymentInProgress, and nothing written,
-// when a live run holds the order or the row moved meanwhile.
+// hold taken and let go in tx.
 func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update func() (map[string]any, error)) error {
 	held, err := orders.TakeHold(tx, row.Base().OrderID, holder, now, now)
 	if err != nil {
@@ -269,8 +259,7 @@ func settleLate[R Row](tx *gorm.DB, row R, holder string, now time.Time, update 
 	return tx.Model(&models.Order{}).Where("id = ?", row.Base().OrderID).Updates(orders.Released()).Error
 }
 
-// Ledger writes and reads the money's rows, each write fenced by the
-// order's hold.
+// Ledger writes and reads the money's rows.
 type Ledger struct {
 	DB *gorm.DB
 }

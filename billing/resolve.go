@@ -26,9 +26,6 @@ const (
 )
 
 var (
-	// errNothingDone: the provider has no record of a request past the
-	// roll-forward window; errNotYetKnown: nothing yet, but a request under
-	// the key may still be running, or too recent for the search to show.
 	errNothingDone = errors.New("the payment provider has no record of the request's key")
 	errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
 )
@@ -38,9 +35,7 @@ var (
 const searchLag = 5 * time.Minute
 
 // resolve asks the provider what became of a request in doubt and records
-// it under holder's hold (only its word on the request's own key resolves
-// it). It returns the request's state now (InDoubt when the provider could
-// not say) and, unless it failed, the operation's answer.
+// it under holder's hold; it returns the state now, and the answer.
 func (f *flow[R, T]) resolve(ctx context.Context, by string, row R, holder string) (models.State, T) {
 	ctx, cancel := context.WithTimeout(ctx, f.s.cfg.AttemptTimeout)
 	defer cancel()
@@ -77,11 +72,9 @@ func (f *flow[R, T]) label(state models.State) string {
 }
 
 // ask sends the request again while it is younger than the roll-forward
-// window and the provider's memory of keys (a repeat gets the first answer,
-// or is carried out once). An older one, or one that waits for the shopper,
-// is only looked up: nothing is done long after the shopper gave up, and
-// not found proves nothing was done only once the last request under the
-// key has ended and the search has caught up.
+// window and the provider's memory of keys. An older one, or one waiting
+// for the shopper, is only looked up: not found proves nothing was done
+// once the last request under the key has ended and the search caught up.
 func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
 	now := f.s.now()
 	if row.Base().State != models.RequiresAction && now.Sub(row.Base().CreatedAt) < min(f.s.cfg.RollForward, f.s.cfg.Provider.KeyLifetime()) {
@@ -100,8 +93,7 @@ func (f *flow[R, T]) ask(ctx context.Context, row R) (Outcome, error) {
 	return outcome, errNothingDone
 }
 
-// record writes what the provider said of the request, under holder's hold;
-// if another run recorded it meanwhile, with the same answer, it reads that.
+// record writes the provider's answer, or reads another run's record of it.
 func (f *flow[R, T]) record(ctx context.Context, row R, outcome Outcome, holder string) (models.State, T, error) {
 	var none T
 	answer, err := f.settleAlone(ctx, row, outcome, holder)
@@ -135,10 +127,8 @@ func (f *flow[R, T]) settleAlone(ctx context.Context, row R, outcome Outcome, ho
 	return answer, err
 }
 
-// resolveRow resolves the row id now, for by, under its order's hold: held
-// is false, and nothing asked, when the row is settled or another run holds
-// the order. A row still open lets go of the hold afterwards (one waiting
-// for the shopper has handed it back to its attempt).
+// resolveRow resolves the row id now under its order's hold: held is false,
+// and nothing asked, when it is settled or another run holds the order.
 func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state models.State, held bool, err error) {
 	holder := orders.NewHolder(by)
 	now := f.s.now()
@@ -155,11 +145,8 @@ func (f *flow[R, T]) resolveRow(ctx context.Context, by, id string) (state model
 // reconcileBatch is how many requests of each kind one pass takes on.
 const reconcileBatch = 100
 
-// Reconcile resolves the attempts and refunds in doubt that no live
-// operation holds, so that what the provider did is recorded even if
-// nobody retries, and what it never did lets the order move on. Instances
-// may run it at once: each request is resolved under its order's hold. It
-// reports how many it resolved.
+// Reconcile resolves the requests in doubt no live run holds, even if
+// nobody retries; instances may run it at once. It reports how many.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	ctx = audit.WithActor(ctx, audit.By(audit.ActorReconciler))
 	charges, err := s.charges.reconcile(ctx)
@@ -190,10 +177,9 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
 	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
 
-// ResolveNow asks the provider now, as the reconciler would, what became
-// of the attempt or refund id (kind orders.DoubtPayment or DoubtRefund),
-// for the staff user by (staff in the database: it may send the request
-// again); under the order's hold, so two presses ask once.
+// ResolveNow resolves the attempt or refund id (kind orders.DoubtPayment
+// or DoubtRefund) as the reconciler would, for the staff user by (staff in
+// the database: it may send the request again).
 func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
 	if err := accounts.StaffNow(s.shop.DB.WithContext(ctx), by.ID); err != nil {
 		return "", err
@@ -214,10 +200,8 @@ func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id strin
 	return state, err
 }
 
-// ApplyEvent applies a provider's event about a charge or a refund through
-// tx, the delivery's transaction (deduplicated by the idempotency
-// middleware): a second path to the truth beside the reconciler. It reports
-// whether the event changed anything.
+// ApplyEvent applies a provider's event through tx, the delivery's
+// transaction, and reports whether it changed anything.
 func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event payments.Event) (bool, error) {
 	if event.Refund != nil {
 		return s.refunds.applyEvent(ctx, tx, event.ID, event.ProviderKey, refundOutcome(*event.Refund))
@@ -225,13 +209,11 @@ func (s *Service) ApplyEvent(ctx context.Context, tx func() *gorm.DB, event paym
 	return s.charges.applyEvent(ctx, tx, event.ID, event.ProviderKey, chargeOutcome(event.Charge))
 }
 
-// applyEvent settles the open request sent under providerKey with the
-// event, under a hold of the delivery's own (on failure it lapses after a
-// lease: let go from another connection while tx is open, it would wait
-// for tx's write lock on SQLite). On an answered request only flow.late
-// writes, so an out-of-order delivery never un-pays an order. While a live
-// operation holds the order: ErrPaymentInProgress, and the provider
-// delivers the event again.
+// applyEvent settles the open request with the event, under a hold of its
+// own (on failure it lapses: let go from another connection while tx is
+// open, it would wait for tx's lock on SQLite). On an answered request only
+// flow.late writes, so a late delivery never un-pays an order. While a live
+// run holds the order, ErrPaymentInProgress: the provider delivers again.
 func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID, providerKey string, outcome Outcome) (bool, error) {
 	db := func() *gorm.DB { // its writes audited as the webhook's
 		db := tx()

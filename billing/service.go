@@ -99,8 +99,7 @@ func paidNotCancellable(order models.Order, err error) (models.Order, error) {
 	return order, err
 }
 
-// newMetrics builds the service's Prometheus series, for the server's
-// registry (Collectors).
+// newMetrics builds the service's Prometheus series.
 func (s *Service) newMetrics() {
 	s.provider = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_payment_provider_calls_total", Help: "Payment provider calls by result: succeeded, declined, refused (definitively: nothing charged under the key, ever), unavailable, error.",

@@ -18,9 +18,8 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// SimulatedCharge and SimulatedRefund are the simulated provider's own
-// ledger, keyed by the idempotency key each was asked with, written outside
-// the shop's transactions as a real provider's would be; tests count them.
+// SimulatedCharge and SimulatedRefund are the simulation's own ledger,
+// keyed by idempotency key, written outside the shop's transactions.
 type SimulatedCharge struct {
 	ID             string       `gorm:"primaryKey;size:40"`
 	IdempotencyKey string       `gorm:"size:255;not null;uniqueIndex"`
@@ -62,7 +61,6 @@ func (s *Simulated) now() time.Time {
 	return time.Now().UTC()
 }
 
-// Calls counts the requests the provider received, repeats included.
 func (s *Simulated) Calls() int64 { return s.calls.Load() }
 
 // roundTrip is one request's trip: half the latency out, do, half back.
@@ -95,7 +93,7 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// recorded reads the record the query finds, if there is one.
+// recorded reads the record the query finds, if any.
 func recorded[T any](query *gorm.DB, args ...any) (T, bool, error) {
 	var record T
 	err := query.Take(&record, args...).Error
@@ -105,7 +103,7 @@ func recorded[T any](query *gorm.DB, args ...any) (T, bool, error) {
 	return record, err == nil, err
 }
 
-// The simulation's refusals: the same request is refused the same way always.
+// The simulation's refusals, alike every time.
 var (
 	errKeyReused      = errors.New("payment provider: idempotency key reused with different parameters")
 	errNoSuchCharge   = fmt.Errorf("%w: no succeeded charge with this id", ErrRefused)
@@ -238,8 +236,7 @@ func (s *Simulated) FindRefund(ctx context.Context, req RefundRequest) (RefundAn
 // the charge's id following.
 const AuthPath = "/simulated-provider/authenticate/"
 
-// Authentication is a charge that asks the shopper to authenticate, as the
-// simulated provider's page shows it; Key is the charge's idempotency key.
+// Authentication is a charge waiting for the shopper, as the page shows it.
 type Authentication struct {
 	ChargeID, Key string
 	AmountCents   int64
@@ -264,10 +261,9 @@ func authURL(chargeID, returnURL string) string {
 	return AuthPath + chargeID + "?" + url.Values{"return_url": {LocalPath(path)}}.Encode()
 }
 
-// LocalPath is target when it is plainly a path on this site, and "/"
-// otherwise: the one check of every redirect the shop takes from a request.
-// Browsers read a backslash as a slash and drop tabs and newlines, so
-// anything unusual is refused.
+// LocalPath is target when it is plainly a path on this site, else "/": the
+// one check of every redirect the shop takes from a request (browsers read
+// a backslash as a slash and drop tabs and newlines).
 func LocalPath(target string) string {
 	u, err := url.Parse(target)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
@@ -300,8 +296,8 @@ func (s *Simulated) Authentication(ctx context.Context, chargeID string) (Authen
 	return Authentication{ChargeID: stored.ID, Key: stored.IdempotencyKey, AmountCents: stored.AmountCents, Currency: stored.Currency, Status: stored.Status}, true, nil
 }
 
-// Authenticate implements Authenticator: one conditional update of the
-// ledger, so a double-click on either button records one answer.
+// Authenticate implements Authenticator: one conditional update, so a
+// double-click records one answer.
 func (s *Simulated) Authenticate(ctx context.Context, chargeID string, complete bool) (Authentication, bool, error) {
 	db := s.DB.WithContext(ctx)
 	if err := s.expire(db, "id = ?", chargeID); err != nil {

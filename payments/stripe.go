@@ -30,9 +30,8 @@ type Stripe struct {
 	client *stripe.Client
 }
 
-// StripeConfig configures the Stripe provider. Optional: APIBase replaces
-// https://api.stripe.com (for stripe-mock), HTTPClient is the client
-// requests go through, and Tracer traces each request in a client span.
+// StripeConfig configures the Stripe provider; APIBase (for stripe-mock),
+// HTTPClient and Tracer are optional.
 type StripeConfig struct {
 	SecretKey  string
 	APIBase    string
@@ -97,8 +96,7 @@ func answered[T, A any](made T, err error, of func(T) (A, error), ofError func(*
 	return of(made)
 }
 
-// keyed sends a request under the key, as its Idempotency-Key and in its
-// metadata (with the order's id).
+// keyed sends a request under the key, also in its metadata.
 func keyed(params interface {
 	SetIdempotencyKey(string)
 	AddMetadata(string, string)
@@ -279,8 +277,7 @@ var (
 	ErrEventAPIVersion = errors.New("the event's Stripe API version is not the one this shop reads")
 )
 
-// VerifyStripeEvent checks a webhook delivery's signature, then its API
-// version, and decodes the event.
+// VerifyStripeEvent checks a delivery's signature, then its API version.
 func VerifyStripeEvent(payload []byte, signature, secret string) (stripe.Event, error) {
 	if err := webhook.ValidatePayload(payload, signature, secret); err != nil {
 		return stripe.Event{}, fmt.Errorf("%w: %w", ErrEventSignature, err)
