@@ -34,7 +34,7 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 // expire has the provider stop waiting (Stripe) and declines the attempt;
 // if the provider cannot say, it is left waiting, its hold lapsed.
 func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
-	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
+	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: payments.AuthExpired}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
 	if !ok {
 		return declined
@@ -103,31 +103,30 @@ func (s *Service) withAction(ctx context.Context, order models.Order) error {
 // Authentication is the simulated provider's record of a charge waiting for
 // the shopper, for its page; models.ErrNotFound for Stripe (its own site).
 func (s *Service) Authentication(ctx context.Context, chargeID string) (payments.Authentication, error) {
-	return s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
-		return auth.Authentication(ctx, chargeID)
-	})
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	return found(auth.Authentication(ctx, chargeID))
 }
 
 // Authenticate records the shopper's answer on that page, and settles the
 // attempt at once: the shopper's return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
-	a, err := s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
-		return auth.Authenticate(ctx, chargeID, complete)
-	})
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	a, err := found(auth.Authenticate(ctx, chargeID, complete))
 	if err == nil {
 		s.returned(ctx, a.Key)
 	}
 	return a, err
 }
 
-// authenticator asks the provider's own page; ErrNotFound when none.
-func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authentication, bool, error)) (payments.Authentication, error) {
-	auth, ok := s.cfg.Provider.(payments.Authenticator)
-	if !ok {
-		return payments.Authentication{}, models.ErrNotFound
-	}
-	a, found, err := ask(auth)
-	if err == nil && !found {
+// found is models.ErrNotFound for what the provider did not find.
+func found(a payments.Authentication, ok bool, err error) (payments.Authentication, error) {
+	if err == nil && !ok {
 		err = models.ErrNotFound
 	}
 	return a, err

@@ -17,8 +17,12 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// givingBack are the states whose amount is no longer refundable.
-var givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
+// given are the states of a refund that gives back; givingBack also those
+// that may (in doubt): their amount is no longer refundable.
+var (
+	given      = []models.State{models.Succeeded, models.Pending}
+	givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
+)
 
 // refunds is the protocol's use for refunds: a charged order.
 var refunds = Kind{
@@ -244,7 +248,7 @@ func updateRefunded(tx *gorm.DB, orderID string) error {
 		return err
 	}
 	if err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}).Scan(&refunded).Error; err != nil {
+		Where("order_id = ? AND state IN ?", orderID, given).Scan(&refunded).Error; err != nil {
 		return err
 	}
 	status := models.OrderPaid
@@ -259,7 +263,7 @@ func updateRefunded(tx *gorm.DB, orderID string) error {
 
 // RefundOf is the refund, succeeded or pending, the operation made.
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
-	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
+	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, given).
 		Order("created_at DESC, id DESC"))
 }
 
@@ -268,10 +272,9 @@ func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refu
 	if _, err := orders.OrdersOf(user)(s.DB.WithContext(ctx), orderID); err != nil {
 		return models.Refund{}, err
 	}
-	var refund models.Refund
-	err := s.DB.WithContext(ctx).Where("id = ? AND order_id = ? AND state IN ?", refundID, orderID, []models.State{models.Succeeded, models.Pending}).Take(&refund).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Refund{}, models.ErrNotFound
+	refund, found, err := take[models.Refund](s.DB.WithContext(ctx).Where("id = ? AND order_id = ? AND state IN ?", refundID, orderID, given))
+	if err == nil && !found {
+		err = models.ErrNotFound
 	}
 	return refund, err
 }
@@ -327,26 +330,22 @@ func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, 
 	if res.Error != nil {
 		return models.RefundRequest{}, res.Error
 	}
-	if res.RowsAffected != 1 {
-		return models.RefundRequest{}, noOpenRequest(tx, orderID, requestID)
+	if res.RowsAffected != 1 { // none such, or answered already
+		var n int64
+		err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error
+		switch {
+		case err == nil && n == 0:
+			err = models.ErrNotFound
+		case err == nil:
+			err = ErrNoOpenRequest
+		}
+		return models.RefundRequest{}, err
 	}
 	if err := audit.Audit(tx, audit.Entry{OrderID: orderID, Action: audit.ActionRequestDeclined, Actor: audit.UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
 		return models.RefundRequest{}, err
 	}
 	var req models.RefundRequest
 	return req, tx.Where("id = ?", requestID).Take(&req).Error
-}
-
-// noOpenRequest is why no open request was declined.
-func noOpenRequest(tx *gorm.DB, orderID, requestID string) error {
-	var n int64
-	if err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error; err != nil {
-		return err
-	}
-	if n == 0 {
-		return models.ErrNotFound
-	}
-	return ErrNoOpenRequest
 }
 
 // refundFacts records a refund's audit entry and, once it succeeded or

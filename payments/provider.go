@@ -55,10 +55,9 @@ type ChargeRequest struct {
 // Charge is the provider's answer: succeeded, declined with a reason, or
 // requires action — the shopper is to authenticate at NextActionURL.
 type Charge struct {
-	ID            string
-	Status        models.State
-	DeclineReason string
-	NextActionURL string
+	ID                           string
+	Status                       models.State
+	DeclineReason, NextActionURL string
 }
 
 // Expirer is a provider that waits for an authentication until told to stop
@@ -70,7 +69,7 @@ type Expirer interface {
 // Why a charge that asked the shopper to authenticate was declined.
 const (
 	authFailed  = "The card's authentication failed."
-	authExpired = "The card's authentication was not completed in time."
+	AuthExpired = "The card's authentication was not completed in time."
 )
 
 // Provider charges and refunds, and looks up what it did under a key. A

@@ -47,11 +47,10 @@ type SimulatedRefund struct {
 // so a caller that gives up in the second half was charged unknowing, as
 // with a real provider. A charge waits AuthExpiry for the shopper, by Now.
 type Simulated struct {
-	DB         *gorm.DB
-	Latency    time.Duration
-	AuthExpiry time.Duration
-	Now        func() time.Time
-	calls      atomic.Int64
+	DB                  *gorm.DB
+	Latency, AuthExpiry time.Duration
+	Now                 func() time.Time
+	calls               atomic.Int64
 }
 
 func (s *Simulated) now() time.Time {
@@ -280,7 +279,7 @@ func (s *Simulated) expire(db *gorm.DB, where string, arg any) error {
 	return db.Model(&SimulatedCharge{}).
 		Where(where, arg).
 		Where("status = ? AND created_at <= ?", models.RequiresAction, s.now().Add(-s.AuthExpiry)).
-		Updates(map[string]any{"status": models.Declined, "decline_reason": authExpired}).Error
+		Updates(map[string]any{"status": models.Declined, "decline_reason": AuthExpired}).Error
 }
 
 // Authentication implements Authenticator.

@@ -185,21 +185,22 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 //   - an idempotency error (409: other parameters, or a request under the
 //     key still running) and any 5xx ("indeterminate") leave it in doubt.
 func chargeOfError(e *stripe.Error) (Charge, error) {
-	switch {
-	case e.Type == stripe.ErrorTypeCard:
+	if e.Type == stripe.ErrorTypeCard {
 		c := Charge{Status: models.Declined, DeclineReason: cmp.Or(e.Msg, "Your card was declined.")}
 		if e.PaymentIntent != nil {
 			c.ID = e.PaymentIntent.ID
 		}
 		return c, nil
-	case e.Type == stripe.ErrorTypeIdempotency, e.HTTPStatusCode == http.StatusConflict, e.HTTPStatusCode >= 500:
-		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
-	case e.Type == stripe.ErrorTypeInvalidRequest && (e.HTTPStatusCode == http.StatusBadRequest || e.HTTPStatusCode == http.StatusNotFound):
-		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrRefused, e.HTTPStatusCode, e.Type, e.Msg)
-	case e.HTTPStatusCode >= 400:
-		return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrUnavailable, e.HTTPStatusCode, e.Type, e.Msg)
 	}
-	return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", ErrInDoubt, e.HTTPStatusCode, e.Type, e.Msg)
+	answer := ErrInDoubt
+	switch {
+	case e.Type == stripe.ErrorTypeIdempotency, e.HTTPStatusCode == http.StatusConflict, e.HTTPStatusCode >= 500:
+	case e.Type == stripe.ErrorTypeInvalidRequest && (e.HTTPStatusCode == http.StatusBadRequest || e.HTTPStatusCode == http.StatusNotFound):
+		answer = ErrRefused
+	case e.HTTPStatusCode >= 400:
+		answer = ErrUnavailable
+	}
+	return Charge{}, fmt.Errorf("%w: stripe %d %s: %s", answer, e.HTTPStatusCode, e.Type, e.Msg)
 }
 
 // declineReason is what a refused PaymentIntent says of its refusal.
