@@ -69,11 +69,14 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 		if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
 		}
-		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
+		if order, err = s.orders.Order(ctx, userID, orderID); err != nil || order.AwaitingAction() == nil {
 			return order, err
 		}
 	}
-	return order, s.withAction(ctx, order)
+	waiting := order.AwaitingAction() // where the shopper authenticates
+	action, _, err := s.shop.ActionOf(ctx, waiting.ProviderKey)
+	waiting.NextActionURL = action.URL
+	return order, err
 }
 
 // checkDue takes the turn to ask about the waiting attempt, if not asked
@@ -87,17 +90,6 @@ func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time,
 	}
 	res := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("id = ?", attempt.ID).Where(notAsked, now.Add(-poll)).UpdateColumn("checked_at", now)
 	return attempt.ID, res.RowsAffected == 1, res.Error
-}
-
-// withAction fills in where the shopper authenticates.
-func (s *Service) withAction(ctx context.Context, order models.Order) error {
-	waiting := order.AwaitingAction()
-	if waiting == nil {
-		return nil
-	}
-	action, _, err := s.shop.ActionOf(ctx, waiting.ProviderKey)
-	waiting.NextActionURL = action.URL
-	return err
 }
 
 // Authentication is the simulated provider's record of a charge waiting for

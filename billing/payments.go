@@ -61,10 +61,8 @@ func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 }
 
 func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
-	return payments.ChargeRequest{
-		IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
-		ReturnURL: s.cfg.ReturnURL(a.OrderID), ChargeID: a.ProviderChargeID,
-	}
+	return payments.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency,
+		PaymentMethod: a.PaymentMethod, ReturnURL: s.cfg.ReturnURL(a.OrderID), ChargeID: a.ProviderChargeID}
 }
 
 func chargeOutcome(charge payments.Charge) Outcome {

@@ -43,10 +43,9 @@ type Row interface {
 // Outcome is the provider's definite answer to a request; NextActionURL and
 // Until are where and until when the shopper may authenticate.
 type Outcome struct {
-	State              models.State
-	ProviderID, Reason string
-	NextActionURL      string
-	Until              time.Time
+	State                             models.State
+	ProviderID, Reason, NextActionURL string
+	Until                             time.Time
 }
 
 // Kind is one use of the protocol: the rule begin checks, the order states

@@ -160,16 +160,13 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	resolved := 0
-	var errs []error
 	for _, stale := range rows {
-		state, held, err := f.resolveRow(ctx, byReconciler, stale.Base().ID)
-		if err != nil {
-			errs = append(errs, err)
-		} else if held && !state.Open() {
+		state, held, resolveErr := f.resolveRow(ctx, byReconciler, stale.Base().ID)
+		if err = errors.Join(err, resolveErr); held && !state.Open() {
 			resolved++
 		}
 	}
-	return resolved, errors.Join(errs...)
+	return resolved, err
 }
 
 // ErrNotInDoubt: staff asked about a request not in doubt (any more), or

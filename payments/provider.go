@@ -62,9 +62,7 @@ type Charge struct {
 
 // Expirer is a provider that waits for an authentication until told to stop
 // (Stripe): Expire ends the charge, and answers what became of it.
-type Expirer interface {
-	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
-}
+type Expirer interface{ Expire(ctx context.Context, req ChargeRequest) (Charge, error) }
 
 // Why a charge that asked the shopper to authenticate was declined.
 const (
@@ -95,7 +93,6 @@ type RefundRequest struct {
 // RefundAnswer is the provider's answer: succeeded, pending, or failed
 // with a reason (nothing given back).
 type RefundAnswer struct {
-	ID            string
-	State         models.State
-	FailureReason string
+	ID, FailureReason string
+	State             models.State
 }

@@ -26,9 +26,7 @@ var ErrInDoubt = errors.New("the payment provider did not say whether it charged
 // Stripe charges through Stripe's PaymentIntents API (one PaymentIntent per
 // charge, created and confirmed in one call) and refunds through its
 // Refunds API, under the request's key as Stripe's Idempotency-Key.
-type Stripe struct {
-	client *stripe.Client
-}
+type Stripe struct{ client *stripe.Client }
 
 // StripeConfig configures the Stripe provider; APIBase (for stripe-mock),
 // HTTPClient and Tracer are optional.
