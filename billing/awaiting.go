@@ -139,8 +139,7 @@ func (s *Service) returned(ctx context.Context, providerKey string) {
 	}
 }
 
-// returnWait is how often a return looks again at the attempt.
-const returnWait = 50 * time.Millisecond
+const returnWait = 50 * time.Millisecond // how often a return looks again
 
 var errSettledElsewhere = errors.New("another run is settling the attempt")
 

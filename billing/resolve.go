@@ -30,8 +30,7 @@ var (
 	errNotYetKnown = errors.New("the payment provider shows nothing under the key yet")
 )
 
-// searchLag is how long a provider's search may take to show a request
-// (Stripe's: "under a minute", more in an outage).
+// searchLag is how long a search may lag (Stripe's: "under a minute").
 const searchLag = 5 * time.Minute
 
 // resolve asks the provider what became of a request in doubt and records

@@ -33,18 +33,15 @@ var (
 
 var (
 	// ErrUnavailable is a passing refusal of this request before it did
-	// anything (unavailable, rate limited, unauthorized): the same call may
-	// succeed later. It says nothing about earlier requests under the key.
+	// anything; it says nothing about earlier requests under the key.
 	ErrUnavailable = errors.New("payment provider unavailable")
-	// ErrRefused is a definitive refusal: the provider refused the request
-	// before executing it, and refuses every request with the same key and
-	// parameters alike, so nothing was or ever will be done under the key.
+	// ErrRefused is a definitive refusal, alike for every request with the
+	// same key and parameters: nothing was or ever will be done under it.
 	ErrRefused = errors.New("payment provider refused the request")
 )
 
-// ChargeRequest asks for one charge, under IdempotencyKey. ReturnURL is
-// the shopper's way back from an authentication; ChargeID, once known,
-// lets Find read the charge directly rather than search.
+// ChargeRequest asks for one charge, under IdempotencyKey; ChargeID, once
+// known, lets Find read the charge rather than search.
 type ChargeRequest struct {
 	IdempotencyKey, OrderID string
 	AmountCents             int64
@@ -52,8 +49,7 @@ type ChargeRequest struct {
 	ReturnURL, ChargeID     string
 }
 
-// Charge is the provider's answer: succeeded, declined with a reason, or
-// requires action — the shopper is to authenticate at NextActionURL.
+// Charge is the provider's answer: succeeded, declined, or requires action.
 type Charge struct {
 	ID                           string
 	Status                       models.State
@@ -62,7 +58,9 @@ type Charge struct {
 
 // Expirer is a provider that waits for an authentication until told to stop
 // (Stripe): Expire ends the charge, and answers what became of it.
-type Expirer interface{ Expire(ctx context.Context, req ChargeRequest) (Charge, error) }
+type Expirer interface {
+	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
+}
 
 // Why a charge that asked the shopper to authenticate was declined.
 const (
