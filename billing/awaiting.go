@@ -12,14 +12,9 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// byReturn names the shopper's return from an authentication in logs and
-// metrics, beside the other resolvers.
-const byReturn = "return"
-
-// awaiting dates a provider's answer that asks the shopper to authenticate:
-// it expires AuthExpiry after the attempt first got it, and with it the
-// order's hold. Past that, an authentication the provider still waits for
-// is the shop's to end (expire), so that the order is payable again.
+// awaiting dates an answer that asks the shopper to authenticate: it
+// expires, with the order's hold, AuthExpiry after the attempt first got
+// it; past that, the shop ends it (expire), so the order is payable again.
 func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome Outcome) Outcome {
 	if outcome.State != models.RequiresAction {
 		return outcome
@@ -36,12 +31,10 @@ func (s *Service) awaiting(ctx context.Context, a models.PaymentAttempt, outcome
 	return outcome
 }
 
-// expire ends an authentication past its expiry that the provider still
-// waits for: the provider is told to stop, if it must be (Stripe), and the
-// attempt declined — or, if the provider cannot say, left waiting, its
-// hold lapsed, to be asked again by the reconciler's next pass.
+// expire has the provider stop waiting (Stripe) and declines the attempt;
+// if the provider cannot say, it is left waiting, its hold lapsed.
 func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting Outcome) Outcome {
-	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: "The card's authentication was not completed in time."}
+	declined := Outcome{State: models.Declined, ProviderID: waiting.ProviderID, Reason: payments.AuthExpired}
 	expirer, ok := s.cfg.Provider.(payments.Expirer)
 	if !ok {
 		return declined
@@ -59,12 +52,9 @@ func (s *Service) expire(ctx context.Context, a models.PaymentAttempt, waiting O
 	}
 }
 
-// Awaited is one of the user's orders. Its payment that waits for the
-// shopper to authenticate is asked about at the provider at most once an
-// AuthPoll, across instances (checkDue): a reload loop neither spends the
-// provider's rate limit nor writes. The shopper's return from the
-// authentication (Authenticate) and the provider's webhooks settle it at
-// once.
+// Awaited is one of the user's orders; its payment waiting for the shopper
+// is asked about at most once an AuthPoll across instances (checkDue), so
+// that a reload loop neither spends the provider's rate limit nor writes.
 func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.Order, error) {
 	order, err := s.orders.Order(ctx, userID, orderID)
 	if err != nil || order.AwaitingAction() == nil {
@@ -75,18 +65,22 @@ func (s *Service) Awaited(ctx context.Context, userID, orderID string) (models.O
 		return order, err
 	}
 	if due {
-		s.settleAwaiting(ctx, attemptID)
-		if order, err = s.orders.Order(ctx, userID, orderID); err != nil {
+		ctx := audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
+		if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
+		}
+		if order, err = s.orders.Order(ctx, userID, orderID); err != nil || order.AwaitingAction() == nil {
 			return order, err
 		}
 	}
-	return order, s.withAction(ctx, order)
+	waiting := order.AwaitingAction() // where the shopper authenticates
+	action, _, err := s.shop.ActionOf(ctx, waiting.ProviderKey)
+	waiting.NextActionURL = action.URL
+	return order, err
 }
 
-// checkDue takes the turn to ask the provider about the attempt sent under
-// providerKey, if it still waits for the shopper and was not asked since
-// poll ago: one conditional update, which one caller of many wins. It reads
-// first, so that a read within the poll writes nothing.
+// checkDue takes the turn to ask about the waiting attempt, if not asked
+// since poll ago: one conditional update, after a read that finds it due.
 func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time, poll time.Duration) (string, bool, error) {
 	const notAsked = "(checked_at IS NULL OR checked_at <= ?)"
 	attempt, found, err := take[models.PaymentAttempt](s.DB.WithContext(ctx).Select("id").
@@ -98,70 +92,41 @@ func (s Ledger) checkDue(ctx context.Context, providerKey string, now time.Time,
 	return attempt.ID, res.RowsAffected == 1, res.Error
 }
 
-// settleAwaiting asks the provider what the shopper did about the attempt
-// that waits for them, and records it under the order's hold: through the
-// same resolution as the reconciler's, so that a second return, or a
-// double-click on the provider's page, charges nothing more.
-func (s *Service) settleAwaiting(ctx context.Context, attemptID string) {
-	ctx = audit.WithActor(ctx, audit.By(audit.ActorProviderReturn))
-	if _, _, err := s.charges.resolveRow(ctx, byReturn, attemptID); err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "ask about a payment that waits for the shopper", "err", err, "attempt", attemptID)
-	}
-}
-
-// withAction fills in where the shopper authenticates the order's payment
-// that waits for them.
-func (s *Service) withAction(ctx context.Context, order models.Order) error {
-	waiting := order.AwaitingAction()
-	if waiting == nil {
-		return nil
-	}
-	action, _, err := s.shop.ActionOf(ctx, waiting.ProviderKey)
-	waiting.NextActionURL = action.URL
-	return err
-}
-
-// Authentication is the simulated provider's record of a charge that asks
-// the shopper to authenticate, for its page; models.ErrNotFound when the
-// provider has no page of its own (Stripe's is its own site).
+// Authentication is the simulated provider's record of a charge waiting for
+// the shopper, for its page; models.ErrNotFound for Stripe (its own site).
 func (s *Service) Authentication(ctx context.Context, chargeID string) (payments.Authentication, error) {
-	return s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
-		return auth.Authentication(ctx, chargeID)
-	})
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	return found(auth.Authentication(ctx, chargeID))
 }
 
-// Authenticate records the shopper's answer on the simulated provider's
-// page, at the provider, and settles the attempt at once: the shopper's
-// return.
+// Authenticate records the shopper's answer on that page, and settles the
+// attempt at once: the shopper's return.
 func (s *Service) Authenticate(ctx context.Context, chargeID string, complete bool) (payments.Authentication, error) {
-	a, err := s.authenticator(func(auth payments.Authenticator) (payments.Authentication, bool, error) {
-		return auth.Authenticate(ctx, chargeID, complete)
-	})
+	auth, ok := s.cfg.Provider.(payments.Authenticator)
+	if !ok {
+		return payments.Authentication{}, models.ErrNotFound
+	}
+	a, err := found(auth.Authenticate(ctx, chargeID, complete))
 	if err == nil {
 		s.returned(ctx, a.Key)
 	}
 	return a, err
 }
 
-// authenticator asks the provider's own authentication page; ErrNotFound
-// when it has none, or no such charge.
-func (s *Service) authenticator(ask func(payments.Authenticator) (payments.Authentication, bool, error)) (payments.Authentication, error) {
-	auth, ok := s.cfg.Provider.(payments.Authenticator)
-	if !ok {
-		return payments.Authentication{}, models.ErrNotFound
-	}
-	a, found, err := ask(auth)
-	if err == nil && !found {
+// found is models.ErrNotFound for what the provider did not find.
+func found(a payments.Authentication, ok bool, err error) (payments.Authentication, error) {
+	if err == nil && !ok {
 		err = models.ErrNotFound
 	}
 	return a, err
 }
 
-// returned settles at once the attempt sent under providerKey, on the
-// shopper's return from its authentication. When another run holds the
-// order (the other submission of a double-click, settling it), it waits
-// for that run, an attempt's time at most, so that the page the shopper is
-// sent to shows the outcome rather than the wait.
+// returned settles the attempt as the reconciler would; while another run
+// holds the order (a double-click), it waits for it, an attempt's time at
+// most, so that the page shows the outcome rather than the wait.
 func (s *Service) returned(ctx context.Context, providerKey string) {
 	attempt, found, err := ByKey[models.PaymentAttempt](ctx, s.shop, providerKey)
 	if err == nil && found {
@@ -174,35 +139,27 @@ func (s *Service) returned(ctx context.Context, providerKey string) {
 	}
 }
 
-// returnWait is how often a return looks again at an attempt another run
-// is settling.
-const returnWait = 50 * time.Millisecond
+const returnWait = 50 * time.Millisecond // how often a return looks again
 
-// settledOnReturn settles the attempt under the order's hold, or, when
-// another run holds it, fails until that run has settled it.
+var errSettledElsewhere = errors.New("another run is settling the attempt")
+
+// settledOnReturn settles the attempt, or fails while another run holds it.
 func (s *Service) settledOnReturn(ctx context.Context, attemptID string) (bool, error) {
 	_, held, err := s.charges.resolveRow(ctx, byReturn, attemptID)
 	if err != nil || held {
 		return held, backoff.Permanent(err)
 	}
 	_, waiting, err := take[models.PaymentAttempt](s.shop.DB.WithContext(ctx).Select("id").Where("id = ? AND state = ?", attemptID, models.RequiresAction))
-	switch {
-	case err != nil:
-		return false, backoff.Permanent(err)
-	case waiting:
+	if err == nil && waiting {
 		return false, errSettledElsewhere
 	}
-	return false, nil
+	return false, backoff.Permanent(err)
 }
 
-var errSettledElsewhere = errors.New("another run is settling the attempt")
-
-// ReturnURL is where a provider sends the shopper back to after an
-// authentication of the order's payment.
+// ReturnURL is where a provider sends the shopper back to.
 func (s *Service) ReturnURL(orderID string) string { return s.cfg.ReturnURL(orderID) }
 
-// TestCards are the provider's test cards, and the provider's name for the
-// shopper.
+// TestCards are the provider's test cards, and its name for the shopper.
 func (s *Service) TestCards() (provider string, cards []string) {
 	return s.cfg.ProviderName, s.cfg.TestCards
 }

@@ -11,12 +11,14 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/payments"
 )
 
-// charges is the protocol's use for payments: a pending order, charged at
-// most once.
+// charges is the protocol's use for payments: a pending order, charged once.
 var charges = Kind{
 	admits: func(order models.Order) error {
 		switch {
@@ -32,10 +34,43 @@ var charges = Kind{
 	awaiting: models.ErrPaymentAwaiting,
 }
 
-// BeginPayment takes the hold on the user's pending order for holder, a run
-// of the payment operation derivedKey, and records its attempt to charge
-// method for the order's total, in one transaction; or hands back an
-// earlier attempt of the order still in doubt, to resolve first.
+// Pay charges one of the user's orders with method: the one way to take
+// money. A declined card is a payment too (Status declined).
+func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method string) (models.Payment, error) {
+	return s.charges.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
+		return s.shop.BeginPayment(ctx, userID, orderID, op.DerivedKey, holder, method, now, until)
+	})
+}
+
+func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
+	return flow[models.PaymentAttempt, models.Payment]{
+		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
+		answerOf: s.shop.PaymentOf,
+		send: func(ctx context.Context, a models.PaymentAttempt) (Outcome, error) {
+			charge, err := s.cfg.Provider.Charge(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), err
+		},
+		find: func(ctx context.Context, a models.PaymentAttempt) (Outcome, bool, error) {
+			charge, found, err := s.cfg.Provider.Find(ctx, s.chargeRequest(a))
+			return s.awaiting(ctx, a, chargeOutcome(charge)), found, err
+		},
+		settle: s.shop.Settle, late: s.shop.settleLateCharge,
+		errUnconfirmed: ErrUnconfirmed, errEarlierUnconfirmed: ErrEarlierUnconfirmed,
+		errUnavailable: ErrProviderUnavailable, errInDoubt: models.ErrPaymentInDoubt,
+	}
+}
+
+func (s *Service) chargeRequest(a models.PaymentAttempt) payments.ChargeRequest {
+	return payments.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID, AmountCents: a.AmountCents, Currency: a.Currency,
+		PaymentMethod: a.PaymentMethod, ReturnURL: s.cfg.ReturnURL(a.OrderID), ChargeID: a.ProviderChargeID}
+}
+
+func chargeOutcome(charge payments.Charge) Outcome {
+	return Outcome{State: charge.Status, ProviderID: charge.ID, Reason: charge.DeclineReason, NextActionURL: charge.NextActionURL}
+}
+
+// BeginPayment is begin of an attempt to charge the user's pending order's
+// total to method.
 func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, holder, method string, now, until time.Time) (Begun[models.PaymentAttempt], error) {
 	return begin(s.DB.WithContext(ctx), charges, orders.OwnedBy(userID), orderID, derivedKey, holder, now, until,
 		func(_ *gorm.DB, order models.Order, req models.Request) (models.PaymentAttempt, error) {
@@ -43,8 +78,7 @@ func (s Ledger) BeginPayment(ctx context.Context, userID, orderID, derivedKey, h
 		})
 }
 
-// PaymentOf is the payment recorded for the operation derivedKey — by the
-// provider's answer to one of its attempts — if there is one.
+// PaymentOf is the payment one of the operation's attempts made, if any.
 func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Payment, bool, error) {
 	payment, found, err := take[models.Payment](s.DB.WithContext(ctx).
 		Where("provider_key IN (?)", s.DB.Model(&models.PaymentAttempt{}).Select("provider_key").Where("derived_key = ?", derivedKey)))
@@ -56,20 +90,14 @@ func (s Ledger) PaymentOf(ctx context.Context, derivedKey string) (models.Paymen
 	return payment, found && err == nil, err
 }
 
-// Settle records through tx, which the caller commits, the provider's
-// answer to an open attempt: the attempt resolved, the hold let go, and,
-// unless the provider charged nothing (Failed), a payment row, the order
-// paid if the charge succeeded. An answer that requires action keeps the
-// order held (see awaitingHold). holder must still hold the order, and the
-// attempt must still be open (ErrPaymentInProgress otherwise, and nothing
-// is written).
+// Settle is settle of an attempt, with its payment row unless nothing was
+// charged; an answer that requires action hands the hold to the attempt.
 func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string) (models.Payment, error) {
 	if !slices.Contains([]models.State{models.Succeeded, models.Declined, models.Failed, models.RequiresAction}, outcome.State) {
 		// Not an outcome: the attempt stays in doubt, to be asked again.
 		return models.Payment{}, fmt.Errorf("models: %q is not the outcome of a charge", outcome.State)
 	}
-	order := map[string]any{"held_by": nil, "held_until": nil}
-	update := map[string]any{"state": outcome.State}
+	order, update := orders.Released(), map[string]any{"state": outcome.State}
 	switch outcome.State {
 	case models.Succeeded:
 		order["status"] = models.OrderPaid
@@ -98,26 +126,15 @@ func (s Ledger) Settle(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outco
 	return payment, err
 }
 
-// awaitingHold is the order's hold while its attempt waits for the shopper
-// to authenticate. No request runs meanwhile, so no heartbeat extends a
-// lease: the attempt holds the order itself, until the authentication
-// expires. Until then no other key may charge the order (as for an attempt
-// in doubt: the shopper may still complete it, and be charged); after
-// that, the hold has lapsed by itself, so a crashed or restarted shop
-// never blocks the order for longer, and the reconciler or the next
-// payment asks the provider, which has expired the authentication by then.
-// Whoever resolves the attempt meanwhile takes this hold over
-// (HoldForResolution), and hands it back if the shopper is still to answer.
+// awaitingHold is the order's hold while its attempt waits for the shopper:
+// the attempt's own, until the authentication expires, then lapsed even if
+// the shop crashed.
 func awaitingHold(attempt models.PaymentAttempt, until time.Time) map[string]any {
 	return map[string]any{"held_by": orders.AwaitingHolder(attempt.ID), "held_until": until}
 }
 
-// recordPayment writes the payment an answer makes — none when nothing was
-// charged (Failed) — or updates the one an earlier answer made: one that
-// required action, ended (declined if the authentication came to nothing);
-// or one declined, charged late, under the same id, so that the declined
-// answer's Location shows it. The caller records its facts once the order
-// is written (chargeFacts).
+// recordPayment writes the payment an answer makes, or updates under the
+// same id the one an earlier answer made, so that its Location shows it.
 func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) (models.Payment, error) {
 	var payment models.Payment
 	err := tx.Where("provider_key = ?", attempt.ProviderKey).Take(&payment).Error
@@ -141,21 +158,14 @@ func recordPayment(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome) 
 	return payment, tx.Create(&payment).Error
 }
 
-// ActionOf is what the attempt sent under providerKey asks of the shopper,
-// if it ever required action.
+// ActionOf is what the attempt sent under providerKey asked of the shopper.
 func (s Ledger) ActionOf(ctx context.Context, providerKey string) (models.PaymentAction, bool, error) {
 	return take[models.PaymentAction](s.DB.WithContext(ctx).Where("provider_key = ?", providerKey))
 }
 
-// settleLateCharge records, through tx, a charge the provider reports for
-// an attempt the shop had recorded as refused (failed) or declined: the
-// provider's word wins, so that every charge taken is recorded. It takes the
-// order's hold for holder (ErrPaymentInProgress when a live operation has
-// it), marks the attempt succeeded, records its payment as succeeded and
-// marks the order paid — the order may then show two succeeded payments, one
-// of them to refund — unless the order was cancelled meanwhile: a cancelled
-// order stays cancelled (its units may be back on sale, its shopper told
-// nothing was charged), and the charge is for a person to refund.
+// settleLateCharge records a charge reported for an attempt recorded failed
+// or declined, and the order paid (perhaps twice) unless it was cancelled:
+// that stays so (its units may be back on sale), for a person to refund.
 func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, outcome Outcome, holder string, now time.Time) (Late, error) {
 	if outcome.State != models.Succeeded || (attempt.State != models.Failed && attempt.State != models.Declined) {
 		return Late{}, nil
@@ -174,27 +184,32 @@ func (s Ledger) settleLateCharge(tx *gorm.DB, attempt models.PaymentAttempt, out
 	if err := tx.Model(&models.Order{}).Where("id = ? AND status = ?", attempt.OrderID, models.OrderCancelled).Count(&cancelled).Error; err != nil {
 		return Late{}, err
 	}
-	late := Late{Moved: true, Label: "late_charge",
-		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — refund it if the order was paid twice"}
+	todo := "refund it if the order was paid twice"
 	if cancelled == 1 {
-		late.Warning = "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — the order was cancelled, and stays so: refund the charge"
+		todo = "the order was cancelled, and stays so: refund the charge"
 	} else if err := updateRefunded(tx, attempt.OrderID); err != nil {
 		return Late{}, err
 	}
+	late := Late{Moved: true, Label: "late_charge",
+		Warning: "the provider charged a payment attempt the shop had recorded as " + string(attempt.State) + "; recorded now — " + todo}
 	return late, chargeFacts(tx, payment, true)
 }
 
-// AttemptsInDoubt counts the payment attempts in doubt, and tells when the
-// oldest of them was made (zero when there is none).
-func (s Ledger) AttemptsInDoubt(ctx context.Context) (int64, time.Time, error) {
-	db := s.DB.WithContext(ctx).Model(&models.PaymentAttempt{}).Where("state = ?", models.InDoubt)
-	var n int64
-	if err := db.Count(&n).Error; err != nil || n == 0 {
-		return n, time.Time{}, err
+// chargeFacts records, once the order is written, a payment's audit entry
+// and event; one that waits for the shopper tells nothing yet.
+func chargeFacts(tx *gorm.DB, p models.Payment, late bool) error {
+	action := map[models.State]audit.Action{models.Succeeded: audit.ActionChargeSucceeded, models.Declined: audit.ActionChargeDeclined}[p.Status]
+	if late {
+		action = audit.ActionLateCharge // a charge the shop had recorded as refused or declined
 	}
-	// The oldest row rather than MIN(created_at): SQLite's aggregate loses
-	// the column's time type.
-	var oldest models.PaymentAttempt
-	err := s.DB.WithContext(ctx).Select("created_at").Where("state = ?", models.InDoubt).Order("created_at").Take(&oldest).Error
-	return n, oldest.CreatedAt, err
+	if action == "" {
+		return nil
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: p.OrderID, Action: action, SubjectID: p.ID, AmountCents: audit.Cents(p.AmountCents), Reason: p.DeclineReason}); err != nil {
+		return err
+	}
+	if p.Status == models.Succeeded {
+		return orders.Paid(tx, p.ID, p.OrderID)
+	}
+	return orders.Event(tx, outbox.OrderPaymentDeclined, p.ID, p.OrderID)
 }

@@ -10,85 +10,58 @@ import (
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
 )
 
-// Operation is the idempotent operation a payment or a refund runs in, as
-// the idempotency middleware hands it to its handler.
+// Operation is the idempotent operation a payment or a refund runs in: Tx
+// is committed with its stored answer, and OnLeaseExtended runs fn at each
+// extension of its lease, so that the order's hold lasts as long.
 type Operation struct {
-	// DerivedKey names the operation to the provider and on its rows.
-	DerivedKey string
-	// Tx is the operation's transaction, begun on first use: the outcome
-	// is written through it and committed with the stored answer.
-	Tx func() *gorm.DB
-	// OnLeaseExtended has fn run each time the operation's lease is
-	// extended, so that the order's hold lasts as long as the operation.
+	DerivedKey      string
+	Tx              func() *gorm.DB
 	OnLeaseExtended func(fn func(ctx context.Context, until time.Time) error)
 }
 
-// maxResolutions bounds how many earlier requests in doubt one operation
-// resolves before it gives up; there is at most one in doubt at a time.
+// maxResolutions bounds the earlier requests one operation resolves.
 const maxResolutions = 3
 
-// flow is the one protocol for a provider request in doubt, and what a use
-// of it — a charge, a refund — does at each step. R is the request's row,
-// T the operation's answer (a payment, a refund).
+// flow is the one protocol for a provider request in doubt, with what each
+// use does at each step; R is the request's row, T the operation's answer.
 //
 //  1. The operation's own answer, if a run of it was settled already.
 //  2. begin: the hold and the request, committed before the provider is
-//     called; or an earlier request still in doubt, resolved first under
-//     its own key (resolve.go).
+//     called; or an earlier request in doubt, resolved first (resolve.go).
 //  3. send under the request's provider key.
-//  4. settle through the operation's transaction, which the idempotency
-//     middleware commits with the stored answer; or settle failed on the
-//     provider's word that nothing was done; or, with no answer, the hold
-//     let go and the request left in doubt, for a retry, another
-//     operation on the order, the reconciler or a webhook.
+//  4. settle through the operation's transaction; or settle failed on the
+//     provider's word that nothing was done; or, with no answer, let go of
+//     the hold and leave the request in doubt for whoever comes next.
 type flow[R Row, T any] struct {
 	s *Service
-	// by names the operations of the use in metrics ("payment", "refund"),
-	// prefix starts its metrics' labels; what names its request in logs
-	// ("attempt", "refund"), and noun in their messages.
+	// Names in metrics (by, prefix) and in logs (what, noun).
 	by, prefix, what, noun string
 	answerOf               func(ctx context.Context, derivedKey string) (T, bool, error)
 	send                   func(ctx context.Context, row R) (Outcome, error)
 	find                   func(ctx context.Context, row R) (Outcome, bool, error)
 	settle                 func(tx *gorm.DB, row R, outcome Outcome, holder string) (T, error)
-	// late records the provider's later word on a request it had answered
-	// (settleLate).
-	late func(tx *gorm.DB, row R, outcome Outcome, holder string, now time.Time) (Late, error)
-	// refusalAnswers: a definitive refusal of the first request is the
-	// operation's final answer (a failed refund), rather than a passing
-	// failure that a retry asks again under a new provider key (a charge).
+	late                   func(tx *gorm.DB, row R, outcome Outcome, holder string, now time.Time) (Late, error)
+	// refusalAnswers: a definitive refusal is a final answer (a failed
+	// refund), not one a retry asks again under a new key (a charge).
 	refusalAnswers bool
-	reasons        reasons
-	errs           flowErrors
+	// The words recorded on a request the provider never carried out.
+	refused, unavailable, noRecord string
+	// The answers when the provider did not do its part.
+	errUnconfirmed, errEarlierUnconfirmed, errUnavailable, errInDoubt error
 }
 
-// reasons are the words recorded on a request the provider never carried
-// out.
-type reasons struct{ refused, unavailable, noRecord string }
-
-// flowErrors are a use's answers when the provider did not do its part.
-type flowErrors struct {
-	// unconfirmed: the operation's own request is in doubt;
-	// earlierUnconfirmed: an earlier one, which the provider could not
-	// answer for; unavailable: nothing was done, retry.
-	unconfirmed, earlierUnconfirmed, unavailable, inDoubt error
-}
-
-// beginFunc records the operation's request under holder's hold (see
-// Ledger.BeginPayment and Ledger.BeginRefund).
+// beginFunc is Ledger.BeginPayment or Ledger.BeginRefund.
 type beginFunc[R Row] func(ctx context.Context, holder string, now, until time.Time) (Begun[R], error)
 
-// run is one run of the operation derivedKey on the order.
+// run is one run of the operation on the order.
 func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begin beginFunc[R]) (T, error) {
-	// A run of this operation that died may have been settled since, by
-	// another operation or the reconciler: that is its answer.
+	// A run that died may have been settled since: that is the answer.
 	if answer, ok, err := f.answerOf(ctx, op.DerivedKey); err != nil || ok {
 		return answer, err
 	}
-	// This run holds the order, not the operation: a run that outlived its
-	// lease cannot write over the run that took over.
 	holder := orders.NewHolder(op.DerivedKey)
 	op.OnLeaseExtended(func(ctx context.Context, until time.Time) error {
 		return orders.ExtendHold(ctx, f.s.shop.DB, orderID, holder, until)
@@ -100,17 +73,14 @@ func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begi
 	return f.first(ctx, op, row, holder)
 }
 
-// begin records the operation's request under the order's hold, once no
-// earlier request of its kind is in doubt: it resolves those first. When
-// answered, the operation's answer is known without a request.
+// begin records the operation's request, once the earlier ones in doubt
+// are resolved; or, answered, knows its answer without one.
 func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder string, begin beginFunc[R]) (row R, answer T, answered bool, err error) {
 	for tries := 0; ; tries++ {
 		now := f.s.now()
 		begun, err := begin(ctx, holder, now, now.Add(f.s.cfg.Lease))
 		if err != nil {
-			// Refused meanwhile (the order paid, nothing left to refund),
-			// perhaps by this operation's own request, settled since the
-			// look in run: that is its answer.
+			// Refused, perhaps by this operation's own request settled since.
 			if answer, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr != nil || ok {
 				return row, answer, true, readErr
 			}
@@ -121,61 +91,52 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 		}
 		if tries == maxResolutions {
 			f.s.releaseHold(ctx, orderID, holder)
-			return row, answer, false, f.errs.inDoubt
+			return row, answer, false, f.errInDoubt
 		}
-		// An earlier request is in doubt: nothing more may be sent before
-		// the provider says what became of it.
 		own := begun.Row.Base().DerivedKey == op.DerivedKey
 		state, resolved := f.resolve(ctx, f.by, begun.Row, holder)
 		switch {
 		case state == models.InDoubt && own:
 			f.s.releaseHold(ctx, orderID, holder)
-			return row, answer, false, f.errs.unconfirmed
+			return row, answer, false, f.errUnconfirmed
 		case state == models.InDoubt:
 			f.s.releaseHold(ctx, orderID, holder)
-			return row, answer, false, f.errs.earlierUnconfirmed
+			return row, answer, false, f.errEarlierUnconfirmed
 		case state == models.RequiresAction && !own:
 			// It waits for the shopper, and holds the order again.
-			return row, answer, false, f.errs.inDoubt
+			return row, answer, false, f.errInDoubt
 		case own && state != models.Failed:
 			return row, resolved, true, nil // this operation's own answer, from a run that died
 		}
 		// Resolved (the operation's own, failed, is tried again under a new
-		// provider key): begin finds out what the order allows now.
+		// provider key).
 	}
 }
 
-// first sends the operation's request to the provider and records its
-// answer.
+// first sends the operation's request and records the provider's answer.
 func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder string) (T, error) {
 	var none T
-	outcome, err := f.call(ctx, row)
+	outcome, err := f.counted(f.send(ctx, row))
 	switch {
 	case errors.Is(err, payments.ErrRefused) && f.refusalAnswers:
-		outcome, err = failed(f.reasons.refused), nil
+		outcome, err = failed(f.refused), nil
 	case errors.Is(err, payments.ErrRefused), errors.Is(err, payments.ErrUnavailable):
-		// Nothing done under the request's key: settled failed at once, so
-		// that other keys may try, and a retry asks under a new one.
-		if err := f.s.inTx(ctx, func(tx *gorm.DB) error {
-			_, settleErr := f.settle(tx, row, failed(f.reasons.unavailable), holder)
-			return settleErr
-		}); err != nil {
+		// Nothing done under the key: settled failed now, so that other keys
+		// may try, and a retry asks under a new one.
+		if _, err := f.settleAlone(ctx, row, failed(f.unavailable), holder); err != nil {
 			f.s.cfg.Logger.ErrorContext(ctx, "record a refused "+f.noun, "err", err, f.what, row.Base().ID)
 		}
-		return none, f.errs.unavailable
+		return none, f.errUnavailable
 	case err != nil:
-		// No answer: it may have been done. The request stays in doubt, so
-		// that nothing else is sent for the order before the provider is
-		// asked again under its key; the hold is let go so that a retry,
-		// another operation or the reconciler can do so at once.
+		// No answer: it may have been done. It stays in doubt, the hold let
+		// go so that anyone may ask the provider again at once.
 		f.s.cfg.Logger.WarnContext(ctx, "payment provider failed", "err", err, f.what, row.Base().ID)
 		f.s.releaseHold(ctx, row.Base().OrderID, holder)
-		return none, f.errs.unconfirmed
+		return none, f.errUnconfirmed
 	}
 	answer, err := f.settle(op.Tx(), row, outcome, holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
-		// The hold passed while the provider answered: the run that took it
-		// resolved this request, with the provider's same answer.
+		// The hold passed: the run that took it recorded the same answer.
 		if settled, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr == nil && ok {
 			return settled, nil
 		}
@@ -183,26 +144,50 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 	return answer, err
 }
 
-// call sends the request, and counts the provider's answer.
-func (f *flow[R, T]) call(ctx context.Context, row R) (Outcome, error) {
-	outcome, err := f.send(ctx, row)
-	f.s.metrics.provider.WithLabelValues(f.prefix + result(outcome, err)).Inc()
-	return outcome, err
-}
-
+// failed is the outcome of a request the provider never carried out.
 func failed(reason string) Outcome {
 	return Outcome{State: models.Failed, Reason: reason}
 }
 
-// result names a provider's answer in metrics.
-func result(outcome Outcome, err error) string {
+// counted counts the provider's answer in metrics.
+func (f *flow[R, T]) counted(outcome Outcome, err error) (Outcome, error) {
+	result := string(outcome.State)
 	switch {
 	case errors.Is(err, payments.ErrRefused):
-		return "refused"
+		result = "refused"
 	case errors.Is(err, payments.ErrUnavailable):
-		return "unavailable"
+		result = "unavailable"
 	case err != nil:
-		return "error"
+		result = "error"
 	}
-	return string(outcome.State)
+	f.s.provider.WithLabelValues(f.prefix + result).Inc()
+	return outcome, err
 }
+
+// The service's refusals that are not the shopper's doing: the provider did
+// not confirm the operation's own request (Unconfirmed) or an earlier one
+// (EarlierUnconfirmed), or refused it before doing anything (Unavailable).
+// Each is answered 502 and releases the operation's key, for a retry.
+var (
+	ErrUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
+		Message: "The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."})
+	ErrEarlierUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
+		Message: models.ErrPaymentInDoubt.Message})
+	ErrProviderUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
+		Message: "The payment provider is unavailable; nothing was charged. Retry with the same key.",
+		Shopper: models.Words{Heading: "The payment did not go through", Retry: "Try again",
+			Text: "The payment service is not answering right now. Nothing was charged, try again in a moment: you will never be charged twice."}})
+	paymentConfirming = models.Words{Heading: "Your payment is being confirmed", Retry: "Try again",
+		Text: "The card provider has not yet told us whether your payment went through. You will not be charged twice: look at the order again in a moment, or try again to ask once more."}
+
+	ErrRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+		Message: "The payment provider did not confirm the refund. Retry with the same key: the provider recognises the retry, so it never refunds twice."})
+	ErrEarlierRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+		Message: "An earlier refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."})
+	ErrRefundUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
+		Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key.",
+		Shopper: models.Words{Heading: "The refund did not go through", Retry: "Try again",
+			Text: "The card provider is not answering right now. Nothing was refunded; try again in a moment: nothing is ever refunded twice."}})
+	refundConfirming = models.Words{Heading: "Your refund is being confirmed", Retry: "Try again",
+		Text: "The card provider has not yet told us whether your refund went through. Nothing is refunded twice: look at the order again in a moment, or try again to ask once more."}
+)

@@ -5,20 +5,26 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/payments"
+	"github.com/shop/shop/problem"
 )
 
-// givingBack are the states whose amount is no longer refundable: given
-// back, on its way, or perhaps given back (in doubt).
-var givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
+// given are the states of a refund that gives back; givingBack also those
+// that may (in doubt): their amount is no longer refundable.
+var (
+	given      = []models.State{models.Succeeded, models.Pending}
+	givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
+)
 
-// refunds is the protocol's use for refunds: a charged order, given back at
-// most what it was charged.
+// refunds is the protocol's use for refunds: a charged order.
 var refunds = Kind{
 	admits: func(order models.Order) error {
 		if !order.Charged() {
@@ -30,21 +36,51 @@ var refunds = Kind{
 	inDoubt:  models.ErrRefundInDoubt,
 }
 
-// RefundInput is what a refund asks for: an amount (all that is still
-// refundable when nil) and a reason.
+// RefundInput is a refund's amount (all that is left when nil) and reason.
 type RefundInput struct {
 	AmountCents *int64
 	Reason      string
 }
 
-// BeginRefund takes the hold on a charged order, any user's, for holder, a
-// run of the refund operation derivedKey that the staff user by gives, and
-// records its refund in doubt, in one transaction (models.ErrForbidden, and
-// nothing written, when by is not staff in the database, whatever a cached
-// lookup says): of the order's first charge that still has something to
-// refund (an order charged twice, by a late charge, has two), for what it
-// asks — at most what that charge has left. Or it hands back an earlier
-// refund of the order still in doubt, to resolve first.
+// Refund gives back the amount asked on any user's charged order, by the
+// staff user by. A refund the provider failed is a refund too.
+func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orderID string, in RefundInput) (models.Refund, error) {
+	return s.refunds.run(ctx, op, orderID, func(ctx context.Context, holder string, now, until time.Time) (Begun[models.Refund], error) {
+		return s.shop.BeginRefund(ctx, by, orderID, op.DerivedKey, holder, in, now, until)
+	})
+}
+
+func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
+	return flow[models.Refund, models.Refund]{
+		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
+		answerOf: s.shop.RefundOf,
+		send: func(ctx context.Context, r models.Refund) (Outcome, error) {
+			answer, err := s.cfg.Provider.Refund(ctx, refundRequest(r))
+			return refundOutcome(answer), err
+		},
+		find: func(ctx context.Context, r models.Refund) (Outcome, bool, error) {
+			answer, found, err := s.cfg.Provider.FindRefund(ctx, refundRequest(r))
+			return refundOutcome(answer), found, err
+		},
+		settle: s.shop.SettleRefund, late: s.shop.settleLateRefund, refusalAnswers: true,
+		refused:        "The payment provider refused the refund.",
+		unavailable:    "The payment provider was unavailable: nothing was given back.",
+		noRecord:       "The payment provider has no record of the refund: nothing was given back.",
+		errUnconfirmed: ErrRefundUnconfirmed, errEarlierUnconfirmed: ErrEarlierRefundUnconfirmed,
+		errUnavailable: ErrRefundUnavailable, errInDoubt: models.ErrRefundInDoubt,
+	}
+}
+
+func refundRequest(r models.Refund) payments.RefundRequest {
+	return payments.RefundRequest{IdempotencyKey: r.ProviderKey, ChargeID: r.ChargeID, OrderID: r.OrderID, AmountCents: r.AmountCents, Currency: r.Currency}
+}
+
+func refundOutcome(a payments.RefundAnswer) Outcome {
+	return Outcome{State: a.State, ProviderID: a.ID, Reason: a.FailureReason}
+}
+
+// BeginRefund is begin of a refund by the staff user by (staff in the
+// database now) of the order's first charge with something left.
 func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derivedKey, holder string, in RefundInput, now, until time.Time) (Begun[models.Refund], error) {
 	staffs := func(tx *gorm.DB, orderID string) (models.Order, error) {
 		if err := accounts.StaffNow(tx, by.ID); err != nil {
@@ -65,15 +101,17 @@ func (s Ledger) BeginRefund(ctx context.Context, by models.User, orderID, derive
 			if refundable <= 0 || amount > refundable {
 				return models.Refund{}, exceeds(tx, order.ID)
 			}
-			if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundGiven, Actor: audit.UserActor(by), SubjectID: req.ID, AmountCents: audit.Cents(amount), Reason: in.Reason, At: now}); err != nil {
+			if err := audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundGiven, Actor: audit.UserActor(by),
+				SubjectID: req.ID, AmountCents: audit.Cents(amount), Reason: in.Reason, At: now}); err != nil {
 				return models.Refund{}, err
 			}
-			return models.Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount, Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
+			return models.Refund{Request: req, PaymentID: charge.ID, ChargeID: charge.ProviderChargeID, AmountCents: amount,
+				Currency: charge.Currency, Reason: in.Reason, CreatedBy: &by.ID}, nil
 		})
 }
 
-// exceeds refuses a refund of more than is left: finally, unless a refund
-// of the order is still pending, which may yet fail and give its amount back.
+// exceeds refuses a refund of more than is left: finally, unless a pending
+// refund may yet fail and give its amount back.
 func exceeds(tx *gorm.DB, orderID string) error {
 	var pending int64
 	if err := tx.Model(&models.Refund{}).Where("order_id = ? AND state = ?", orderID, models.Pending).Count(&pending).Error; err != nil {
@@ -85,8 +123,8 @@ func exceeds(tx *gorm.DB, orderID string) error {
 	return models.ErrRefundExceeds
 }
 
-// refundableCharge is the order's first succeeded charge with something
-// left to refund, and how much; the last charge and 0 when none has.
+// refundableCharge is the order's first charge with something left, and
+// how much; the last charge and 0 when none has.
 func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error) {
 	var charges []models.Payment
 	if err := tx.Where("order_id = ? AND status = ?", orderID, models.Succeeded).Order("created_at, id").Find(&charges).Error; err != nil {
@@ -104,9 +142,7 @@ func refundableCharge(tx *gorm.DB, orderID string) (models.Payment, int64, error
 	return charges[len(charges)-1], 0, nil
 }
 
-// Refundable is what a refund of the order, any user's, may give back now,
-// as BeginRefund reckons it: what its first charge with something left has
-// left, refunds in doubt counted; 0 when the order is not charged.
+// Refundable is what a refund of the order may give back now.
 func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	tx := s.DB.WithContext(ctx)
 	order, err := orders.AnyOrder(tx, orderID)
@@ -123,8 +159,7 @@ func (s Ledger) Refundable(ctx context.Context, orderID string) (int64, error) {
 	return max(left, 0), err
 }
 
-// leftOf is what can still be refunded of a charge: refunds given back, on
-// their way, or perhaps given back (in doubt) counted.
+// leftOf is what can still be refunded of a charge (givingBack counted).
 func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 	var given int64
 	err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
@@ -132,10 +167,7 @@ func leftOf(tx *gorm.DB, charge models.Payment) (int64, error) {
 	return charge.AmountCents - given, err
 }
 
-// SettleRefund records through tx the provider's answer to a refund in
-// doubt, and what the order has been given back, and lets go of holder's
-// hold — if holder still holds the order and the refund is still in doubt
-// (ErrPaymentInProgress otherwise, and nothing is written).
+// SettleRefund is settle of a refund, and of what the order got back.
 func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string) (models.Refund, error) {
 	update := map[string]any{"state": outcome.State, "provider_refund_id": outcome.ProviderID, "failure_reason": outcome.Reason}
 	if err := settle(tx, refund, holder, orders.Released(), update); err != nil {
@@ -153,16 +185,10 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	return refund, refundFacts(tx, refund, outcome, false)
 }
 
-// settleLateRefund records, through tx, the provider's later word on a
-// refund it had answered: a pending refund's final state; or a refund made
-// although the shop had recorded it failed — the provider's word wins, so
-// that every refund made is recorded. But the books never show more given
-// back than was taken: if the charge has nothing left to give back (refunds
-// in doubt counted), the money went back twice, and the refund is recorded
-// Excess, for staff to recover, and not counted as given back. Decided on
-// settled facts only: ErrPaymentInProgress while another refund of the
-// charge is in doubt or pending, and the event waits for the provider's next
-// delivery.
+// settleLateRefund records a pending refund's end, or a refund made that
+// was recorded failed; but if its charge has nothing left, the money went
+// back twice: the refund is recorded Excess, for staff to recover, so the
+// books never show more given back than taken (exceedsCharge).
 func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string, now time.Time) (Late, error) {
 	late := refund.State == models.Failed && outcome.State == models.Succeeded
 	if !late && (refund.State != models.Pending || outcome.State == models.Pending) {
@@ -187,22 +213,23 @@ func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outc
 	if err == nil {
 		err = refundFacts(tx, refund, outcome, late)
 	}
+	const made = "the provider made a refund the shop had recorded as failed"
 	switch {
 	case err != nil || !late:
 		return Late{Moved: err == nil}, err
 	case outcome.State == models.Excess:
-		return Late{Moved: true, Label: "late_refund_excess", Warning: "the provider made a refund the shop had recorded as failed, of a charge already given back in full: money given back twice; recorded as excess, for staff to recover"}, nil
+		return Late{Moved: true, Label: "late_refund_excess",
+			Warning: made + ", of a charge already given back in full: money given back twice; recorded as excess, for staff to recover"}, nil
 	}
-	return Late{Moved: true, Label: "late_refund", Warning: "the provider made a refund the shop had recorded as failed; recorded now"}, nil
+	return Late{Moved: true, Label: "late_refund", Warning: made + "; recorded now"}, nil
 }
 
-// exceedsCharge reports whether a refund is more than its charge has left
-// to give back; ErrPaymentInProgress while another refund of the charge is
-// unsettled.
+// exceedsCharge reports whether a refund is more than its charge has left,
+// once the charge's other refunds are settled.
 func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	var unsettled int64
-	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID, []models.State{models.InDoubt, models.Pending}).
-		Count(&unsettled).Error; err != nil || unsettled > 0 {
+	if err := tx.Model(&models.Refund{}).Where("payment_id = ? AND id <> ? AND state IN ?", refund.PaymentID, refund.ID,
+		[]models.State{models.InDoubt, models.Pending}).Count(&unsettled).Error; err != nil || unsettled > 0 {
 		return false, errors.Join(err, models.ErrPaymentInProgress)
 	}
 	var charge models.Payment
@@ -213,46 +240,131 @@ func exceedsCharge(tx *gorm.DB, refund models.Refund) (bool, error) {
 	return refund.AmountCents > left, err
 }
 
-// updateRefunded writes what the order's succeeded and pending refunds give
-// back, and its state: paid, partially_refunded or refunded.
+// updateRefunded writes what the order's refunds give back, and its state.
 func updateRefunded(tx *gorm.DB, orderID string) error {
-	var totals struct{ Charged, Refunded int64 }
+	var charged, refunded int64
 	if err := tx.Model(&models.Payment{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND status = ?", orderID, models.Succeeded).Scan(&totals.Charged).Error; err != nil {
+		Where("order_id = ? AND status = ?", orderID, models.Succeeded).Scan(&charged).Error; err != nil {
 		return err
 	}
 	if err := tx.Model(&models.Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
-		Where("order_id = ? AND state IN ?", orderID, []models.State{models.Succeeded, models.Pending}).Scan(&totals.Refunded).Error; err != nil {
+		Where("order_id = ? AND state IN ?", orderID, given).Scan(&refunded).Error; err != nil {
 		return err
 	}
 	status := models.OrderPaid
 	switch {
-	case totals.Refunded >= totals.Charged:
+	case refunded >= charged:
 		status = models.OrderRefunded
-	case totals.Refunded > 0:
+	case refunded > 0:
 		status = models.OrderPartiallyRefunded
 	}
-	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": totals.Refunded}).Error
+	return tx.Model(&models.Order{}).Where("id = ?", orderID).Updates(map[string]any{"status": status, "refunded_cents": refunded}).Error
 }
 
-// RefundOf is the refund the operation derivedKey made, succeeded or
-// pending, if there is one. (A failed one gave nothing back: its answer is
-// the stored one, or the operation tries again under a new provider key.)
+// RefundOf is the refund, succeeded or pending, the operation made.
 func (s Ledger) RefundOf(ctx context.Context, derivedKey string) (models.Refund, bool, error) {
-	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, []models.State{models.Succeeded, models.Pending}).
+	return take[models.Refund](s.DB.WithContext(ctx).Where("derived_key = ? AND state IN ?", derivedKey, given).
 		Order("created_at DESC, id DESC"))
 }
 
-// OrderRefund finds one refund of an order the user may see: their own, or
-// for staff any user's.
+// OrderRefund finds one refund of an order the user may see.
 func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refundID string) (models.Refund, error) {
 	if _, err := orders.OrdersOf(user)(s.DB.WithContext(ctx), orderID); err != nil {
 		return models.Refund{}, err
 	}
-	var refund models.Refund
-	err := s.DB.WithContext(ctx).Where("id = ? AND order_id = ? AND state IN ?", refundID, orderID, []models.State{models.Succeeded, models.Pending}).Take(&refund).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Refund{}, models.ErrNotFound
+	refund, found, err := take[models.Refund](s.DB.WithContext(ctx).Where("id = ? AND order_id = ? AND state IN ?", refundID, orderID, given))
+	if err == nil && !found {
+		err = models.ErrNotFound
 	}
 	return refund, err
+}
+
+// ErrRequestOpen: the order has a request open; not final.
+var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
+	Shopper: models.Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
+
+// RequestRefund records the user's request for a refund of their order.
+func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (models.RefundRequest, error) {
+	order, err := orders.OwnOrder(tx, userID, orderID)
+	if err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := refunds.admits(order); err != nil {
+		return models.RefundRequest{}, err
+	}
+	req := models.RefundRequest{ID: uuid.NewString(), OrderID: order.ID, UserID: userID, Reason: reason, State: models.RequestOpen, CreatedAt: now}
+	err = tx.Create(&req).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return models.RefundRequest{}, ErrRequestOpen
+	}
+	if err == nil {
+		err = audit.Audit(tx, audit.Entry{OrderID: order.ID, Action: audit.ActionRefundRequested, SubjectID: req.ID, Reason: reason, At: now})
+	}
+	return req, err
+}
+
+// fulfilRequest marks the order's open request fulfilled by the refund.
+func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
+	return tx.Model(&models.RefundRequest{}).Where("order_id = ? AND state = ?", refund.OrderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestFulfilled, "refund_id": refund.ID}).Error
+}
+
+// ErrNoOpenRequest: staff declined a request answered meanwhile.
+var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
+	Shopper: models.Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
+
+// DeclineRequest records that the staff user by declines the order's open
+// request for a refund, with a reason.
+func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, reason string, now time.Time) (models.RefundRequest, error) {
+	if err := accounts.StaffNow(tx, by.ID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	if _, err := orders.AnyOrder(tx, orderID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	if err := orders.KnownID(requestID); err != nil {
+		return models.RefundRequest{}, err
+	}
+	res := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ? AND state = ?", requestID, orderID, models.RequestOpen).
+		Updates(map[string]any{"state": models.RequestDeclined, "decided_by": by.ID, "decided_at": now, "decline_reason": reason})
+	if res.Error != nil {
+		return models.RefundRequest{}, res.Error
+	}
+	if res.RowsAffected != 1 { // none such, or answered already
+		var n int64
+		err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error
+		switch {
+		case err == nil && n == 0:
+			err = models.ErrNotFound
+		case err == nil:
+			err = ErrNoOpenRequest
+		}
+		return models.RefundRequest{}, err
+	}
+	if err := audit.Audit(tx, audit.Entry{OrderID: orderID, Action: audit.ActionRequestDeclined, Actor: audit.UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
+		return models.RefundRequest{}, err
+	}
+	var req models.RefundRequest
+	return req, tx.Where("id = ?", requestID).Take(&req).Error
+}
+
+// refundFacts records a refund's audit entry and, once it succeeded or
+// failed for good, its event.
+func refundFacts(tx *gorm.DB, r models.Refund, outcome Outcome, late bool) error {
+	actions := map[models.State]audit.Action{models.Succeeded: audit.ActionRefundSucceeded, models.Pending: audit.ActionRefundPending, models.Failed: audit.ActionRefundFailed}
+	if late {
+		actions = map[models.State]audit.Action{models.Succeeded: audit.ActionLateRefund, models.Excess: audit.ActionRefundExcess}
+	}
+	if action := actions[outcome.State]; action != "" {
+		if err := audit.Audit(tx, audit.Entry{OrderID: r.OrderID, Action: action, SubjectID: r.ID, AmountCents: audit.Cents(r.AmountCents), Reason: outcome.Reason}); err != nil {
+			return err
+		}
+	}
+	switch outcome.State {
+	case models.Succeeded:
+		return orders.Event(tx, outbox.OrderRefunded, r.ID, r.OrderID)
+	case models.Failed:
+		return orders.Event(tx, outbox.OrderRefundFailed, r.ID, r.OrderID)
+	}
+	return nil
 }

@@ -10,9 +10,8 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// Test payment methods: Stripe's test PaymentMethod ids, which the
-// simulation answers the way Stripe's test mode does, and two of the
-// simulation's own.
+// Test payment methods: Stripe's, which the simulation answers as Stripe's
+// test mode does, and two of the simulation's own.
 const (
 	MethodVisa              = "pm_card_visa"                            // succeeds
 	MethodMastercard        = "pm_card_mastercard"                      // succeeds
@@ -24,80 +23,56 @@ const (
 	MethodAuthentication    = "pm_card_authenticationRequired"          // asks the shopper to authenticate (3-D Secure), then succeeds or fails as they answer (Stripe's id)
 )
 
-// SimulatedCards are the test cards the simulated provider knows, as the
-// pay form offers them; StripeCards those of Stripe's test mode (it knows
-// no card whose provider is down). The API accepts every one of Methods.
+// The pay form's test cards, for the simulation and for Stripe (which knows
+// no card whose provider is down); the API accepts every one of Methods.
 var (
 	SimulatedCards = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 	StripeCards    = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodRefundFail, MethodAuthentication}
+	Methods        = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
 )
 
-// Methods lists the payment methods the shop accepts.
-var Methods = []string{MethodVisa, MethodMastercard, MethodChargeDeclined, MethodInsufficientFunds, MethodDeclined, MethodUnavailable, MethodRefundFail, MethodAuthentication}
+var (
+	// ErrUnavailable is a passing refusal of this request before it did
+	// anything; it says nothing about earlier requests under the key.
+	ErrUnavailable = errors.New("payment provider unavailable")
+	// ErrRefused is a definitive refusal, alike for every request with the
+	// same key and parameters: nothing was or ever will be done under it.
+	ErrRefused = errors.New("payment provider refused the request")
+)
 
-// ErrUnavailable is a passing refusal of this request before it charged
-// anything (unavailable, rate limited, unauthorized): the same call may
-// succeed later. For the first request under a key, nothing was charged
-// under it; for a repeat, it says nothing about the earlier requests.
-var ErrUnavailable = errors.New("payment provider unavailable")
-
-// ErrRefused is a definitive refusal: the provider refused the request
-// itself before executing it, and refuses every request with the same key
-// and parameters the same way, so nothing was charged under the key and
-// nothing ever will be — whichever request under it got the answer. An
-// attempt refused so is settled as failed by whoever sent its request.
-var ErrRefused = errors.New("payment provider refused the request")
-
-// ChargeRequest asks for one charge. IdempotencyKey makes the call safe to
-// repeat: the provider answers a repeat with the charge it already made.
+// ChargeRequest asks for one charge, under IdempotencyKey; ChargeID, once
+// known, lets Find read the charge rather than search.
 type ChargeRequest struct {
-	IdempotencyKey string
-	OrderID        string
-	AmountCents    int64
-	Currency       string
-	PaymentMethod  string
-	// ReturnURL is where the provider sends the shopper back after an
-	// authentication the card asks for.
-	ReturnURL string
-	// ChargeID is the provider's id of what the key made, once known: Find
-	// reads it directly rather than searching.
-	ChargeID string
+	IdempotencyKey, OrderID string
+	AmountCents             int64
+	Currency, PaymentMethod string
+	ReturnURL, ChargeID     string
 }
 
-// Charge is the provider's answer: succeeded, declined with a reason, or
-// requires action — the shopper is to authenticate at NextActionURL.
+// Charge is the provider's answer: succeeded, declined, or requires action.
 type Charge struct {
-	ID            string
-	Status        models.State
-	DeclineReason string
-	NextActionURL string
+	ID                           string
+	Status                       models.State
+	DeclineReason, NextActionURL string
 }
 
-// Expirer is a provider that keeps waiting for an authentication until
-// told to stop (Stripe): Expire ends the charge under the key, and answers
-// what became of it. The simulation expires its own.
+// Expirer is a provider that waits for an authentication until told to stop
+// (Stripe): Expire ends the charge, and answers what became of it.
 type Expirer interface {
 	Expire(ctx context.Context, req ChargeRequest) (Charge, error)
 }
 
-// authFailed and authExpired are why a charge that asked the shopper to
-// authenticate was declined.
+// Why a charge that asked the shopper to authenticate was declined.
 const (
 	authFailed  = "The card's authentication failed."
-	authExpired = "The card's authentication was not completed in time."
+	AuthExpired = "The card's authentication was not completed in time."
 )
 
-// Provider charges payment methods, and looks up what it did under a key.
-//
-// Charge sends a request; repeated under its key, it gets the first
-// request's answer, or charges once if the first never arrived — until the
-// provider forgets the key (KeyLifetime), after which a repeat may be taken
-// as new. Find looks up, without charging, the charge made under the
-// request's key: found is false when the provider shows nothing — proof
-// that nothing was charged only once any request under the key has long
-// ended (a provider's search may lag).
-//
-// Refund and FindRefund do the same for refunds of a charge.
+// Provider charges and refunds, and looks up what it did under a key. A
+// repeat under a key gets the first answer, or is carried out once if the
+// first never arrived, until the provider forgets the key (KeyLifetime).
+// Not found proves nothing was done only once every request under the key
+// has long ended (a search may lag).
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
 	Find(ctx context.Context, req ChargeRequest) (charge Charge, found bool, err error)
@@ -108,17 +83,14 @@ type Provider interface {
 
 // RefundRequest asks for one refund of a charge, under IdempotencyKey.
 type RefundRequest struct {
-	IdempotencyKey string
-	ChargeID       string
-	OrderID        string
-	AmountCents    int64
-	Currency       string
+	IdempotencyKey, ChargeID, OrderID string
+	AmountCents                       int64
+	Currency                          string
 }
 
-// RefundAnswer is the provider's answer: succeeded, pending (on its way
-// to the card), or failed with a reason (nothing given back).
+// RefundAnswer is the provider's answer: succeeded, pending, or failed
+// with a reason (nothing given back).
 type RefundAnswer struct {
-	ID            string
-	State         models.State
-	FailureReason string
+	ID, FailureReason string
+	State             models.State
 }
