@@ -18,14 +18,10 @@ import (
 	"github.com/shop/shop/outbox/publish"
 )
 
-// webhookEvery is how often the webhook sender looks for deliveries due.
-const webhookEvery = time.Second
-
-// consumers are the consumers the outbox's relay hands every event to,
-// built in this one place: the receipt email always (by SMTP, or .eml
-// files), the merchant's webhooks when WEBHOOK_URL is set, and the
-// JetStream publisher when NATS_URL is. closeAll lets go of what they
-// hold, once the relay has stopped.
+// consumers are the relay's consumers, built in this one place: the receipt
+// email always (by SMTP, or .eml files), the merchant's webhooks with a
+// WEBHOOK_URL, the JetStream publisher with a NATS_URL. closeAll lets go of
+// what they hold, once the relay has stopped.
 func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all []outbox.Consumer, closeAll func(), err error) {
 	closeAll = func() {}
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
@@ -50,10 +46,9 @@ func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all
 	return all, closeAll, nil
 }
 
-// StartRelay runs the outbox's relay, in every instance, until the
-// returned stop is called or ctx ends; stop waits for it, then closes the
-// consumers. The relay is for /metrics (its series) and for the server,
-// which wakes it when it commits.
+// StartRelay runs the outbox's relay, in every instance, until stop is
+// called or ctx ends; stop waits for it, then closes the consumers. The
+// relay is for /metrics and for the server, which wakes it when it commits.
 func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	all, closeAll, err := consumers(ctx, cfg, logger)
 	if err != nil {
@@ -71,8 +66,8 @@ func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slo
 	return func() { cancel(); <-relaying; closeAll() }, relay, nil
 }
 
-// SendWebhooks posts the deliveries due until ctx ends; nothing without a
-// WEBHOOK_URL.
+// SendWebhooks posts the deliveries due, every second, until ctx ends;
+// nothing without a WEBHOOK_URL.
 func SendWebhooks(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) {
 	if cfg.WebhookURL == "" {
 		return
@@ -80,5 +75,9 @@ func SendWebhooks(ctx context.Context, cfg config.Config, db *gorm.DB, logger *s
 	sender := &notify.Sender{DB: db, URL: cfg.WebhookURL, Key: cfg.WebhookKey, MaxAttempts: cfg.WebhookMaxAttempts,
 		Timeout: cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, MaxBackoff: cfg.WebhookMaxBackoff,
 		Logger: logger, Client: &http.Client{}}
-	sender.Run(ctx, webhookEvery)
+	everyFromNow(ctx, time.Second, func(ctx context.Context) {
+		if _, err := sender.SendDue(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("send webhooks", "err", err)
+		}
+	})
 }

@@ -2,17 +2,20 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 )
@@ -51,29 +54,25 @@ func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.
 	return outcomes
 }
 
-// newDelivery inserts a delivery unless its event has one: HandleBatch's,
-// recorded before a crash kept the relay from marking the event.
+// newDelivery inserts a delivery unless its event has one already.
 var newDelivery = clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}
 
-// delivery is the event's delivery, due at now.
 func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
 	return &models.WebhookDelivery{ID: ev.ID, EventType: ev.Type, OrderID: ev.OrderID, Body: ev.Body,
 		State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 }
 
-// Sender posts the deliveries that are due to the merchant's endpoint,
-// signed, each by one sender at a time (a claim, until the attempt's
-// timeout is past); a refusal (non-2xx) or a timeout is tried again after a
-// capped exponential backoff, until MaxAttempts.
+// Sender posts the deliveries due to the merchant's endpoint, signed, each
+// by one sender at a time (a claim, until the attempt's timeout is past); a
+// refusal (non-2xx) or a timeout is tried again after a capped exponential
+// backoff, until MaxAttempts fail the delivery.
 type Sender struct {
-	DB  *gorm.DB
-	URL string
-	Key []byte
-	// MaxAttempts, Timeout (of one POST), Backoff (before the second
-	// attempt) and MaxBackoff (between any two).
+	DB                  *gorm.DB
+	URL                 string
+	Key                 []byte
 	MaxAttempts         int
-	Timeout             time.Duration
-	Backoff, MaxBackoff time.Duration
+	Timeout             time.Duration // of one POST
+	Backoff, MaxBackoff time.Duration // before the second attempt; between any two
 	Logger              *slog.Logger
 	Client              *http.Client
 	// Now is the clock of claims and backoffs (not of the signatures'
@@ -89,27 +88,8 @@ func (s *Sender) now() time.Time {
 	return s.Now().UTC()
 }
 
-// batch is how many due deliveries one pass reads.
-const batch = 20
-
-// Run sends what is due every interval until ctx ends.
-func (s *Sender) Run(ctx context.Context, every time.Duration) {
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		if _, err := s.SendDue(ctx); err != nil && ctx.Err() == nil {
-			s.Logger.Error("send webhooks", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
-}
-
-// SendDue makes one attempt of each delivery due now that no other sender
-// holds, and reports how many it made.
+// SendDue makes one attempt of each delivery due now (up to 20) that no
+// other sender holds, and reports how many it made.
 func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	if s.name == "" {
 		s.name = "sender-" + uuid.NewString()[:8]
@@ -117,7 +97,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	now := s.now()
 	var ids []string
 	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
-		Order("next_attempt_at").Limit(batch).Pluck("id", &ids).Error
+		Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
 	sent := 0
 	for _, id := range ids {
 		if err != nil || ctx.Err() != nil {
@@ -137,12 +117,11 @@ func due(db *gorm.DB, now time.Time) *gorm.DB {
 	return db.Model(&models.WebhookDelivery{}).Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now)
 }
 
-// deliveryClaim is a delivery's claim by the one sender that posts it.
 var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 
 // claim takes the delivery for this sender until its attempt is over, and
-// reads it as it stands once taken; nil when it is not due any more (another
-// sender took it, or made its attempt meanwhile).
+// reads it once taken; nil when it is not due any more (another sender took
+// it, or made its attempt meanwhile).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.now()
 	until := now.Add(2*s.Timeout + 5*time.Second)
@@ -183,8 +162,8 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 		if res.Error != nil || res.RowsAffected == 1 {
 			return res.Error
 		}
-		// Staff redelivered it while it was being posted (Redeliver lets go
-		// of the claim): it stays due, to be posted again; the attempt counts.
+		// Redelivered while posted (Redeliver let go of the claim): it stays
+		// due, to be posted again; the attempt counts.
 		return tx.Model(&models.WebhookDelivery{}).Where("id = ?", d.ID).Update("attempts", gorm.Expr("attempts + 1")).Error
 	})
 }
@@ -199,7 +178,9 @@ func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Tim
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	signedHeaders(req.Header, s.Key, d.ID, at, []byte(d.Body))
+	req.Header.Set("webhook-id", d.ID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("webhook-signature", Sign(s.Key, d.ID, at, []byte(d.Body)))
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return 0, err
@@ -210,4 +191,29 @@ func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Tim
 		return resp.StatusCode, fmt.Errorf("the endpoint answered %s", resp.Status)
 	}
 	return resp.StatusCode, nil
+}
+
+// Deliveries lists up to limit webhook deliveries, newest first, each with
+// its attempts in order, from after p; more says whether any follow.
+func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit int) ([]models.WebhookDelivery, bool, error) {
+	return database.Page[models.WebhookDelivery](db.WithContext(ctx).Preload("AttemptLog", attemptsInOrder), p, limit)
+}
+
+func attemptsInOrder(db *gorm.DB) *gorm.DB { return db.Order("id") }
+
+// Redeliver makes a delivery due at once, whatever its state, so that a
+// sender posts it again, with its webhook-id and body; one more failure
+// fails a delivery whose attempts ran out. It lets go of a sender's claim
+// too: a post in flight then records its attempt but not its outcome, so
+// that it cannot mark the delivery done over the redelivery. It answers the
+// delivery as it now stands, models.ErrNotFound for none.
+func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
+	var d models.WebhookDelivery
+	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,
+		"next_attempt_at": time.Now().UTC(), "finished_at": nil, "claimed_by": nil, "claimed_until": nil})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return d, cmp.Or(res.Error, error(models.ErrNotFound))
+	}
+	err := tx.WithContext(ctx).Preload("AttemptLog", attemptsInOrder).Take(&d, "id = ?", id).Error
+	return d, err
 }

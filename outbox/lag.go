@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,9 +15,8 @@ type lag struct {
 	pending, oldest, parked *prometheus.Desc
 }
 
-// Collectors are the relay's series, for the server's registry: per
-// consumer, the events not handled yet, the age of the oldest, and the
-// events parked.
+// Collectors are the relay's series, per consumer: the events not handled
+// yet, the age of the oldest, and the events parked.
 func (r *Relay) Collectors() []prometheus.Collector {
 	label := []string{"consumer"}
 	return []prometheus.Collector{&lag{relay: r,
@@ -35,13 +35,9 @@ func (l *lag) Collect(ch chan<- prometheus.Metric) {
 		db := l.relay.db.WithContext(ctx)
 		var waiting, parked int64
 		var first Event
-		err := unhandled(db, c).Where("r.parked_at IS NULL").Count(&waiting).Error
-		if err == nil && waiting > 0 {
-			err = unhandled(db, c).Where("r.parked_at IS NULL").Select("events.created_at").Order("events.seq").Limit(1).Scan(&first).Error
-		}
-		if err == nil {
-			err = unhandled(db, c).Where("r.parked_at IS NOT NULL").Count(&parked).Error
-		}
+		err := errors.Join(unhandled(db, c).Where("r.parked_at IS NULL").Count(&waiting).Error,
+			unhandled(db, c).Where("r.parked_at IS NULL").Select("events.created_at").Order("events.seq").Limit(1).Scan(&first).Error,
+			unhandled(db, c).Where("r.parked_at IS NOT NULL").Count(&parked).Error)
 		if err != nil { // this consumer's series only: the rest of the page still serves
 			ch <- prometheus.NewInvalidMetric(l.pending, err)
 			continue

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -9,8 +10,8 @@ import (
 )
 
 // retryRow is an event a consumer failed, with its own schedule (migration
-// 13): the relay hands it again at next_attempt_at, and the events after it
-// meanwhile; after MaxAttempts it is parked, until staff retry it.
+// 13): handed again at next_attempt_at, the events after it meanwhile;
+// parked after MaxAttempts, until staff retry it.
 type retryRow struct {
 	Consumer      string `gorm:"primaryKey"`
 	EventID       string `gorm:"primaryKey"`
@@ -22,15 +23,13 @@ type retryRow struct {
 
 func (retryRow) TableName() string { return "outbox_retries" }
 
-// pending is an event not yet handled by a consumer, with the attempts
-// it failed so far.
+// pending is an event not yet handled by a consumer, with the attempts it failed so far.
 type pending struct {
 	Event
 	Attempts int
 }
 
-// unhandled selects the events consumer c has not handled yet: not in its
-// inbox, of its types.
+// unhandled selects the events of c's types not in c's inbox, joined to their retries (r).
 func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 	q := db.Table("events").Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name())
 	if only, ok := c.(Selective); ok {
@@ -39,8 +38,8 @@ func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 	return q.Joins("LEFT JOIN outbox_retries r ON r.consumer = ? AND r.event_id = events.id", c.Name())
 }
 
-// due reads, in seq order, up to batch events c has not handled whose
-// turn has come: never failed, or failed and due again, and not parked.
+// due reads, in seq order, up to batch unhandled events whose turn has
+// come: never failed, or due again and not parked.
 func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending, error) {
 	var events []pending
 	err := unhandled(db.WithContext(ctx), c).Where("r.event_id IS NULL OR (r.parked_at IS NULL AND r.next_attempt_at <= ?)", now).
@@ -48,10 +47,61 @@ func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending
 	return events, err
 }
 
-// failed records the n-th failure of an event for a consumer: due again
-// after a backoff, or parked once the attempts run out. It reports whether
-// it parked the event.
-func (r *Relay) failed(ctx context.Context, consumer string, ev pending, cause error) (bool, error) {
+// settle records what came of the events handed: the done ones in the
+// inbox, together and first, so that a failure that cannot be written does
+// not hand them again; then each failed one on its own schedule. An event
+// cut off, or whose consumer was unavailable, is neither: it is handed
+// again, with no attempt counted. The writes outlive a cancelled ctx: what a
+// consumer did is recorded even as the relay stops.
+func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
+	ctx = context.WithoutCancel(ctx)
+	var done []pending
+	for i, err := range outcomes {
+		if err == nil {
+			done = append(done, events[i])
+		}
+	}
+	if err := r.mark(ctx, consumer, done); err != nil {
+		return err
+	}
+	for i, err := range outcomes {
+		if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff) {
+			continue
+		}
+		if err := r.failed(ctx, consumer, events[i], err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mark records the events done in the consumer's inbox in one statement
+// (one that Once recorded already stays as it was), and forgets the
+// failures of those that had failed before, in the same transaction.
+func (r *Relay) mark(ctx context.Context, consumer string, done []pending) error {
+	if len(done) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	rows := make([]inboxRow, len(done))
+	var retried []string
+	for i, ev := range done {
+		rows[i] = inboxRow{Consumer: consumer, EventID: ev.ID, ProcessedAt: now}
+		if ev.Attempts > 0 {
+			retried = append(retried, ev.ID)
+		}
+	}
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error; err != nil || len(retried) == 0 {
+			return err
+		}
+		return tx.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error
+	})
+}
+
+// failed records the n-th failure of an event: due again after a backoff,
+// or parked once the attempts run out.
+func (r *Relay) failed(ctx context.Context, consumer string, ev pending, cause error) error {
 	now := time.Now().UTC()
 	row := retryRow{Consumer: consumer, EventID: ev.ID, Attempts: ev.Attempts + 1, LastError: cause.Error()}
 	row.NextAttemptAt = now.Add(Backoff(row.Attempts, r.cfg.Backoff, r.cfg.MaxBackoff))
@@ -59,7 +109,19 @@ func (r *Relay) failed(ctx context.Context, consumer string, ev pending, cause e
 		row.ParkedAt = &now
 	}
 	err := r.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error
-	return row.ParkedAt != nil, err
+	if err == nil && row.ParkedAt != nil {
+		r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it",
+			"consumer", consumer, "event", ev.ID, "attempts", row.Attempts)
+	}
+	return err
+}
+
+// sweep forgets the failures of the consumer's events that are in its
+// inbox: a consumer that records its effect itself (Once) and is stopped
+// before mark leaves a schedule behind. The relay sweeps when it takes a lease.
+func (r *Relay) sweep(ctx context.Context, consumer string) error {
+	return r.db.WithContext(ctx).Where("consumer = ? AND EXISTS (SELECT 1 FROM inbox i "+
+		"WHERE i.consumer = outbox_retries.consumer AND i.event_id = outbox_retries.event_id)", consumer).Delete(&retryRow{}).Error
 }
 
 // Parked is an event a consumer gave up on, for staff.
@@ -79,9 +141,8 @@ func ParkedEvents(ctx context.Context, db *gorm.DB, limit int) ([]Parked, error)
 	return out, err
 }
 
-// Retry unparks a parked event by forgetting its failures: the consumer's
-// relay hands it again at its next poll, as a new event. It reports whether the
-// event was parked.
+// Retry unparks a parked event by forgetting its failures: the relay hands
+// it again at its next poll, as a new event. It reports whether it was parked.
 func Retry(ctx context.Context, tx *gorm.DB, consumer, eventID string) (bool, error) {
 	res := tx.WithContext(ctx).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).Delete(&retryRow{})
 	return res.RowsAffected == 1, res.Error
