@@ -18,42 +18,32 @@ import (
 	"github.com/shop/shop/outbox/publish"
 )
 
-// consumers are the relay's consumers, built in this one place: the receipt
-// email always (by SMTP, or .eml files), the merchant's webhooks with a
-// WEBHOOK_URL, the JetStream publisher with a NATS_URL. closeAll lets go of
-// what they hold, once the relay has stopped.
-func consumers(ctx context.Context, cfg config.Config, logger *slog.Logger) (all []outbox.Consumer, closeAll func(), err error) {
-	closeAll = func() {}
+// StartRelay runs the outbox's relay, in every instance, until stop is
+// called or ctx ends; stop waits for it, then closes the consumers. The
+// consumers are built here, once: the receipt email always (by SMTP, or .eml
+// files), the merchant's webhooks with a WEBHOOK_URL, the JetStream
+// publisher with a NATS_URL. The relay is for /metrics and for the server,
+// which wakes it when it commits.
+func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
 	if err != nil {
-		return nil, closeAll, err
+		return nil, nil, err
 	}
 	domain := "localhost"
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
 		domain = u.Hostname()
 	}
-	all = []outbox.Consumer{notify.Receipts{Logger: logger, Mailer: mailer, From: cfg.MailFrom, Domain: domain, PublicURL: cfg.PublicURL}}
+	all := []outbox.Consumer{notify.Receipts{Logger: logger, Mailer: mailer, From: cfg.MailFrom, Domain: domain, PublicURL: cfg.PublicURL}}
 	if cfg.WebhookURL != "" {
 		all = append(all, notify.Webhooks{})
 	}
+	closeAll := func() {}
 	if cfg.NATSURL != "" {
 		js, err := publish.NewJetStream(ctx, cfg.NATSURL, cfg.NATSStream, cfg.NATSPrefix)
 		if err != nil {
-			return nil, closeAll, err
+			return nil, nil, err
 		}
 		all, closeAll = append(all, js), js.Close
-	}
-	return all, closeAll, nil
-}
-
-// StartRelay runs the outbox's relay, in every instance, until stop is
-// called or ctx ends; stop waits for it, then closes the consumers. The
-// relay is for /metrics and for the server, which wakes it when it commits.
-func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
-	all, closeAll, err := consumers(ctx, cfg, logger)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
 	}
 	host, _ := os.Hostname()
 	relay = outbox.NewRelay(db, all, outbox.RelayConfig{
