@@ -14,17 +14,14 @@ import (
 	"github.com/shop/shop/orders"
 )
 
-// Keys deletes expired idempotency keys: the HTTP server's idempotency
-// middleware does, since it counts them by route in its metrics.
-type Keys interface {
-	SweepKeys(ctx context.Context) (int64, error)
-}
-
 // Sweep is the minute's clean-up every instance runs (expired keys and
 // sessions, orders left unpaid past OrderExpiry): each order is expired
 // once, however many instances run it at once.
 type Sweep struct {
-	Keys        Keys
+	// Keys is the idempotency middleware, which counts the keys it deletes by route.
+	Keys interface {
+		SweepKeys(context.Context) (int64, error)
+	}
 	Sessions    accounts.Sessions
 	Shop        orders.Store
 	OrderExpiry time.Duration

@@ -3,7 +3,6 @@ package notify
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,10 +34,7 @@ func NewMailer(smtpURL, dir string) (Mailer, error) {
 		opts = append(opts, mail.WithSSL(), mail.WithPort(465))
 	}
 	if p := u.Port(); p != "" {
-		port, err := strconv.Atoi(p)
-		if err != nil {
-			return nil, fmt.Errorf("port %q is not a number", p)
-		}
+		port, _ := strconv.Atoi(p) // url.Parse lets only digits through; mail.WithPort refuses a port out of range
 		opts = append(opts, mail.WithPort(port))
 	}
 	if u.User != nil {

@@ -75,8 +75,7 @@ func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) erro
 		return fmt.Errorf("send the receipt of %s: %w", ev.ID, err)
 	}
 	afterSend(ev.ID)
-	_, err = outbox.Once(ctx, db, r.Name(), ev.ID, func(tx *gorm.DB) error { return tx.Create(&receipt).Error })
-	return err
+	return outbox.Once(ctx, db, r.Name(), ev.ID, func(tx *gorm.DB) error { return tx.Create(&receipt).Error })
 }
 
 // MessageID is the Message-ID of the email for an event, without its

@@ -39,9 +39,6 @@ const (
 	OrderCancelled       = "order.cancelled"
 )
 
-// Source is the CloudEvents source of every event: the shop.
-const Source = "/shop"
-
 type cloudEvent struct {
 	SpecVersion     string    `json:"specversion"`
 	ID              string    `json:"id"`
@@ -65,7 +62,7 @@ func SplitEventID(id string) (typ, factID string, ok bool) { return strings.Cut(
 func Record(tx *gorm.DB, typ, factID, orderID string, data any) error {
 	now := time.Now().UTC()
 	ev := Event{ID: EventID(typ, factID), Type: typ, OrderID: orderID, CreatedAt: now}
-	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: ev.ID, Source: Source, Type: typ, Subject: orderID,
+	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: ev.ID, Source: "/shop", Type: typ, Subject: orderID,
 		Time: now, DataContentType: "application/json", Data: data})
 	if err != nil {
 		return err
@@ -105,20 +102,16 @@ type inboxRow struct {
 func (inboxRow) TableName() string { return "inbox" }
 
 // Once runs effect and records that consumer has processed eventID, in one
-// transaction. If the pair is recorded already, it runs nothing and
-// reports false: the event was acted on before.
-func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect func(tx *gorm.DB) error) (bool, error) {
-	acted := false
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+// transaction; if the pair is recorded already, it runs nothing.
+func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect func(tx *gorm.DB) error) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := inboxRow{Consumer: consumer, EventID: eventID, ProcessedAt: time.Now().UTC()}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		acted = true
 		return effect(tx)
 	})
-	return acted && err == nil, err
 }
 
 // Processed reports whether consumer has acted on eventID.

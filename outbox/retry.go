@@ -48,72 +48,59 @@ func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending
 }
 
 // settle records what came of the events handed: the done ones in the
-// inbox, together and first, so that a failure that cannot be written does
-// not hand them again; then each failed one on its own schedule. An event
-// cut off, or whose consumer was unavailable, is neither: it is handed
-// again, with no attempt counted. The writes outlive a cancelled ctx: what a
-// consumer did is recorded even as the relay stops.
+// inbox, together and first, forgetting their past failures, so that a
+// failure that cannot be written does not hand them again; then the failed
+// ones, each due again after a backoff, or parked once its attempts run out.
+// An event cut off, or whose consumer was unavailable, is neither: it is
+// handed again, no attempt counted. The writes outlive a cancelled ctx: what
+// a consumer did is recorded even as the relay stops.
 func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
-	ctx = context.WithoutCancel(ctx)
-	var done []pending
+	db := r.db.WithContext(context.WithoutCancel(ctx))
+	now := time.Now().UTC()
+	var done []inboxRow
+	var retried []string
+	var failed []retryRow
 	for i, err := range outcomes {
-		if err == nil {
-			done = append(done, events[i])
+		ev := events[i]
+		switch {
+		case err == nil:
+			done = append(done, inboxRow{Consumer: consumer, EventID: ev.ID, ProcessedAt: now})
+			if ev.Attempts > 0 {
+				retried = append(retried, ev.ID)
+			}
+		case !errors.Is(err, ErrUnavailable) && !errors.Is(err, errCutOff):
+			row := retryRow{Consumer: consumer, EventID: ev.ID, Attempts: ev.Attempts + 1, LastError: err.Error(),
+				NextAttemptAt: now.Add(Backoff(ev.Attempts+1, r.cfg.Backoff, r.cfg.MaxBackoff))}
+			if row.Attempts >= r.cfg.MaxAttempts {
+				row.ParkedAt = &now
+			}
+			failed = append(failed, row)
 		}
 	}
-	if err := r.mark(ctx, consumer, done); err != nil {
+	if len(done) > 0 {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&done).Error; err != nil || len(retried) == 0 {
+				return err
+			}
+			return tx.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	if err := db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&failed).Error; err != nil {
 		return err
 	}
-	for i, err := range outcomes {
-		if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff) {
-			continue
-		}
-		if err := r.failed(ctx, consumer, events[i], err); err != nil {
-			return err
+	for _, row := range failed {
+		if row.ParkedAt != nil {
+			r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it",
+				"consumer", consumer, "event", row.EventID, "attempts", row.Attempts)
 		}
 	}
 	return nil
-}
-
-// mark records the events done in the consumer's inbox in one statement
-// (one that Once recorded already stays as it was), and forgets the
-// failures of those that had failed before, in the same transaction.
-func (r *Relay) mark(ctx context.Context, consumer string, done []pending) error {
-	if len(done) == 0 {
-		return nil
-	}
-	now := time.Now().UTC()
-	rows := make([]inboxRow, len(done))
-	var retried []string
-	for i, ev := range done {
-		rows[i] = inboxRow{Consumer: consumer, EventID: ev.ID, ProcessedAt: now}
-		if ev.Attempts > 0 {
-			retried = append(retried, ev.ID)
-		}
-	}
-	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error; err != nil || len(retried) == 0 {
-			return err
-		}
-		return tx.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error
-	})
-}
-
-// failed records the n-th failure of an event: due again after a backoff,
-// or parked once the attempts run out.
-func (r *Relay) failed(ctx context.Context, consumer string, ev pending, cause error) error {
-	now := time.Now().UTC()
-	row := retryRow{Consumer: consumer, EventID: ev.ID, Attempts: ev.Attempts + 1, LastError: cause.Error()}
-	row.NextAttemptAt = now.Add(Backoff(row.Attempts, r.cfg.Backoff, r.cfg.MaxBackoff))
-	if row.Attempts >= r.cfg.MaxAttempts {
-		row.ParkedAt = &now
-	}
-	err := r.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error
-	if err == nil && row.ParkedAt != nil {
-		r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it",
-			"consumer", consumer, "event", ev.ID, "attempts", row.Attempts)
-	}
-	return err
 }
 
 // sweep forgets the failures of the consumer's events that are in its
