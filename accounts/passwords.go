@@ -35,14 +35,10 @@ type PasswordChange struct {
 }
 
 // ChangePassword sets the user's password to change.New when change.Current
-// is theirs, ends every session of theirs (the one that made the change may
-// be a thief's copy) and revokes every bearer token (at now, cached lookups
-// as any revocation), and returns a new session's token for the browser.
-// The checks and bcrypt come first; only then is tx called, for every write,
-// so that they commit as one and SQLite's write lock is not held through
-// bcrypt. A wrong current password (or one changed meanwhile) is EINVALID
-// on current_password, and a failed log-in for the Throttle; a bad new one
-// is EINVALID on new_password.
+// is theirs (else EINVALID, and a failed log-in), ends all their sessions
+// (this one may be a thief's copy) and bearer tokens, and returns a new
+// session for the browser. Checks and bcrypt come first; only then is tx
+// called, for every write: they commit as one, with no lock held through bcrypt.
 func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user models.User, change PasswordChange, now time.Time) (string, error) {
 	if err := a.checkFailures(ctx, user.Email, change.Address); err != nil {
 		return "", err

@@ -30,9 +30,8 @@ type Sessions struct {
 	Idle, MaxAge time.Duration
 }
 
-// touchEvery is how stale LastSeenAt may grow before a request writes it
-// again: a page view is a read, but once a minute. So a session may end up
-// to a minute early, nothing next to an idle timeout of hours.
+// touchEvery is how stale LastSeenAt may grow before a request writes it: a
+// page view is a read but once a minute, so a session may end a minute early.
 const touchEvery = time.Minute
 
 // Start begins a session for the user and returns its token, which only the browser keeps.
@@ -45,8 +44,7 @@ func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (stri
 }
 
 // Lookup is the session of a token at now, or ErrSessionEnded. A session
-// found past its idle or absolute end is deleted on the way; one found
-// alive has its LastSeenAt moved to now when it is over touchEvery old.
+// found run out is deleted on the way; one alive is touched (touchEvery).
 func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Session, error) {
 	db := s.DB.WithContext(ctx)
 	var session Session

@@ -9,9 +9,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// LoginFailure is one failed log-in of an account, by its lower-cased
-// email, from one client address, counted in the database so that every
-// instance sees one count.
+// LoginFailure is one failed log-in of an account (its lower-cased email)
+// from one client address, in the database: every instance sees one count.
 type LoginFailure struct {
 	ID      uint      `gorm:"primaryKey"`
 	Email   string    `gorm:"size:254;not null;index:idx_login_failures_account_from,priority:1"`
@@ -78,8 +77,7 @@ func (a Accounts) checkFailures(ctx context.Context, email, address string) erro
 	return nil
 }
 
-// wait is how long an address waits before its next try, after its recent
-// failures (newest first).
+// wait is how long an address waits for its next try, after its recent failures (newest first).
 func (t *LoginThrottle) wait(recent []LoginFailure, now time.Time) time.Duration {
 	n, free := len(recent), t.Failures/2
 	switch {
@@ -130,9 +128,8 @@ type AddressLimit struct {
 	Now       func() time.Time
 }
 
-// Take counts a request from address in one upsert, which serializes every
-// instance's requests, and refuses it past the limit until the next minute.
-// The first request of a minute forgets the minutes before it, of every address.
+// Take counts a request from address in one upsert, and refuses it past the
+// limit until the next minute. A minute's first request forgets the minutes before.
 func (l AddressLimit) Take(ctx context.Context, address string) error {
 	now := l.Now().UTC()
 	minute := now.Unix() / 60

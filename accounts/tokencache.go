@@ -16,8 +16,7 @@ type TokenCache struct {
 	lookups *otter.Cache[string, tokenLookup]
 }
 
-// tokenLookup is a token and its user as the database had them at read; or
-// a revocation made by this instance.
+// tokenLookup is a token and its user as read at read, or a revocation made here.
 type tokenLookup struct {
 	token models.APIToken
 	user  models.User
@@ -44,8 +43,7 @@ func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 }
 
 // keep records a successful lookup, unless this instance revoked the token
-// meanwhile: a lookup that read the token before the revocation was written
-// must not bring it back.
+// meanwhile: a lookup read before the revocation must not bring it back.
 func (c *TokenCache) keep(hash string, l tokenLookup) {
 	if c == nil {
 		return

@@ -76,10 +76,9 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (models.Us
 	return user, err
 }
 
-// LogIn checks an email and password sent from a client address. An email
-// that is not UTF-8 is EINVALID before anything is read or counted; with a
-// Throttle, an account that failed too often lately from that address gets
-// a *ThrottledError, before any bcrypt work.
+// LogIn checks an email and password sent from a client address: EINVALID
+// for an email not UTF-8, before anything is read or counted; a
+// *ThrottledError, before any bcrypt work, once the Throttle says so.
 func (a Accounts) LogIn(ctx context.Context, email, password, address string) (models.User, error) {
 	email, ok := normalEmail(email)
 	if !ok {
@@ -197,8 +196,7 @@ func hashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// UserByID finds the user a signed session names; ErrNotFound when the
-// account is gone.
+// UserByID finds the user a session names; ErrNotFound when the account is gone.
 func (a Accounts) UserByID(ctx context.Context, id string) (models.User, error) {
 	var user models.User
 	err := a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error

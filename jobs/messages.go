@@ -64,7 +64,7 @@ func SendWebhooks(ctx context.Context, cfg config.Config, db *gorm.DB, logger *s
 	}
 	sender := &notify.Sender{DB: db, URL: cfg.WebhookURL, Key: cfg.WebhookKey, MaxAttempts: cfg.WebhookMaxAttempts,
 		Timeout: cfg.WebhookTimeout, Backoff: cfg.WebhookBackoff, MaxBackoff: cfg.WebhookMaxBackoff,
-		Logger: logger, Client: &http.Client{}}
+		Logger: logger, Client: &http.Client{}, Now: time.Now}
 	everyFromNow(ctx, time.Second, func(ctx context.Context) {
 		if _, err := sender.SendDue(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("send webhooks", "err", err)

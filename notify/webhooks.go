@@ -79,17 +79,10 @@ type Sender struct {
 	Backoff, MaxBackoff time.Duration // before the second attempt; between any two
 	Logger              *slog.Logger
 	Client              *http.Client
-	// Now is the clock of claims and backoffs (not of the signatures'
-	// timestamps, which the merchant checks); time.Now when nil.
+	// Now is the clock of claims and backoffs, not of the signatures'
+	// timestamps, which the merchant holds to its own clock.
 	Now  func() time.Time
 	name string
-}
-
-func (s *Sender) now() time.Time {
-	if s.Now == nil {
-		return time.Now().UTC()
-	}
-	return s.Now().UTC()
 }
 
 // SendDue makes one attempt of each delivery due now (up to 20) that no
@@ -98,7 +91,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	if s.name == "" {
 		s.name = "sender-" + uuid.NewString()[:8]
 	}
-	now := s.now()
+	now := s.Now().UTC()
 	var ids []string
 	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
 		Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
@@ -127,7 +120,7 @@ var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 // reads it once taken; nil when it is not due any more (another sender took
 // it, or made its attempt meanwhile).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
-	now := s.now()
+	now := s.Now().UTC()
 	res := due(s.DB.WithContext(ctx), now).Where("id = ?", id).Where(deliveryClaim.Free(s.name, now)).
 		Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
 	if res.Error != nil || res.RowsAffected == 0 {
@@ -140,7 +133,7 @@ func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery,
 // attempt posts the delivery once and records the attempt and the
 // delivery's new state.
 func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
-	at := time.Now().UTC() // the signature's timestamp: the receiver holds it to its own clock
+	at := time.Now().UTC() // the signature's timestamp
 	status, postErr := s.post(ctx, d, at)
 	record := models.WebhookAttempt{DeliveryID: d.ID, AttemptedAt: at, StatusCode: status}
 	if postErr != nil {
@@ -149,7 +142,7 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 	attempts := d.Attempts + 1
 	// attempts+1 in SQL: a post that a redelivery let go of may count too.
 	update := map[string]any{"attempts": gorm.Expr("attempts + 1"), "claimed_by": nil, "claimed_until": nil}
-	switch now := s.now(); {
+	switch now := s.Now().UTC(); {
 	case postErr == nil:
 		update["state"], update["finished_at"] = models.DeliveryDelivered, now
 	case attempts >= s.MaxAttempts:
@@ -205,12 +198,10 @@ func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit in
 
 func attemptsInOrder(db *gorm.DB) *gorm.DB { return db.Order("id") }
 
-// Redeliver makes a delivery due at once, whatever its state, so that a
-// sender posts it again, with its webhook-id and body; one more failure
-// fails a delivery whose attempts ran out. It lets go of a sender's claim
-// too: a post in flight then records its attempt but not its outcome, so
-// that it cannot mark the delivery done over the redelivery. It answers the
-// delivery as it now stands, models.ErrNotFound for none.
+// Redeliver makes a delivery due at once, whatever its state (one more
+// failure fails one whose attempts ran out), and lets go of a sender's claim:
+// a post in flight records its attempt but cannot mark the delivery done over
+// the redelivery. It answers the delivery as it stands, or models.ErrNotFound.
 func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
 	var d models.WebhookDelivery
 	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,
@@ -221,9 +212,6 @@ func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDeliv
 	err := tx.WithContext(ctx).Preload("AttemptLog", attemptsInOrder).Take(&d, "id = ?", id).Error
 	return d, err
 }
-
-// Standard Webhooks signing, held to the specification's test vector (tests):
-// no library for it is served to this build.
 
 // ParseSecret reads a Standard Webhooks secret: "whsec_" and the base64 of
 // the key, at least 24 bytes of it.
@@ -242,8 +230,9 @@ func ParseSecret(s string) ([]byte, error) {
 	return key, nil
 }
 
-// Sign is the webhook-signature of one message: "v1," and the base64 of
-// HMAC-SHA256, keyed with the secret, of "id.timestamp.body".
+// Sign is the Standard Webhooks signature of one message (held to the
+// specification's test vector: no library for it is served to this build):
+// "v1," and the base64 of HMAC-SHA256, keyed with the secret, of "id.timestamp.body".
 func Sign(key []byte, id string, at time.Time, body []byte) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(id + "." + strconv.FormatInt(at.Unix(), 10) + "."))
