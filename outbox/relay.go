@@ -141,8 +141,10 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 }
 
 // hand hands the events to a Batcher all at once, to any other consumer one
-// by one, each call under the lease, and reports each handed event's outcome
-// (nil: done). An unavailable consumer or a lost lease stops it early.
+// by one, and reports each handed event's outcome (nil: done). Each call
+// renews the lease first and is cut off at its end, so that an instance
+// taking the consumer over does not act beside it. A lost lease, or an
+// unavailable consumer, stops it early with an error.
 func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) ([]error, error) {
 	all := make([]Event, len(events))
 	for i, ev := range events {
@@ -154,35 +156,26 @@ func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *t
 	}
 	var outcomes []error
 	for chunk := range slices.Chunk(all, size) {
-		done, err := r.leased(ctx, c.Name(), until, func(hctx context.Context) []error { return handle(hctx, chunk) })
-		if outcomes = append(outcomes, done...); err != nil {
-			return outcomes, err
+		var err error
+		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
+			return outcomes, cmp.Or(err, errLeaseLost)
+		}
+		hctx, cancel := context.WithDeadline(ctx, *until)
+		done := handle(hctx, chunk)
+		for i, err := range done {
+			if err != nil && hctx.Err() != nil {
+				done[i] = fmt.Errorf("%w: %w", errCutOff, err)
+			}
+		}
+		cancel()
+		outcomes = append(outcomes, done...)
+		for _, err := range done {
+			if errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff) {
+				return outcomes, err
+			}
 		}
 	}
 	return outcomes, nil
-}
-
-// leased renews the consumer's lease and runs handle with a context cut off
-// when the lease ends, so that an instance taking the consumer over does not
-// act beside it. It reports the lease lost, and an unavailable consumer, as errors.
-func (r *Relay) leased(ctx context.Context, consumer string, until *time.Time, handle func(context.Context) []error) ([]error, error) {
-	var err error
-	if *until, err = r.lease(ctx, consumer, *until); err != nil || until.IsZero() {
-		return nil, cmp.Or(err, errLeaseLost)
-	}
-	hctx, cancel := context.WithDeadline(ctx, *until)
-	defer cancel()
-	var stop error
-	outcomes := handle(hctx)
-	for i, err := range outcomes {
-		if err != nil && hctx.Err() != nil {
-			outcomes[i] = fmt.Errorf("%w: %w", errCutOff, err)
-		}
-		if stop == nil && (errors.Is(outcomes[i], ErrUnavailable) || errors.Is(outcomes[i], errCutOff)) {
-			stop = outcomes[i]
-		}
-	}
-	return outcomes, stop
 }
 
 // Lease is a row's "held by whom, until when", in two of its columns: a

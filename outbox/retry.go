@@ -106,7 +106,7 @@ func (r *Relay) settle(ctx context.Context, consumer string, events []pending, o
 
 // sweep forgets the failures of the consumer's events that are in its
 // inbox: a consumer that records its effect itself (Once) and is stopped
-// before mark leaves a schedule behind. The relay sweeps when it takes a lease.
+// before settle leaves a schedule behind. The relay sweeps when it takes a lease.
 func (r *Relay) sweep(ctx context.Context, consumer string) error {
 	return r.db.WithContext(ctx).Where("consumer = ? AND EXISTS (SELECT 1 FROM inbox i "+
 		"WHERE i.consumer = outbox_retries.consumer AND i.event_id = outbox_retries.event_id)", consumer).Delete(&retryRow{}).Error
