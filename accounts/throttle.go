@@ -18,13 +18,12 @@ type LoginFailure struct {
 	At      time.Time `gorm:"not null;index:idx_login_failures_account_from,priority:3;index"`
 }
 
-// LoginThrottle slows down, then refuses, the log-ins to an account from an
-// address that failed too often within Window — only from that address, so
-// that an attacker who knows an email cannot lock its owner out (OWASP's
-// Authentication Cheat Sheet). The first half of Failures pass; each one
-// after doubles the wait before the next try (1 s, 2 s, 4 s…); at Failures,
-// the address is refused until the oldest leaves the window. Unknown emails
-// are counted alike, so a refusal tells nothing about which accounts exist.
+// LoginThrottle slows, then refuses, the log-ins to an account from an
+// address that failed too often within Window — from that address only, so
+// that who knows an email cannot lock its owner out (OWASP). Half of Failures
+// pass; each after doubles the wait (1 s, 2 s, 4 s…); at Failures, refused
+// until the oldest leaves the window. Unknown emails count alike: a refusal
+// tells nothing about which accounts exist.
 type LoginThrottle struct {
 	Failures int
 	Window   time.Duration

@@ -81,12 +81,10 @@ func report[N int | int64](ctx context.Context, logger *slog.Logger, n N, err er
 	}
 }
 
-// StartRelay runs the outbox's relay, in every instance, until stop is
-// called or ctx ends; stop waits for it, then closes the consumers. The
-// consumers are built here, once: the receipt email always (by SMTP, or .eml
-// files), the merchant's webhooks with a WEBHOOK_URL, the JetStream
-// publisher with a NATS_URL. The relay is for /metrics and for the server,
-// which wakes it when it commits.
+// StartRelay runs the outbox's relay until stop is called or ctx ends; stop
+// waits for it, then closes the consumers, built here once: receipts always,
+// webhooks with a WEBHOOK_URL, JetStream with a NATS_URL. The relay is for
+// /metrics and for the server, which wakes it when it commits.
 func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
 	if err != nil {

@@ -1,10 +1,8 @@
 // Package outbox carries the shop's business facts out of its database.
-// Each fact writes one Event in the transaction that records the fact, so
-// the event exists exactly when the fact does. Consumers (the NATS relay,
-// the receipt email, the merchant's webhooks) are handed every event at
-// least once; each records what it has acted on in its inbox with Once, in
-// the transaction of its own effect, so a redelivered event acts once. A
-// consumer's work is held by one instance at a time with a Lease.
+// Each fact writes one Event in its own transaction, so the event exists
+// exactly when the fact does. The Relay hands every event to each Consumer
+// (NATS, receipts, webhooks) at least once; a consumer records what it acted
+// on in its inbox with Once, in its effect's transaction, so it acts once.
 package outbox
 
 import (

@@ -19,13 +19,11 @@ import (
 const batch = 100
 
 // Relay hands every event to each consumer, in seq order, until Handle
-// returns nil; a failed event waits for its own retry while later ones go
-// on, so a consumer may see them out of order. Every instance runs one; a
-// consumer's lease (migration 9) lets one instance at a time hand it its
-// events, so that a receipt is not sent by two instances at once. A lease
-// whose holder stops renewing it (a kill -9) lapses, and another instance
-// hands again what was not in the inbox yet, which each consumer's Once, or
-// JetStream's duplicate window, absorbs.
+// returns nil; a failed event waits for its retry while later ones go on.
+// Every instance runs one; a consumer's lease (migration 9) lets one
+// instance at a time hand it its events. A lease whose holder stops renewing
+// it (a kill -9) lapses, and another instance hands again what was not in
+// the inbox yet, which Once, or JetStream's duplicate window, absorbs.
 type Relay struct {
 	db        *gorm.DB
 	consumers []Consumer
@@ -255,9 +253,8 @@ var (
 )
 
 // Backoff is the wait after the n-th failure in a row (n ≥ 1): first,
-// doubling each time up to ceiling, of which the upper half is random, so
-// that the many who failed together do not come back together. The relay's
-// retries, the webhook sender's and the broker's reconnects all wait so.
+// doubling up to ceiling, its upper half random so that those who failed
+// together do not come back together (retries, webhooks, NATS reconnects).
 func Backoff(n int, first, ceiling time.Duration) time.Duration {
 	d := ceiling
 	if n >= 1 && n < 40 && first<<(n-1) > 0 && first<<(n-1) < ceiling {

@@ -48,13 +48,11 @@ func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending
 	return events, err
 }
 
-// settle records what came of the events handed: the done ones in the
-// inbox, together and first, forgetting their past failures, so that a
-// failure that cannot be written does not hand them again; then the failed
-// ones, each due again after a backoff, or parked once its attempts run out.
-// An event cut off, or whose consumer was unavailable, is neither: it is
-// handed again, no attempt counted. The writes outlive a cancelled ctx: what
-// a consumer did is recorded even as the relay stops.
+// settle records what came of the events handed: the done ones in the inbox
+// first, so that a failure that cannot be written does not hand them again;
+// the failed ones due again after a backoff, or parked once out of attempts.
+// One cut off, or whose consumer was unavailable, is neither: no attempt
+// counts. The writes outlive a cancelled ctx, to record what a stopping relay did.
 func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
 	db := r.db.WithContext(context.WithoutCancel(ctx))
 	now := time.Now().UTC()
