@@ -35,9 +35,7 @@ const JetStreamConsumer = "nats"
 // and buffers no publish meanwhile: the relay publishes again once the
 // server is back. opts come last and may change all that.
 func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.Option) (*JetStream, error) {
-	reconnect := func(attempts int) time.Duration {
-		return outbox.Backoff(attempts, 250*time.Millisecond, 15*time.Second)
-	}
+	reconnect := func(n int) time.Duration { return outbox.Backoff(n, 250*time.Millisecond, 15*time.Second) }
 	conn, err := nats.Connect(url, append([]nats.Option{nats.Name("shop outbox"), nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(reconnect), nats.ReconnectBufSize(-1)}, opts...)...)
 	if err != nil {
@@ -48,8 +46,10 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	if err == nil {
 		found, err = js.Stream(ctx, stream)
 	}
-	if err == nil {
-		err = takes(found.CachedInfo().Config, prefix)
+	if err == nil { // a stream made for another prefix would refuse every publish, and hold up every event
+		if s := found.CachedInfo().Config.Subjects; !slices.Contains(s, prefix+".>") && !slices.Contains(s, ">") {
+			err = fmt.Errorf("the stream takes the subjects %v, not %s.>: set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", s, prefix)
+		}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}})
@@ -62,15 +62,6 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 		return nil, fmt.Errorf("NATS stream %s: %w", stream, err)
 	}
 	return &JetStream{conn: conn, js: js, prefix: prefix}, nil
-}
-
-// takes refuses a stream that does not take every subject of the prefix: it
-// would refuse every publish, and hold up every event behind the first.
-func takes(cfg jetstream.StreamConfig, prefix string) error {
-	if slices.Contains(cfg.Subjects, prefix+".>") || slices.Contains(cfg.Subjects, ">") {
-		return nil
-	}
-	return fmt.Errorf("the stream takes the subjects %v, not %s.>: set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", cfg.Subjects, prefix)
 }
 
 // Name is the consumer's name in the inbox.
