@@ -213,12 +213,11 @@ func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (tim
 	}
 	db := r.db.WithContext(ctx)
 	var current leaseRow
-	err := db.Where("consumer = ?", consumer).Take(&current).Error
-	if err == nil && current.Holder != r.cfg.Holder && current.HeldUntil.After(now) {
-		return time.Time{}, nil
-	}
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+	if err := db.Where("consumer = ?", consumer).Limit(1).Find(&current).Error; err != nil {
 		return time.Time{}, err
+	}
+	if current.Holder != r.cfg.Holder && current.HeldUntil.After(now) {
+		return time.Time{}, nil
 	}
 	row := leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: now.Add(r.cfg.Lease)}
 	res := db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "consumer"}},
