@@ -49,7 +49,6 @@ type Receipts struct {
 // Types are the events a receipt is owed for (outbox.Selective).
 func (Receipts) Types() []string { return []string{outbox.OrderPaid, outbox.OrderRefunded} }
 
-// Name is the consumer's name in the inbox.
 func (Receipts) Name() string { return "receipts" }
 
 // Handle sends the receipt of the event, then records it (the inbox and a
@@ -127,8 +126,7 @@ func (r Receipts) compose(ctx context.Context, db *gorm.DB, ev outbox.Event) (*m
 	return msg, models.Receipt{EventID: ev.ID, OrderID: ev.OrderID, MessageID: id, Recipient: to, SentAt: time.Now().UTC()}, nil
 }
 
-// read gathers the receipt's words: the order, its shopper, and the payment
-// or refund the event is of (the fact's row, by the event's id).
+// read gathers the receipt's words: the order, its shopper, and the event's payment or refund.
 func (r Receipts) read(ctx context.Context, db *gorm.DB, ev outbox.Event) (receiptData, string, error) {
 	db = db.WithContext(ctx)
 	var order models.Order
@@ -160,8 +158,7 @@ func (r Receipts) read(ctx context.Context, db *gorm.DB, ev outbox.Event) (recei
 	return data, user.Email, err
 }
 
-// Mailer sends one message; sending it again sends the same message, with
-// the same Message-ID.
+// Mailer sends one message; sending it again sends the same, with the same Message-ID.
 type Mailer interface {
 	Send(ctx context.Context, msg *mail.Msg) error
 }
@@ -201,8 +198,7 @@ func (m smtpMailer) Send(ctx context.Context, msg *mail.Msg) error {
 	return m.client.DialAndSendWithContext(ctx, msg)
 }
 
-// Dir writes each message as an .eml file, named by its Message-ID: a
-// resend overwrites the file it wrote before.
+// Dir writes each message as an .eml file named by its Message-ID: a resend overwrites it.
 type Dir string
 
 func (d Dir) Send(_ context.Context, msg *mail.Msg) error {

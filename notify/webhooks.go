@@ -29,7 +29,6 @@ import (
 // delivery, in the inbox's transaction, and a Sender posts it.
 type Webhooks struct{}
 
-// Name is the consumer's name in the inbox.
 func (Webhooks) Name() string { return "webhooks" }
 
 // Handle records the event's delivery, once whatever the redeliveries.
@@ -39,9 +38,8 @@ func (w Webhooks) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) erro
 	})
 }
 
-// HandleBatch records the events' deliveries in one statement; the relay
-// records them in the inbox after. A delivery's id is its event's, so an
-// event handed again (a crash before the inbox's mark) adds nothing.
+// HandleBatch records the events' deliveries in one statement, the relay
+// the inbox after: a delivery's id is its event's, so one handed again adds nothing.
 func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.Event) []error {
 	now := time.Now().UTC()
 	rows := make([]*models.WebhookDelivery, len(events))
@@ -67,9 +65,8 @@ func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
 }
 
 // Sender posts the deliveries due to the merchant's endpoint, signed, each
-// by one sender at a time (a claim, until the attempt's timeout is past); a
-// refusal (non-2xx) or a timeout is tried again after a capped exponential
-// backoff, until MaxAttempts fail the delivery.
+// by one sender at a time (a claim); a refusal (non-2xx) or a timeout is tried
+// again after a Backoff, until MaxAttempts fail the delivery.
 type Sender struct {
 	DB                  *gorm.DB
 	URL                 string
@@ -116,9 +113,8 @@ func due(db *gorm.DB, now time.Time) *gorm.DB {
 
 var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 
-// claim takes the delivery for this sender until its attempt is over, and
-// reads it once taken; nil when it is not due any more (another sender took
-// it, or made its attempt meanwhile).
+// claim takes the delivery until its attempt is over and reads it; nil when
+// it is not due any more (another sender took it, or made its attempt).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.Now().UTC()
 	res := due(s.DB.WithContext(ctx), now).Where("id = ?", id).Where(deliveryClaim.Free(s.name, now)).
@@ -130,8 +126,7 @@ func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery,
 	return &d, s.DB.WithContext(ctx).Take(&d, "id = ?", id).Error
 }
 
-// attempt posts the delivery once and records the attempt and the
-// delivery's new state.
+// attempt posts the delivery once and records the attempt and the delivery's new state.
 func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 	at := time.Now().UTC() // the signature's timestamp
 	status, postErr := s.post(ctx, d, at)
@@ -165,8 +160,7 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 	})
 }
 
-// post sends the delivery, signed at, and reports the status answered;
-// anything but a 2xx is an error.
+// post sends the delivery, signed at, and reports the status; anything but a 2xx is an error.
 func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()

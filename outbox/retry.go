@@ -10,9 +10,8 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// retryRow is an event a consumer failed, with its own schedule (migration
-// 13): handed again at next_attempt_at, the events after it meanwhile;
-// parked after MaxAttempts, until staff retry it.
+// retryRow is an event a consumer failed, with its own schedule (migration 13):
+// handed again at next_attempt_at, or parked after MaxAttempts until staff retry it.
 type retryRow struct {
 	Consumer      string `gorm:"primaryKey"`
 	EventID       string `gorm:"primaryKey"`
@@ -134,8 +133,7 @@ func Retry(ctx context.Context, tx *gorm.DB, consumer, eventID string) (bool, er
 	return res.RowsAffected == 1, res.Error
 }
 
-// lag reads each consumer's backlog from the database at each scrape, so
-// that every instance reports the same shared truth.
+// lag reads each consumer's backlog from the database at each scrape: every instance reports one truth.
 type lag struct {
 	relay                   *Relay
 	pending, oldest, parked *prometheus.Desc

@@ -64,7 +64,6 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	return &JetStream{conn: conn, js: js, prefix: prefix}, nil
 }
 
-// Name is the consumer's name in the inbox.
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
 // Handle publishes one event: a batch of one.
