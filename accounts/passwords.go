@@ -57,7 +57,7 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user m
 		return "", err
 	}
 	db := tx()
-	ctx = db.Statement.Context // tx's own: it outlives a client that hung up, to commit or roll back as one
+	ctx = db.Statement.Context // tx's own: it outlives a client that hung up, to commit as one
 	// Fenced by the hash that was checked: a change that lost a race changes nothing.
 	res := db.Model(&models.User{}).Where("id = ? AND password_hash = ?", user.ID, user.PasswordHash).Update("password_hash", string(hash))
 	if res.Error != nil {

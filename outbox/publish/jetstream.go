@@ -48,7 +48,8 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	}
 	if err == nil { // a stream made for another prefix would refuse every publish, and hold up every event
 		if s := found.CachedInfo().Config.Subjects; !slices.Contains(s, prefix+".>") && !slices.Contains(s, ">") {
-			err = fmt.Errorf("the stream takes the subjects %v, not %s.>: set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", s, prefix)
+			err = fmt.Errorf("the stream takes the subjects %v, not %s.>: "+
+				"set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", s, prefix)
 		}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
