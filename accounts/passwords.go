@@ -11,8 +11,7 @@ import (
 )
 
 // passwordProblem is what is wrong with a new password, "" when nothing:
-// the one rule of sign-up and of a password change. bcrypt reads at most
-// 72 bytes, so a longer password would be cut short without a word.
+// the one rule of sign-up and of a password change (bcrypt reads 72 bytes).
 func passwordProblem(password string) string {
 	switch {
 	case utf8.RuneCountInString(password) < 8:
@@ -23,38 +22,23 @@ func passwordProblem(password string) string {
 	return ""
 }
 
-// errWrongPassword refuses a password change whose current password is not
-// the user's.
+// errWrongPassword refuses a change whose current password is not the user's.
 var errWrongPassword = models.Invalid(models.FieldError{Field: "current_password", Message: "is not your current password"})
 
 // PasswordChange is what a password change form sends, and where from.
 type PasswordChange struct {
 	Current, New string
-	// Address is the client's, for the Throttle: a wrong current password
-	// counts as a failed log-in of the account from there, so that a
-	// session alone (a lifted cookie) cannot guess the password for ever.
-	Address string
-	// Sessions is where the browser that made the change is signed in anew.
-	Sessions Sessions
+	// Address is the client's: a wrong current password is a failed log-in
+	// from there, so that a lifted cookie cannot guess the password for ever.
+	Address  string
+	Sessions Sessions // where the browser that made the change is signed in anew
 }
 
-// ChangePassword sets the user's password to change.New when
-// change.Current is theirs, and ends what the old password let in: every
-// session of the user, the one that made the change included (its cookie
-// may be a thief's copy), and every bearer token of theirs (revoked at
-// now). It returns the token of a new session for the browser that made
-// the change. The checks and the bcrypt work come first; only then is tx
-// called, and every write of the change goes through it, so that they
-// commit together or not at all and the transaction (SQLite's write lock)
-// is not held through bcrypt. A wrong current password, or one changed
-// meanwhile by another change, is an EINVALID error naming
-// current_password; a bad new one names new_password. With a Throttle, a
-// wrong current password is a failed log-in, and too many of them get a
-// *ThrottledError before any bcrypt work.
-//
-// A revoked token is refused at once by an instance that has not looked it
-// up lately; one that has (this one included) trusts its cached lookup for
-// up to its TokenCache TTL, as with any revocation made elsewhere.
+// ChangePassword sets the user's password to change.New when change.Current
+// is theirs (else EINVALID, and a failed log-in), ends all their sessions
+// (this one may be a thief's copy) and bearer tokens, and returns a new
+// session for the browser. Checks and bcrypt come first; only then is tx
+// called, for every write: they commit as one, with no lock held through bcrypt.
 func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user models.User, change PasswordChange, now time.Time) (string, error) {
 	if err := a.checkFailures(ctx, user.Email, change.Address); err != nil {
 		return "", err
@@ -72,12 +56,9 @@ func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user m
 	if err != nil {
 		return "", err
 	}
-	// The writes run in tx's own context: the caller's may end with a client
-	// that hung up, and tx's outlives it to commit or roll back as one.
 	db := tx()
-	ctx = db.Statement.Context
-	// Fenced by the hash that was checked: a change that lost a race with
-	// another changes nothing.
+	ctx = db.Statement.Context // tx's own: it outlives a client that hung up, to commit as one
+	// Fenced by the hash that was checked: a change that lost a race changes nothing.
 	res := db.Model(&models.User{}).Where("id = ? AND password_hash = ?", user.ID, user.PasswordHash).Update("password_hash", string(hash))
 	if res.Error != nil {
 		return "", res.Error

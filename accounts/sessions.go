@@ -12,36 +12,29 @@ import (
 // 256-bit token; the server keeps only its SHA-256, so that a copy of the
 // table signs no one in.
 type Session struct {
-	ID         int64
-	TokenHash  string
-	UserID     string
-	CreatedAt  time.Time
-	LastSeenAt time.Time
-	// ExpiresAt is the session's absolute end, however busy it is.
-	ExpiresAt time.Time
+	ID                    int64
+	TokenHash, UserID     string
+	CreatedAt, LastSeenAt time.Time
+	ExpiresAt             time.Time // the absolute end, however busy the session is
 }
 
-// ErrSessionEnded: the token names no session that still works. It was
-// never one, or it was ended (log out, a password change), or it ran out.
+// ErrSessionEnded: the token names no session that still works (never one,
+// ended by a log-out or a password change, or run out).
 var ErrSessionEnded = errors.New("the session has ended")
 
 // Sessions starts, finds and ends browser sessions. A session ends when it
 // is ended, after Idle without a request, or MaxAge after it began,
 // whichever comes first. Times are the caller's clock, kept in UTC.
 type Sessions struct {
-	DB     *gorm.DB
-	Idle   time.Duration
-	MaxAge time.Duration
+	DB           *gorm.DB
+	Idle, MaxAge time.Duration
 }
 
-// touchEvery is how stale a session's LastSeenAt may grow before a request
-// writes it again: a page view is a read, not a write, except once a
-// minute. So a session may end up to a minute before Idle has passed since
-// its last request, which is nothing next to an idle timeout of hours.
+// touchEvery is how stale LastSeenAt may grow before a request writes it: a
+// page view is a read but once a minute, so a session may end a minute early.
 const touchEvery = time.Minute
 
-// Start begins a session for the user and returns its token, which only
-// the browser keeps.
+// Start begins a session for the user and returns its token, which only the browser keeps.
 func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (string, Session, error) {
 	token := newToken()
 	now = now.UTC()
@@ -51,8 +44,7 @@ func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (stri
 }
 
 // Lookup is the session of a token at now, or ErrSessionEnded. A session
-// found past its idle or absolute end is deleted on the way; one found
-// alive has its LastSeenAt moved to now when it is over touchEvery old.
+// found run out is deleted on the way; one alive is touched (touchEvery).
 func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Session, error) {
 	db := s.DB.WithContext(ctx)
 	var session Session
@@ -79,8 +71,7 @@ func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Sess
 	return session, nil
 }
 
-// End ends the session with this id (log out); ending one already gone is
-// no error.
+// End ends the session with this id (log out); one already gone is no error.
 func (s Sessions) End(ctx context.Context, id int64) error {
 	return s.DB.WithContext(ctx).Delete(&Session{}, id).Error
 }
@@ -90,8 +81,8 @@ func (s Sessions) EndAllOf(ctx context.Context, userID string) error {
 	return s.DB.WithContext(ctx).Where("user_id = ?", userID).Delete(&Session{}).Error
 }
 
-// Sweep deletes the sessions that ran out by now, idle or past their
-// absolute end, which Lookup would refuse anyway, and says how many.
+// Sweep deletes the sessions that ran out by now, which Lookup would refuse
+// anyway, and says how many.
 func (s Sessions) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	now = now.UTC()
 	res := s.DB.WithContext(ctx).Where("expires_at <= ? OR last_seen_at <= ?", now, now.Add(-s.Idle)).Delete(&Session{})

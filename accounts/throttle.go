@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"gorm.io/gorm"
 )
 
-// LoginFailure is one failed log-in of an account, by its lower-cased
-// email, from one client address. Counted in the database, so that every
-// instance sees one count.
+// LoginFailure is one failed log-in of an account (its lower-cased email)
+// from one client address, in the database: every instance sees one count.
 type LoginFailure struct {
 	ID      uint      `gorm:"primaryKey"`
 	Email   string    `gorm:"size:254;not null;index:idx_login_failures_account_from,priority:1"`
@@ -17,23 +18,19 @@ type LoginFailure struct {
 	At      time.Time `gorm:"not null;index:idx_login_failures_account_from,priority:3;index"`
 }
 
-// LoginThrottle slows down, then refuses, the log-ins to an account from an
-// address that failed too often within Window — and only from that address:
-// failures are counted per account and address, so that an attacker who
-// knows an email cannot lock its owner out, who signs in from elsewhere
-// (OWASP's Authentication Cheat Sheet, on account lockout). The first half
-// of Failures pass; each failure after them doubles the wait before the
-// next try (1 s, 2 s, 4 s…); once Failures are reached, the address is
-// refused until the oldest of them leaves the window. Unknown emails are
-// counted alike, so a refusal tells nothing about which accounts exist.
+// LoginThrottle slows, then refuses, the log-ins to an account from an
+// address that failed too often within Window — from that address only, so
+// that who knows an email cannot lock its owner out (OWASP). Half of Failures
+// pass; each after doubles the wait (1 s, 2 s, 4 s…); at Failures, refused
+// until the oldest leaves the window. Unknown emails count alike: a refusal
+// tells nothing about which accounts exist.
 type LoginThrottle struct {
 	Failures int
 	Window   time.Duration
 	Now      func() time.Time
 }
 
-// ThrottledError: too many attempts; the client may try again after
-// RetryAfter.
+// ThrottledError: too many attempts; the client may try again after RetryAfter.
 type ThrottledError struct {
 	Message    string
 	RetryAfter time.Duration
@@ -59,8 +56,8 @@ func Throttled(what string, wait time.Duration) *ThrottledError {
 }
 
 // checkFailures slows down or refuses a log-in to an account from an
-// address that failed too often within the window. A refused log-in is not
-// a failure: it does not extend the refusal.
+// address that failed too often. A refused log-in is not a failure: it
+// does not extend the refusal.
 func (a Accounts) checkFailures(ctx context.Context, email, address string) error {
 	t := a.Throttle
 	if t == nil {
@@ -79,8 +76,7 @@ func (a Accounts) checkFailures(ctx context.Context, email, address string) erro
 	return nil
 }
 
-// wait is how long an address waits before its next try, after its recent
-// failures (newest first).
+// wait is how long an address waits for its next try, after its recent failures (newest first).
 func (t *LoginThrottle) wait(recent []LoginFailure, now time.Time) time.Duration {
 	n, free := len(recent), t.Failures/2
 	switch {
@@ -92,8 +88,8 @@ func (t *LoginThrottle) wait(recent []LoginFailure, now time.Time) time.Duration
 	return 0
 }
 
-// recordFailure counts a failed log-in, and forgets failures that have
-// left the window, of every account.
+// recordFailure counts a failed log-in, and forgets the failures of every
+// account that have left the window.
 func (a Accounts) recordFailure(ctx context.Context, email, address string) error {
 	t := a.Throttle
 	if t == nil {
@@ -107,11 +103,49 @@ func (a Accounts) recordFailure(ctx context.Context, email, address string) erro
 	return db.Create(&LoginFailure{Email: email, Address: address, At: now}).Error
 }
 
-// forgetFailures clears an account's count from an address once it logs in
-// from there.
+// forgetFailures clears an account's count from an address once it logs in from there.
 func (a Accounts) forgetFailures(ctx context.Context, email, address string) error {
 	if a.Throttle == nil {
 		return nil
 	}
 	return a.DB.WithContext(ctx).Where("email = ? AND address = ?", email, address).Delete(&LoginFailure{}).Error
+}
+
+// AddressMinute counts the credential requests (sign-ups and log-ins) of a
+// client address in one minute, in the database: every instance adds to one count.
+type AddressMinute struct {
+	Address string `gorm:"primaryKey;size:64"`
+	Minute  int64  `gorm:"primaryKey;index"` // Unix time / 60
+	Hits    int    `gorm:"not null"`
+}
+
+// AddressLimit allows PerMinute credential requests per address and
+// calendar minute, across all instances.
+type AddressLimit struct {
+	DB        *gorm.DB
+	PerMinute int
+	Now       func() time.Time
+}
+
+// Take counts a request from address in one upsert, and refuses it past the
+// limit until the next minute. A minute's first request forgets the minutes before.
+func (l AddressLimit) Take(ctx context.Context, address string) error {
+	now := l.Now().UTC()
+	minute := now.Unix() / 60
+	db := l.DB.WithContext(ctx)
+	var hits int
+	err := db.Raw(`INSERT INTO address_minutes (address, minute, hits) VALUES (?, ?, 1)
+		ON CONFLICT (address, minute) DO UPDATE SET hits = address_minutes.hits + 1 RETURNING hits`, address, minute).Scan(&hits).Error
+	if err != nil {
+		return err
+	}
+	if hits == 1 {
+		if err := db.Where("minute < ?", minute).Delete(&AddressMinute{}).Error; err != nil {
+			return err
+		}
+	}
+	if hits <= l.PerMinute {
+		return nil
+	}
+	return Throttled("Too many sign-ups or log-ins from your address", time.Unix((minute+1)*60, 0).Sub(now))
 }

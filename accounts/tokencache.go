@@ -7,39 +7,31 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// tokenCacheSize bounds the cache in entries: at a few hundred bytes each,
-// a few megabytes. Beyond it, the least useful lookups are dropped and are
-// read again when next used.
-const tokenCacheSize = 10_000
-
 // TokenCache keeps this instance's successful bearer-token lookups, by the
-// token's hash, for TTL on the server's clock. A failed lookup is never
-// kept, so a token issued since, on any instance, works at once. A hit
-// still checks the token's own expiry, so a token never works past its
-// ExpiresAt. A revocation made here is kept too, so that it takes effect
-// at once on this instance.
+// token's hash, for TTL on the server's clock. A failed lookup is never kept,
+// so a token issued since, on any instance, works at once; a hit still checks
+// the token's expiry; a revocation made here is kept, to work here at once.
 type TokenCache struct {
 	ttl     time.Duration
 	lookups *otter.Cache[string, tokenLookup]
 }
 
-// tokenLookup is a token and its user as the database had them at read, on
-// the server's clock; or a revocation made by this instance.
+// tokenLookup is a token and its user as read at read, or a revocation made here.
 type tokenLookup struct {
 	token models.APIToken
 	user  models.User
 	read  time.Time
 }
 
-// NewTokenCache makes a cache that trusts a lookup for ttl.
+// NewTokenCache makes a cache that trusts a lookup for ttl. It holds 10,000
+// lookups (a few megabytes); beyond, the least useful are read again when used.
 func NewTokenCache(ttl time.Duration) *TokenCache {
-	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[string, tokenLookup]{MaximumSize: tokenCacheSize})}
+	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[string, tokenLookup]{MaximumSize: 10_000})}
 }
 
 // lookUp is what the cache knows, at now, of the token with this hash: a
-// lookup made less than TTL ago, or a revocation made here. A revocation
-// stays true for as long as the cache keeps it: it is never undone. A nil
-// cache knows nothing.
+// lookup made less than TTL ago, or a revocation made here, never undone. A
+// nil cache knows nothing.
 func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 	if c == nil {
 		return tokenLookup{}, false
@@ -51,8 +43,7 @@ func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 }
 
 // keep records a successful lookup, unless this instance revoked the token
-// meanwhile: a lookup that read the token before the revocation was written
-// must not bring it back.
+// meanwhile: a lookup read before the revocation must not bring it back.
 func (c *TokenCache) keep(hash string, l tokenLookup) {
 	if c == nil {
 		return

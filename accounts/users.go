@@ -1,3 +1,5 @@
+// Package accounts keeps who may use the shop: users and their passwords,
+// bearer tokens and browser sessions, roles, and the throttles on log-ins.
 package accounts
 
 import (
@@ -22,15 +24,10 @@ import (
 type Accounts struct {
 	DB         *gorm.DB
 	BcryptCost int
-	// Throttle, when set, refuses log-ins to an account that failed too
-	// often lately.
-	Throttle *LoginThrottle
-	// Tokens, when set, keeps successful bearer-token lookups for a short
-	// time; nil: every lookup reads the database.
-	Tokens *TokenCache
-	// dummyHash is what a log-in with an unknown email is compared with:
-	// one fixed hash at BcryptCost, made at start-up, so that every
-	// log-in, whatever its password's length, costs one bcrypt comparison.
+	Throttle   *LoginThrottle // nil: no log-in is refused for failing too often
+	Tokens     *TokenCache    // nil: every bearer-token lookup reads the database
+	// dummyHash, made at start-up at BcryptCost, is what a log-in with an
+	// unknown email is compared with: every log-in costs one comparison.
 	dummyHash []byte
 }
 
@@ -40,18 +37,15 @@ func NewAccounts(db *gorm.DB, bcryptCost int) (Accounts, error) {
 	return Accounts{DB: db, BcryptCost: bcryptCost, dummyHash: hash}, err
 }
 
-// compareHash is bcrypt's comparison; a variable so that a test can see
-// which hash a log-in was compared with.
+// compareHash is a variable so that a test sees which hash a log-in was compared with.
 var compareHash = bcrypt.CompareHashAndPassword
 
 // badEmail names the email field of a refused sign-up or log-in.
 var badEmail = models.FieldError{Field: "email", Message: "must be a valid email address"}
 
-// normalEmail is email as accounts keep it, lower-cased and trimmed; false
-// when its bytes are not UTF-8, checked first: lower-casing turns each
-// invalid byte into U+FFFD, and so different inputs into one account.
-// U+FFFD itself is refused too, as encoding/json puts it in for invalid
-// bytes before the email gets here.
+// normalEmail is email lower-cased and trimmed; false when it is not UTF-8
+// (lower-casing would turn different invalid bytes into one U+FFFD, so one
+// account) or holds U+FFFD (encoding/json's stand-in for invalid bytes).
 func normalEmail(email string) (string, bool) {
 	if !utf8.ValidString(email) || strings.ContainsRune(email, utf8.RuneError) {
 		return "", false
@@ -84,10 +78,9 @@ func (a Accounts) SignUp(ctx context.Context, email, password string) (models.Us
 	return user, err
 }
 
-// LogIn checks an email and password sent from a client address. With a
-// Throttle, an account that failed too often lately from that address gets
-// a *ThrottledError, before any bcrypt work. An email that is not UTF-8 is
-// refused (EINVALID) before anything is read or counted.
+// LogIn checks an email and password sent from a client address: EINVALID
+// for an email not UTF-8, before anything is read or counted; a
+// *ThrottledError, before any bcrypt work, once the Throttle says so.
 func (a Accounts) LogIn(ctx context.Context, email, password, address string) (models.User, error) {
 	email, ok := normalEmail(email)
 	if !ok {
@@ -112,9 +105,8 @@ func (a Accounts) logIn(ctx context.Context, email, password string) (models.Use
 	var user models.User
 	err := a.DB.WithContext(ctx).Where("email = ?", email).Take(&user).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		// Spend the time of a wrong password, comparing at the same cost,
-		// so response times do not tell which emails have accounts. (Hashing
-		// the password instead fails at once for one over 72 bytes.)
+		// Spend a wrong password's time, so that response times do not tell
+		// which emails have accounts (hashing fails at once over 72 bytes).
 		_ = compareHash(a.dummyHash, []byte(password))
 		return models.User{}, models.ErrBadCredentials
 	}
@@ -136,8 +128,7 @@ func (a Accounts) IssueToken(ctx context.Context, user models.User, expires time
 }
 
 // TokenUser finds a bearer token and its user, if the token works at now:
-// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not. With
-// Tokens, a lookup made less than its TTL ago is not read again.
+// ErrTokenRevoked, ErrTokenExpired or ErrBadToken when it does not.
 func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (models.APIToken, models.User, error) {
 	hash := hashToken(token)
 	if l, ok := a.Tokens.lookUp(hash, now); ok {
@@ -148,8 +139,7 @@ func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (m
 	}
 	t, user, err := a.readToken(ctx, hash, now)
 	if err == nil {
-		// Read at now, a moment before the database answered: the lookup
-		// goes stale early rather than late.
+		// read: now, before the database answered, so that it goes stale early, not late
 		a.Tokens.keep(hash, tokenLookup{token: t, user: user, read: now})
 	}
 	return t, user, err
@@ -186,9 +176,8 @@ func refusal(t models.APIToken, now time.Time) error {
 	return nil
 }
 
-// RevokeToken ends the token at now; a token already revoked keeps its
-// first revocation time. With Tokens, this instance refuses the token from
-// now on; other instances do once their cached lookup of it goes stale.
+// RevokeToken ends the token at now; one already revoked keeps its first
+// revocation time. Other instances see it once their cached lookup goes stale.
 func (a Accounts) RevokeToken(ctx context.Context, t models.APIToken, now time.Time) error {
 	err := a.DB.WithContext(ctx).Model(&models.APIToken{}).Where("id = ? AND revoked_at IS NULL", t.ID).Update("revoked_at", now).Error
 	if err == nil {
@@ -198,11 +187,9 @@ func (a Accounts) RevokeToken(ctx context.Context, t models.APIToken, now time.T
 }
 
 // newToken is 256 random bits, base64url: a bearer token or a session's.
-// (crypto/rand.Read never fails: it crashes the program rather than return
-// bytes that are not random.)
 func newToken() string {
 	raw := make([]byte, 32)
-	_, _ = rand.Read(raw)
+	_, _ = rand.Read(raw) // never fails: it crashes the program instead
 	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
@@ -211,8 +198,7 @@ func hashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// UserByID finds the user a signed session names; ErrNotFound when the
-// account is gone.
+// UserByID finds the user a session names; ErrNotFound when the account is gone.
 func (a Accounts) UserByID(ctx context.Context, id string) (models.User, error) {
 	var user models.User
 	err := a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error

@@ -2,17 +2,25 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 )
@@ -21,20 +29,17 @@ import (
 // delivery, in the inbox's transaction, and a Sender posts it.
 type Webhooks struct{}
 
-// Name is the consumer's name in the inbox.
 func (Webhooks) Name() string { return "webhooks" }
 
 // Handle records the event's delivery, once whatever the redeliveries.
 func (w Webhooks) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
-	_, err := outbox.Once(ctx, db, w.Name(), ev.ID, func(tx *gorm.DB) error {
+	return outbox.Once(ctx, db, w.Name(), ev.ID, func(tx *gorm.DB) error {
 		return tx.Clauses(newDelivery).Create(delivery(ev, time.Now().UTC())).Error
 	})
-	return err
 }
 
-// HandleBatch records the events' deliveries in one statement; the relay
-// records them in the inbox after. A delivery's id is its event's, so an
-// event handed again (a crash before the inbox's mark) adds nothing.
+// HandleBatch records the events' deliveries in one statement, the relay
+// the inbox after: a delivery's id is its event's, so one handed again adds nothing.
 func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.Event) []error {
 	now := time.Now().UTC()
 	rows := make([]*models.WebhookDelivery, len(events))
@@ -51,73 +56,42 @@ func (w Webhooks) HandleBatch(ctx context.Context, db *gorm.DB, events []outbox.
 	return outcomes
 }
 
-// newDelivery inserts a delivery unless its event has one: HandleBatch's,
-// recorded before a crash kept the relay from marking the event.
+// newDelivery inserts a delivery unless its event has one already.
 var newDelivery = clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}
 
-// delivery is the event's delivery, due at now.
 func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
 	return &models.WebhookDelivery{ID: ev.ID, EventType: ev.Type, OrderID: ev.OrderID, Body: ev.Body,
 		State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 }
 
-// Sender posts the deliveries that are due to the merchant's endpoint,
-// signed, each by one sender at a time (a claim, until the attempt's
-// timeout is past); a refusal (non-2xx) or a timeout is tried again after a
-// capped exponential backoff, until MaxAttempts.
+// Sender posts the deliveries due to the merchant's endpoint, signed, each
+// by one sender at a time (a claim); a refusal (non-2xx) or a timeout is tried
+// again after a Backoff, until MaxAttempts fail the delivery.
 type Sender struct {
-	DB  *gorm.DB
-	URL string
-	Key []byte
-	// MaxAttempts, Timeout (of one POST), Backoff (before the second
-	// attempt) and MaxBackoff (between any two).
+	DB                  *gorm.DB
+	URL                 string
+	Key                 []byte
 	MaxAttempts         int
-	Timeout             time.Duration
-	Backoff, MaxBackoff time.Duration
+	Timeout             time.Duration // of one POST
+	Backoff, MaxBackoff time.Duration // before the second attempt; between any two
 	Logger              *slog.Logger
 	Client              *http.Client
-	// Now is the clock of claims and backoffs (not of the signatures'
-	// timestamps, which the merchant checks); time.Now when nil.
+	// Now is the clock of claims and backoffs, not of the signatures'
+	// timestamps, which the merchant holds to its own clock.
 	Now  func() time.Time
 	name string
 }
 
-func (s *Sender) now() time.Time {
-	if s.Now == nil {
-		return time.Now().UTC()
-	}
-	return s.Now().UTC()
-}
-
-// batch is how many due deliveries one pass reads.
-const batch = 20
-
-// Run sends what is due every interval until ctx ends.
-func (s *Sender) Run(ctx context.Context, every time.Duration) {
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		if _, err := s.SendDue(ctx); err != nil && ctx.Err() == nil {
-			s.Logger.Error("send webhooks", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
-}
-
-// SendDue makes one attempt of each delivery due now that no other sender
-// holds, and reports how many it made.
+// SendDue makes one attempt of each delivery due now (up to 20) that no
+// other sender holds, and reports how many it made.
 func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	if s.name == "" {
 		s.name = "sender-" + uuid.NewString()[:8]
 	}
-	now := s.now()
+	now := s.Now().UTC()
 	var ids []string
 	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
-		Order("next_attempt_at").Limit(batch).Pluck("id", &ids).Error
+		Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
 	sent := 0
 	for _, id := range ids {
 		if err != nil || ctx.Err() != nil {
@@ -137,27 +111,24 @@ func due(db *gorm.DB, now time.Time) *gorm.DB {
 	return db.Model(&models.WebhookDelivery{}).Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now)
 }
 
-// deliveryClaim is a delivery's claim by the one sender that posts it.
 var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 
-// claim takes the delivery for this sender until its attempt is over, and
-// reads it as it stands once taken; nil when it is not due any more (another
-// sender took it, or made its attempt meanwhile).
+// claim takes the delivery until its attempt is over and reads it; nil when
+// it is not due any more (another sender took it, or made its attempt).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
-	now := s.now()
-	until := now.Add(2*s.Timeout + 5*time.Second)
-	taken, err := deliveryClaim.Take(due(s.DB.WithContext(ctx), now).Where("id = ?", id), s.name, now, until)
-	if err != nil || taken == 0 {
-		return nil, err
+	now := s.Now().UTC()
+	res := due(s.DB.WithContext(ctx), now).Where("id = ?", id).Where(deliveryClaim.Free(s.name, now)).
+		Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return nil, res.Error
 	}
 	var d models.WebhookDelivery
 	return &d, s.DB.WithContext(ctx).Take(&d, "id = ?", id).Error
 }
 
-// attempt posts the delivery once and records the attempt and the
-// delivery's new state.
+// attempt posts the delivery once and records the attempt and the delivery's new state.
 func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
-	at := time.Now().UTC() // the signature's timestamp: the receiver holds it to its own clock
+	at := time.Now().UTC() // the signature's timestamp
 	status, postErr := s.post(ctx, d, at)
 	record := models.WebhookAttempt{DeliveryID: d.ID, AttemptedAt: at, StatusCode: status}
 	if postErr != nil {
@@ -166,7 +137,7 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 	attempts := d.Attempts + 1
 	// attempts+1 in SQL: a post that a redelivery let go of may count too.
 	update := map[string]any{"attempts": gorm.Expr("attempts + 1"), "claimed_by": nil, "claimed_until": nil}
-	switch now := s.now(); {
+	switch now := s.Now().UTC(); {
 	case postErr == nil:
 		update["state"], update["finished_at"] = models.DeliveryDelivered, now
 	case attempts >= s.MaxAttempts:
@@ -183,14 +154,13 @@ func (s *Sender) attempt(ctx context.Context, d models.WebhookDelivery) error {
 		if res.Error != nil || res.RowsAffected == 1 {
 			return res.Error
 		}
-		// Staff redelivered it while it was being posted (Redeliver lets go
-		// of the claim): it stays due, to be posted again; the attempt counts.
+		// Redelivered while posted (Redeliver let go of the claim): it stays
+		// due, to be posted again; the attempt counts.
 		return tx.Model(&models.WebhookDelivery{}).Where("id = ?", d.ID).Update("attempts", gorm.Expr("attempts + 1")).Error
 	})
 }
 
-// post sends the delivery, signed at, and reports the status answered;
-// anything but a 2xx is an error.
+// post sends the delivery, signed at, and reports the status; anything but a 2xx is an error.
 func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
@@ -199,7 +169,9 @@ func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Tim
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	signedHeaders(req.Header, s.Key, d.ID, at, []byte(d.Body))
+	req.Header.Set("webhook-id", d.ID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("webhook-signature", Sign(s.Key, d.ID, at, []byte(d.Body)))
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return 0, err
@@ -210,4 +182,54 @@ func (s *Sender) post(ctx context.Context, d models.WebhookDelivery, at time.Tim
 		return resp.StatusCode, fmt.Errorf("the endpoint answered %s", resp.Status)
 	}
 	return resp.StatusCode, nil
+}
+
+// Deliveries lists up to limit webhook deliveries, newest first, each with
+// its attempts in order, from after p; more says whether any follow.
+func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit int) ([]models.WebhookDelivery, bool, error) {
+	return database.Page[models.WebhookDelivery](db.WithContext(ctx).Preload("AttemptLog", attemptsInOrder), p, limit)
+}
+
+func attemptsInOrder(db *gorm.DB) *gorm.DB { return db.Order("id") }
+
+// Redeliver makes a delivery due at once, whatever its state (one more
+// failure fails one whose attempts ran out), and lets go of a sender's claim:
+// a post in flight records its attempt but cannot mark the delivery done over
+// the redelivery. It answers the delivery as it stands, or models.ErrNotFound.
+func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
+	var d models.WebhookDelivery
+	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,
+		"next_attempt_at": time.Now().UTC(), "finished_at": nil, "claimed_by": nil, "claimed_until": nil})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return d, cmp.Or(res.Error, error(models.ErrNotFound))
+	}
+	err := tx.WithContext(ctx).Preload("AttemptLog", attemptsInOrder).Take(&d, "id = ?", id).Error
+	return d, err
+}
+
+// ParseSecret reads a Standard Webhooks secret: "whsec_" and the base64 of
+// the key, at least 24 bytes of it.
+func ParseSecret(s string) ([]byte, error) {
+	raw, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return nil, errors.New(`want "whsec_" followed by the base64 of a random key (e.g. whsec_$(head -c 32 /dev/urandom | base64))`)
+	}
+	key, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, errors.New(`the part after "whsec_" is not standard base64`)
+	}
+	if len(key) < 24 {
+		return nil, errors.New("the key is shorter than 24 bytes: make it of at least 24 random bytes (32 is usual)")
+	}
+	return key, nil
+}
+
+// Sign is the Standard Webhooks signature of one message (held to the
+// specification's test vector: no library for it is served to this build):
+// "v1," and the base64 of HMAC-SHA256, keyed with the secret, of "id.timestamp.body".
+func Sign(key []byte, id string, at time.Time, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(at.Unix(), 10) + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -1,32 +1,73 @@
 // Package outbox carries the shop's business facts out of its database.
-// Each fact writes one Event in the transaction that records the fact, so
-// the event exists exactly when the fact does. Consumers (the NATS relay,
-// the receipt email, the merchant's webhooks) are handed every event at
-// least once; each records what it has acted on in its inbox with Once, in
-// the transaction of its own effect, so a redelivered event acts once. A
-// consumer's work is held by one instance at a time with a Lease.
+// Each fact writes one Event in its own transaction, so the event exists
+// exactly when the fact does. The Relay hands every event to each Consumer
+// (NATS, receipts, webhooks) at least once; a consumer records what it acted
+// on in its inbox with Once, in its effect's transaction, so it acts once.
 package outbox
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
-// Event is one business fact, as it leaves the shop.
+// Event is one business fact, as it leaves the shop (table events, migration 6).
 type Event struct {
-	Seq       int64     `gorm:"primaryKey;autoIncrement"`
-	ID        string    // unique, derived from the fact's own row, e.g. "order.paid:<payment id>"
-	Type      string    // order.placed, order.paid, order.payment_declined, order.refunded, order.refund_failed, order.cancelled
-	OrderID   string    //
-	Body      string    // CloudEvents 1.0 structured JSON; its data is the order as the API shows it
-	CreatedAt time.Time //
+	Seq       int64  `gorm:"primaryKey;autoIncrement"`
+	ID        string // "<type>:<id of the fact's row>": EventID
+	Type      string // one of the constants below
+	OrderID   string
+	Body      string // CloudEvents 1.0 structured JSON; its data is the order as the API shows it
+	CreatedAt time.Time
 }
 
-// TableName is the outbox's table (migration 6).
 func (Event) TableName() string { return "events" }
+
+// The events' types: one per business fact.
+const (
+	OrderPlaced          = "order.placed"
+	OrderPaid            = "order.paid"
+	OrderPaymentDeclined = "order.payment_declined"
+	OrderRefunded        = "order.refunded"
+	OrderRefundFailed    = "order.refund_failed"
+	OrderCancelled       = "order.cancelled"
+)
+
+type cloudEvent struct {
+	SpecVersion     string    `json:"specversion"`
+	ID              string    `json:"id"`
+	Source          string    `json:"source"`
+	Type            string    `json:"type"`
+	Subject         string    `json:"subject"`
+	Time            time.Time `json:"time"`
+	DataContentType string    `json:"datacontenttype"`
+	Data            any       `json:"data"`
+}
+
+// EventID is the id of the event of type typ of the fact whose row is factID.
+func EventID(typ, factID string) string { return typ + ":" + factID }
+
+// SplitEventID is EventID's inverse; ok is false for anything else.
+func SplitEventID(id string) (typ, factID string, ok bool) { return strings.Cut(id, ":") }
+
+// Record writes the event of one fact through tx, the fact's transaction.
+// Its id comes from the fact's row, so a re-run of the fact writes no second
+// event (the unique index on events.id). data is the order as the API shows it.
+func Record(tx *gorm.DB, typ, factID, orderID string, data any) error {
+	now := time.Now().UTC()
+	ev := Event{ID: EventID(typ, factID), Type: typ, OrderID: orderID, CreatedAt: now}
+	body, err := json.Marshal(cloudEvent{SpecVersion: "1.0", ID: ev.ID, Source: "/shop", Type: typ, Subject: orderID,
+		Time: now, DataContentType: "application/json", Data: data})
+	if err != nil {
+		return err
+	}
+	ev.Body = string(body)
+	return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(&ev).Error
+}
 
 // Consumer acts on events. Handle is called at least once for every event,
 // until it returns nil; it uses Once to act at most once.
@@ -35,18 +76,15 @@ type Consumer interface {
 	Handle(ctx context.Context, db *gorm.DB, ev Event) error
 }
 
-// Selective is a Consumer that acts on some types of event only: the
-// relay hands it those alone, and so writes no inbox row for the others
-// (on SQLite, one commit less per event it would have ignored).
+// Selective is a Consumer handed only the events of its Types: it gets no
+// inbox row for the others (on SQLite, one commit less each).
 type Selective interface {
 	Consumer
 	Types() []string
 }
 
-// Batcher is a Consumer that takes many events at once: the relay hands
-// it each batch it reads in one call instead of one Handle per event.
-// HandleBatch answers, for each event in turn, what Handle would have
-// (nil: done; the relay then records the events in the inbox together).
+// Batcher is a Consumer handed each batch the relay reads in one call.
+// HandleBatch answers, for each event in turn, what Handle would have.
 type Batcher interface {
 	Consumer
 	HandleBatch(ctx context.Context, db *gorm.DB, events []Event) []error
@@ -62,20 +100,16 @@ type inboxRow struct {
 func (inboxRow) TableName() string { return "inbox" }
 
 // Once runs effect and records that consumer has processed eventID, in one
-// transaction. If the pair is recorded already, it runs nothing and
-// reports false: the event was acted on before.
-func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect func(tx *gorm.DB) error) (bool, error) {
-	acted := false
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+// transaction; if the pair is recorded already, it runs nothing.
+func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect func(tx *gorm.DB) error) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := inboxRow{Consumer: consumer, EventID: eventID, ProcessedAt: time.Now().UTC()}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		acted = true
 		return effect(tx)
 	})
-	return acted && err == nil, err
 }
 
 // Processed reports whether consumer has acted on eventID.

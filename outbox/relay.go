@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,22 +15,15 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// batch bounds the events one poll reads for a consumer; the next read
-// takes the rest.
+// batch bounds the events one read takes for a consumer; the next read takes the rest.
 const batch = 100
 
-// Relay hands every event to each consumer, in seq order, until the
-// consumer's Handle returns nil; an event that fails waits for its own
-// retry while later ones go on, so a consumer may see them out of order.
-// It reads the events batch at a time, hands a Batcher a whole batch at
-// once, and records the batch's handled events in the inbox with one
-// statement. Every instance runs one; a consumer's lease (migration 9)
-// lets one instance at a time hand that consumer its events, so that a
-// receipt is not sent by two instances at once. A lease lapses when its
-// holder stops renewing it (a kill -9), and another instance takes the
-// consumer over: it hands again what the dead one had not recorded in the
-// inbox, which each consumer's Once, or JetStream's duplicate window,
-// absorbs.
+// Relay hands every event to each consumer, in seq order, until Handle
+// returns nil; a failed event waits for its retry while later ones go on.
+// Every instance runs one; a consumer's lease (migration 9) lets one
+// instance at a time hand it its events. A lease whose holder stops renewing
+// it (a kill -9) lapses, and another instance hands again what was not in
+// the inbox yet, which Once, or JetStream's duplicate window, absorbs.
 type Relay struct {
 	db        *gorm.DB
 	consumers []Consumer
@@ -36,19 +31,13 @@ type Relay struct {
 	cfg       RelayConfig
 }
 
-// RelayConfig is how a relay polls and leases.
+// RelayConfig is how a relay polls, leases and retries.
 type RelayConfig struct {
-	// Interval is the time between two polls for new events (OUTBOX_POLL_INTERVAL),
-	// when nothing wakes the relay sooner.
-	Interval time.Duration
-	// Lease is how long a consumer stays this instance's without a renewal
-	// (OUTBOX_LEASE): the longest a dead instance's consumers wait.
-	Lease time.Duration
-	// Holder names this instance in the leases: unique per process.
-	Holder string
-	// MaxAttempts a consumer makes at an event before the event is parked
-	// (OUTBOX_MAX_ATTEMPTS); Backoff doubles from the first failure's wait
-	// to MaxBackoff (1 s and 30 min when zero).
+	Interval time.Duration // between two polls, when nothing wakes the relay (OUTBOX_POLL_INTERVAL)
+	Lease    time.Duration // a consumer's lease without renewal: the longest a dead instance's consumers wait (OUTBOX_LEASE)
+	Holder   string        // this instance in the leases: unique per process
+	// MaxAttempts at an event before it is parked (OUTBOX_MAX_ATTEMPTS); the
+	// wait between them doubles from Backoff to MaxBackoff (1 s and 30 min when zero).
 	MaxAttempts         int
 	Backoff, MaxBackoff time.Duration
 	Logger              *slog.Logger
@@ -66,9 +55,8 @@ func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
 	return r
 }
 
-// Wake tells the relay that events may have been committed, so that it
-// looks at once instead of at its next poll. It never blocks: wakes that
-// come while the relay is busy are one look, after the current pass.
+// Wake makes the relay look at once for events just committed, not at its
+// next poll. It never blocks: wakes while the relay is busy are one look after.
 func (r *Relay) Wake() {
 	for _, w := range r.wakes {
 		select {
@@ -118,10 +106,9 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 	}
 }
 
-// pass hands the consumer the events it has not handled whose turn has
-// come, in seq order, batch by batch, while this instance holds its
-// lease. An event that fails is due again on its own schedule, and the
-// next ones go on; an unavailable consumer, or a lease lost, ends the pass.
+// pass hands the consumer, batch by batch, the events whose turn has come,
+// while this instance holds its lease; an unavailable consumer, or a lease
+// lost, ends it.
 func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	for {
 		held := !until.IsZero()
@@ -151,73 +138,74 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	}
 }
 
-// hand hands the events to the consumer, all at once to a Batcher, and
-// reports the outcome of each event it handed, in order: nil for done. It
-// stops early, with an error, when the consumer is unavailable or the
-// lease is lost; the events it did not hand are not in outcomes.
+// hand hands the events to a Batcher all at once, to any other consumer one
+// by one, and reports each handed event's outcome (nil: done). Each call
+// renews the lease first and is cut off at its end, so that an instance
+// taking the consumer over does not act beside it. A lost lease, or an
+// unavailable consumer, stops it early with an error.
 func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) ([]error, error) {
-	if b, ok := c.(Batcher); ok && len(events) > 0 {
-		all := make([]Event, len(events))
-		for i, ev := range events {
-			all[i] = ev.Event
-		}
-		var outcomes []error
-		err := r.leased(ctx, c.Name(), until, func(hctx context.Context) []error {
-			outcomes = b.HandleBatch(hctx, r.db, all)
-			return outcomes
-		})
-		return outcomes, err
+	all := make([]Event, len(events))
+	for i, ev := range events {
+		all[i] = ev.Event
 	}
-	outcomes := make([]error, 0, len(events))
-	for _, ev := range events {
-		err := r.leased(ctx, c.Name(), until, func(hctx context.Context) []error {
-			outcomes = append(outcomes, c.Handle(hctx, r.db, ev.Event))
-			return outcomes[len(outcomes)-1:]
-		})
-		if err != nil {
-			return outcomes, err
+	handle, size := func(ctx context.Context, evs []Event) []error { return []error{c.Handle(ctx, r.db, evs[0])} }, 1
+	if b, ok := c.(Batcher); ok {
+		handle, size = func(ctx context.Context, evs []Event) []error { return b.HandleBatch(ctx, r.db, evs) }, batch
+	}
+	var outcomes []error
+	for chunk := range slices.Chunk(all, size) {
+		var err error
+		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
+			return outcomes, cmp.Or(err, errLeaseLost)
+		}
+		hctx, cancel := context.WithDeadline(ctx, *until)
+		done := handle(hctx, chunk)
+		for i, err := range done {
+			if err != nil && hctx.Err() != nil {
+				done[i] = fmt.Errorf("%w: %w", errCutOff, err)
+			}
+		}
+		cancel()
+		outcomes = append(outcomes, done...)
+		for _, err := range done {
+			if errors.Is(err, ErrUnavailable) || errors.Is(err, errCutOff) {
+				return outcomes, err
+			}
 		}
 	}
 	return outcomes, nil
 }
 
-// leased renews the consumer's lease and runs handle with a context cut
-// off when the lease ends, so that another instance taking the consumer
-// over does not act beside it. It reports the lease lost, before or
-// during handle, and an unavailable consumer, as errors.
-func (r *Relay) leased(ctx context.Context, consumer string, until *time.Time, handle func(context.Context) []error) error {
-	var err error
-	if *until, err = r.lease(ctx, consumer, *until); err != nil || until.IsZero() {
-		return cmp.Or(err, errLeaseLost)
-	}
-	hctx, cancel := context.WithDeadline(ctx, *until)
-	defer cancel()
-	var stop error
-	outcomes := handle(hctx)
-	for i, err := range outcomes {
-		if err != nil && hctx.Err() != nil {
-			outcomes[i] = fmt.Errorf("%w: %w", errCutOff, err)
-		}
-		if stop == nil && (errors.Is(outcomes[i], ErrUnavailable) || errors.Is(outcomes[i], errCutOff)) {
-			stop = outcomes[i]
-		}
-	}
-	return stop
+// Lease is a row's "held by whom, until when", in two of its columns: a
+// consumer's lease (the relay's), a webhook delivery's claim by one sender.
+// The rule, once: a holder may take the lease when nobody holds it, when it
+// holds it already, or when its time is up; taking it is one write on that
+// condition, so that two holders never both take it.
+type Lease struct {
+	Holder, Until string // the columns
 }
 
-var (
-	// errLeaseLost ends a pass whose lease another instance took
-	// meanwhile: that instance goes on.
-	errLeaseLost = errors.New("the lease passed to another instance")
-	// errCutOff is an event whose handling the lease's end, or the relay's
-	// stop, cut off: not the event's fault, so no attempt is counted.
-	errCutOff = errors.New("cut off at the lease's end")
-)
+// Free is the condition, in SQL, under which holder may take the lease at now.
+func (l Lease) Free(holder string, now time.Time) clause.Expr {
+	return gorm.Expr("("+l.Holder+" IS NULL OR "+l.Holder+" = ? OR "+l.Until+" <= ?)", holder, now)
+}
 
-// lease is a consumer's lease for this instance, held until held: taken
-// if free or lapsed, renewed once half spent. It reports until when this
-// instance holds it; zero when another instance does. Only taking and
-// renewing write: on SQLite, every write waits for the one writer.
+// leaseRow is which instance hands a consumer its events, until when.
+type leaseRow struct {
+	Consumer  string `gorm:"primaryKey"`
+	Holder    string
+	HeldUntil time.Time
+}
+
+func (leaseRow) TableName() string { return "outbox_leases" }
+
+// consumerLease is a leaseRow's Lease, named as an upsert's condition may name it.
+var consumerLease = Lease{Holder: "outbox_leases.holder", Until: "outbox_leases.held_until"}
+
+// lease is the consumer's lease for this instance, held until held: taken
+// if free, renewed once half spent. It reports until when this instance
+// holds it; zero when another does. It reads before it writes: on SQLite,
+// every write waits for the one writer.
 func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (time.Time, error) {
 	now := time.Now().UTC()
 	if held.Sub(now) > r.cfg.Lease/2 {
@@ -225,23 +213,20 @@ func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (tim
 	}
 	db := r.db.WithContext(ctx)
 	var current leaseRow
-	err := db.Where("consumer = ?", consumer).Take(&current).Error
-	switch {
-	case err == nil && current.Holder != r.cfg.Holder && current.HeldUntil.After(now):
-		return time.Time{}, nil
-	case err != nil && !errors.Is(err, gorm.ErrRecordNotFound):
+	if err := db.Where("consumer = ?", consumer).Limit(1).Find(&current).Error; err != nil {
 		return time.Time{}, err
 	}
-	until := now.Add(r.cfg.Lease)
-	taken, err := consumerLease.Take(db.Model(&leaseRow{}).Where("consumer = ?", consumer), r.cfg.Holder, now, until)
-	if err != nil || taken == 1 {
-		return until, err
+	if current.Holder != r.cfg.Holder && current.HeldUntil.After(now) {
+		return time.Time{}, nil
 	}
-	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: until})
+	row := leaseRow{Consumer: consumer, Holder: r.cfg.Holder, HeldUntil: now.Add(r.cfg.Lease)}
+	res := db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "consumer"}},
+		DoUpdates: clause.AssignmentColumns([]string{"holder", "held_until"}),
+		Where:     clause.Where{Exprs: []clause.Expression{consumerLease.Free(r.cfg.Holder, now)}}}).Create(&row)
 	if res.Error != nil || res.RowsAffected == 0 {
 		return time.Time{}, res.Error
 	}
-	return until, nil
+	return row.HeldUntil, nil
 }
 
 // release gives the consumer's lease back, if this instance holds it.
@@ -254,14 +239,25 @@ func (r *Relay) release(consumer string) {
 	}
 }
 
-// leaseRow is which instance hands a consumer its events, until when.
-type leaseRow struct {
-	Consumer  string `gorm:"primaryKey"`
-	Holder    string
-	HeldUntil time.Time
+var (
+	// ErrUnavailable is what a consumer answers when nothing can go through
+	// now, whatever the event (its broker is away): the relay hands it the
+	// same events again once it is back, and counts no attempt against them.
+	ErrUnavailable = errors.New("the consumer is unavailable")
+	// errLeaseLost ends a pass whose lease another instance took: that one goes on.
+	errLeaseLost = errors.New("the lease passed to another instance")
+	// errCutOff is an event whose handling the lease's end, or the relay's
+	// stop, cut off: not the event's fault, so no attempt is counted.
+	errCutOff = errors.New("cut off at the lease's end")
+)
+
+// Backoff is the wait after the n-th failure in a row (n ≥ 1): first,
+// doubling up to ceiling, its upper half random so that those who failed
+// together do not come back together (retries, webhooks, NATS reconnects).
+func Backoff(n int, first, ceiling time.Duration) time.Duration {
+	d := ceiling
+	if n >= 1 && n < 40 && first<<(n-1) > 0 && first<<(n-1) < ceiling {
+		d = first << (n - 1)
+	}
+	return d/2 + rand.N(d/2+1)
 }
-
-func (leaseRow) TableName() string { return "outbox_leases" }
-
-// consumerLease is a consumer's lease, in its leaseRow.
-var consumerLease = Lease{Holder: "holder", Until: "held_until"}

@@ -2,15 +2,16 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
-// retryRow is an event a consumer failed, with its own schedule (migration
-// 13): the relay hands it again at next_attempt_at, and the events after it
-// meanwhile; after MaxAttempts it is parked, until staff retry it.
+// retryRow is an event a consumer failed, with its own schedule (migration 13):
+// handed again at next_attempt_at, or parked after MaxAttempts until staff retry it.
 type retryRow struct {
 	Consumer      string `gorm:"primaryKey"`
 	EventID       string `gorm:"primaryKey"`
@@ -22,15 +23,13 @@ type retryRow struct {
 
 func (retryRow) TableName() string { return "outbox_retries" }
 
-// pending is an event not yet handled by a consumer, with the attempts
-// it failed so far.
+// pending is an event not yet handled by a consumer, with the attempts it failed so far.
 type pending struct {
 	Event
 	Attempts int
 }
 
-// unhandled selects the events consumer c has not handled yet: not in its
-// inbox, of its types.
+// unhandled selects the events of c's types not in c's inbox, joined to their retries (r).
 func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 	q := db.Table("events").Where("NOT EXISTS (SELECT 1 FROM inbox i WHERE i.consumer = ? AND i.event_id = events.id)", c.Name())
 	if only, ok := c.(Selective); ok {
@@ -39,8 +38,8 @@ func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 	return q.Joins("LEFT JOIN outbox_retries r ON r.consumer = ? AND r.event_id = events.id", c.Name())
 }
 
-// due reads, in seq order, up to batch events c has not handled whose
-// turn has come: never failed, or failed and due again, and not parked.
+// due reads, in seq order, up to batch unhandled events whose turn has
+// come: never failed, or due again and not parked.
 func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending, error) {
 	var events []pending
 	err := unhandled(db.WithContext(ctx), c).Where("r.event_id IS NULL OR (r.parked_at IS NULL AND r.next_attempt_at <= ?)", now).
@@ -48,18 +47,66 @@ func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending
 	return events, err
 }
 
-// failed records the n-th failure of an event for a consumer: due again
-// after a backoff, or parked once the attempts run out. It reports whether
-// it parked the event.
-func (r *Relay) failed(ctx context.Context, consumer string, ev pending, cause error) (bool, error) {
+// settle records what came of the events handed: the done ones in the inbox
+// first, so that a failure that cannot be written does not hand them again;
+// the failed ones due again after a backoff, or parked once out of attempts.
+// One cut off, or whose consumer was unavailable, is neither: no attempt
+// counts. The writes outlive a cancelled ctx, to record what a stopping relay did.
+func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
+	db := r.db.WithContext(context.WithoutCancel(ctx))
 	now := time.Now().UTC()
-	row := retryRow{Consumer: consumer, EventID: ev.ID, Attempts: ev.Attempts + 1, LastError: cause.Error()}
-	row.NextAttemptAt = now.Add(Backoff(row.Attempts, r.cfg.Backoff, r.cfg.MaxBackoff))
-	if row.Attempts >= r.cfg.MaxAttempts {
-		row.ParkedAt = &now
+	var done []inboxRow
+	var retried []string
+	var failed []retryRow
+	for i, err := range outcomes {
+		ev := events[i]
+		switch {
+		case err == nil:
+			done = append(done, inboxRow{Consumer: consumer, EventID: ev.ID, ProcessedAt: now})
+			if ev.Attempts > 0 {
+				retried = append(retried, ev.ID)
+			}
+		case !errors.Is(err, ErrUnavailable) && !errors.Is(err, errCutOff):
+			row := retryRow{Consumer: consumer, EventID: ev.ID, Attempts: ev.Attempts + 1, LastError: err.Error(),
+				NextAttemptAt: now.Add(Backoff(ev.Attempts+1, r.cfg.Backoff, r.cfg.MaxBackoff))}
+			if row.Attempts >= r.cfg.MaxAttempts {
+				row.ParkedAt = &now
+			}
+			failed = append(failed, row)
+		}
 	}
-	err := r.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error
-	return row.ParkedAt != nil, err
+	if len(done) > 0 {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&done).Error; err != nil || len(retried) == 0 {
+				return err
+			}
+			return tx.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	if err := db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&failed).Error; err != nil {
+		return err
+	}
+	for _, row := range failed {
+		if row.ParkedAt != nil {
+			r.cfg.Logger.Error("outbox: parked an event its consumer failed at every attempt; staff may retry it",
+				"consumer", consumer, "event", row.EventID, "attempts", row.Attempts)
+		}
+	}
+	return nil
+}
+
+// sweep forgets the failures of the consumer's events that are in its
+// inbox: a consumer that records its effect itself (Once) and is stopped
+// before settle leaves a schedule behind. The relay sweeps when it takes a lease.
+func (r *Relay) sweep(ctx context.Context, consumer string) error {
+	return r.db.WithContext(ctx).Where("consumer = ? AND EXISTS (SELECT 1 FROM inbox i "+
+		"WHERE i.consumer = outbox_retries.consumer AND i.event_id = outbox_retries.event_id)", consumer).Delete(&retryRow{}).Error
 }
 
 // Parked is an event a consumer gave up on, for staff.
@@ -79,10 +126,52 @@ func ParkedEvents(ctx context.Context, db *gorm.DB, limit int) ([]Parked, error)
 	return out, err
 }
 
-// Retry unparks a parked event by forgetting its failures: the consumer's
-// relay hands it again at its next poll, as a new event. It reports whether the
-// event was parked.
+// Retry unparks a parked event by forgetting its failures: the relay hands
+// it again at its next poll, as a new event. It reports whether it was parked.
 func Retry(ctx context.Context, tx *gorm.DB, consumer, eventID string) (bool, error) {
 	res := tx.WithContext(ctx).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).Delete(&retryRow{})
 	return res.RowsAffected == 1, res.Error
+}
+
+// lag reads each consumer's backlog from the database at each scrape: every instance reports one truth.
+type lag struct {
+	relay                   *Relay
+	pending, oldest, parked *prometheus.Desc
+}
+
+// Collectors are the relay's series, per consumer: the events not handled
+// yet, the age of the oldest, and the events parked.
+func (r *Relay) Collectors() []prometheus.Collector {
+	label := []string{"consumer"}
+	return []prometheus.Collector{&lag{relay: r,
+		pending: prometheus.NewDesc("shop_outbox_pending", "Events a consumer has not handled yet, parked ones aside.", label, nil),
+		oldest:  prometheus.NewDesc("shop_outbox_oldest_age_seconds", "Age of the oldest event a consumer has not handled yet, parked ones aside; 0 when none.", label, nil),
+		parked:  prometheus.NewDesc("shop_outbox_parked", "Events a consumer failed at every attempt, waiting for staff.", label, nil),
+	}}
+}
+
+func (l *lag) Describe(ch chan<- *prometheus.Desc) { ch <- l.pending; ch <- l.oldest; ch <- l.parked }
+
+func (l *lag) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, c := range l.relay.consumers {
+		db := l.relay.db.WithContext(ctx)
+		var waiting, parked int64
+		var first Event
+		err := errors.Join(unhandled(db, c).Where("r.parked_at IS NULL").Count(&waiting).Error,
+			unhandled(db, c).Where("r.parked_at IS NULL").Select("events.created_at").Order("events.seq").Limit(1).Scan(&first).Error,
+			unhandled(db, c).Where("r.parked_at IS NOT NULL").Count(&parked).Error)
+		if err != nil { // this consumer's series only: the rest of the page still serves
+			ch <- prometheus.NewInvalidMetric(l.pending, err)
+			continue
+		}
+		age := 0.0
+		if waiting > 0 {
+			age = time.Since(first.CreatedAt).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(l.pending, prometheus.GaugeValue, float64(waiting), c.Name())
+		ch <- prometheus.MustNewConstMetric(l.oldest, prometheus.GaugeValue, age, c.Name())
+		ch <- prometheus.MustNewConstMetric(l.parked, prometheus.GaugeValue, float64(parked), c.Name())
+	}
 }

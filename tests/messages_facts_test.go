@@ -54,7 +54,7 @@ func (c *counting) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) err
 	c.mu.Lock()
 	c.handed[ev.ID]++
 	c.mu.Unlock()
-	_, err := outbox.Once(ctx, db, c.Name(), ev.ID, func(*gorm.DB) error {
+	err := outbox.Once(ctx, db, c.Name(), ev.ID, func(*gorm.DB) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.effects[ev.ID]++

@@ -1,6 +1,5 @@
-// Package publish holds the outbox's consumers that publish events to a
-// broker: NATS JetStream. The outbox package itself needs no broker's
-// client, nor does anything that records events.
+// Package publish holds the outbox's consumer that publishes events to NATS
+// JetStream, so that the outbox, and what records events, needs no broker's client.
 package publish
 
 import (
@@ -17,11 +16,10 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// JetStream is the consumer that publishes every event to a NATS
-// JetStream stream, on the subject <prefix>.<type> (shop.order.paid). The
-// header Nats-Msg-Id is the event's id: a publish repeated after a crash
-// between the stream's ack and the inbox's mark is dropped by the stream's
-// duplicate window (two minutes unless the stream says otherwise).
+// JetStream publishes every event to a JetStream stream, on <prefix>.<type>
+// (shop.order.paid), with the event's id as Nats-Msg-Id: a publish repeated
+// after a crash between the ack and the inbox's mark is dropped by the
+// stream's duplicate window (two minutes unless the stream says otherwise).
 type JetStream struct {
 	conn   *nats.Conn
 	js     jetstream.JetStream
@@ -31,17 +29,13 @@ type JetStream struct {
 // JetStreamConsumer is the JetStream consumer's name in the inbox.
 const JetStreamConsumer = "nats"
 
-// NewJetStream connects to the NATS server at url and creates the stream,
-// taking the subjects <prefix>.>, if it is missing. Once connected, it
-// never gives up on the server (nats.go's default stops after 60 tries):
-// it tries again, backing off to 15 s, for as long as the server is away,
-// and keeps no publish in a buffer meanwhile, so that what the relay could
-// not publish it publishes again once the server is back. opts come after
-// those and may change them.
+// NewJetStream connects to NATS at url and creates the stream (subjects
+// <prefix>.>) if it is missing. Once connected, it never gives up on the
+// server (nats.go stops after 60 tries): it reconnects, backing off to 15 s,
+// and buffers no publish meanwhile: the relay publishes again once the
+// server is back. opts come last and may change all that.
 func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.Option) (*JetStream, error) {
-	reconnect := func(attempts int) time.Duration {
-		return outbox.Backoff(attempts, 250*time.Millisecond, 15*time.Second)
-	}
+	reconnect := func(n int) time.Duration { return outbox.Backoff(n, 250*time.Millisecond, 15*time.Second) }
 	conn, err := nats.Connect(url, append([]nats.Option{nats.Name("shop outbox"), nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(reconnect), nats.ReconnectBufSize(-1)}, opts...)...)
 	if err != nil {
@@ -52,8 +46,11 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	if err == nil {
 		found, err = js.Stream(ctx, stream)
 	}
-	if err == nil {
-		err = takes(found.CachedInfo().Config, prefix)
+	if err == nil { // a stream made for another prefix would refuse every publish, and hold up every event
+		if s := found.CachedInfo().Config.Subjects; !slices.Contains(s, prefix+".>") && !slices.Contains(s, ">") {
+			err = fmt.Errorf("the stream takes the subjects %v, not %s.>: "+
+				"set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", s, prefix)
+		}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}})
@@ -68,17 +65,6 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 	return &JetStream{conn: conn, js: js, prefix: prefix}, nil
 }
 
-// takes reports an error unless the stream takes every subject of the
-// prefix: a stream made for another prefix would refuse every publish,
-// and hold up every event behind the first.
-func takes(cfg jetstream.StreamConfig, prefix string) error {
-	if slices.Contains(cfg.Subjects, prefix+".>") || slices.Contains(cfg.Subjects, ">") {
-		return nil
-	}
-	return fmt.Errorf("the stream takes the subjects %v, not %s.>: set NATS_SUBJECT_PREFIX to its prefix, or NATS_STREAM to another stream", cfg.Subjects, prefix)
-}
-
-// Name is the consumer's name in the inbox.
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
 // Handle publishes one event: a batch of one.
@@ -86,11 +72,10 @@ func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) er
 	return j.HandleBatch(ctx, db, []outbox.Event{ev})[0]
 }
 
-// HandleBatch publishes the events asynchronously, in order, each with its
-// id as Nats-Msg-Id, and waits for the stream's acks: an event is done
-// once acked, and the relay then records the batch in the inbox. While the
-// server is away it publishes nothing and answers outbox.ErrUnavailable
-// for each; an event whose publish the server's loss cut short also.
+// HandleBatch publishes the events asynchronously, in order, and waits for
+// the stream's acks: an event is done once acked. While the server is away
+// it publishes nothing and answers outbox.ErrUnavailable for each, as for a
+// publish the server's loss cut short.
 func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox.Event) []error {
 	outcomes := make([]error, len(events))
 	if !j.conn.IsConnected() {
@@ -118,10 +103,8 @@ func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox
 	return outcomes
 }
 
-// acked is what came of one asynchronous publish: nil once the stream
-// acked it, even when ctx has ended meanwhile (an answer that came is
-// read before the deadline is). One the connection's loss cut short is
-// outbox.ErrUnavailable.
+// acked is what came of one publish: nil once acked, even when ctx has
+// ended meanwhile (an answer that came is read before the deadline is).
 func (j *JetStream) acked(ctx context.Context, ack jetstream.PubAckFuture) error {
 	var err error
 	select {
