@@ -11,8 +11,7 @@ import (
 	"github.com/shop/shop/middleware"
 )
 
-// What the log keeps of the client's method and path, in bytes: a line
-// stays short whatever the client sends.
+// What the log keeps of the client's method and path, in bytes.
 const maxLoggedMethod, maxLoggedPath = 16, 256
 
 // clip cuts s to at most n bytes, at a character boundary, marking the cut.
@@ -27,10 +26,9 @@ func clip(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// AccessLog writes one line per request once it is answered, naming the
-// user user finds. It names the idempotency key only by a short hash, and
-// never logs headers, bodies or the query: they may hold passwords, tokens
-// or the key itself.
+// AccessLog writes one line per answered request, naming the user user
+// finds and the idempotency key only by a short hash. Headers, bodies and
+// the query may hold passwords, tokens or the key: they are never logged.
 func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()

@@ -12,11 +12,9 @@ import (
 	"github.com/shop/shop/middleware"
 )
 
-// What a page of an allowed origin may send to the API, and read of its
-// answers. The methods are the API's own (TestCORSAllowsEveryAPIMethod).
-// Content-Type is listed because application/json is not a value browsers
-// send unasked; Content-Type itself, like the answers' other safelisted
-// headers, needs no exposing.
+// What a page of an allowed origin may send to the API (the API's methods,
+// and Content-Type, since browsers do not send application/json unasked),
+// and read of its answers.
 var (
 	CORSMethods        = []string{http.MethodGet, http.MethodPost, http.MethodDelete}
 	corsRequestHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", RequestIDHeader}
@@ -28,17 +26,12 @@ var (
 const corsMaxAge = 10 * time.Minute
 
 // CrossOriginAPI lets the pages of origins, and of no other, call the API
-// mounted under prefix
-// from a browser (gin-contrib/cors): it answers their preflights before any
-// route's middleware sees them (a preflight carries neither token nor key)
-// and marks the answers to them readable. Credentials mode stays off: the
-// API takes bearer tokens, never cookies.
-//
-// A request from any other origin passes as if CORS were off: its answer
-// carries no Access-Control-* header, so the browser keeps it from the
-// page, and a preflight is answered 405, so the browser sends nothing. The
-// allow-list is checked here first because the library would answer such
-// a request 403 with an empty body, not a problem.
+// under prefix from a browser (gin-contrib/cors): it answers their
+// preflights, which carry neither token nor key, before any route does,
+// and marks their answers readable. No credentials mode: the API takes
+// bearer tokens, never cookies. Any other origin passes as if CORS were
+// off (no Access-Control-* header; a preflight gets the API's 405), not
+// the library's empty 403.
 func CrossOriginAPI(prefix string, origins []string) gin.HandlerFunc {
 	allow := cors.New(cors.Config{
 		AllowOrigins:  origins,

@@ -11,17 +11,14 @@ import (
 const PagePolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// ReferencePolicy is the API reference's: Redoc (a script from 'self')
-// styles its page inline and runs its search in a worker made from a blob
-// (without either, TestAPIReferenceRendersInABrowser fails: it does not
-// render, or the policy refuses its worker).
+// ReferencePolicy is the API reference's: Redoc styles its page inline and
+// runs its search in a worker made from a blob.
 const ReferencePolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"worker-src blob:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// SecurityHeaders answers every request with the security headers of
-// unrolled/secure for policy: the CSP, nosniff, X-Frame-Options DENY and a
-// Referrer-Policy that keeps paths inside the shop. Its host and TLS checks
-// are not configured, so it never refuses a request.
+// SecurityHeaders sets unrolled/secure's headers on every answer: policy,
+// nosniff, X-Frame-Options DENY and a Referrer-Policy that keeps paths in
+// the shop. Without host and TLS checks, it never refuses a request.
 func SecurityHeaders(policy string) gin.HandlerFunc {
 	headers := secure.New(secure.Options{
 		ContentSecurityPolicy: policy,

@@ -10,8 +10,7 @@ import (
 // Healthz answers 200 while the process serves.
 func Healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 
-// Readyz answers 200 once the database answers and table, made by the
-// migrations, is in place.
+// Readyz answers 200 once the database answers and has the migrations' table.
 func Readyz(db *gorm.DB, table any) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		db := db.WithContext(c.Request.Context())

@@ -6,16 +6,11 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// TrustProxies makes c.ClientIP() the client's address. It is the
-// connection's peer, unless the peer is one of proxies: then it is the
-// rightmost address in X-Forwarded-For that is not one of them, the one
-// the outermost trusted proxy saw (everything left of it is the client's
-// to write). With no proxies every forwarded header is ignored: gin's own
-// default trusts every peer.
-//
-// X-Real-IP is not read: a proxy that does not set it passes on the
-// client's, and one tried after X-Forwarded-For would let a client choose
-// its address whenever X-Forwarded-For does not parse.
+// TrustProxies makes c.ClientIP() the connection's peer or, when the peer
+// is one of proxies, the rightmost address in X-Forwarded-For that is not
+// (left of it, the client writes what it likes). With no proxies no
+// forwarded header is read; X-Real-IP never is, since a proxy that does
+// not set it passes on the client's.
 func TrustProxies(r *gin.Engine, proxies []netip.Prefix) {
 	r.ForwardedByClientIP = true
 	r.RemoteIPHeaders = []string{"X-Forwarded-For"}

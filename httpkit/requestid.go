@@ -11,21 +11,18 @@ import (
 	"github.com/google/uuid"
 )
 
-// RequestIDHeader carries the request's id, on every answer: what a client
+// RequestIDHeader carries the request's id on every answer: what a client
 // quotes to support, and what joins the log lines of one request.
 const RequestIDHeader = "X-Request-Id"
 
-// maxRequestID bounds a client's own id, in bytes.
-const maxRequestID = 64
+const maxRequestID = 64 // bytes of a client's own id
 
 type requestIDKey struct{}
 
-// RequestID names the request: the client's own id when it is a token (see
-// isToken), else a new uuid. The id is in the request's context, for the
-// log lines (RequestIDs) and problem bodies written with it, and in the
-// answer's header, set here on the real writer so that the idempotency
-// middleware never stores it: a replay carries the id of the request it
-// answers.
+// RequestID names the request, in its context and its answer's header:
+// the client's own id when it is a token, else a new uuid. The header is
+// set on the real writer, which the idempotency middleware never stores:
+// a replay carries the id of the request it answers.
 func RequestID(c *gin.Context) {
 	id := c.GetHeader(RequestIDHeader)
 	if !isToken(id) {
@@ -35,9 +32,8 @@ func RequestID(c *gin.Context) {
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDKey{}, id))
 }
 
-// isToken: 1 to maxRequestID bytes of visible ASCII, '!' to '~'. No space,
-// control character or byte beyond ASCII gets into a header or a log line
-// from a client.
+// isToken: 1 to maxRequestID bytes of visible ASCII, '!' to '~', so that
+// no space or control character of a client's gets into a header or a log.
 func isToken(id string) bool {
 	if id == "" || len(id) > maxRequestID {
 		return false
@@ -56,9 +52,8 @@ func RequestIDOf(ctx context.Context) string {
 	return id
 }
 
-// RequestIDs makes every record logged with a request's context (the
-// Logger's …Context methods) carry its request_id; wrapping twice adds it
-// once.
+// RequestIDs makes every record logged with a request's context carry its
+// request_id; wrapping twice adds it once.
 func RequestIDs(h slog.Handler) slog.Handler {
 	if _, ok := h.(requestIDs); ok {
 		return h
