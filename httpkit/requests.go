@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -41,15 +42,8 @@ func RequestID(c *gin.Context) {
 // isToken: 1 to maxRequestID bytes of visible ASCII, '!' to '~', so that
 // no space or control character of a client's gets into a header or a log.
 func isToken(id string) bool {
-	if id == "" || len(id) > maxRequestID {
-		return false
-	}
-	for i := range len(id) {
-		if id[i] < '!' || id[i] > '~' {
-			return false
-		}
-	}
-	return true
+	return id != "" && len(id) <= maxRequestID &&
+		!strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' })
 }
 
 // RequestIDOf is the id RequestID gave the request of ctx.
