@@ -51,8 +51,7 @@ func main() {
 	}
 }
 
-// shutdownTimeout is how long requests in flight get to finish, and record
-// their keys, once a shutdown begins.
+// shutdownTimeout is how long requests in flight get to finish, and record their keys.
 const shutdownTimeout = 20 * time.Second
 
 // usage is what `shop help` prints, and an unknown argument is answered with.
@@ -90,7 +89,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// A .env file, if present, fills in what the environment leaves unset.
 	if err := godotenv.Load(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read .env: %w", err)
 	}
@@ -192,18 +190,16 @@ func databases(cfg config.Config) admin.Databases {
 
 // newBilling builds the payment provider and the payments service.
 func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trace.TracerProvider) *billing.Service {
-	var provider payments.Provider = &payments.Simulated{DB: db, Latency: cfg.PaymentLatency, AuthExpiry: cfg.AuthExpiry}
-	var cards []string
-	var providerName string
-	if cfg.PaymentProvider == "stripe" {
-		provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
-		cards, providerName = payments.StripeCards, "Stripe"
-	}
-	return billing.New(billing.Config{
-		DB: db, Provider: provider, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.AttemptTimeout(),
-		RollForward: cfg.RollForward, AuthExpiry: cfg.AuthExpiry, AuthPoll: cfg.AuthPoll, TestCards: cards, ProviderName: providerName, Logger: logger,
+	bc := billing.Config{DB: db, Lease: cfg.IdempotencyLease, AttemptTimeout: cfg.AttemptTimeout(), RollForward: cfg.RollForward,
+		AuthExpiry: cfg.AuthExpiry, AuthPoll: cfg.AuthPoll, Logger: logger,
+		Provider:  &payments.Simulated{DB: db, Latency: cfg.PaymentLatency, AuthExpiry: cfg.AuthExpiry},
 		ReturnURL: func(orderID string) string { return cfg.PublicURL + "/orders/" + orderID },
-	})
+	}
+	if cfg.PaymentProvider == "stripe" {
+		bc.Provider = payments.NewStripe(payments.StripeConfig{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Tracer: tracer})
+		bc.TestCards, bc.ProviderName = payments.StripeCards, "Stripe"
+	}
+	return billing.New(bc)
 }
 
 // newServer builds the HTTP handlers, and warns of the settings left to
@@ -246,8 +242,7 @@ func shutdown(httpServer *http.Server, srv *handlers.Server, logger *slog.Logger
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	shutdownErr := httpServer.Shutdown(shutdownCtx)
-	// The replay counts of the last interval, once no request adds to them.
-	closeErr := srv.Close(shutdownCtx)
+	closeErr := srv.Close(shutdownCtx) // the last interval's replay counts, once no request adds to them
 	if shutdownErr != nil {
 		return fmt.Errorf("shutdown: requests still running after %s were cut off; their keys pass to a retry when their leases end: %w", shutdownTimeout, errors.Join(shutdownErr, closeErr))
 	}
@@ -265,4 +260,30 @@ func flushTraces(stop func(context.Context) error, logger *slog.Logger) {
 	if err := stop(ctx); err != nil {
 		logger.Warn("flush traces", "err", err)
 	}
+}
+
+// version names the build, from what the Go toolchain stamped into the
+// binary: the module's version ("(devel)" for a build from a checkout), the
+// VCS revision and its time, and whether the tree had changes.
+func version(info *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "shop: no build information"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	parts := []string{"shop", info.Main.Version}
+	if rev := settings["vcs.revision"]; rev != "" {
+		parts = append(parts, "revision "+rev)
+		if at := settings["vcs.time"]; at != "" {
+			parts = append(parts, "of "+at)
+		}
+		if settings["vcs.modified"] == "true" {
+			parts = append(parts, "with uncommitted changes")
+		}
+	} else {
+		parts = append(parts, "(no VCS revision: built with -buildvcs=false or outside a checkout)")
+	}
+	return strings.Join(append(parts, info.GoVersion), " ")
 }

@@ -3,9 +3,19 @@ package admin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"strconv"
+	"time"
 
+	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
+
+	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/database"
+	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // Usage lists the subcommands, one a line, as `shop help` shows them.
@@ -28,8 +38,97 @@ var commands = map[string]func(context.Context, Databases, []string, io.Writer) 
 // Is reports whether name is one of the subcommands.
 func Is(name string) bool { return commands[name] != nil }
 
-// Run runs the subcommand args[0] with its arguments, and exits without
-// serving.
+// Run runs the subcommand args[0] with its arguments, without serving.
 func Run(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
 	return commands[args[0]](ctx, dbs, args[1:], stdout)
+}
+
+// migrate runs `shop migrate [up|status]`: up (the default) applies the
+// pending migrations; both then list every migration, with when it was applied.
+func migrate(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
+	verb := "up"
+	if len(args) > 0 {
+		verb = args[0]
+	}
+	if len(args) > 1 || verb != "up" && verb != "status" {
+		return errors.New("usage: shop migrate [up|status]")
+	}
+	db, err := dbs.Open()
+	if err != nil {
+		return err
+	}
+	defer database.Close(db)
+	if verb == "up" {
+		if err := database.Migrate(db); err != nil {
+			return err
+		}
+	}
+	migrations, err := database.MigrationStatus(ctx, db)
+	if err != nil {
+		return fmt.Errorf("migration status: %w", err)
+	}
+	for _, m := range migrations {
+		applied := "pending"
+		if m.State == goose.StateApplied {
+			applied = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(stdout, "%05d  %-28s  %s\n", m.Source.Version, applied, m.Source.Path)
+	}
+	return nil
+}
+
+// staff runs `shop staff add|remove EMAIL`, idempotent, for an existing
+// user: the only way anyone becomes staff, since nothing on the web does it.
+func staff(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
+	roles := map[string]models.Role{"add": models.Staff, "remove": models.Shopper}
+	if len(args) != 2 || roles[args[0]] == "" {
+		return errors.New("usage: shop staff add|remove EMAIL")
+	}
+	db, closeDB, err := dbs.Prepare()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	role := roles[args[0]]
+	changed, err := accounts.SetRole(ctx, db, args[1], role)
+	if err != nil {
+		return err
+	}
+	already := ""
+	if !changed {
+		already = " already"
+	}
+	fmt.Fprintf(stdout, "%s is%s %s\n", args[1], already, role)
+	return nil
+}
+
+// stockUsage is what `shop stock` answers a command it does not know.
+const stockUsage = "usage: shop stock set SKU UNITS"
+
+// stock runs `shop stock set SKU UNITS`: the product's units on hand become
+// staff's count, whatever they were, so setting it again changes nothing.
+// Deliveries and write-offs, which add and take off, go through the console,
+// whose idempotency key counts a retried one once.
+func stock(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
+	if len(args) != 3 || args[0] != "set" {
+		return errors.New(stockUsage)
+	}
+	units, err := strconv.Atoi(args[2])
+	if err != nil || units < 0 {
+		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
+	}
+	db, closeDB, err := dbs.Prepare()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	p, err := orders.Store{DB: db}.SetStock(ctx, args[1], units)
+	if errors.Is(err, orders.ErrUnknownSKU) {
+		return fmt.Errorf("stock set: %w (see GET /api/v1/products for the SKUs)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("stock set: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s (%s): %d on hand, %d held by unpaid orders, %d for sale\n", p.SKU, p.Name, p.OnHand(), p.Held, p.Stock)
+	return nil
 }

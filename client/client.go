@@ -1,15 +1,10 @@
-// Package client is the shop's Go client for mobile and server developers:
-// the typed calls generated from openapi/openapi.yaml (clients/go), sent
-// through a Doer that keeps the client's half of the idempotency contract.
-//
-// Every request is one operation. A POST carries one idempotency key, the
-// caller's or else a fresh one, and sends it unchanged, with the same body
-// bytes, on every try of that operation. A try that gets no final answer —
-// a network error, a timeout, a 5xx, a 409 or 429 with Retry-After — is
-// retried after a capped exponential backoff with full jitter, or after the
-// server's Retry-After when it gives one, within a bounded number of tries
-// and a bounded total time. A final answer (2xx, 3xx, and 400, 401, 402,
-// 404, 409 without Retry-After, 422) ends the operation at once.
+// Package client is the shop's Go client: the typed calls generated from
+// openapi/openapi.yaml (clients/go), sent through a Doer that keeps the
+// client's half of the idempotency contract. A POST carries one key, the
+// caller's or a fresh one, unchanged with the same body on every try. A
+// try without a final answer (a network error, a timeout, a 5xx, a 429, a
+// 409 with Retry-After) is retried after the server's Retry-After or a
+// capped exponential backoff with full jitter, within bounded tries and time.
 package client
 
 import (
@@ -18,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -40,8 +36,8 @@ type Policy struct {
 // DefaultPolicy suits a phone: a few tries over half a minute.
 var DefaultPolicy = Policy{MaxTries: 8, MaxElapsed: 30 * time.Second, Initial: 100 * time.Millisecond, Max: 5 * time.Second, TryTimeout: 15 * time.Second}
 
-// Doer is the generated client's HttpRequestDoer: it makes each request
-// one operation, retried under Policy through HTTP (an *http.Client, say).
+// Doer is the generated client's HttpRequestDoer: each request is one
+// operation, retried under Policy through HTTP (an *http.Client, say).
 type Doer struct {
 	HTTP   shopclient.HttpRequestDoer
 	Policy Policy
@@ -56,9 +52,8 @@ func WithPolicy(p Policy) Option { return func(d *Doer) { d.Policy = p } }
 // WithHTTPClient sends the tries through h; http.DefaultClient otherwise.
 func WithHTTPClient(h shopclient.HttpRequestDoer) Option { return func(d *Doer) { d.HTTP = h } }
 
-// New returns the typed client of the shop at baseURL, e.g.
-// http://localhost:8080, as the user of token (a bearer token from
-// CreateToken; none when empty), its requests sent through a Doer.
+// New returns the typed client of the shop at baseURL as the user of token
+// (from CreateToken; none when empty), its requests sent through a Doer.
 func New(baseURL, token string, opts ...Option) (*shopclient.ClientWithResponses, error) {
 	d := &Doer{HTTP: http.DefaultClient, Policy: DefaultPolicy}
 	for _, o := range opts {
@@ -80,9 +75,9 @@ func NewKey() string { return uuid.NewString() }
 // (Idempotent-Replayed: true): the operation had happened already.
 func Replayed(res *http.Response) bool { return res.Header.Get("Idempotent-Replayed") == "true" }
 
-// GaveUpError is returned when an operation's tries or time ran out
-// before a final answer: its outcome is unknown. The operation may have
-// happened; sending it again with the same key and body finds out, safely.
+// GaveUpError is an operation whose tries or time ran out before a final
+// answer: it may have happened; sending it again with the same key and
+// body finds out, safely.
 type GaveUpError struct {
 	Key   string         // the idempotency key every try carried; empty for a read
 	Tries int            // tries made
@@ -96,10 +91,9 @@ func (e *GaveUpError) Error() string {
 
 func (e *GaveUpError) Unwrap() error { return e.Err }
 
-// Do runs req as one operation until a final answer, which it returns
-// whatever its status, its body read in full. A POST without an
-// Idempotency-Key gets a fresh one. The error is a *GaveUpError when no
-// final answer came, or the context's error.
+// Do runs req as one operation until a final answer, whatever its status,
+// its body read in full. The error is a *GaveUpError when no final answer
+// came, or the context's.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	payload, err := readBody(req)
 	if err != nil {
@@ -125,8 +119,27 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	return nil, &GaveUpError{Key: req.Header.Get("Idempotency-Key"), Tries: tries, Last: last, Err: err}
 }
 
-// readBody takes the request's body once, to send the same bytes on every
-// try.
+// fullJitter is capped exponential backoff with full jitter: the n-th wait
+// is drawn uniformly from [0, min(Max, Initial·2ⁿ)], so that clients
+// failed by one outage do not come back in step.
+type fullJitter struct {
+	ceiling *backoff.ExponentialBackOff
+}
+
+func newFullJitter(p Policy) *fullJitter {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = p.Initial, p.Max
+	b.Multiplier, b.RandomizationFactor = 2, 0
+	return &fullJitter{ceiling: b}
+}
+
+func (j *fullJitter) NextBackOff() time.Duration {
+	return rand.N(max(j.ceiling.NextBackOff(), 0) + 1)
+}
+
+func (j *fullJitter) Reset() { j.ceiling.Reset() }
+
+// readBody takes the request's body once, to send the same bytes on every try.
 func readBody(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
@@ -135,8 +148,8 @@ func readBody(req *http.Request) ([]byte, error) {
 	return io.ReadAll(req.Body)
 }
 
-// try sends the operation once. It returns the answer and nil when the
-// answer is final, and an error that says how long to wait otherwise.
+// try sends the operation once: a final answer and nil, or an error that
+// says how long to wait.
 func (d *Doer) try(req *http.Request, payload []byte) (*http.Response, error) {
 	ctx := req.Context()
 	if d.Policy.TryTimeout > 0 {
@@ -161,9 +174,8 @@ func (d *Doer) try(req *http.Request, payload []byte) (*http.Response, error) {
 	return res, retryOf(res)
 }
 
-// retryOf says whether an answer ends the operation (nil) or asks for
-// another try, and when: after Retry-After when the server gives one,
-// after the backoff otherwise.
+// retryOf is nil for a final answer, or else an error asking for another
+// try: after Retry-After when the server gives one, the backoff otherwise.
 func retryOf(r *http.Response) error {
 	after, hasAfter := retryAfter(r.Header)
 	switch {

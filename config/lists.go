@@ -18,8 +18,7 @@ type Prefixes []netip.Prefix
 func (ps *Prefixes) UnmarshalText(text []byte) error {
 	var errs []error
 	for item := range strings.SplitSeq(string(text), ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
+		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
 		proxy, err := parseProxy(item)
@@ -40,14 +39,11 @@ func parseProxy(s string) (netip.Prefix, error) {
 		return p.Masked(), err
 	}
 	addr, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	if addr.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("an address with a zone: %s", s)
+	if err == nil && addr.Zone() != "" {
+		err = fmt.Errorf("an address with a zone: %s", s)
 	}
 	addr = addr.Unmap()
-	return netip.PrefixFrom(addr, addr.BitLen()), nil
+	return netip.PrefixFrom(addr, addr.BitLen()), err
 }
 
 // Origins are CORS_ORIGINS: comma-separated, each checked as the browser
@@ -80,7 +76,7 @@ func (os *Origins) UnmarshalText(text []byte) error {
 // the scheme's default port; ok is false for anything without a host.
 func canonicalOrigin(origin string) (string, bool) {
 	u, err := url.Parse(origin)
-	if err != nil || !httpURL(origin) || u.Hostname() == "" || u.Opaque != "" {
+	if err != nil || !httpURL(origin) || u.Hostname() == "" {
 		return "", false
 	}
 	host, port := u.Hostname(), u.Port()

@@ -45,21 +45,23 @@ func Load(getenv func(string) string) (Config, error) {
 	var c Config
 	var errs []error
 	bad := map[string]bool{}
-	if err := env.ParseWithOptions(&c, env.Options{Environment: values}); err != nil {
-		for _, e := range flatten(err) {
-			var parse env.ParseError
-			if !errors.As(e, &parse) {
-				errs = append(errs, e)
-				continue
-			}
-			s := rows[slices.IndexFunc(rows, func(s Setting) bool { return s.field.Name == parse.Name })]
-			bad[s.Name] = true
-			errs = append(errs, s.refuse(values[s.Name], parse.Err)...)
+	var parse env.ParseError
+	for _, e := range flatten(env.ParseWithOptions(&c, env.Options{Environment: values})) {
+		if !errors.As(e, &parse) {
+			errs = append(errs, e)
+			continue
 		}
+		s := rows[slices.IndexFunc(rows, func(s Setting) bool { return s.field.Name == parse.Name })]
+		bad[s.Name] = true
+		errs = append(errs, s.refuse(values[s.Name], parse.Err)...)
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.PublicURL == "" {
+		c.PublicURL = "http://localhost:" + strconv.Itoa(c.Port)
 	}
 	v := reflect.ValueOf(c)
 	for _, s := range rows {
-		if !bad[s.Name] && !s.inBounds(v.FieldByIndex(s.field.Index)) {
+		if !bad[s.Name] && !s.valid(v.FieldByIndex(s.field.Index)) {
 			bad[s.Name] = true
 			errs = append(errs, s.refuse(values[s.Name], nil)...)
 		}
@@ -78,7 +80,7 @@ func Load(getenv func(string) string) (Config, error) {
 // refuse says why raw is not a value of s: want, when the row says what it
 // wants, or else why (a list's errors, one per item), each naming s.
 func (s Setting) refuse(raw string, why error) []error {
-	if want := s.want(); want != "" {
+	if want := s.want(); want != "" || why == nil {
 		return []error{fmt.Errorf("%s=%q: want %s", s.Name, raw, want)}
 	}
 	var errs []error
@@ -105,11 +107,11 @@ func (s Setting) want() string {
 	return ""
 }
 
-// inBounds reports whether v is within the row's bounds: no number or
-// duration is negative unless min says so, none above max, and a string is
-// one of oneof's words when the row lists them. (A log level, an int of
-// its own type, has its own words.)
-func (s Setting) inBounds(v reflect.Value) bool {
+// valid reports whether v keeps the row's tags: no number or duration is
+// negative unless min says so, none above max; a string is one of oneof's
+// words, and of the format its is tag names, when the row has them. (A log
+// level, an int of its own type, has its own words.)
+func (s Setting) valid(v reflect.Value) bool {
 	switch {
 	case v.CanInt() && (v.Type() == reflect.TypeFor[time.Duration]() || v.Type().PkgPath() == ""):
 		lowest, highest := int64(0), int64(1<<63-1)
@@ -121,8 +123,9 @@ func (s Setting) inBounds(v reflect.Value) bool {
 		}
 		return v.Int() >= lowest && v.Int() <= highest
 	case v.Kind() == reflect.String:
-		words := s.field.Tag.Get("oneof")
-		return words == "" || slices.Contains(strings.Fields(words), v.String())
+		words, is := s.field.Tag.Get("oneof"), s.field.Tag.Get("is")
+		return (words == "" || slices.Contains(strings.Fields(words), v.String())) &&
+			(is == "" || v.String() == "" || formats[is](v.String()))
 	}
 	return true
 }
@@ -132,18 +135,19 @@ func flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var errs []error
-		for _, e := range joined.Unwrap() {
-			errs = append(errs, flatten(e)...)
-		}
-		return errs
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	return []error{err}
+	var errs []error
+	for _, e := range joined.Unwrap() {
+		errs = append(errs, flatten(e)...)
+	}
+	return errs
 }
 
-// settingErrors are every configuration error at once: errors.Join, on one
-// line, so that start-up fails with a single clear message.
+// settingErrors are every configuration error at once, on one line, so
+// that start-up fails with a single clear message.
 type settingErrors []error
 
 func (e settingErrors) Error() string {

@@ -1,8 +1,16 @@
 package httpkit
 
 import (
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-contrib/cors"
 	"github.com/gin-gonic/gin"
 	"github.com/unrolled/secure"
+
+	"github.com/shop/shop/middleware"
 )
 
 // PagePolicy is every answer's Content-Security-Policy: scripts, styles,
@@ -11,17 +19,14 @@ import (
 const PagePolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// ReferencePolicy is the API reference's: Redoc (a script from 'self')
-// styles its page inline and runs its search in a worker made from a blob
-// (without either, TestAPIReferenceRendersInABrowser fails: it does not
-// render, or the policy refuses its worker).
+// ReferencePolicy is the API reference's: Redoc styles its page inline and
+// runs its search in a worker made from a blob.
 const ReferencePolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"worker-src blob:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// SecurityHeaders answers every request with the security headers of
-// unrolled/secure for policy: the CSP, nosniff, X-Frame-Options DENY and a
-// Referrer-Policy that keeps paths inside the shop. Its host and TLS checks
-// are not configured, so it never refuses a request.
+// SecurityHeaders sets unrolled/secure's headers on every answer: policy,
+// nosniff, X-Frame-Options DENY and a Referrer-Policy that keeps paths in
+// the shop. Without host and TLS checks, it never refuses a request.
 func SecurityHeaders(policy string) gin.HandlerFunc {
 	headers := secure.New(secure.Options{
 		ContentSecurityPolicy: policy,
@@ -32,6 +37,45 @@ func SecurityHeaders(policy string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if err := headers.Process(c.Writer, c.Request); err != nil {
 			c.Abort()
+		}
+	}
+}
+
+// What a page of an allowed origin may send to the API (the API's methods,
+// and Content-Type, since browsers do not send application/json unasked),
+// and read of its answers.
+var (
+	CORSMethods        = []string{http.MethodGet, http.MethodPost, http.MethodDelete}
+	corsRequestHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", RequestIDHeader}
+	corsExposedHeaders = []string{middleware.ReplayedHeader, "Retry-After", "Location", "Link", RequestIDHeader}
+)
+
+// corsMaxAge is how long a browser may keep a preflight's answer, so how
+// long an origin taken off the list may go on sending requests.
+const corsMaxAge = 10 * time.Minute
+
+// CrossOriginAPI lets the pages of origins, and of no other, call the API
+// under prefix from a browser (gin-contrib/cors): it answers their
+// preflights, which carry neither token nor key, before any route does,
+// and marks their answers readable. No credentials mode: the API takes
+// bearer tokens, never cookies. Any other origin passes as if CORS were
+// off (no Access-Control-* header; a preflight gets the API's 405), not
+// the library's empty 403.
+func CrossOriginAPI(prefix string, origins []string) gin.HandlerFunc {
+	allow := cors.New(cors.Config{
+		AllowOrigins:  origins,
+		AllowMethods:  CORSMethods,
+		AllowHeaders:  corsRequestHeaders,
+		ExposeHeaders: corsExposedHeaders,
+		MaxAge:        corsMaxAge,
+	})
+	return func(c *gin.Context) {
+		if !strings.HasPrefix(c.Request.URL.Path, prefix+"/") {
+			return
+		}
+		c.Writer.Header().Add("Vary", "Origin") // a cache must not hand one origin's answer to another
+		if slices.Contains(origins, c.GetHeader("Origin")) {
+			allow(c)
 		}
 	}
 }

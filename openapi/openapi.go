@@ -1,6 +1,6 @@
 // Package openapi embeds the OpenAPI 3.1 document of the JSON API,
 // openapi.yaml, written by hand and checked against every response the API
-// tests receive (tests/contract_test.go).
+// tests receive (tests/contract_test.go), and the page that renders it.
 package openapi
 
 import (
@@ -16,11 +16,15 @@ import (
 //go:embed openapi.yaml
 var YAML []byte
 
-// JSON is the same document as JSON, in the same order.
-var JSON = mustJSON(YAML)
+// Reference is the human-readable API reference: Redoc, vendored in
+// static/, rendering /openapi.json in the browser.
+//
+//go:embed reference.html
+var Reference []byte
 
-func mustJSON(doc []byte) []byte {
-	compact, err := yaml.YAMLToJSON(doc)
+// JSON is the same document as JSON, in the same order.
+var JSON = func() []byte {
+	compact, err := yaml.YAMLToJSON(YAML)
 	if err != nil {
 		panic("openapi: openapi.yaml is not valid YAML: " + err.Error())
 	}
@@ -29,4 +33,4 @@ func mustJSON(doc []byte) []byte {
 		panic("openapi: openapi.yaml does not convert to JSON: " + err.Error())
 	}
 	return out.Bytes()
-}
+}()

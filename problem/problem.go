@@ -21,9 +21,7 @@ type Type struct {
 	Slug   string
 	Status int
 	Title  string
-	// Doc explains, on the type's page, when the problem happens and what a
-	// client should do about it.
-	Doc string
+	Doc    string // on the type's page: when the problem happens, what a client should do
 }
 
 // documented is t with the words of its page.
@@ -46,8 +44,7 @@ func (t Type) With(detail string) *Problem {
 	return p
 }
 
-// sentence begins detail with a capital and ends it with a full stop; ""
-// stays "".
+// sentence begins detail with a capital and ends it with a full stop.
 func sentence(detail string) string {
 	detail = strings.TrimSpace(detail)
 	if detail == "" {
@@ -64,19 +61,15 @@ func sentence(detail string) string {
 // Problem is an RFC 9457 problem document, with the extension members this
 // service uses.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Errors lists the invalid fields of a validation problem.
-	Errors any `json:"errors,omitempty"`
-	// Payment is the declined payment of a payment-declined problem.
-	Payment any `json:"payment,omitempty"`
-	// RequestID is the id of the request answered (the X-Request-Id header
-	// of its answer): a stored answer's replay keeps the first request's.
-	RequestID string `json:"request_id,omitempty"`
-	// RetryAfter, when set, is sent as the Retry-After header, in seconds.
-	RetryAfter int `json:"-"`
+	Type    string `json:"type"`
+	Title   string `json:"title"`
+	Status  int    `json:"status"`
+	Detail  string `json:"detail,omitempty"`
+	Errors  any    `json:"errors,omitempty"`  // a validation problem's invalid fields
+	Payment any    `json:"payment,omitempty"` // a payment-declined problem's payment
+	// RequestID is the X-Request-Id answered: a replay keeps the first request's.
+	RequestID  string `json:"request_id,omitempty"`
+	RetryAfter int    `json:"-"` // seconds, sent as Retry-After
 }
 
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }

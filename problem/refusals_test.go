@@ -9,8 +9,8 @@ import (
 )
 
 // The middleware's refusals are the shop's problem types of the same slug,
-// status and title, written once, in middleware/refusal.go: refusals_gen.go
-// is generated from it (go generate ./problem), not written by hand.
+// status and title, written once, in middleware.Refusals: refusals_gen.go
+// is generated from them (go generate ./problem), not written by hand.
 func TestRefusalsAreTheMiddlewares(t *testing.T) {
 	want, err := exec.Command("go", "run", "gen_refusals.go", "-stdout").Output()
 	if err != nil {

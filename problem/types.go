@@ -4,31 +4,30 @@ import "net/http"
 
 //go:generate go run gen_refusals.go
 
-// The problem types of this service. Each has a page at its URI. The
-// idempotency middleware's refusals take their slug, status and title from
-// the middleware (refusals_gen.go).
+// The problem types of this service, each with a page at its URI; the
+// middleware's refusals take slug, status and title from refusals_gen.go.
 var (
-	KeyMissing = refuseKeyMissing.documented(
+	KeyMissing = refuseIdempotencyKeyMissing.documented(
 		"This endpoint changes state, so it requires an idempotency key: an `Idempotency-Key` header (or, for an HTML form, a hidden `idempotency_key` field). Generate one random key (a UUID v4 is ideal) for each operation and send the same key on every retry of that operation. Nothing was done.")
-	KeyInvalid = refuseKeyInvalid.documented(
+	KeyInvalid = refuseIdempotencyKeyInvalid.documented(
 		"The key must be an RFC 8941 string (`\"…\"`) or a bare value of printable ASCII without spaces, quotes or commas; 1 to 255 characters once decoded; one value only, without parameters. An HTML form's hidden field, when present, is the key: a header beside it is ignored. Nothing was done.")
-	KeyReused = refuseKeyReused.documented(
+	KeyReused = refuseIdempotencyKeyReused.documented(
 		"This key was already used for a request with a different method, path, query or body. A key names one operation: a retry must repeat the original request exactly (JSON key order and whitespace do not matter). Use a new key for a new operation. Nothing was done.")
-	KeyInProgress = refuseInProgress.documented(
+	KeyInProgress = refuseIdempotencyKeyInProgress.documented(
 		"The original request with this key is still running and did not finish within the wait. Retry after the number of seconds in `Retry-After` with the same key: you will get the original answer, replayed.")
-	KeyLeaseLost = refuseLeaseLost.documented(
+	KeyLeaseLost = refuseIdempotencyLeaseLost.documented(
 		"This attempt ran past its lease and another attempt with the same key took over; this attempt's writes were rolled back. Retry with the same key to get the outcome of the attempt that finished.")
-	TooLarge = refuseTooLarge.documented(
+	TooLarge = refuseRequestTooLarge.documented(
 		"Request bodies are limited to 1 MiB. Nothing was done.")
 	UnsupportedMediaType = Type{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type",
 		"This endpoint accepts `application/json` request bodies. Nothing was done."}
-	MalformedRequest = refuseMalformed.documented(
+	MalformedRequest = refuseMalformedRequest.documented(
 		"The request body could not be read: it is not valid JSON (duplicate object keys, or keys differing only in case, included), or it does not have the shape this endpoint expects. Nothing was done.")
 	InvalidParameter = Type{"invalid-parameter", http.StatusBadRequest, "Invalid query parameter",
 		"A query parameter is out of its range: `limit` must be a whole number from 1 to 100, and `after` must be a `next_cursor` the same listing returned. Nothing was done."}
 	Validation = Type{"validation", http.StatusUnprocessableEntity, "Validation failed",
 		"Some fields break the rules listed in `errors`. Nothing was done and nothing was remembered: correct the request and send it again, with the same idempotency key if you like."}
-	Unauthorized = refuseUnauthenticated.documented(
+	Unauthorized = refuseUnauthorized.documented(
 		"Send `Authorization: Bearer <token>` with a token from `POST /api/v1/tokens`. Idempotency keys belong to the authenticated user, so the token is checked before the key.")
 	BadCredentials = Type{"bad-credentials", http.StatusUnauthorized, "Wrong email or password",
 		"The email or password is wrong."}
@@ -78,6 +77,8 @@ var (
 		"This path does not accept this method."}
 	ServiceUnavailable = Type{"service-unavailable", http.StatusServiceUnavailable, "Service unavailable",
 		"The server could not reach its database, or lost it during the request. Retry after `Retry-After` seconds with the same key: what was done already (a charge at the provider, say) is done once, and the retry gets its answer."}
+	Conflict = Type{"conflict", http.StatusConflict, "Conflict",
+		"The current state of the resource does not allow this request."}
 	Internal = refuseInternal.documented(
 		"Something failed on our side. The key was released and nothing was stored: retry with the same key.")
 )
@@ -91,8 +92,3 @@ var All = []Type{
 	OrderPaid, PaymentInProgress, PaymentDeclined, ProviderUnavailable, PaymentUnconfirmed, WebhookSignature,
 	WebhookAPIVersion, OrderCancelled, OutOfStock, TooManyPendingOrders, OrderNotPaid, RefundExceeds, RefundFailed, RefundUnconfirmed, Conflict, Forbidden, CrossOrigin, TooManyRequests, MethodNotAllowed, ServiceUnavailable, Internal,
 }
-
-// Conflict is the generic state conflict, for conflicts without a type of
-// their own.
-var Conflict = Type{"conflict", http.StatusConflict, "Conflict",
-	"The current state of the resource does not allow this request."}

@@ -1,7 +1,6 @@
 // Package tracing turns OpenTelemetry tracing on when, and only when, the
-// SDK's standard environment asks for it, and instruments the shop's three
-// layers with the official instrumentation: Gin's requests, GORM's
-// statements and the payment provider's HTTP calls.
+// SDK's standard environment asks for it, and instruments Gin's requests,
+// GORM's statements and the payment provider's HTTP calls.
 package tracing
 
 import (
@@ -28,8 +27,7 @@ import (
 const ServiceName = "shop"
 
 // Configured reports whether the environment asks for traces: an OTLP
-// endpoint, or an exporter other than "none". OTEL_SERVICE_NAME alone
-// names a service but says nowhere to send its spans.
+// endpoint, or an exporter other than "none" (a service name alone does not).
 func Configured(getenv func(string) string) bool {
 	exporter := getenv("OTEL_TRACES_EXPORTER")
 	if exporter == "none" {
@@ -38,22 +36,18 @@ func Configured(getenv func(string) string) bool {
 	return exporter != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// Start builds the tracer provider the environment asks for, with its
-// exporter and batching goroutine, and makes it the global one with W3C
-// propagation; shutdown flushes the spans not yet sent. When the
-// environment asks for no traces it is a no-op provider: no exporter, no
-// goroutine, and On reports it off, so nothing is instrumented.
+// Start builds the tracer provider the environment asks for and makes it
+// the global one, with W3C propagation; shutdown flushes the spans not yet
+// sent. Without traces asked for, it is a no-op that On reports off.
 func Start(ctx context.Context, getenv func(string) string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	if !Configured(getenv) {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
-	// autoexport reads OTEL_TRACES_EXPORTER and the OTLP variables itself.
 	exporter, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, nil, errors.Join(errors.New("tracing: OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_*"), err)
 	}
-	// The default name first: OTEL_SERVICE_NAME, read by WithFromEnv,
-	// overrides it.
+	// OTEL_SERVICE_NAME, read by WithFromEnv, overrides the default name.
 	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName(ServiceName)), resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		return nil, nil, errors.Join(errors.New("tracing: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME"), err)
@@ -70,16 +64,14 @@ func On(tp trace.TracerProvider) bool {
 	return tp != nil && !off
 }
 
-// Requests traces each Gin request in a server span named by its method
-// and route template; mount it first, so that every span of the request
-// is under it.
+// Requests traces each Gin request in a server span; mount it first, so
+// that every span of the request is under it.
 func Requests(tp trace.TracerProvider) gin.HandlerFunc {
 	return otelgin.Middleware(ServiceName, otelgin.WithTracerProvider(tp))
 }
 
-// Database traces db's statements under the span of their context, when tp
-// is on. The statements' values stay out of the spans (passwords' hashes,
-// tokens), and metrics stay Prometheus.
+// Database traces db's statements when tp is on, without their values
+// (passwords' hashes, tokens) and without metrics (those are Prometheus').
 func Database(db *gorm.DB, tp trace.TracerProvider) error {
 	if !On(tp) {
 		return nil
@@ -88,7 +80,7 @@ func Database(db *gorm.DB, tp trace.TracerProvider) error {
 }
 
 // Transport traces the calls made through base (http.DefaultTransport when
-// nil) in client spans, when tp is on; else it is base.
+// nil) when tp is on.
 func Transport(base http.RoundTripper, tp trace.TracerProvider) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
