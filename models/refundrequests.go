@@ -22,8 +22,7 @@ type RefundRequest struct {
 	State     RequestState `gorm:"size:16;not null"`
 	RefundID  *string      `gorm:"size:36"`
 	CreatedAt time.Time    `gorm:"not null"`
-	// DecidedBy is the staff user who declined the request, at DecidedAt,
-	// for DeclineReason (migration 10); nil while it is open or fulfilled.
+	// DecidedBy is the staff user who declined it; nil until then.
 	DecidedBy     *string `gorm:"size:36"`
 	DecidedAt     *time.Time
 	DeclineReason string `gorm:"size:200;not null;default:''"`
