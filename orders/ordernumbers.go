@@ -5,16 +5,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// FirstOrderNumber is a shop's first order number: the one a shopper sees,
-// "Order #1001".
+// FirstOrderNumber is a shop's first order number: "Order #1001".
 const FirstOrderNumber = 1001
 
-// nextOrderNumber takes the next order number, inside the transaction that
-// writes the order. PostgreSQL draws it from a sequence, so instances never
-// wait on one another for it (an order rolled back leaves a gap); SQLite's
-// transactions hold its one write lock from BEGIN (_txlock=immediate), so
-// the highest number plus one is free until the order commits. The unique
-// index on orders.number backs both.
+// nextOrderNumber takes the next order number in the order's transaction:
+// from a sequence on PostgreSQL, so instances never wait for it (a rollback
+// leaves a gap); on SQLite the highest plus one, free until the order
+// commits since the transaction holds the write lock from BEGIN.
 func nextOrderNumber(tx *gorm.DB) (int64, error) {
 	var n int64
 	if database.IsPostgres(tx) {
