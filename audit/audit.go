@@ -51,11 +51,6 @@ func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
 }
 
-// ActorFrom is who acts in ctx; the zero Actor when nobody said.
-func ActorFrom(ctx context.Context) Actor {
-	a, _ := ctx.Value(actorKey{}).(Actor)
-	return a
-}
 
 // Action is what an audit entry records.
 type Action string
@@ -104,7 +99,7 @@ var ErrNoActor = errors.New("models: an audited act without an actor")
 // entry's actor or else the context's (WithActor), at its time or now.
 func Audit(tx *gorm.DB, e Entry) error {
 	if e.Actor.Kind == "" {
-		e.Actor = ActorFrom(tx.Statement.Context)
+		e.Actor, _ = tx.Statement.Context.Value(actorKey{}).(Actor)
 	}
 	if e.Actor.Kind == "" {
 		return ErrNoActor
@@ -116,7 +111,7 @@ func Audit(tx *gorm.DB, e Entry) error {
 	return tx.Create(&e).Error
 }
 
-// History is the order's audit trail, oldest first.
+// History is the order's trail, oldest first.
 func (s Trail) History(ctx context.Context, orderID string) ([]Entry, error) {
 	var entries []Entry
 	err := s.DB.WithContext(ctx).Where("order_id = ?", orderID).Order("id").Find(&entries).Error
@@ -128,5 +123,4 @@ type Trail struct {
 	DB *gorm.DB
 }
 
-// Cents is an amount for an entry.
 func Cents(n int64) *int64 { return &n }

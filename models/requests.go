@@ -53,7 +53,6 @@ type Request struct {
 	UpdatedAt time.Time `gorm:"not null"`
 }
 
-// Base is the part of a row that every request shares.
 func (r Request) Base() Request { return r }
 
 // LastSent is SentAt, or the creation of a row from before SentAt.

@@ -4,7 +4,6 @@ import "time"
 
 // The order as the API's answers and the outbox's events show it.
 
-// ItemJSON is one line of an order, as the API shows it.
 type ItemJSON struct {
 	ProductID      string `json:"product_id"`
 	SKU            string `json:"sku"`
@@ -13,7 +12,6 @@ type ItemJSON struct {
 	Quantity       int    `json:"quantity"`
 }
 
-// PaymentJSON is one payment, as the API shows it.
 type PaymentJSON struct {
 	ID               string `json:"id"`
 	OrderID          string `json:"order_id"`
@@ -40,9 +38,7 @@ type RedirectToURL struct {
 	ReturnURL string `json:"return_url"`
 }
 
-// AttemptJSON is one request to the provider: in_doubt until its outcome
-// is known, requires_action while it waits for the shopper to
-// authenticate, then succeeded, declined or failed (nothing charged).
+// AttemptJSON is one charge request to the provider, in any State.
 type AttemptJSON struct {
 	ID            string    `json:"id"`
 	State         State     `json:"state"`
@@ -53,8 +49,7 @@ type AttemptJSON struct {
 	UpdatedAt     time.Time `json:"updated_at"`
 }
 
-// RefundJSON is one refund the provider answered: succeeded, or pending on
-// its way back to the card.
+// RefundJSON is one refund that gives money back: succeeded, or pending.
 type RefundJSON struct {
 	ID          string    `json:"id"`
 	OrderID     string    `json:"order_id"`
@@ -67,7 +62,6 @@ type RefundJSON struct {
 	CreatedAt   time.Time `json:"created_at"`
 }
 
-// OrderJSON is an order with its lines, as the API shows it.
 type OrderJSON struct {
 	ID            string        `json:"id"`
 	Number        int64         `json:"number"`
@@ -83,7 +77,6 @@ type OrderJSON struct {
 	CreatedAt     time.Time     `json:"created_at"`
 }
 
-// ViewPayment is the payment as the API shows it.
 func ViewPayment(p Payment) PaymentJSON {
 	return PaymentJSON{
 		ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
@@ -91,14 +84,12 @@ func ViewPayment(p Payment) PaymentJSON {
 	}
 }
 
-// ViewRefund is the refund as the API shows it.
 func ViewRefund(r Refund) RefundJSON {
 	return RefundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
 		Currency: r.Currency, Reason: r.Reason, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
 }
 
-// ViewOrder is the order, with the lines it was read with, as the API
-// shows it.
+// ViewOrder is the order with the lines it was read with.
 func ViewOrder(o Order) OrderJSON {
 	return OrderJSON{
 		ID: o.ID, Number: o.Number, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,

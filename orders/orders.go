@@ -28,22 +28,19 @@ type Store struct {
 	MaxPending int
 }
 
-// ItemInput is one requested line of an order.
 type ItemInput struct {
 	ProductID string `json:"product_id"`
 	Quantity  int    `json:"quantity"`
 }
 
-// Products lists the catalog by name.
 func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	var products []models.Product
 	err := s.DB.WithContext(ctx).Order("name").Find(&products).Error
 	return products, err
 }
 
-// CreateOrder validates the items against the catalog, writes the order
-// and reserves its quantities through tx, under the operation's derived
-// key: all of it or, rolled back, none.
+// CreateOrder checks the items against the catalog, writes the order and
+// reserves its units through tx: all of it or, rolled back, none.
 func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (models.Order, error) {
 	if len(items) == 0 {
 		return models.Order{}, models.Invalid(models.FieldError{Field: "items", Message: "must list at least one product"})
@@ -157,7 +154,6 @@ func OwnOrder(db *gorm.DB, userID, id string) (models.Order, error) {
 // Whose finds an order by id among the orders someone may act on.
 type Whose func(db *gorm.DB, id string) (models.Order, error)
 
-// OwnedBy are the user's own orders.
 func OwnedBy(userID string) Whose {
 	return func(db *gorm.DB, id string) (models.Order, error) { return OwnOrder(db, userID, id) }
 }
@@ -193,8 +189,6 @@ func KnownID(id string) error {
 	return nil
 }
 
-// withLines reads an order with its items, payments, attempts and the
-// refunds that give money back.
 func (s Store) withLines(db *gorm.DB) *gorm.DB {
 	return db.
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).

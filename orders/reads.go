@@ -25,8 +25,7 @@ func (s Store) OrdersPage(ctx context.Context, userID string, p *database.Positi
 	return database.Page[models.Order](s.withLines(s.DB.WithContext(ctx)).Where("user_id = ?", userID), p, limit)
 }
 
-// Payment finds one payment of one of the user's orders: a payment of
-// anyone else's order is as missing as one that does not exist.
+// Payment finds one payment of one of the user's orders.
 func (s Store) Payment(ctx context.Context, userID, orderID, paymentID string) (models.Payment, error) {
 	db := s.DB.WithContext(ctx)
 	order, err := OwnOrder(db, userID, orderID)
@@ -44,7 +43,7 @@ func (s Store) Payment(ctx context.Context, userID, orderID, paymentID string) (
 	return payment, err
 }
 
-// RefundRequests are the requests for a refund of the order, oldest first.
+// RefundRequests are the order's requests for a refund, oldest first.
 func (s Store) RefundRequests(ctx context.Context, orderID string) ([]models.RefundRequest, error) {
 	var reqs []models.RefundRequest
 	err := s.DB.WithContext(ctx).Where("order_id = ?", orderID).Order("created_at, id").Find(&reqs).Error
@@ -58,11 +57,9 @@ type OrderFilter struct {
 	Status string // its status, "" for any
 }
 
-// orderStatuses are the statuses an order may have, as a filter names them.
 var orderStatuses = []string{models.OrderPending, models.OrderPaid, models.OrderPartiallyRefunded, models.OrderRefunded, models.OrderCancelled}
 
-// OrderStatuses are the statuses an order may have, in the order a filter
-// offers them: a copy, for the console's choices.
+// OrderStatuses are the statuses an order may have, as a filter offers them.
 func OrderStatuses() []string { return slices.Clone(orderStatuses) }
 
 // ParseOrderFilter reads a search (an order number, "#1042" or "1042", or a
@@ -90,7 +87,6 @@ func ParseOrderFilter(q, status string) (OrderFilter, error) {
 	return f, nil
 }
 
-// OrderOfUser is an order with its shopper's email.
 type OrderOfUser struct {
 	models.Order
 	Email string
