@@ -15,10 +15,9 @@ import (
 	"time"
 )
 
-// groupCommitter runs the writer's transactions in batches. The token is
-// the right to run on the open transaction, held from a member's begin to
-// its end. mu guards held and queue, so that passing the token on and a
-// waiter giving up cannot cross; the fields after queue are the holder's.
+// groupCommitter runs the writer's transactions in batches. The token, the
+// right to run on the open transaction, is held from a member's begin to
+// its end; mu guards held and queue, the token holder the rest.
 type groupCommitter struct {
 	writer *sql.DB
 	max    int
@@ -29,13 +28,13 @@ type groupCommitter struct {
 
 	tx    *sql.Tx // the open shared transaction, or nil
 	batch *batch
-	seq   uint64 // savepoint names
+	seq   uint64
 
 	commits, operations atomic.Uint64
 }
 
-// batch is one shared transaction's outcome: done closes after its COMMIT
-// (or its failure), and err is then what every member's Commit returns.
+// batch is one shared transaction: done closes after its COMMIT (or its
+// failure), and err is then every member's Commit's.
 type batch struct {
 	done      chan struct{}
 	err       error
@@ -147,8 +146,7 @@ func (g *groupCommitter) passLocked() {
 	next <- struct{}{}
 }
 
-// commit ends the shared transaction: COMMIT if a member committed in it,
-// else ROLLBACK (nothing to sync).
+// commit ends the shared transaction: ROLLBACK if no member committed.
 func (g *groupCommitter) commit() error {
 	if g.batch.committed == 0 {
 		return g.tx.Rollback()
@@ -170,7 +168,6 @@ func (g *groupCommitter) fail(err error) {
 	g.pass()
 }
 
-// finish tells the batch's members its outcome and closes the transaction.
 func (g *groupCommitter) finish(err error) {
 	g.batch.err = err
 	close(g.batch.done)
@@ -192,8 +189,7 @@ type member struct {
 }
 
 // Commit releases the member's savepoint and returns the shared COMMIT's
-// outcome. A member whose context ended is rolled back instead, as
-// database/sql does.
+// outcome; a member whose context ended is rolled back, as database/sql does.
 func (m *member) Commit() error { return m.end(true) }
 
 // Rollback undoes the member's writes alone; the batch goes on.
@@ -227,7 +223,6 @@ func (m *member) end(commit bool) error {
 	return b.err
 }
 
-// undo rolls the member's savepoint back and passes the token on.
 func (m *member) undo() error {
 	_, err := m.tx.ExecContext(context.Background(), "ROLLBACK TO "+m.savepoint)
 	if err == nil {
@@ -241,11 +236,10 @@ func (m *member) undo() error {
 	return nil
 }
 
-// errMemberDone is what a statement on a member that has ended gets.
 var errMemberDone = sql.ErrTxDone
 
-// check is the context's end, if it ended (a client that left is told apart
-// from a programming error), or errMemberDone.
+// check tells a client that left (the context's end) from a programming
+// error (a statement on a member that has ended).
 func (m *member) check() error {
 	if err := m.ctx.Err(); err != nil {
 		return err

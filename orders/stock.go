@@ -51,26 +51,16 @@ func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error
 			continue
 		}
 		s := short[j]
-		said = append(said, fmt.Sprintf("%s: %s, %d asked", s.Name, unitsLeft(s.Left), s.Asked))
-		message := fmt.Sprintf("is more than the %d left", s.Left)
+		left, message := fmt.Sprintf("%d left", s.Left), fmt.Sprintf("is more than the %d left", s.Left)
 		if s.Left == 0 {
-			message = "is more than is left: none"
+			left, message = "none left", "is more than is left: none"
 		}
+		said = append(said, fmt.Sprintf("%s: %s, %d asked", s.Name, left, s.Asked))
 		fields = append(fields, models.FieldError{Field: fmt.Sprintf("items[%d].quantity", i), Message: message})
 	}
 	e := models.ErrOutOfStock.With(strings.Join(said, "; ") + ". Nothing was ordered.")
 	e.Fields, e.Shortages = fields, short
 	return e
-}
-
-func unitsLeft(n int) string {
-	switch n {
-	case 0:
-		return "none left"
-	case 1:
-		return "1 left"
-	}
-	return fmt.Sprintf("%d left", n)
 }
 
 // release lets the order's units go from held, once: only the statement
