@@ -72,28 +72,23 @@ func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error
 	// FULL: with NORMAL, a power loss could undo an order a client was told about.
 	w.Set("_synchronous", "FULL")
 	q.Set("_query_only", "1")
+	// sql.Open of a registered driver does not fail: it connects on first use.
 	pools := &sqlitePools{}
-	var err error
-	if pools.writer, err = sql.Open("sqlite3", "file:"+path+"?"+w.Encode()); err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
+	pools.writer, _ = sql.Open("sqlite3", "file:"+path+"?"+w.Encode())
 	pools.writer.SetMaxOpenConns(1)
 	pools.writer.SetMaxIdleConns(1)
 	pools.writer.SetConnMaxIdleTime(0)
 	pools.group = &groupCommitter{writer: pools.writer, max: groupCommit}
-	// The writer connects first, so the file is in WAL mode before a reader opens it.
-	if err := pools.writer.Ping(); err != nil {
-		pools.writer.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
-	if pools.readers, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode()); err != nil {
-		pools.writer.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
+	pools.readers, _ = sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
 	// Not database/sql's two: the rest were reopened, pragmas and all, under load.
 	pools.readers.SetMaxIdleConns(20)
 	pools.readers.SetConnMaxIdleTime(5 * time.Minute)
-	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	// The writer connects first, so the file is in WAL mode before a reader opens it.
+	err := pools.writer.Ping()
+	var db *gorm.DB
+	if err == nil {
+		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	}
 	if err != nil {
 		pools.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
