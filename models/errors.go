@@ -177,6 +177,9 @@ var (
 	// ErrNotFound: missing, or someone else's.
 	ErrNotFound = Declare(&Error{Type: problem.NotFound, Message: "Not found.",
 		Shopper: Words{Heading: "Page not found", Text: "There is no such page, or it belongs to another account."}})
+	// ErrForbidden: a shopper asking for what only staff may do.
+	ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
+		Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})
 )
 
 // IsUnstorableText reports PostgreSQL refusing a text value (a NUL, or
@@ -186,9 +189,6 @@ func IsUnstorableText(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
 }
 
-// ErrForbidden: a shopper asking for what only staff may do.
-var ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
-	Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})
 
 // paidOrCancelled: the Activity page cannot tell these two apart by the status.
 const paidOrCancelled = "the order had already been paid or was cancelled, so nothing was charged"
