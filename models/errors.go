@@ -189,6 +189,5 @@ func IsUnstorableText(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
 }
 
-
 // paidOrCancelled: the Activity page cannot tell these two apart by the status.
 const paidOrCancelled = "the order had already been paid or was cancelled, so nothing was charged"
