@@ -6,17 +6,14 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// Traces are the rows a user's operations left behind, found by the derived
-// keys those operations carried: the orders they placed (by DerivedKey)
-// and the payments they recorded (by ProviderKey).
+// Traces are the rows a user's operations left, by the keys they carried:
+// orders and refunds by DerivedKey, payments by ProviderKey; and every
+// order's number by id, since an operation may name any order.
 type Traces struct {
 	Orders   map[string]models.Order
 	Payments map[string]models.Payment
-	// Refunds are the refunds the operations asked for, by DerivedKey.
-	Refunds map[string]models.Refund
-	// Numbers are the order numbers of all the user's orders, by order id:
-	// an operation may name any of them (which order to pay, say).
-	Numbers map[string]int64
+	Refunds  map[string]models.Refund
+	Numbers  map[string]int64
 }
 
 // TracesOf finds the user's orders, payments and refunds written under refs.

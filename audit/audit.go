@@ -9,14 +9,11 @@ import (
 	"gorm.io/gorm"
 )
 
-// The audit trail: every money movement and every act of a shopper or of
-// staff leaves one entry, written by Audit through the transaction of the
-// act itself, so that an act rolled back leaves none and an act done once
-// (each is a conditional write: see the money rule, requests.go) leaves
-// one. A replayed request runs nothing, and so writes nothing.
+// Every money movement and every act of a shopper or staff leaves one
+// entry, written through the act's own transaction: an act rolled back
+// leaves none, and an act done once (a conditional write) leaves one.
 
-// ActorKind is who acted: a user (staff or shopper), or one of the shop's
-// own resolvers of what a user started.
+// ActorKind is who acted: a user, or one of the shop's own resolvers.
 type ActorKind string
 
 const (
@@ -28,8 +25,7 @@ const (
 	ActorProviderReturn ActorKind = "provider_return" // the shopper's return from an authentication
 )
 
-// Actor is who acted: UserID names the user for staff and shoppers, and is
-// nil otherwise.
+// Actor is who acted; UserID is nil but for staff and shoppers.
 type Actor struct {
 	Kind   ActorKind `gorm:"column:kind;size:16;not null"`
 	UserID *string   `gorm:"column:id;size:36"`
@@ -44,22 +40,15 @@ func UserActor(u models.User) Actor {
 	return Actor{Kind: ActorShopper, UserID: &id}
 }
 
-// By is one of the shop's own actors, which are no user.
+// By is one of the shop's own actors.
 func By(kind ActorKind) Actor { return Actor{Kind: kind} }
 
 type actorKey struct{}
 
-// WithActor is ctx carrying who acts in it: the request's user, put there
-// by its authentication, or the resolver that runs (billing). Audit reads
-// it from the transaction's context.
+// WithActor is ctx carrying who acts in it, for Audit: the request's user,
+// or the resolver that runs.
 func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
-}
-
-// ActorFrom is who acts in ctx; the zero Actor when nobody said.
-func ActorFrom(ctx context.Context) Actor {
-	a, _ := ctx.Value(actorKey{}).(Actor)
-	return a
 }
 
 // Action is what an audit entry records.
@@ -68,7 +57,7 @@ type Action string
 // The acts of users.
 const (
 	ActionOrderPlaced     Action = "order_placed"
-	ActionOrderCancelled  Action = "order_cancelled" // by its shopper, or expired (the reason says which)
+	ActionOrderCancelled  Action = "order_cancelled" // the reason says by whom
 	ActionRefundRequested Action = "refund_requested"
 	ActionRequestDeclined Action = "request_declined"
 	ActionRefundGiven     Action = "refund_given" // staff gave a refund, with its reason; its outcome follows
@@ -88,8 +77,7 @@ const (
 )
 
 // Entry is one line of the audit trail. OrderID is empty for an act on no
-// order (a restock); SubjectID names the row the act made or moved: the
-// payment, the refund, the request, the product.
+// order; SubjectID names the row the act made or moved.
 type Entry struct {
 	ID          int64  `gorm:"primaryKey;autoIncrement"`
 	OrderID     string `gorm:"size:36;default:null"`
@@ -103,16 +91,14 @@ type Entry struct {
 
 func (Entry) TableName() string { return "audit_entries" }
 
-// ErrNoActor: an act whose actor is unknown. Every act has one, so the act
-// is refused (rolled back) rather than recorded without it.
+// ErrNoActor refuses an act whose actor is unknown rather than record it without.
 var ErrNoActor = errors.New("models: an audited act without an actor")
 
 // Audit records the entry through tx, the act's own transaction: by the
-// entry's actor or, when it names none, the one tx's context carries
-// (WithActor); at the entry's time or now.
+// entry's actor or else the context's (WithActor), at its time or now.
 func Audit(tx *gorm.DB, e Entry) error {
 	if e.Actor.Kind == "" {
-		e.Actor = ActorFrom(tx.Statement.Context)
+		e.Actor, _ = tx.Statement.Context.Value(actorKey{}).(Actor)
 	}
 	if e.Actor.Kind == "" {
 		return ErrNoActor
@@ -124,7 +110,7 @@ func Audit(tx *gorm.DB, e Entry) error {
 	return tx.Create(&e).Error
 }
 
-// History is the order's audit trail, oldest first.
+// History is the order's trail, oldest first.
 func (s Trail) History(ctx context.Context, orderID string) ([]Entry, error) {
 	var entries []Entry
 	err := s.DB.WithContext(ctx).Where("order_id = ?", orderID).Order("id").Find(&entries).Error
@@ -136,5 +122,4 @@ type Trail struct {
 	DB *gorm.DB
 }
 
-// Cents is an amount for an entry.
 func Cents(n int64) *int64 { return &n }

@@ -21,15 +21,12 @@ import (
 // Options are how Open's connections behave.
 type Options struct {
 	// GroupCommit is the most transactions one SQLite commit holds
-	// (groupcommit.go; SQLITE_GROUP_COMMIT); 0 or 1, each its own commit.
-	// PostgreSQL ignores it.
+	// (SQLITE_GROUP_COMMIT); 0 or 1, each its own. PostgreSQL ignores it.
 	GroupCommit int
 }
 
-// Open connects to the database named by url: a postgres:// or postgresql://
-// URL for PostgreSQL, or a path to an SQLite file (a "sqlite:" or "file:"
-// prefix is optional). SQLite runs in WAL mode, its writers queued on one
-// connection and its readers on a pool of their own (sqlitePools).
+// Open connects to a postgres:// or postgresql:// URL, or an SQLite file's
+// path (a "sqlite:" or "file:" prefix is optional).
 func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		TranslateError: true,
@@ -59,9 +56,8 @@ func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	return db, nil
 }
 
-// openSQLite opens the file as sqlitePools: one writer connection, whose
-// transactions begin IMMEDIATE (a busy timeout still covers other processes
-// on the file), and a pool of query-only readers.
+// openSQLite opens the file in WAL mode as sqlitePools: one writer, whose
+// transactions begin IMMEDIATE, and a pool of query-only readers.
 func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
@@ -73,35 +69,26 @@ func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error
 	w.Set("_journal_mode", "WAL")
 	w.Set("_txlock", "immediate")
 	w.Set("_foreign_keys", "1")
-	// FULL: a commit reaches the disk before the answer is sent. NORMAL
-	// would be faster in WAL mode, but a power loss could then undo a claim
-	// or an order a client was already told about.
+	// FULL: with NORMAL, a power loss could undo an order a client was told about.
 	w.Set("_synchronous", "FULL")
 	q.Set("_query_only", "1")
+	// sql.Open of a registered driver does not fail: it connects on first use.
 	pools := &sqlitePools{}
-	var err error
-	if pools.writer, err = sql.Open("sqlite3", "file:"+path+"?"+w.Encode()); err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
+	pools.writer, _ = sql.Open("sqlite3", "file:"+path+"?"+w.Encode())
 	pools.writer.SetMaxOpenConns(1)
 	pools.writer.SetMaxIdleConns(1)
 	pools.writer.SetConnMaxIdleTime(0)
-	pools.group = newGroupCommitter(pools.writer, groupCommit)
-	// The writer connects first, so the file is in WAL mode before any
-	// reader opens it.
-	if err := pools.writer.Ping(); err != nil {
-		pools.writer.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
-	if pools.readers, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode()); err != nil {
-		pools.writer.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
-	// database/sql keeps two idle connections by default: under concurrent
-	// requests the rest were closed and reopened, pragmas and all.
+	pools.group = &groupCommitter{writer: pools.writer, max: groupCommit}
+	pools.readers, _ = sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	// Not database/sql's two: the rest were reopened, pragmas and all, under load.
 	pools.readers.SetMaxIdleConns(20)
 	pools.readers.SetConnMaxIdleTime(5 * time.Minute)
-	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	// The writer connects first, so the file is in WAL mode before a reader opens it.
+	err := pools.writer.Ping()
+	var db *gorm.DB
+	if err == nil {
+		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	}
 	if err != nil {
 		pools.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -109,9 +96,8 @@ func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error
 	return db, nil
 }
 
-// CommitStats is what SQLite's group committer has done: the COMMITs it
-// issued, and the transactions (as the code sees them) committed in them.
-// Zeros on PostgreSQL.
+// CommitStats is SQLite's COMMITs and the transactions committed in them;
+// zeros on PostgreSQL.
 func CommitStats(db *gorm.DB) (commits, operations uint64) {
 	if pools, ok := db.ConnPool.(*sqlitePools); ok {
 		return pools.group.commits.Load(), pools.group.operations.Load()
@@ -131,8 +117,8 @@ func Close(db *gorm.DB) error {
 	return sqlDB.Close()
 }
 
-// CheckURL reports what is wrong with a database URL that Open would refuse
-// before trying to connect: an unknown scheme, or no SQLite path.
+// CheckURL reports why Open would refuse a URL before connecting: an
+// unknown scheme, or no SQLite path.
 func CheckURL(databaseURL string) error {
 	scheme, _, hasScheme := strings.Cut(databaseURL, "://")
 	switch {

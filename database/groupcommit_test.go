@@ -30,6 +30,13 @@ func groupDB(t *testing.T, max int) (*gorm.DB, *groupCommitter) {
 	return db, db.ConnPool.(*sqlitePools).group
 }
 
+// waiters is how many wait for the token.
+func (g *groupCommitter) waiters() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}
+
 // untilWaiting returns once n transactions wait for the token.
 func untilWaiting(t *testing.T, g *groupCommitter, n int64) {
 	t.Helper()

@@ -9,20 +9,18 @@ import (
 	"gorm.io/gorm"
 )
 
-// A batch sends a transaction's inserts in one round trip: on PostgreSQL,
-// each Create made through Batched is built, not sent (GORM's dry run),
-// and send writes them all in one statement, a data-modifying CTE. What an
-// INSERT returns (an id, a sequence number) is not read back: a batch is
-// for rows nothing reads in the transaction. On SQLite, in the process,
-// a statement is no round trip: Batched is the transaction itself.
+// A batch sends a transaction's inserts in one round trip on PostgreSQL:
+// each Create made through Batched is built, not sent (GORM's dry run), and
+// send writes them all as one data-modifying CTE. Nothing an INSERT returns
+// is read back, so a batch is for rows nothing reads in the transaction. On
+// SQLite a statement is no round trip: Batched is the transaction itself.
 
 // batchCallback collects the inserts of a batch (registered by Open).
 const batchCallback = "database:batch"
 
 type insertsKey struct{}
 
-// insertBatch is the inserts built so far: their SQL, its placeholders "?", and
-// their values.
+// insertBatch is the inserts built so far: their SQL, with "?" placeholders, and their values.
 type insertBatch struct {
 	parts []string
 	vars  []any
@@ -41,10 +39,9 @@ func collect(db *gorm.DB) {
 	b.vars = append(b.vars, db.Statement.Vars...)
 }
 
-// Batched is tx for its inserts, and send, which writes them: in one
-// statement on PostgreSQL, by the time send returns; on SQLite, each at
-// once through tx (send has nothing left to do). Only Create may be called
-// on the batch.
+// Batched is tx for its inserts (only Create may be called on it), and
+// send, which writes them: in one statement on PostgreSQL; on SQLite each
+// at once, leaving send nothing to do.
 func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
 	if !IsPostgres(tx) || tx.Callback().Create().Get(batchCallback) == nil {
 		return tx, func() error { return nil }
@@ -55,25 +52,20 @@ func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
 }
 
 // send writes the batch's inserts through tx: the last one the statement,
-// the others its CTE.
+// the others its CTEs.
 func (b *insertBatch) send(tx *gorm.DB) error {
 	if len(b.parts) == 0 {
 		return nil
 	}
-	var sql strings.Builder
 	last := len(b.parts) - 1
-	for i, part := range b.parts[:last] {
-		if i == 0 {
-			sql.WriteString("WITH ")
-		} else {
-			sql.WriteString(", ")
-		}
-		fmt.Fprintf(&sql, "insert_%d AS (%s)", i, part)
-	}
+	sql := b.parts[last]
 	if last > 0 {
-		sql.WriteString(" ")
+		ctes := make([]string, last)
+		for i, part := range b.parts[:last] {
+			ctes[i] = fmt.Sprintf("insert_%d AS (%s)", i, part)
+		}
+		sql = "WITH " + strings.Join(ctes, ", ") + " " + sql
 	}
-	sql.WriteString(b.parts[last])
 	b.parts = nil
-	return tx.Exec(sql.String(), b.vars...).Error
+	return tx.Exec(sql, b.vars...).Error
 }

@@ -11,15 +11,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// migrations holds the schema's versioned migrations, one directory per
-// engine, in the order goose applies them (00001_…, 00002_…).
+// migrations holds the schema's versioned migrations, one directory per engine.
 //
 //go:embed migrations
 var migrations embed.FS
 
-// Migrate applies the migrations the database has not had, and records
-// them in goose's version table. On PostgreSQL it holds the migration lock,
-// so that instances starting together migrate one after the other.
+// Migrate applies the migrations the database has not had. On PostgreSQL
+// it holds the migration lock, so instances starting together take turns.
 func Migrate(db *gorm.DB) error {
 	p, err := migrator(db)
 	if err != nil {
@@ -28,10 +26,8 @@ func Migrate(db *gorm.DB) error {
 	ctx := context.Background()
 	_, err = p.Up(ctx)
 	if err != nil && !IsPostgres(db) {
-		// SQLite has no lock that spans goose's reading of the versions and
-		// its transactions: an instance that lost the race to apply a
-		// migration (it failed, already done) tries again, and finds it
-		// applied. Migration 1 (IF NOT EXISTS) never fails so.
+		// SQLite has no lock across goose's read of the versions: an instance
+		// that lost the race to apply a migration tries again, and finds it applied.
 		_, err = p.Up(ctx)
 	}
 	if err != nil {
@@ -49,8 +45,7 @@ func MigrationStatus(ctx context.Context, db *gorm.DB) ([]*goose.MigrationStatus
 	return p.Status(ctx)
 }
 
-// migrator is goose's provider for the database's engine, on the pool GORM
-// writes with.
+// migrator is goose's provider for the database's engine, on GORM's writer pool.
 func migrator(db *gorm.DB) (*goose.Provider, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -69,11 +64,9 @@ func migrator(db *gorm.DB) (*goose.Provider, error) {
 	return goose.NewProvider(dialect, sqlDB, fsys, opts...)
 }
 
-// migrationLock is goose's lock on PostgreSQL: the advisory lock the
-// release before took to migrate, so an instance of it and one of this
-// release never migrate at once. pg_advisory_lock waits for it; goose's own
-// locker would poll, a second at a time, and the tests migrate hundreds of
-// schemas of one database.
+// migrationLock is the advisory lock the release before took to migrate,
+// so instances of the two never migrate at once. pg_advisory_lock waits;
+// goose's own locker polls a second at a time, slow for tests' many schemas.
 type migrationLock struct{}
 
 const migrationLockID = 7243190515

@@ -35,15 +35,24 @@ type User struct {
 	PasswordHash string    `gorm:"size:100;not null"`
 	CreatedAt    time.Time `gorm:"not null"`
 	// Role is read only: every account starts a shopper (the column's
-	// default, migration 5), and only SetRole, from the staff command,
-	// changes it.
+	// default), and only SetRole, from the staff command, changes it.
 	Role Role `gorm:"->;-:migration"`
 }
 
-// APIToken is a bearer token of a user. Only its SHA-256 is stored, so a leaked
-// database does not leak working tokens. A token works until ExpiresAt, or
-// until it is revoked; one without ExpiresAt was issued before tokens
-// expired and no longer works.
+// Role is what a user may do: shop, or also run the shop.
+type Role string
+
+const (
+	Shopper Role = "shopper"
+	Staff   Role = "staff"
+)
+
+// IsStaff reports whether the user is one of the shop's staff.
+func (u User) IsStaff() bool { return u.Role == Staff }
+
+// APIToken is a bearer token of a user; only its SHA-256 is stored, so a
+// leaked database leaks no working token. It works until ExpiresAt (one
+// without, from before tokens expired, works no more) or its revocation.
 type APIToken struct {
 	ID        uint      `gorm:"primaryKey"`
 	UserID    string    `gorm:"size:36;not null;index"`
@@ -61,25 +70,20 @@ type Product struct {
 	PriceCents int64  `gorm:"not null"`
 	Currency   string `gorm:"size:3;not null"`
 	// Stock is what a shopper can buy (available), never below 0; Held is
-	// what orders neither paid nor cancelled reserved. On hand, the units
-	// the shop has, is their sum, as Shopify counts: on hand = available +
-	// committed.
+	// what unpaid orders reserved. On hand is their sum, as Shopify counts.
 	Stock int `gorm:"not null"`
 	Held  int `gorm:"not null"`
 }
 
-// OnHand is the units the shop has: those for sale and those held.
+// OnHand is the units the shop has.
 func (p Product) OnHand() int { return p.Stock + p.Held }
 
-// Order is one checkout. DerivedKey is the key the idempotency middleware
-// derived from the request's key (middleware.DerivedKey): unique, so a re-run
-// of the same operation can never create a second order even if every other
-// guard failed.
+// Order is one checkout. DerivedKey, the request's key as the idempotency
+// middleware derived it, is unique: a re-run of the same operation never
+// creates a second order, even if every other guard failed.
 type Order struct {
-	ID string `gorm:"primaryKey;size:36"`
-	// Number is the shopper's name for the order ("Order #1042"):
-	// sequential and unique in the shop, from FirstOrderNumber.
-	Number     int64       `gorm:"uniqueIndex"`
+	ID         string      `gorm:"primaryKey;size:36"`
+	Number     int64       `gorm:"uniqueIndex"` // "Order #1042": sequential from FirstOrderNumber
 	UserID     string      `gorm:"size:36;not null;index:idx_orders_user_created,priority:1"`
 	Status     string      `gorm:"size:24;not null"`
 	Currency   string      `gorm:"size:3;not null"`
@@ -89,26 +93,18 @@ type Order struct {
 	Payments   []Payment   `gorm:"constraint:OnDelete:CASCADE"`
 	// Attempts are the provider calls made for the order, in doubt or
 	// resolved: the shop's own record that money may be moving.
-	Attempts []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
-	// Refunds are the refunds asked of the provider, in doubt or answered.
-	Refunds []Refund `gorm:"constraint:OnDelete:CASCADE"`
-	// RefundedCents is what succeeded and pending refunds give back.
-	RefundedCents int64 `gorm:"not null;default:0"`
-	// HeldBy names who holds the order until HeldUntil (see NewHolder):
-	// one run of a payment operation, the reconciler, or a webhook
-	// delivery. Two of them must not both reach the provider for one
-	// order, nor record its answer.
-	HeldBy    *string `gorm:"size:100"`
-	HeldUntil *time.Time
-	// CancelReason says why a cancelled order was: CancelledByShopper, or
-	// CancelledExpired; empty while it is not cancelled.
-	CancelReason string `gorm:"size:24;not null"`
-	// RestockedAt is when a cancelled order's units came back to stock: set
-	// by the one statement that returns them, so they come back once.
+	Attempts      []PaymentAttempt `gorm:"constraint:OnDelete:CASCADE"`
+	Refunds       []Refund         `gorm:"constraint:OnDelete:CASCADE"`
+	RefundedCents int64            `gorm:"not null;default:0"` // what succeeded and pending refunds give back
+	// HeldBy names the one run (see NewHolder) that may reach the provider
+	// for the order and record its answer, until HeldUntil.
+	HeldBy       *string `gorm:"size:100"`
+	HeldUntil    *time.Time
+	CancelReason string `gorm:"size:24;not null"` // why it was cancelled: Cancelled…; "" until then
+	// RestockedAt is when a cancelled order's units came back to stock.
 	RestockedAt *time.Time
-	// StockReserved: the order's units are held (reserve), until it is
-	// paid (they leave the shop) or cancelled (back on sale), which clears
-	// it once. The last release's orders held none.
+	// StockReserved: the order's units are held until it is paid or
+	// cancelled, which clears it once. The last release's orders held none.
 	StockReserved bool      `gorm:"not null;default:false"`
 	CreatedAt     time.Time `gorm:"not null;index:idx_orders_user_created,priority:2"`
 }
@@ -117,7 +113,7 @@ type Order struct {
 func (o Order) Charged() bool { return slices.Contains(ChargedStates, o.Status) }
 
 // AwaitingAction is the order's payment that waits for the shopper to
-// authenticate, if there is one.
+// authenticate, if any.
 func (o Order) AwaitingAction() *Payment {
 	for i, p := range o.Payments {
 		if p.Status == RequiresAction {
@@ -138,8 +134,7 @@ func (o Order) PaymentInDoubt() bool {
 	return false
 }
 
-// OrderItem is one line of an order, with the product's name and price copied
-// at the time of purchase.
+// OrderItem is one line of an order, the product's name and price copied.
 type OrderItem struct {
 	ID             uint   `gorm:"primaryKey"`
 	OrderID        string `gorm:"size:36;not null;index"`
@@ -164,7 +159,33 @@ type Payment struct {
 	ProviderChargeID string    `gorm:"size:64;not null"`
 	ProviderKey      string    `gorm:"size:90;not null;uniqueIndex"`
 	CreatedAt        time.Time `gorm:"not null"`
-	// NextActionURL is where the shopper authenticates a payment that
-	// requires action (a PaymentAction, not a column of its own).
-	NextActionURL string `gorm:"-"`
+	NextActionURL    string    `gorm:"-"` // where to authenticate: a PaymentAction, not a column
 }
+
+// RequestState is where a shopper's request for a refund stands.
+type RequestState string
+
+const (
+	RequestOpen      RequestState = "requested"
+	RequestFulfilled RequestState = "fulfilled"
+	RequestDeclined  RequestState = "declined"
+)
+
+// RefundRequest is a shopper asking for their paid order to be refunded:
+// staff give the refund (which fulfils it) or decline it. An order has at
+// most one request open.
+type RefundRequest struct {
+	ID        string       `gorm:"primaryKey;size:36"`
+	OrderID   string       `gorm:"size:36;not null;index"`
+	UserID    string       `gorm:"size:36;not null"`
+	Reason    string       `gorm:"size:200;not null"`
+	State     RequestState `gorm:"size:16;not null"`
+	RefundID  *string      `gorm:"size:36"`
+	CreatedAt time.Time    `gorm:"not null"`
+	// DecidedBy is the staff user who declined it; nil until then.
+	DecidedBy     *string `gorm:"size:36"`
+	DecidedAt     *time.Time
+	DeclineReason string `gorm:"size:200;not null;default:''"`
+}
+
+func (RefundRequest) TableName() string { return "refund_requests" }

@@ -1,12 +1,6 @@
 package models
 
-import (
-	"time"
-)
-
-// The consumers of the outbox (package notify) keep what they did here
-// (migration 7): the receipts sent, and the webhook deliveries owed to the
-// merchant with every attempt made for each.
+import "time"
 
 // Receipt is one email sent to a shopper for one event (order.paid or
 // order.refunded). Its MessageID is derived from the event id, so a resend
@@ -21,11 +15,11 @@ type Receipt struct {
 
 func (Receipt) TableName() string { return "receipts" }
 
-// DeliveryState is how a webhook delivery stands.
+// DeliveryState is how a webhook delivery stands: pending until the
+// merchant's endpoint accepts it (2xx), or failed once it has refused or
+// timed out WEBHOOK_MAX_ATTEMPTS times.
 type DeliveryState string
 
-// A delivery is pending until the merchant's endpoint accepts it (2xx), or
-// failed once it has refused or timed out WEBHOOK_MAX_ATTEMPTS times.
 const (
 	DeliveryPending   DeliveryState = "pending"
 	DeliveryDelivered DeliveryState = "delivered"
@@ -52,8 +46,8 @@ type WebhookDelivery struct {
 
 func (WebhookDelivery) TableName() string { return "webhook_deliveries" }
 
-// WebhookAttempt is one POST of a delivery: when, the status it was
-// answered (0 when none came) and the error, if it failed.
+// WebhookAttempt is one POST of a delivery: its status (0 when none came)
+// and its error, if it failed.
 type WebhookAttempt struct {
 	ID          int64  `gorm:"primaryKey;autoIncrement"`
 	DeliveryID  string `gorm:"size:100;not null"`

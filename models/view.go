@@ -2,10 +2,8 @@ package models
 
 import "time"
 
-// The order as the API shows it: the API's answers and the outbox's events
-// (their CloudEvents data) render it from this one view.
+// The order as the API's answers and the outbox's events show it.
 
-// ItemJSON is one line of an order, as the API shows it.
 type ItemJSON struct {
 	ProductID      string `json:"product_id"`
 	SKU            string `json:"sku"`
@@ -14,7 +12,6 @@ type ItemJSON struct {
 	Quantity       int    `json:"quantity"`
 }
 
-// PaymentJSON is one payment, as the API shows it.
 type PaymentJSON struct {
 	ID               string `json:"id"`
 	OrderID          string `json:"order_id"`
@@ -24,7 +21,7 @@ type PaymentJSON struct {
 	ProviderChargeID string `json:"provider_charge_id"`
 	DeclineReason    string `json:"decline_reason,omitempty"`
 	// NextAction is what a payment that requires action asks of the
-	// shopper, shaped as Stripe's PaymentIntent next_action.
+	// shopper, as Stripe's PaymentIntent next_action.
 	NextAction *NextActionJSON `json:"next_action,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 }
@@ -41,9 +38,7 @@ type RedirectToURL struct {
 	ReturnURL string `json:"return_url"`
 }
 
-// AttemptJSON is one request to the provider: in_doubt until its outcome
-// is known, requires_action while it waits for the shopper to
-// authenticate, then succeeded, declined or failed (nothing charged).
+// AttemptJSON is one charge request to the provider, in any State.
 type AttemptJSON struct {
 	ID            string    `json:"id"`
 	State         State     `json:"state"`
@@ -54,41 +49,34 @@ type AttemptJSON struct {
 	UpdatedAt     time.Time `json:"updated_at"`
 }
 
-// RefundJSON is one refund the provider answered: succeeded, or pending on
-// its way back to the card.
+// RefundJSON is one refund that gives money back: succeeded, or pending.
 type RefundJSON struct {
-	ID          string `json:"id"`
-	OrderID     string `json:"order_id"`
-	PaymentID   string `json:"payment_id"`
-	Status      State  `json:"status"`
-	AmountCents int64  `json:"amount_cents"`
-	Currency    string `json:"currency"`
-	Reason      string `json:"reason"`
-	// CreatedBy is the id of the staff user who gave the refund; null for
-	// refunds from before it was recorded.
-	CreatedBy *string   `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
+	ID          string    `json:"id"`
+	OrderID     string    `json:"order_id"`
+	PaymentID   string    `json:"payment_id"`
+	Status      State     `json:"status"`
+	AmountCents int64     `json:"amount_cents"`
+	Currency    string    `json:"currency"`
+	Reason      string    `json:"reason"`
+	CreatedBy   *string   `json:"created_by"` // the staff user; null before it was recorded
+	CreatedAt   time.Time `json:"created_at"`
 }
 
-// OrderJSON is an order with its lines, as the API shows it.
 type OrderJSON struct {
-	ID         string        `json:"id"`
-	Number     int64         `json:"number"`
-	Status     string        `json:"status"`
-	Currency   string        `json:"currency"`
-	TotalCents int64         `json:"total_cents"`
-	Items      []ItemJSON    `json:"items"`
-	Payments   []PaymentJSON `json:"payments"`
-	Attempts   []AttemptJSON `json:"attempts"`
-	// RefundedCents is what succeeded and pending refunds give back.
-	RefundedCents int64        `json:"refunded_cents"`
-	Refunds       []RefundJSON `json:"refunds"`
-	// CancelReason says why a cancelled order was: shopper or expired.
-	CancelReason string    `json:"cancel_reason,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID            string        `json:"id"`
+	Number        int64         `json:"number"`
+	Status        string        `json:"status"`
+	Currency      string        `json:"currency"`
+	TotalCents    int64         `json:"total_cents"`
+	Items         []ItemJSON    `json:"items"`
+	Payments      []PaymentJSON `json:"payments"`
+	Attempts      []AttemptJSON `json:"attempts"`
+	RefundedCents int64         `json:"refunded_cents"` // what succeeded and pending refunds give back
+	Refunds       []RefundJSON  `json:"refunds"`
+	CancelReason  string        `json:"cancel_reason,omitempty"`
+	CreatedAt     time.Time     `json:"created_at"`
 }
 
-// ViewPayment is the payment as the API shows it.
 func ViewPayment(p Payment) PaymentJSON {
 	return PaymentJSON{
 		ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
@@ -96,36 +84,33 @@ func ViewPayment(p Payment) PaymentJSON {
 	}
 }
 
-// ViewRefund is the refund as the API shows it.
 func ViewRefund(r Refund) RefundJSON {
 	return RefundJSON{ID: r.ID, OrderID: r.OrderID, PaymentID: r.PaymentID, Status: r.State, AmountCents: r.AmountCents,
 		Currency: r.Currency, Reason: r.Reason, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
 }
 
-// ViewOrder is the order, with the lines it was read with, as the API
-// shows it.
+// ViewOrder is the order with the lines it was read with.
 func ViewOrder(o Order) OrderJSON {
-	v := OrderJSON{
+	return OrderJSON{
 		ID: o.ID, Number: o.Number, Status: o.Status, Currency: o.Currency, TotalCents: o.TotalCents,
-		Items: make([]ItemJSON, 0, len(o.Items)), Payments: make([]PaymentJSON, 0, len(o.Payments)),
-		Attempts:      make([]AttemptJSON, 0, len(o.Attempts)),
-		RefundedCents: o.RefundedCents, Refunds: make([]RefundJSON, 0, len(o.Refunds)),
+		Items: views(o.Items, func(it OrderItem) ItemJSON {
+			return ItemJSON{ProductID: it.ProductID, SKU: it.SKU, Name: it.Name, UnitPriceCents: it.UnitPriceCents, Quantity: it.Quantity}
+		}),
+		Payments: views(o.Payments, ViewPayment),
+		Attempts: views(o.Attempts, func(a PaymentAttempt) AttemptJSON {
+			return AttemptJSON{ID: a.ID, State: a.State, AmountCents: a.AmountCents, Currency: a.Currency,
+				PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC()}
+		}),
+		RefundedCents: o.RefundedCents, Refunds: views(o.Refunds, ViewRefund),
 		CancelReason: o.CancelReason, CreatedAt: o.CreatedAt.UTC(),
 	}
-	for _, r := range o.Refunds {
-		v.Refunds = append(v.Refunds, ViewRefund(r))
+}
+
+// views is each row's view: an empty list, not null, for none.
+func views[T, V any](rows []T, view func(T) V) []V {
+	out := make([]V, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, view(r))
 	}
-	for _, it := range o.Items {
-		v.Items = append(v.Items, ItemJSON{ProductID: it.ProductID, SKU: it.SKU, Name: it.Name, UnitPriceCents: it.UnitPriceCents, Quantity: it.Quantity})
-	}
-	for _, p := range o.Payments {
-		v.Payments = append(v.Payments, ViewPayment(p))
-	}
-	for _, a := range o.Attempts {
-		v.Attempts = append(v.Attempts, AttemptJSON{
-			ID: a.ID, State: a.State, AmountCents: a.AmountCents, Currency: a.Currency,
-			PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
-		})
-	}
-	return v
+	return out
 }

@@ -13,29 +13,24 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// expireBatch bounds the orders one sweep looks at; the next sweep takes
-// the rest.
+// expireBatch bounds one sweep; the next takes the rest.
 const expireBatch = 500
 
-// cancellable narrows q, a query of orders, to those that may be cancelled
-// at now: pending, held by no live payment operation, and with no payment
-// attempt still open (in doubt, or awaiting the shopper's authentication
-// after its hold lapsed). A charge may still land on any other. The
-// shopper's cancel, the staff's and the expiry sweep all ask this one rule.
-// On PostgreSQL an UPDATE that waited for the row re-checks the row's own
-// conditions, not the NOT EXISTS: that is enough because an attempt opens
-// only under a live hold, which the re-check of held_by/held_until refuses.
+// cancellable narrows q to the orders that may be cancelled at now, the one
+// rule of the shopper's cancel, the staff's and the expiry sweep: pending,
+// held by no live operation, with no payment attempt open (a charge may
+// still land on any other). On PostgreSQL an UPDATE that waited re-checks
+// the row's own conditions, not the NOT EXISTS: enough, because an attempt
+// opens only under a live hold, which the re-check refuses.
 func cancellable(q *gorm.DB, now time.Time) *gorm.DB {
 	q = q.Where("orders.status = ?", models.OrderPending)
 	return HoldFree(q, now).
 		Where("NOT EXISTS (SELECT 1 FROM payment_attempts a WHERE a.order_id = orders.id AND a.state IN ?)", models.OpenStates)
 }
 
-// cancel cancels the order id, if it may be cancelled at now (q may narrow
-// further), for the reason: one conditional statement, so that instances,
-// sweeps and shoppers cancelling at once cancel it once. Only the call that
-// cancelled it audits it (by actor, or the context's actor when zero), gives
-// its units back and records its event. It reports whether it cancelled.
+// cancel cancels the order id if it may be (q may narrow further): one
+// conditional statement, so that cancels racing cancel it once, and only
+// the one that did audits it, gives its units back and records its event.
 func cancel(tx, q *gorm.DB, id, reason string, actor audit.Actor, now time.Time) (bool, error) {
 	update := Released()
 	update["status"], update["cancel_reason"] = models.OrderCancelled, reason
@@ -52,16 +47,12 @@ func cancel(tx, q *gorm.DB, id, reason string, actor audit.Actor, now time.Time)
 	return true, Event(tx, outbox.OrderCancelled, id, id)
 }
 
-// CancelOrder cancels one of the user's pending orders through tx, if no
-// operation holds it and no payment attempt of it is open: nothing was
-// charged, and nothing can be any more. Its units come back to stock in
-// the same transaction, once.
+// CancelOrder cancels one of the user's orders, if it may be cancelled.
 func (s Store) CancelOrder(tx *gorm.DB, userID, orderID string, now time.Time) (models.Order, error) {
 	return s.cancelOrder(tx, OwnedBy(userID), models.CancelledByShopper, orderID, now)
 }
 
-// CancelAnyOrder is CancelOrder of any user's pending order, by the staff
-// user by (ErrForbidden, and nothing written, for anyone else).
+// CancelAnyOrder is CancelOrder of any user's order, by staff alone.
 func (s Store) CancelAnyOrder(tx *gorm.DB, by models.User, orderID string, now time.Time) (models.Order, error) {
 	if err := accounts.StaffNow(tx, by.ID); err != nil {
 		return models.Order{}, err
@@ -69,8 +60,8 @@ func (s Store) CancelAnyOrder(tx *gorm.DB, by models.User, orderID string, now t
 	return s.cancelOrder(tx, AnyOrder, models.CancelledByStaff, orderID, now)
 }
 
-// cancelOrder cancels the order, found among those find lets the caller
-// act on, for the reason; one already cancelled is answered as it stands.
+// cancelOrder cancels the order find finds; one already cancelled is
+// answered as it stands.
 func (s Store) cancelOrder(tx *gorm.DB, find Whose, reason, orderID string, now time.Time) (models.Order, error) {
 	if _, err := find(tx, orderID); err != nil {
 		return models.Order{}, err
@@ -88,7 +79,7 @@ func (s Store) cancelOrder(tx *gorm.DB, find Whose, reason, orderID string, now 
 }
 
 // whyNotCancelled says why the order may not be cancelled now, or nil when
-// it already was (by another cancel, perhaps meanwhile).
+// it already was.
 func whyNotCancelled(tx *gorm.DB, orderID string) error {
 	var order models.Order
 	if err := tx.Select("status").Where("id = ?", orderID).Take(&order).Error; err != nil {
@@ -114,10 +105,8 @@ func whyNotCancelled(tx *gorm.DB, orderID string) error {
 	return models.ErrPaymentInProgress
 }
 
-// ExpireOrders cancels the orders left unpaid since before the cutoff, as
-// of now, each in its own transaction, by the rule every cancel follows
-// (cancel): the reason is CancelledExpired, the actor the sweep. It returns
-// how many orders it expired.
+// ExpireOrders cancels the orders left unpaid since before the cutoff, each
+// in its own transaction, and returns how many it expired.
 func (s Store) ExpireOrders(ctx context.Context, cutoff, now time.Time) (int, error) {
 	db := s.DB.WithContext(ctx)
 	var ids []string

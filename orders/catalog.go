@@ -14,8 +14,7 @@ import (
 // every database and every instance.
 var catalogNamespace = uuid.MustParse("6f1c1f0e-4c1a-4bb4-9a5e-6b0f3d2a7c11")
 
-// Catalog is the seeded product list, with the stock each starts with:
-// one product nearly gone and one sold out, as a shop has.
+// Catalog is the seeded product list: one product nearly gone and one sold out.
 var Catalog = []models.Product{
 	{SKU: "TEE-BLK-M", Name: "Black T-shirt (M)", PriceCents: 1900, Currency: "USD", Stock: 10000},
 	{SKU: "MUG-WHT", Name: "White mug", PriceCents: 1200, Currency: "USD", Stock: 10000},
@@ -27,17 +26,16 @@ var Catalog = []models.Product{
 	{SKU: "VINYL-LTD", Name: "Vinyl record (limited edition)", PriceCents: 2900, Currency: "USD", Stock: 0},
 }
 
-// Seed inserts the catalog. It is safe to run from several instances at
-// once: existing SKUs are left alone, their stock too.
+// Seed inserts the catalog, leaving existing SKUs alone; safe from several
+// instances at once.
 func Seed(db *gorm.DB) error {
 	products := make([]models.Product, len(Catalog))
 	for i, p := range Catalog {
 		p.ID = uuid.NewSHA1(catalogNamespace, []byte(p.SKU)).String()
 		products[i] = p
 	}
-	// No conflict target: two instances starting at once insert the same
-	// rows, and PostgreSQL checks a target's index alone — the race then
-	// breaks on the primary key (the id is derived from the SKU) instead.
+	// No conflict target: PostgreSQL checks a target's index alone, and two
+	// instances racing would then break on the primary key instead.
 	err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&products).Error
 	if err != nil {
 		return fmt.Errorf("seed catalog: %w", err)

@@ -11,13 +11,11 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// The order's hold: one run at a time may move money for an order — a
-// payment, a refund, a resolution by the reconciler or a webhook — and a
-// cancel waits until nobody holds it. Every write of the money rule is
-// fenced by it (billing's protocol). This file is the hold's one home.
+// The order's hold, its one home: one run at a time may move money for an
+// order (a payment, a refund, the reconciler, a webhook), and a cancel
+// waits until nobody holds it. Every write of the money rule is fenced by it.
 
-// HoldFree narrows q, a query of orders, to those nobody holds at now: no
-// holder, or a holder whose lease has lapsed.
+// HoldFree narrows q to the orders nobody holds at now, or whose lease lapsed.
 func HoldFree(q *gorm.DB, now time.Time) *gorm.DB {
 	return q.Where("orders.held_by IS NULL OR orders.held_until <= ?", now)
 }
@@ -37,19 +35,18 @@ func TakeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time
 	return res.RowsAffected == 1, res.Error
 }
 
-// AwaitingPrefix starts the holder of an order whose attempt waits for the
-// shopper (AwaitingHolder); SQL matches it as a prefix of held_by.
+// AwaitingPrefix starts an AwaitingHolder; SQL matches it in held_by.
 const AwaitingPrefix = "awaiting/"
 
-// AwaitingHolder is who holds an order while its attempt waits for the
-// shopper: the attempt itself, since no running request does.
+// AwaitingHolder holds an order while its attempt waits for the shopper:
+// the attempt itself, since no running request does.
 func AwaitingHolder(requestID string) string { return AwaitingPrefix + requestID }
 
 // Released is the update that lets go of an order's hold.
 func Released() map[string]any { return map[string]any{"held_by": nil, "held_until": nil} }
 
-// ExtendHold moves the end of holder's hold on the order, if holder still
-// holds it: a payment operation that is slow but alive keeps the order.
+// ExtendHold moves the end of holder's hold, if holder still has it: an
+// operation slow but alive keeps the order.
 func ExtendHold(ctx context.Context, db *gorm.DB, orderID, holder string, until time.Time) error {
 	return db.WithContext(ctx).Model(&models.Order{}).
 		Where("id = ? AND held_by = ?", orderID, holder).
@@ -63,9 +60,8 @@ func ReleaseHold(ctx context.Context, db *gorm.DB, orderID, holder string) error
 		Updates(Released()).Error
 }
 
-// NewHolder names one run that holds an order: who it is (a payment
-// operation's derived key, "reconciler", or a webhook event's id) and a
-// random token of the run, so that two runs of one operation differ.
+// NewHolder names one run: who it is (an operation's derived key,
+// "reconciler", a webhook event's id) and a random token of the run.
 func NewHolder(who string) string {
 	return who + "/" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
 }

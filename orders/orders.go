@@ -14,8 +14,7 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// Limits of one order: MaxQuantity of a product a line, so that no
-// shopper holds a product's whole stock with one order.
+// Limits of one order: no shopper holds a product's whole stock with one.
 const (
 	MinQuantity = 1
 	MaxQuantity = 10
@@ -23,29 +22,25 @@ const (
 )
 
 // Store reads the catalog and orders, and writes orders and their stock.
-// A shopper may hold at most MaxPending unpaid orders at once (0: any
-// number).
+// A shopper may hold at most MaxPending unpaid orders (0: any number).
 type Store struct {
 	DB         *gorm.DB
 	MaxPending int
 }
 
-// ItemInput is one requested line of an order.
 type ItemInput struct {
 	ProductID string `json:"product_id"`
 	Quantity  int    `json:"quantity"`
 }
 
-// Products lists the catalog by name.
 func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	var products []models.Product
 	err := s.DB.WithContext(ctx).Order("name").Find(&products).Error
 	return products, err
 }
 
-// CreateOrder validates the items against the catalog, writes the order
-// and reserves its quantities through tx, under the operation's derived
-// key: all of it or, rolled back, none.
+// CreateOrder checks the items against the catalog, writes the order and
+// reserves its units through tx: all of it or, rolled back, none.
 func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemInput) (models.Order, error) {
 	if len(items) == 0 {
 		return models.Order{}, models.Invalid(models.FieldError{Field: "items", Message: "must list at least one product"})
@@ -107,17 +102,31 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	}
 	// The reservation is the last write: it locks each product's row
 	// (PostgreSQL) until COMMIT, and a hot product's orders queue on it.
-	// Out of stock, the transaction, rolled back, wrote nothing (a
-	// PostgreSQL order number drawn is a gap).
 	if err := reserve(tx, order.Items); err != nil {
 		return models.Order{}, err
 	}
 	return order, nil
 }
 
+// FirstOrderNumber is a shop's first order number: "Order #1001".
+const FirstOrderNumber = 1001
+
+// nextOrderNumber takes the next order number in the order's transaction:
+// from a sequence on PostgreSQL, so instances never wait for it (a rollback
+// leaves a gap); on SQLite the highest plus one, free until the order
+// commits since the transaction holds the write lock from BEGIN.
+func nextOrderNumber(tx *gorm.DB) (int64, error) {
+	var n int64
+	if database.IsPostgres(tx) {
+		err := tx.Raw("SELECT nextval('order_numbers')").Scan(&n).Error
+		return n, err
+	}
+	err := tx.Raw("SELECT COALESCE(MAX(number), ?) + 1 FROM orders", FirstOrderNumber-1).Scan(&n).Error
+	return n, err
+}
+
 // write writes the placed order, its lines, its audit entry and its event
-// through tx, in one statement where the database allows (Batched): nothing
-// of it is read back, and the event is the order as it is in memory.
+// in one statement where the database allows (Batched): nothing is read back.
 func (s Store) write(tx *gorm.DB, order *models.Order) error {
 	inserts, send := database.Batched(tx)
 	if err := audit.Audit(inserts, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
@@ -133,10 +142,9 @@ func (s Store) write(tx *gorm.DB, order *models.Order) error {
 	return send()
 }
 
-// countPending counts the order in the shopper's orders holding units,
-// refused (ErrTooManyPendingOrders) beyond s.MaxPending: one conditional
-// statement on the user's row, which also queues the shopper's concurrent
-// orders, so that two instances never both take the last place.
+// countPending counts the order among the shopper's orders holding units,
+// refused beyond s.MaxPending: one conditional statement on the user's row,
+// so that two instances never both take the last place.
 func (s Store) countPending(tx *gorm.DB, userID string) error {
 	q := tx.Table("users").Where("id = ?", userID)
 	if s.MaxPending > 0 {
@@ -149,13 +157,13 @@ func (s Store) countPending(tx *gorm.DB, userID string) error {
 	return res.Error
 }
 
-// Order finds one of the user's orders with its items and payments.
+// Order finds one of the user's orders with its lines.
 func (s Store) Order(ctx context.Context, userID, id string) (models.Order, error) {
 	return OwnOrder(s.withLines(s.DB.WithContext(ctx)), userID, id)
 }
 
-// OwnOrder reads the order id if it belongs to the user: anyone else's order
-// is as missing as one that does not exist.
+// OwnOrder reads the order id if it is the user's: anyone else's is as
+// missing as one that does not exist.
 func OwnOrder(db *gorm.DB, userID, id string) (models.Order, error) {
 	return AnyOrder(db.Where("user_id = ?", userID), id)
 }
@@ -163,13 +171,20 @@ func OwnOrder(db *gorm.DB, userID, id string) (models.Order, error) {
 // Whose finds an order by id among the orders someone may act on.
 type Whose func(db *gorm.DB, id string) (models.Order, error)
 
-// OwnedBy are the user's own orders.
 func OwnedBy(userID string) Whose {
 	return func(db *gorm.DB, id string) (models.Order, error) { return OwnOrder(db, userID, id) }
 }
 
-// AnyOrder reads the order id, whoever's it is: for staff, who act on
-// every user's orders.
+// OrdersOf are the orders the user may act on: every user's for staff, a
+// shopper's own.
+func OrdersOf(u models.User) Whose {
+	if u.IsStaff() {
+		return AnyOrder
+	}
+	return OwnedBy(u.ID)
+}
+
+// AnyOrder reads the order id, whoever's it is.
 func AnyOrder(db *gorm.DB, id string) (models.Order, error) {
 	var order models.Order
 	if err := KnownID(id); err != nil {
@@ -183,7 +198,7 @@ func AnyOrder(db *gorm.DB, id string) (models.Order, error) {
 }
 
 // KnownID is ErrNotFound for an id that is no UUID, so that no query is
-// sent with it: none can name a row (and PostgreSQL refuses some bytes).
+// sent with it (PostgreSQL refuses some bytes).
 func KnownID(id string) error {
 	if _, err := uuid.Parse(id); err != nil {
 		return models.ErrNotFound

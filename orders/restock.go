@@ -14,31 +14,27 @@ import (
 )
 
 // The changes staff make to a product's units on hand. Units held by
-// unpaid orders stay theirs: a count may not go below them, and only units
-// for sale may be written off.
+// unpaid orders stay theirs: a count may not go below them, nor a write-off take them.
 const (
 	Count      = "count"       // what staff counted: it replaces on hand
 	Received   = "received"    // a delivery: added to on hand
 	WrittenOff = "written-off" // lost, broken or stolen: taken off on hand
 )
 
-// MaxUnits is the most units one change may name.
-const MaxUnits = 1_000_000
+const MaxUnits = 1_000_000 // the most units one change may name
 
 // ErrUnknownSKU: no product of the catalog has the SKU.
 var ErrUnknownSKU = errors.New("no product has this SKU")
 
-// StockChange is one change of the units on hand of the product with SKU:
-// Kind (Count, Received, WrittenOff) of Units, for Reason (which a count
-// may leave out).
+// StockChange is one change of the units on hand of the product with SKU,
+// for Reason (which a count may leave out).
 type StockChange struct {
 	SKU, Kind, Reason string
 	Units             int
 }
 
-// SetStock sets the units on hand of the product with the SKU to staff's
-// count, in a transaction of its own. Setting the same count again changes
-// nothing.
+// SetStock sets the units on hand of the product to staff's count, in a
+// transaction of its own.
 func (s Store) SetStock(ctx context.Context, sku string, units int) (p models.Product, err error) {
 	err = s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		p, err = changeStock(tx, StockChange{SKU: sku, Kind: Count, Units: units})
@@ -47,10 +43,8 @@ func (s Store) SetStock(ctx context.Context, sku string, units int) (p models.Pr
 	return p, err
 }
 
-// Restock makes the change through tx, by the staff user by
-// (models.ErrForbidden for anyone else), and records it in the audit trail:
-// an act on no order, its reason saying what changed. Sent through the
-// idempotency middleware, a retried change counts once.
+// Restock makes the change, by staff alone, and audits it: an act on no
+// order, its reason saying what changed.
 func (s Store) Restock(tx *gorm.DB, by models.User, c StockChange, now time.Time) (models.Product, error) {
 	if err := accounts.StaffNow(tx, by.ID); err != nil {
 		return models.Product{}, err
@@ -66,9 +60,8 @@ func (s Store) Restock(tx *gorm.DB, by models.User, c StockChange, now time.Time
 	return p, audit.Audit(tx, audit.Entry{Action: audit.ActionRestocked, Actor: audit.UserActor(by), SubjectID: p.ID, Reason: said, At: now})
 }
 
-// changeStock makes the change through tx, one conditional statement on
-// the product's stock (available; on hand is stock + held), and reads the
-// product back.
+// changeStock makes the change, one conditional statement on the
+// product's stock, and reads the product back.
 func changeStock(tx *gorm.DB, c StockChange) (models.Product, error) {
 	c.Reason = strings.TrimSpace(c.Reason)
 	least := 1

@@ -11,13 +11,11 @@ import (
 	"gorm.io/gorm"
 )
 
-// reserve moves each line's quantity from its product's stock (available)
-// to held through tx, one conditional statement a line, so stock never
-// goes below 0 however many orders race for the last unit. A line it
-// cannot cover makes the whole order an ErrOutOfStock, naming every such
-// line: the caller's transaction, rolled back, then reserved nothing. The
-// lines are taken in the order of their products' ids, so two orders on
-// PostgreSQL lock the rows they share in the same order and never deadlock.
+// reserve moves each line's quantity from its product's stock to held, one
+// conditional statement a line, so stock never goes below 0 however many
+// orders race for the last unit; any line short makes the order an
+// ErrOutOfStock naming each. Lines go in product id order, so two orders
+// lock the rows they share in the same order (PostgreSQL) and never deadlock.
 func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	lines := slices.Clone(items)
 	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
@@ -43,8 +41,7 @@ func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	return nil
 }
 
-// outOfStock is the ErrOutOfStock of the lines short, its detail naming
-// each product and how many are left, its fields the lines at fault.
+// outOfStock is the ErrOutOfStock naming the lines short and what is left.
 func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error {
 	var said []string
 	var fields []models.FieldError
@@ -54,11 +51,11 @@ func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error
 			continue
 		}
 		s := short[j]
-		said = append(said, fmt.Sprintf("%s: %s, %d asked", s.Name, unitsLeft(s.Left), s.Asked))
-		message := fmt.Sprintf("is more than the %d left", s.Left)
+		left, message := fmt.Sprintf("%d left", s.Left), fmt.Sprintf("is more than the %d left", s.Left)
 		if s.Left == 0 {
-			message = "is more than is left: none"
+			left, message = "none left", "is more than is left: none"
 		}
+		said = append(said, fmt.Sprintf("%s: %s, %d asked", s.Name, left, s.Asked))
 		fields = append(fields, models.FieldError{Field: fmt.Sprintf("items[%d].quantity", i), Message: message})
 	}
 	e := models.ErrOutOfStock.With(strings.Join(said, "; ") + ". Nothing was ordered.")
@@ -66,23 +63,11 @@ func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error
 	return e
 }
 
-func unitsLeft(n int) string {
-	switch n {
-	case 0:
-		return "none left"
-	case 1:
-		return "1 left"
-	}
-	return fmt.Sprintf("%d left", n)
-}
-
-// release lets the order's units go from held through tx, once: only the
-// conditional statement that clears the order's stock_reserved, while its
-// status is one of statuses, moves them, so a second cancel, a replay, an
-// expiry or a second charge of the same order moves nothing more. A
-// cancelled order's units go back on sale (back); a paid order's leave the
-// shop. The shopper's count of orders holding units goes down first: the
-// user's row before the products, as CreateOrder takes them.
+// release lets the order's units go from held, once: only the statement
+// that clears stock_reserved, while its status is one of statuses, moves
+// them, so a second cancel, expiry or charge moves nothing. A cancelled
+// order's units go back on sale (back); a paid order's leave the shop. The
+// user's row goes before the products, as CreateOrder takes them.
 func release(tx *gorm.DB, orderID string, statuses []string, update map[string]any, back bool) error {
 	update["stock_reserved"] = false
 	res := tx.Model(&models.Order{}).Where("id = ? AND status IN ? AND stock_reserved", orderID, statuses).Updates(update)
@@ -108,8 +93,7 @@ func release(tx *gorm.DB, orderID string, statuses []string, update map[string]a
 	return nil
 }
 
-// Paid records through tx that the payment paid the order: its units
-// sold, off held and so off hand, once, and its event.
+// Paid records that the payment paid the order: its units sold, once, and its event.
 func Paid(tx *gorm.DB, paymentID, orderID string) error {
 	if err := release(tx, orderID, models.ChargedStates, map[string]any{}, false); err != nil {
 		return err
