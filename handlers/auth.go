@@ -98,7 +98,7 @@ func (s *Server) createUser(c *gin.Context) {
 	}
 	switch {
 	case isPage(c):
-		s.signedUp(c, in, user, err)
+		s.signedIn(c, "signup.html", in, user, err)
 	case err != nil:
 		s.fail(c, err)
 	default:
@@ -115,7 +115,7 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.ClientIP())
 	if isPage(c) {
-		s.loggedIn(c, in, user, err)
+		s.signedIn(c, "login.html", in, user, err)
 		return
 	}
 	if err != nil {
@@ -130,4 +130,18 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
+}
+
+// throttleAddress refuses a credential request (sign-up and log-in, each a
+// deliberately slow bcrypt) from an address that sent too many this
+// minute, counted in the database across every instance: 429 with
+// Retry-After, a page for the browser. The address is the connection's
+// peer, never a header the client chooses.
+func (s *Server) throttleAddress(c *gin.Context) {
+	if s.addresses == nil {
+		return
+	}
+	if err := s.addresses.Take(c.Request.Context(), c.ClientIP()); err != nil {
+		s.fail(c, err)
+	}
 }

@@ -7,71 +7,23 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 )
 
-// layout is what base.html needs of every page.
-type layout struct {
-	Path string
-	User models.User
-	// Notice is the outcome the page opens with, right under its heading.
-	Notice *notice
-}
-
-func (s *Server) layout(c *gin.Context) layout {
-	l := layout{User: currentUser(c)}
+func (s *Server) layout(c *gin.Context) views.Layout {
+	l := views.Layout{User: currentUser(c)}
 	if c.Request.Method == http.MethodGet {
-		l.Path = c.Request.URL.Path // the current page, marked in the menu
+		l.Path = c.Request.URL.Path
 	}
 	return l
 }
 
-// noticeKind says how a notice looks and how assistive technology hears it.
-type noticeKind string
-
-const (
-	noticeSuccess noticeKind = "success"
-	noticeInfo    noticeKind = "info"
-	noticeError   noticeKind = "error"
-)
-
-// notice is an outcome in a shopper's words: a short title, what happened
-// and what to do next, and Also, a second sentence some outcomes add (the
-// form was sent twice).
-type notice struct {
-	Kind  noticeKind
-	Title string
-	Text  string
-	Also  string
-}
-
-// Role is "alert" for a problem, read out at once, and "status" otherwise.
-func (n notice) Role() string {
-	if n.Kind == noticeError {
-		return "alert"
-	}
-	return "status"
-}
-
-func errorNotice(text string) *notice { return &notice{Kind: noticeError, Text: text} }
-
-// told is an error's words as a page opens with them.
-func told(kind noticeKind, words models.Words, also string) *notice {
-	return &notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
-}
-
-// cardChoice is the pay form's choices: the provider's own test cards
-// (the API accepts the older pm_card_declined too), and whose they are.
-type cardChoice struct {
-	Provider string
-	Cards    []string
-}
-
-func (s *Server) cardChoice() cardChoice {
+func (s *Server) cards() views.Cards {
 	provider, cards := s.payments.TestCards()
-	return cardChoice{provider, cards}
+	return views.Cards{Provider: provider, Cards: cards}
 }
 
 // renderPage renders a page into a buffer first, so that a template error
@@ -90,51 +42,25 @@ func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	c.Data(status, "text/html; charset=utf-8", page)
 }
 
-type link struct{ Href, Text string }
-
-// errorView is a problem told to a shopper: what happened, a button that
-// sends the same form again when trying again is the answer, and where to
-// go next, and the request's id to quote. It never shows a key, a status
-// code or a route.
-type errorView struct {
-	layout
-	Heading   string
-	Retry     *retryForm
-	Links     []link
-	RequestID string
-}
-
-// retryForm sends the very form that failed again, its key included: the
-// key was released, or its first submission is still running, so the
-// retry either does the work once or gets the first answer.
-type retryForm struct {
-	Action string
-	Fields []field
-	Label  string
-}
-
-type field struct{ Name, Value string }
-
-var (
-	linkShop   = link{"/", "Back to the catalog"}
-	linkOrders = link{"/orders", "My orders"}
-)
-
-// explain is an error page in a shopper's words: the error's own, with
-// the button that sends the form again when that is the answer, and where
-// to go next: back to the order the form was about, or, signed out, to log in.
-func explain(c *gin.Context, words models.Words) errorView {
-	links := []link{linkOrders, linkShop}
-	if id := c.Param("id"); id != "" && strings.HasPrefix(c.FullPath(), "/orders/") {
-		links = []link{{orderPage(id), "Back to your order"}, linkOrders}
+// explain is an error page in the error's own words, with the button that
+// sends the form again when that is the answer, and where to go next: the
+// order the form was about, the console, or, signed out, the log-in page.
+func explain(c *gin.Context, words models.Words) views.Error {
+	shop, mine := views.Link{Href: "/", Text: "Back to the catalog"}, views.Link{Href: "/orders", Text: "My orders"}
+	links := []views.Link{mine, shop}
+	id := c.Param("id")
+	switch user := currentUser(c); {
+	case user.ID == "":
+		links = []views.Link{{Href: "/login", Text: "Log in"}, {Href: "/signup", Text: "Sign up"}, shop}
+	case strings.HasPrefix(c.FullPath(), "/staff/") && user.IsStaff():
+		links = []views.Link{{Href: "/staff", Text: "All orders"}, {Href: "/staff/in-doubt", Text: "In doubt"}}
+		if id != "" {
+			links = append([]views.Link{{Href: views.ConsolePath(id), Text: "Back to the order"}}, links...)
+		}
+	case id != "" && strings.HasPrefix(c.FullPath(), "/orders/"):
+		links = []views.Link{{Href: views.OrderPath(id), Text: "Back to your order"}, mine}
 	}
-	if strings.HasPrefix(c.FullPath(), "/staff/") && currentUser(c).IsStaff() {
-		links = staffLinks(c)
-	}
-	if currentUser(c).ID == "" {
-		links = []link{{"/login", "Log in"}, {"/signup", "Sign up"}, linkShop}
-	}
-	view := errorView{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
+	view := views.Error{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
 	if words.Retry != "" {
 		view.Retry = retryOf(c, words.Retry)
 	}
@@ -143,20 +69,62 @@ func explain(c *gin.Context, words models.Words) errorView {
 
 // retryOf is the failed form, to send again as it was; nil unless the
 // request was one of the shop's forms with its one-time key.
-func retryOf(c *gin.Context, label string) *retryForm {
-	if c.Request.Method != http.MethodPost {
+func retryOf(c *gin.Context, label string) *views.RetryForm {
+	if c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
 		return nil
 	}
-	form := postForm(c)
-	if form.Get(middleware.FormKeyField) == "" {
-		return nil
-	}
-	r := &retryForm{Action: c.Request.URL.Path, Label: label}
-	for name, values := range form {
+	r := &views.RetryForm{Action: c.Request.URL.Path, Label: label}
+	for name, values := range postForm(c) {
 		for _, v := range values {
-			r.Fields = append(r.Fields, field{name, v})
+			r.Fields = append(r.Fields, views.Field{Name: name, Value: v})
 		}
 	}
-	slices.SortStableFunc(r.Fields, func(a, b field) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(r.Fields, func(a, b views.Field) int { return strings.Compare(a.Name, b.Name) })
 	return r
+}
+
+// A form sent more than once (a double-click, the back button, a refresh)
+// gets its first answer replayed: the same redirect to the same page. So
+// that the page can say so, the replayed redirect also carries a
+// short-lived cookie naming the form, made afresh for this answer: nothing
+// stored with the key is changed.
+const repeatCookie = "shop_repeat"
+
+// markRepeats goes in front of the idempotency middleware on a form's route.
+func (s *Server) markRepeats(form string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Writer = &repeatMarker{ResponseWriter: c.Writer, form: form, secure: s.secureCookies(c)}
+		c.Next()
+	}
+}
+
+type repeatMarker struct {
+	gin.ResponseWriter
+	form   string
+	secure bool
+}
+
+func (w *repeatMarker) WriteHeader(status int) {
+	target := w.Header().Get("Location")
+	page := strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") || strings.HasPrefix(target, deliveriesPage+"/")
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && page {
+		setCookie(w, w.secure, repeatCookie, w.form, target, 60)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// markPage names in the same cookie what a form's first answer found
+// (views.AlreadyPaid) or did (a console act), for the page at path to tell.
+func (s *Server) markPage(c *gin.Context, path, what string) {
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, what, path, 60)
+}
+
+// takeRepeat reads the page's repeat cookie and deletes it: the page says it once.
+func (s *Server) takeRepeat(c *gin.Context) string {
+	cookie, err := c.Request.Cookie(repeatCookie)
+	if err != nil {
+		return ""
+	}
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, "", c.Request.URL.Path, -1)
+	return cookie.Value
 }

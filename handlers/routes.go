@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/middleware"
@@ -48,7 +49,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
 	web.GET("/", s.home)
 	web.GET("/how-it-works", s.howItWorks)
-	web.GET("/problems", s.problemIndex)
+	web.GET("/problems", s.problemPage)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.credentialsPage("signup.html"))
 	web.POST("/signup", s.throttleAddress, limitBody, middleware.OptionalKey, once, s.createUser)
@@ -58,13 +59,13 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET(payments.AuthPath+":charge", s.authenticationPage)
 	web.POST(payments.AuthPath+":charge", limitBody, s.authenticate)
 	shopper := web.Group("", s.requireSession)
-	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.createOrder)
+	shopper.POST("/orders", s.markRepeats(views.RepeatedOrder), onceAtomic, s.createOrder)
 	shopper.GET("/orders", s.listOrders)
 	shopper.GET("/orders/:id", s.getOrder)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
-	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.createPayment)
+	shopper.POST("/orders/:id/payments", s.markRepeats(views.RepeatedPayment), once, s.createPayment)
 	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
-	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelOrder)
+	shopper.POST("/orders/:id/cancel", s.markRepeats(views.RepeatedCancel), onceAtomic, s.cancelOrder)
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)

@@ -200,6 +200,13 @@ func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
 	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
 }
 
+// ExpireOrders cancels the orders left unpaid past the order expiry and
+// gives their units back; it returns how many, each expired once.
+func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
+	now := s.deps.Now()
+	return s.shop.ExpireOrders(ctx, now.Add(-s.deps.OrderExpiry), now)
+}
+
 // observe counts what the idempotency middleware did, and tells Committed
 // of an operation whose writes committed, so that their events leave now.
 func (s *Server) observe(route string, outcome middleware.Outcome) {

@@ -108,7 +108,7 @@ func currentSession(c *gin.Context) (accounts.Session, bool) {
 // cookie names a session that still works, makes its user the current
 // user: the scope of the idempotency keys of the browser's forms.
 func (s *Server) loadSession(c *gin.Context) {
-	failAsPages(c)
+	c.Set(pageKey, true)
 	cookie, err := c.Request.Cookie(sessionCookie)
 	if err != nil {
 		return

@@ -1,16 +1,25 @@
 package handlers
 
 import (
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"github.com/shop/shop/database"
+	"github.com/shop/shop/handlers/views"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/notify"
 	"github.com/shop/shop/outbox"
+	"github.com/shop/shop/templates"
 )
+
+// The messages staff look after: the merchant's webhook deliveries and the
+// events a consumer parked, each sent again on demand, by the staff API or
+// a button of the console.
 
 // webhookDeliveryJSON is one event owed to the merchant's endpoint, with
 // every attempt made to post it.
@@ -26,8 +35,8 @@ type webhookDeliveryJSON struct {
 	Attempts      []webhookAttemptJSON `json:"attempts"`
 }
 
-// webhookAttemptJSON is one POST: when, the status answered (0 when none
-// came) and the error, empty when it was accepted.
+// webhookAttemptJSON is one POST: the status answered (0 when none came)
+// and the error, empty when it was accepted.
 type webhookAttemptJSON struct {
 	AttemptedAt time.Time `json:"attempted_at"`
 	StatusCode  int       `json:"status_code"`
@@ -36,7 +45,9 @@ type webhookAttemptJSON struct {
 
 func webhookDeliveryView(d models.WebhookDelivery) webhookDeliveryJSON {
 	v := webhookDeliveryJSON{ID: d.ID, EventType: d.EventType, OrderID: d.OrderID, State: d.State, AttemptCount: d.Attempts,
-		CreatedAt: d.CreatedAt.UTC(), Attempts: make([]webhookAttemptJSON, 0, len(d.AttemptLog))}
+		CreatedAt: d.CreatedAt.UTC(), Attempts: each(d.AttemptLog, func(a models.WebhookAttempt) webhookAttemptJSON {
+			return webhookAttemptJSON{AttemptedAt: a.AttemptedAt.UTC(), StatusCode: a.StatusCode, Error: a.Error}
+		})}
 	if d.State == models.DeliveryPending {
 		next := d.NextAttemptAt.UTC()
 		v.NextAttemptAt = &next
@@ -44,9 +55,6 @@ func webhookDeliveryView(d models.WebhookDelivery) webhookDeliveryJSON {
 	if d.FinishedAt != nil {
 		finished := d.FinishedAt.UTC()
 		v.FinishedAt = &finished
-	}
-	for _, a := range d.AttemptLog {
-		v.Attempts = append(v.Attempts, webhookAttemptJSON{AttemptedAt: a.AttemptedAt.UTC(), StatusCode: a.StatusCode, Error: a.Error})
 	}
 	return v
 }
@@ -57,31 +65,108 @@ func isEventID(id string) bool {
 	return ok && strings.HasPrefix(typ, "order.") && isUUID(row)
 }
 
-// listWebhookDeliveries is GET /api/v1/webhook-deliveries, for staff:
-// the deliveries newest first, a page at a time.
+// listWebhookDeliveries is the deliveries, newest first, a page at a time.
 func (s *Server) listWebhookDeliveries(c *gin.Context) {
-	limit, after, err := pageQuery(c, isEventID)
+	deliveries, next, limit, err := readPage(c, isEventID, func(from *database.Position, limit int) ([]models.WebhookDelivery, bool, error) {
+		return notify.Deliveries(c.Request.Context(), s.deps.DB, from, limit)
+	}, func(d models.WebhookDelivery) cursor { return cursor{d.CreatedAt, d.ID} })
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	var from *database.Position
-	if after != nil {
-		from = &database.Position{CreatedAt: after.at, ID: after.id}
-	}
-	deliveries, more, err := notify.Deliveries(c.Request.Context(), s.deps.DB, from, limit)
+	writePage(c, "webhook_deliveries", deliveries, webhookDeliveryView, next, limit)
+}
+
+// redeliverWebhook has the sender post the delivery again, the same
+// webhook-id and body.
+func (s *Server) redeliverWebhook(c *gin.Context) {
+	d, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := make([]webhookDeliveryJSON, 0, len(deliveries))
-	for _, d := range deliveries {
-		out = append(out, webhookDeliveryView(d))
+	c.JSON(http.StatusAccepted, webhookDeliveryView(d))
+}
+
+// deliveriesPage is the console's list of the latest deliveries (those
+// staff look for after an endpoint's outage); deliveriesPage/{id}, the same
+// list after the delivery id was sent again, which names it, so that a
+// replayed answer names it too.
+const (
+	deliveriesPage  = "/staff/webhooks"
+	deliveriesLimit = 50
+	redelivered     = "redelivered"
+)
+
+func (s *Server) staffDeliveriesPage(c *gin.Context) {
+	id := c.Param("delivery_id")
+	deliveries, _, err := notify.Deliveries(c.Request.Context(), s.deps.DB, nil, deliveriesLimit)
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
-	var next *cursor
-	if more {
-		last := deliveries[len(deliveries)-1]
-		next = &cursor{last.CreatedAt, last.ID}
+	view := views.StaffDeliveries{Layout: s.layout(c), Deliveries: deliveries, Key: uuid.NewString() + "-"}
+	if marked := s.takeRepeat(c); id != "" && (marked == redelivered || marked == redelivered+templates.Again) {
+		view.Notice = views.Redelivered(deliveries, id, marked != redelivered)
 	}
-	writePage(c, "webhook_deliveries", out, next, limit)
+	s.renderPage(c, http.StatusOK, "staff_deliveries.html", view)
+}
+
+// staffRedeliver sends a delivery again, then shows the list opening with it.
+func (s *Server) staffRedeliver(c *gin.Context) {
+	if _, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("delivery_id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	page := deliveriesPage + "/" + c.Param("delivery_id")
+	s.markPage(c, page, redelivered)
+	c.Redirect(http.StatusSeeOther, page)
+}
+
+// parkedLimit bounds the parked events listed: a handful is an incident,
+// more an outage the metrics tell (shop_outbox_parked).
+const parkedLimit = 100
+
+// parkedEventJSON is an event a consumer failed at every attempt.
+type parkedEventJSON struct {
+	Consumer  string    `json:"consumer"`
+	EventID   string    `json:"event_id"`
+	EventType string    `json:"event_type"`
+	OrderID   string    `json:"order_id"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error"`
+	ParkedAt  time.Time `json:"parked_at"`
+}
+
+// listParkedEvents is the events parked most recently, each with its
+// consumer and last error; on the console, each with a button to retry it.
+func (s *Server) listParkedEvents(c *gin.Context) {
+	parked, err := outbox.ParkedEvents(c.Request.Context(), s.deps.DB, parkedLimit)
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		s.renderPage(c, http.StatusOK, "staff_parked.html", views.StaffParked{Layout: s.layout(c), Parked: parked, Key: uuid.NewString() + "-"})
+	default:
+		c.JSON(http.StatusOK, gin.H{"parked_events": each(parked, func(p outbox.Parked) parkedEventJSON {
+			return parkedEventJSON{p.Consumer, p.EventID, p.EventType, p.OrderID, p.Attempts, p.LastError, p.ParkedAt.UTC()}
+		})})
+	}
+}
+
+// retryParkedEvent has the consumer's relay hand the event again at its
+// next poll; the console then lists what is left (an event no longer
+// parked is not found only for the API).
+func (s *Server) retryParkedEvent(c *gin.Context) {
+	retried, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id"))
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, "/staff/parked")
+	case !retried:
+		s.fail(c, models.ErrNotFound)
+	default:
+		c.JSON(http.StatusAccepted, gin.H{"consumer": c.Param("consumer"), "event_id": c.Param("event_id"), "retried": true})
+	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package views
 
 import (
 	"fmt"
@@ -14,62 +14,46 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// activity is one thing the shopper asked the shop to do, told as a
+// Activity is one thing the shopper asked the shop to do, told as a
 // sentence: what it was, the order it is about, and how it ended.
-type activity struct {
+type Activity struct {
 	When   time.Time
 	What   string
 	Href   string
 	Result string
 }
 
-type accountPageView struct {
-	layout
-	Activity []activity
+// Account is the shopper's account page: their activity, what the shop
+// remembers of the forms they sent.
+type Account struct {
+	Layout
+	Activity []Activity
 }
 
-// accountPage is the shopper's account: who they are signed in as, and
-// their activity, what the shop remembers of the forms they sent. The
-// developer's view of the same keys is GET /api/v1/idempotency-keys.
-func (s *Server) accountPage(c *gin.Context) {
-	user := currentUser(c)
-	keys, err := s.idempotency.Keys(c.Request.Context(), user.ID, 100)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	refs := make([]string, len(keys))
-	for i, k := range keys {
-		refs[i] = middleware.DerivedKeyOf(k)
-	}
-	traces, err := s.trail.TracesOf(c.Request.Context(), user.ID, refs)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	view := accountPageView{layout: s.layout(c)}
-	named := namedOrders(keys, traces.Numbers)
-	for _, k := range keys {
-		view.Activity = append(view.Activity, activityOf(k, traces, named[k.Target]))
-	}
-	s.renderPage(c, http.StatusOK, "account.html", view)
-}
-
-// storedRefusals are, by the end of a form's route, the final errors the
+// StoredRefusals are, by the end of a form's route, the final errors the
 // form may be refused with that leave no trace (a declined payment and a
-// failed refund are told by theirs). The list of keys keeps no answer but
-// its status, so the errors of one form are told alike
-// (TestActivityTellsEveryFinalAnswer).
-var storedRefusals = map[string][]*models.Error{
+// failed refund are told by theirs). A key keeps no answer but its status,
+// so the errors of one form are told alike (TestActivityTellsEveryFinalAnswer).
+var StoredRefusals = map[string][]*models.Error{
 	"/payments": {models.ErrOrderPaid, models.ErrOrderCancelled},
 	"/refunds":  {models.ErrRefundExceeds},
 	"/cancel":   {models.ErrPaidNotCancellable},
 }
 
+// AccountOf tells each of the user's keys, newest first.
+func AccountOf(layout Layout, keys []middleware.IdempotencyKey, traces audit.Traces) Account {
+	named := namedOrders(keys, traces.Numbers)
+	v := Account{Layout: layout}
+	for _, k := range keys {
+		v.Activity = append(v.Activity, ActivityOf(k, traces, named[k.Target]))
+	}
+	return v
+}
+
 // namedOrders are the user's orders that the keys' requests named in their
-// path (which order to pay, cancel or refund), by the keys' Target: each
-// route with an order's id is hashed with each of the user's orders, so
-// even a request that left no answer and no trace names its order.
+// path, by the keys' Target: each route with an order's id is hashed with
+// each of the user's orders, so even a request that left no answer and no
+// trace names its order.
 func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map[string]string {
 	named := map[string]string{}
 	hashed := map[string]bool{}
@@ -86,14 +70,17 @@ func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map
 	return named
 }
 
-// activityOf tells the operation of key k; orderID is the order its request
+// ActivityOf tells the operation of key k; orderID is the order its request
 // named, "" for none.
-func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) activity {
-	a := activity{When: k.CreatedAt}
+func ActivityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) Activity {
+	a := Activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
 	done := "done"
 	var refused *models.Error
-	order, href := onOrder(traces, orderID)
+	order, href := "an order", ""
+	if number, ok := traces.Numbers[orderID]; ok {
+		order, href = fmt.Sprintf("order #%d", number), OrderPath(orderID)
+	}
 	switch {
 	case strings.HasSuffix(k.Route, "/payments"):
 		a.What, a.Href, refused = paymentActivity(traces, ref, order, href)
@@ -114,7 +101,7 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 	case strings.HasSuffix(k.Route, "/orders"):
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
-			a.Href = orderPage(o.ID)
+			a.Href = OrderPath(o.ID)
 			a.What = fmt.Sprintf("Placed order #%d", o.Number)
 		}
 	default:
@@ -130,8 +117,8 @@ func activityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 	return a
 }
 
-// staffActs are the console's and the staff API's acts that are not about
-// one of the user's own orders, by the end of their route.
+// staffActs are the staff acts that are not about one of the user's own
+// orders, by the end of their route.
 var staffActs = map[string]string{
 	"/decline":        "Declined a shopper's request for a refund",
 	"/products/stock": "Changed a product's stock",
@@ -140,8 +127,8 @@ var staffActs = map[string]string{
 	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
 }
 
-// staffAct is how the staff act of route is told; a route staffActs does
-// not know yet is named as it is.
+// staffAct is how a staff act is told; a route staffActs does not know is
+// named as it is.
 func staffAct(route string) string {
 	for suffix, what := range staffActs {
 		if strings.HasSuffix(route, suffix) {
@@ -149,16 +136,6 @@ func staffAct(route string) string {
 		}
 	}
 	return "Sent a form to " + route
-}
-
-// onOrder is the order of orderID as the shopper knows it, and its page;
-// "an order" and no page when the shopper has no such order.
-func onOrder(traces audit.Traces, orderID string) (order, href string) {
-	number, ok := traces.Numbers[orderID]
-	if !ok {
-		return "an order", ""
-	}
-	return fmt.Sprintf("order #%d", number), orderPage(orderID)
 }
 
 // paymentActivity is the payment a key made, and the error it was refused
@@ -169,7 +146,7 @@ func paymentActivity(traces audit.Traces, ref, order, href string) (what, link s
 	if !ok {
 		return "Tried to pay for " + order, href, nil
 	}
-	number, page := traces.Numbers[p.OrderID], orderPage(p.OrderID)
+	number, page := traces.Numbers[p.OrderID], OrderPath(p.OrderID)
 	switch p.Status {
 	case models.Succeeded:
 		return fmt.Sprintf("Paid order #%d", number), page, nil
@@ -186,16 +163,15 @@ func refundActivity(traces audit.Traces, ref, order, href string) (what, link st
 	}
 	number, amount := traces.Numbers[r.OrderID], models.Money(r.AmountCents, r.Currency)
 	if r.State == models.Failed {
-		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), orderPage(r.OrderID), models.ErrRefundFailed
+		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), OrderPath(r.OrderID), models.ErrRefundFailed
 	}
-	return fmt.Sprintf("Refunded %s on order #%d", amount, number), orderPage(r.OrderID), nil
+	return fmt.Sprintf("Refunded %s on order #%d", amount, number), OrderPath(r.OrderID), nil
 }
 
-// resultOf is how an operation ended — done says how when it was done,
-// refused names the error its trace tells — and how often its form was
-// sent.
+// resultOf is how an operation ended (done: how, when it was done; refused:
+// the error its trace tells) and how often its form was sent.
 func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) string {
-	var result string
+	result := done
 	switch {
 	case k.Released():
 		return "it did not go through and nothing was saved, so you can send it again"
@@ -204,9 +180,7 @@ func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) s
 	case refused != nil:
 		result = refused.Shopper.Outcome
 	case k.Status >= http.StatusBadRequest:
-		result = refusalOf(k)
-	default:
-		result = done
+		result = refusalOf(k.Route)
 	}
 	switch k.Replays {
 	case 0:
@@ -217,11 +191,10 @@ func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) s
 	return result + " (you sent it " + strconv.Itoa(k.Replays+1) + " times; it happened once)"
 }
 
-// refusalOf is how a form's stored refusal, a final answer, is told: in
-// the words of the final errors of its form.
-func refusalOf(k middleware.IdempotencyKey) string {
-	for suffix, finals := range storedRefusals {
-		if strings.HasSuffix(k.Route, suffix) {
+// refusalOf tells a form's stored refusal in the words of its final errors.
+func refusalOf(route string) string {
+	for suffix, finals := range StoredRefusals {
+		if strings.HasSuffix(route, suffix) {
 			return finals[0].Shopper.Outcome
 		}
 	}
