@@ -19,8 +19,8 @@ const (
 	tokenKey = "shop.token"
 )
 
-// requireBearer authenticates the API with a bearer token. It runs before
-// the idempotency middleware: keys belong to the user it finds.
+// requireBearer authenticates the API, before the middleware: keys belong
+// to the user it finds.
 func (s *Server) requireBearer(c *gin.Context) {
 	scheme, token, _ := strings.Cut(c.GetHeader("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
@@ -39,8 +39,7 @@ func (s *Server) requireBearer(c *gin.Context) {
 	actAs(c, audit.UserActor(user))
 }
 
-// actAs has the request's acts recorded as done by a (audit.Audit): the
-// user its authentication found.
+// actAs has the request's acts audited as a's: the user its authentication found.
 func actAs(c *gin.Context, a audit.Actor) {
 	c.Request = c.Request.WithContext(audit.WithActor(c.Request.Context(), a))
 }
@@ -52,21 +51,18 @@ func currentUser(c *gin.Context) models.User {
 	return u
 }
 
-// me answers who the bearer token belongs to, and until when it works.
 func (s *Server) me(c *gin.Context) {
-	user, _ := c.Get(userKey)
-	token, _ := c.Get(tokenKey)
-	u, t := user.(models.User), token.(models.APIToken)
+	u, t := currentUser(c), c.MustGet(tokenKey).(models.APIToken)
 	c.JSON(http.StatusOK, gin.H{"id": u.ID, "email": u.Email, "token_expires_at": t.ExpiresAt.UTC()})
 }
 
-// revokeToken ends the bearer token the request was sent with: at once on
-// this instance, within Deps.TokenCacheTTL on the others.
+// revokeToken ends the request's bearer token: at once here, within
+// TokenCacheTTL on the other instances.
 func (s *Server) revokeToken(c *gin.Context) {
-	token, _ := c.Get(tokenKey)
 	// Detached: a client gone after the revocation committed must not keep
 	// its token alive in this instance's cache.
-	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token.(models.APIToken), s.deps.Now().UTC()); err != nil {
+	token := c.MustGet(tokenKey).(models.APIToken)
+	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token, s.deps.Now().UTC()); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -76,14 +72,12 @@ func (s *Server) revokeToken(c *gin.Context) {
 type credentials struct {
 	Email    string `json:"email" form:"email"`
 	Password string `json:"password" form:"password"`
-	// Next is where the browser goes once signed in (a local path).
-	Next string `json:"-" form:"next"`
+	Next     string `json:"-" form:"next"` // where the browser goes once signed in
 }
 
 // createUser signs up: the API answers the account, the browser is signed
-// in. A second submission of the same form (a double-click) finds the
-// account and, the password being right, signs in too instead of saying
-// the email is taken.
+// in. A second submission of the form (a double-click) finds the account
+// and, the password being right, signs in too.
 func (s *Server) createUser(c *gin.Context) {
 	var in credentials
 	if err := decode(c, &in); err != nil {
@@ -132,11 +126,8 @@ func (s *Server) createToken(c *gin.Context) {
 	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
 }
 
-// throttleAddress refuses a credential request (sign-up and log-in, each a
-// deliberately slow bcrypt) from an address that sent too many this
-// minute, counted in the database across every instance: 429 with
-// Retry-After, a page for the browser. The address is the connection's
-// peer, never a header the client chooses.
+// throttleAddress refuses a sign-up or log-in (a slow bcrypt each) from an
+// address, the connection's peer, that sent too many this minute: 429.
 func (s *Server) throttleAddress(c *gin.Context) {
 	if s.addresses == nil {
 		return

@@ -46,8 +46,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	s.renderPage(c, p.Status, "error.html", e)
 }
 
-// answerOf is the problem err answers and how a shopper is told it (the
-// error's own words, or its problem type's declared error's). It is the one
+// answerOf is the problem err answers and how a shopper is told it; the one
 // place that declares an answer final, stored and replayed for its key.
 func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words models.Words, final bool) {
 	var e *models.Error
@@ -88,7 +87,6 @@ func unreachable(err error) bool {
 		errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300")
 }
 
-// codeTypes are the problem types of the errors known by their code alone.
 var codeTypes = map[models.Code]problem.Type{
 	models.EINVALID:      problem.Validation,
 	models.ENOTFOUND:     problem.NotFound,
@@ -119,8 +117,7 @@ func problemOf(e *models.Error) *problem.Problem {
 	return p
 }
 
-// declared is the error declared for a problem type (by its URI); for a
-// type without one, the server's own failure.
+// declared is the error declared for a problem type, else Internal's.
 func declared(uri string) *models.Error {
 	if e := models.Declared(uri); e != nil {
 		return e

@@ -32,9 +32,8 @@ func (c cursor) String() string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.at.UnixNano(), 10) + "." + c.id))
 }
 
-// readPage reads one page of a newest-first listing as the query asks
-// (limit, after: a cursor whose id valid accepts), with the cursor of the
-// page after it, nil on the last.
+// readPage reads a page of a newest-first listing as the query asks (limit,
+// after: a cursor whose id valid accepts), and the next page's cursor.
 func readPage[T any](c *gin.Context, valid func(id string) bool, read func(from *database.Position, limit int) ([]T, bool, error),
 	at func(T) cursor) ([]T, *cursor, int, error) {
 	limit := defaultPageSize
@@ -61,10 +60,9 @@ func readPage[T any](c *gin.Context, valid func(id string) bool, read func(from 
 	return page, &next, limit, nil
 }
 
-// parseCursor reads a cursor the listing made: base64 of "nanos.id", nanos
-// a positive Unix time in nanoseconds. Anything else, including a number out
-// of range for the database, or base64 the listing would not write (the
-// decoder skips CR and LF even when strict), is not a cursor.
+// parseCursor reads a cursor the listing made, base64 of "nanos.id", and
+// nothing else: no number out of range, no base64 the listing would not
+// write (the decoder skips CR and LF even when strict).
 func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
@@ -78,8 +76,7 @@ func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	return &cursor{time.Unix(0, n).UTC(), id}, true
 }
 
-// nextURL is the address of the next page, the query's other parameters
-// (a listing's filters) kept.
+// nextURL is the next page's address, the listing's filters kept.
 func nextURL(c *gin.Context, next cursor, limit int) string {
 	q := c.Request.URL.Query()
 	q.Set("after", next.String())
@@ -90,8 +87,8 @@ func nextURL(c *gin.Context, next cursor, limit int) string {
 	return c.Request.URL.Path + "?" + q.Encode()
 }
 
-// writePage answers one page of a listing under name, each row as view
-// shows it, with next_cursor (null on the last page) and a Link to the next.
+// writePage answers a page under name, each row as view shows it, with
+// next_cursor (null on the last page) and a Link to the next.
 func writePage[T, J any](c *gin.Context, name string, rows []T, view func(T) J, next *cursor, limit int) {
 	var nextCursor *string
 	if next != nil {
@@ -131,9 +128,8 @@ type keyJSON struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// listKeys shows what the server remembers of the user's operations,
-// newest first, a page at a time; a key nobody holds, its lease passed
-// included, is released.
+// listKeys is what the server remembers of the user's operations, newest
+// first; a key nobody holds, its lease passed included, is released.
 func (s *Server) listKeys(c *gin.Context) {
 	keys, next, limit, err := readPage(c, isKeyID, func(from *database.Position, limit int) ([]middleware.IdempotencyKey, bool, error) {
 		var at *middleware.KeyPosition

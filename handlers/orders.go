@@ -26,8 +26,7 @@ type productJSON struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
 	Currency   string `json:"currency"`
-	// Stock is what a shopper can buy: an order of more is refused, out-of-stock.
-	Stock int `json:"stock"`
+	Stock      int    `json:"stock"` // what a shopper can buy: more is refused, out-of-stock
 }
 
 func orderLocation(id string) string { return apiPrefix + "/orders/" + id }
@@ -56,12 +55,12 @@ func (s *Server) createOrder(c *gin.Context) {
 	} else {
 		err = decode(c, &in)
 	}
-	if err == nil && form.Notice != nil {
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
-		return
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		s.fail(c, err)
+		return
+	case form.Notice != nil:
+		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
 		return
 	}
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), in.Items)
@@ -76,7 +75,6 @@ func (s *Server) createOrder(c *gin.Context) {
 	}
 }
 
-// getOrder is one of the user's orders, as JSON or its page.
 func (s *Server) getOrder(c *gin.Context) {
 	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	switch {
@@ -89,7 +87,7 @@ func (s *Server) getOrder(c *gin.Context) {
 	}
 }
 
-// listOrders lists the user's orders, newest first, a page at a time.
+// listOrders is the user's orders, newest first, a page at a time.
 func (s *Server) listOrders(c *gin.Context) {
 	list, next, limit, err := readPage(c, isUUID, func(from *database.Position, limit int) ([]models.Order, bool, error) {
 		return s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
@@ -172,7 +170,6 @@ func operationOf(c *gin.Context) billing.Operation {
 	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
 }
 
-// getPayment answers one payment of one of the user's orders.
 func (s *Server) getPayment(c *gin.Context) {
 	payment, err := s.shop.Payment(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("payment_id"))
 	if err != nil {

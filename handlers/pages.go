@@ -42,9 +42,7 @@ func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	c.Data(status, "text/html; charset=utf-8", page)
 }
 
-// explain is an error page in the error's own words, with the button that
-// sends the form again when that is the answer, and where to go next: the
-// order the form was about, the console, or, signed out, the log-in page.
+// explain is an error page in the error's own words, with where to go next.
 func explain(c *gin.Context, words models.Words) views.Error {
 	shop, mine := views.Link{Href: "/", Text: "Back to the catalog"}, views.Link{Href: "/orders", Text: "My orders"}
 	links := []views.Link{mine, shop}
@@ -67,8 +65,7 @@ func explain(c *gin.Context, words models.Words) views.Error {
 	return view
 }
 
-// retryOf is the failed form, to send again as it was; nil unless the
-// request was one of the shop's forms with its one-time key.
+// retryOf is the failed form as it was sent, if it was one with a key.
 func retryOf(c *gin.Context, label string) *views.RetryForm {
 	if c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
 		return nil
@@ -83,11 +80,9 @@ func retryOf(c *gin.Context, label string) *views.RetryForm {
 	return r
 }
 
-// A form sent more than once (a double-click, the back button, a refresh)
-// gets its first answer replayed: the same redirect to the same page. So
-// that the page can say so, the replayed redirect also carries a
-// short-lived cookie naming the form, made afresh for this answer: nothing
-// stored with the key is changed.
+// A form sent more than once gets its first answer replayed: the same
+// redirect. So that the page can say so, the replayed redirect carries a
+// short-lived cookie naming the form, made afresh: nothing stored changes.
 const repeatCookie = "shop_repeat"
 
 // markRepeats goes in front of the idempotency middleware on a form's route.
@@ -113,8 +108,8 @@ func (w *repeatMarker) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
-// markPage names in the same cookie what a form's first answer found
-// (views.AlreadyPaid) or did (a console act), for the page at path to tell.
+// markPage names in that cookie what a form's first answer found
+// (views.AlreadyPaid) or did (a console act), for the page at path.
 func (s *Server) markPage(c *gin.Context, path, what string) {
 	setCookie(c.Writer, s.secureCookies(c), repeatCookie, what, path, 60)
 }

@@ -17,11 +17,10 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Staff give refunds (the API, and the console's form); a shopper asks for
-// one (the API, and the order page's form).
+// Staff give refunds, by the API and the console's form; a shopper asks for
+// one, by the API and the order page's form.
 
-// maxReason is the longest reason a refund or a decline takes, in characters.
-const maxReason = 200
+const maxReason = 200 // characters
 
 // reasonField is a reason, trimmed; an error when it is too long.
 func reasonField(reason string) (string, error) {
@@ -50,9 +49,8 @@ func refundInput(amountCents *int64, reason string) (billing.RefundInput, error)
 	return billing.RefundInput{AmountCents: amountCents, Reason: reason}, nil
 }
 
-// consoleRefund reads the console's refund form: an amount in the
-// currency's units ("12.50"; empty for all that is left) and a reason,
-// which the console asks for; or what is wrong, in staff's words.
+// consoleRefund reads the console's form: an amount ("12.50"; empty for all
+// that is left) and a reason, required; or what is wrong, in staff's words.
 func consoleRefund(amount, reason string) (billing.RefundInput, string) {
 	in, err := refundInput(nil, reason)
 	switch {
@@ -71,8 +69,7 @@ func consoleRefund(amount, reason string) (billing.RefundInput, string) {
 	return in, ""
 }
 
-// parseCents reads a positive amount with at most two decimals, "12",
-// "12.5" or "12.50", in cents.
+// parseCents reads a positive "12", "12.5" or "12.50" in cents.
 func parseCents(s string) (int64, bool) {
 	whole, frac, _ := strings.Cut(s, ".")
 	if len(frac) > 2 || whole == "" || len(whole) > 9 || strings.Trim(whole+frac, "0123456789") != "" {
@@ -84,9 +81,8 @@ func parseCents(s string) (int64, bool) {
 	return total, total > 0
 }
 
-// createRefund gives money back on any user's paid order, through the
-// payments service: staff only. A console form it cannot read gets the
-// order's page again (422), nothing given back.
+// createRefund gives money back on any user's paid order: staff only. A
+// console form it cannot read gets the order's page again (422).
 func (s *Server) createRefund(c *gin.Context) {
 	var body struct {
 		AmountCents *int64 `json:"amount_cents"`
@@ -124,8 +120,6 @@ func (s *Server) createRefund(c *gin.Context) {
 	}
 }
 
-// getRefund answers one refund of one of the user's orders (any user's, for
-// staff).
 func (s *Server) getRefund(c *gin.Context) {
 	refund, err := s.ledger.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
 	if err != nil {
@@ -135,7 +129,6 @@ func (s *Server) getRefund(c *gin.Context) {
 	c.JSON(http.StatusOK, models.ViewRefund(refund))
 }
 
-// refundRequestJSON is one request for a refund, and how it stands.
 type refundRequestJSON struct {
 	ID            string              `json:"id"`
 	OrderID       string              `json:"order_id"`
@@ -151,8 +144,7 @@ func refundRequestView(r models.RefundRequest) refundRequestJSON {
 		DeclineReason: r.DeclineReason}
 }
 
-// createRefundRequest records the shopper's request for a refund {reason?};
-// the form goes back to the order page, which shows it.
+// createRefundRequest records the shopper's request for a refund {reason?}.
 func (s *Server) createRefundRequest(c *gin.Context) {
 	var in struct {
 		Reason string `json:"reason" form:"reason"`

@@ -16,8 +16,7 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// apiPrefix is where the JSON API is mounted: its routes, and the only
-// paths that answer other origins.
+// apiPrefix is where the JSON API is mounted: the only paths other origins may call.
 const apiPrefix = "/api/v1"
 
 // routes is the whole HTTP surface in one place; once makes a route
@@ -123,16 +122,14 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/webhooks/:delivery_id/redeliver", s.markRepeats(redelivered+templates.Again), onceAtomic, s.staffRedeliver)
 }
 
-// asPage makes the answer for an unknown path an HTML page, except under
-// the API's prefix.
+// asPage makes the answer for an unknown path a page, except under the API's.
 func (s *Server) asPage(c *gin.Context) {
 	if !strings.HasPrefix(c.Request.URL.Path, "/api/") {
 		s.loadSession(c)
 	}
 }
 
-// limitBody bounds the account forms, which are not behind the idempotency
-// middleware and its own bound; a form cut off reads as empty fields.
+// limitBody bounds the forms that are not behind the middleware's own bound.
 func limitBody(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes)
 }

@@ -15,17 +15,11 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// The browser's session is a row on the server, named by a random token in
-// one cookie: HttpOnly, SameSite=Lax, Secure when served over TLS. The
-// server keeps only the token's hash, and ends the row at log-out, at a
-// password change (every session of the user), after Deps.SessionIdle
-// without a request and Deps.SessionMaxAge after log-in; a cookie copied
-// before any of these is then worth nothing.
-//
-// The token is also signed with the session secret: a cookie that is not
-// one of the shop's (forged, or signed with another secret) is refused
-// without a database read, and SESSION_SECRET keeps its meaning. The
-// signature is not what makes a session valid: the row is.
+// The browser's session is a row on the server (accounts.Sessions), named
+// by a random token in one cookie, which ends at log-out, a password change,
+// idle or past its age: a cookie copied before is then worth nothing. The
+// token is also signed, so that a forged cookie is refused without a
+// database read; the signature is not what makes a session valid: the row is.
 const (
 	sessionCookie = "shop_session"
 	sessionKey    = "shop.session"
@@ -36,8 +30,7 @@ type sessionValue struct {
 }
 
 func newSessionCodec(secret []byte, maxAge time.Duration) *securecookie.SecureCookie {
-	// A fixed-length signing key whatever the secret's length, separate from
-	// any other use the secret might have.
+	// A fixed-length key, apart from the secret's other uses.
 	key := sha512.Sum512(append([]byte("shop session cookie\x00"), secret...))
 	codec := securecookie.New(key[:], nil)
 	codec.MaxAge(int(maxAge / time.Second))
@@ -45,10 +38,8 @@ func newSessionCodec(secret []byte, maxAge time.Duration) *securecookie.SecureCo
 	return codec
 }
 
-// startSession signs the user in with a new session: a new token at every
-// log-in and sign-up, so that a token planted in the browser before (a
-// session fixation) is never the one signed in. A session the browser had
-// is ended.
+// startSession signs the user in with a new token, never one planted in
+// the browser before (a session fixation), and ends its former session.
 func (s *Server) startSession(c *gin.Context, user models.User) error {
 	if err := s.forgetSession(c); err != nil {
 		return err
@@ -60,7 +51,6 @@ func (s *Server) startSession(c *gin.Context, user models.User) error {
 	return s.giveCookie(c, token)
 }
 
-// giveCookie hands the browser the cookie of the session with this token.
 func (s *Server) giveCookie(c *gin.Context, token string) error {
 	value, err := s.cookies.Encode(sessionCookie, sessionValue{Token: token})
 	if err != nil {
@@ -70,43 +60,29 @@ func (s *Server) giveCookie(c *gin.Context, token string) error {
 	return nil
 }
 
-// secureCookies: over TLS, or always when configured so (in production,
-// where TLS usually ends at a proxy and the request here is plain HTTP).
+// secureCookies: over TLS, or always when configured so (TLS ending at a proxy).
 func (s *Server) secureCookies(c *gin.Context) bool {
 	return c.Request.TLS != nil || s.deps.SecureCookies
 }
 
-// forgetSession ends the request's session, if it has one, on the server.
 func (s *Server) forgetSession(c *gin.Context) error {
-	session, ok := currentSession(c)
-	if !ok {
-		return nil
+	if session, ok := c.Get(sessionKey); ok {
+		return s.sessions.End(c.Request.Context(), session.(accounts.Session).ID)
 	}
-	return s.sessions.End(c.Request.Context(), session.ID)
+	return nil
 }
 
 func (s *Server) dropCookie(c *gin.Context) {
 	setCookie(c.Writer, s.secureCookies(c), sessionCookie, "", "/", -1)
 }
 
-// setCookie sets one of the shop's cookies (a negative maxAge deletes it):
-// HttpOnly, SameSite=Lax, and Secure when secure.
+// setCookie sets one of the shop's cookies (a negative maxAge deletes it).
 func setCookie(w http.ResponseWriter, secure bool, name, value, path string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
 }
 
-// currentSession is the request's session, when it has one.
-func currentSession(c *gin.Context) (accounts.Session, bool) {
-	session, ok := c.Get(sessionKey)
-	if !ok {
-		return accounts.Session{}, false
-	}
-	return session.(accounts.Session), true
-}
-
-// loadSession marks the request as a page request and, when its session
-// cookie names a session that still works, makes its user the current
-// user: the scope of the idempotency keys of the browser's forms.
+// loadSession marks the request as a page's and, when its cookie names a
+// live session, makes its user the current user: the forms' keys' scope.
 func (s *Server) loadSession(c *gin.Context) {
 	c.Set(pageKey, true)
 	cookie, err := c.Request.Cookie(sessionCookie)
@@ -138,8 +114,7 @@ func (s *Server) loadSession(c *gin.Context) {
 	}
 }
 
-// requireSession sends a signed-out browser to the log-in page, and back
-// here afterwards; a form posted without a session gets a page saying so.
+// requireSession sends a signed-out browser to log in, and back here after.
 func (s *Server) requireSession(c *gin.Context) {
 	if currentUser(c).ID != "" {
 		return
@@ -152,8 +127,7 @@ func (s *Server) requireSession(c *gin.Context) {
 	s.fail(c, problem.Unauthorized.With("Your session has ended. Log in, then submit the form again."))
 }
 
-// refuseCrossOrigin refuses state-changing requests another site made the
-// browser send (Go's CrossOriginProtection reads Sec-Fetch-Site and Origin).
+// refuseCrossOrigin refuses writes another site made the browser send.
 func (s *Server) refuseCrossOrigin(c *gin.Context) {
 	if err := s.crossOrigin.Check(c.Request); err != nil {
 		s.fail(c, problem.CrossOrigin.With(""))

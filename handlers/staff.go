@@ -16,13 +16,11 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// The staff API and the staff console at /staff: pages like the shop's, on
-// the same session, every write a form with its own key through the same
-// idempotency middleware. To anyone but staff the console does not exist.
+// The staff API, and the staff console at /staff: pages like the shop's,
+// every write a form with its own key through the same middleware.
 
-// requireStaff lets only staff through, before the idempotency middleware,
-// so that a refusal claims no key: anyone else is refused 403, and to them
-// a page of the console does not exist (404).
+// requireStaff lets only staff through, before the middleware, so that a
+// refusal claims no key: 403, and 404 for a page of the console.
 func (s *Server) requireStaff(c *gin.Context) {
 	switch {
 	case currentUser(c).IsStaff():
@@ -33,7 +31,6 @@ func (s *Server) requireStaff(c *gin.Context) {
 	}
 }
 
-// staffOrderJSON is an order with its shopper.
 type staffOrderJSON struct {
 	Order  models.OrderJSON `json:"order"`
 	UserID string           `json:"user_id"`
@@ -44,9 +41,8 @@ func staffOrderOf(o orders.OrderOfUser) staffOrderJSON {
 	return staffOrderJSON{Order: models.ViewOrder(o.Order), UserID: o.UserID, Email: o.Email}
 }
 
-// staffListOrders is every user's orders, newest first, a page at a time,
-// found by number or email (q) and filtered by status. A search the
-// console cannot read gets its page again, saying why (400).
+// staffListOrders is every user's orders, newest first, found by number or
+// email (q) and by status; a search the console cannot read gets 400.
 func (s *Server) staffListOrders(c *gin.Context) {
 	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
 	var list []orders.OrderOfUser
@@ -75,9 +71,8 @@ func (s *Server) staffListOrders(c *gin.Context) {
 	}
 }
 
-// staffGetOrder is any user's order with the requests for its refund; its
-// console page shows all that happened to it and the forms of what staff
-// may do with it.
+// staffGetOrder is any user's order with the requests for its refund, or
+// its console page.
 func (s *Server) staffGetOrder(c *gin.Context) {
 	if isPage(c) {
 		s.showStaffOrder(c, http.StatusOK, nil)
@@ -94,8 +89,8 @@ func (s *Server) staffGetOrder(c *gin.Context) {
 	}{staffOrderOf(h.OrderOfUser), each(h.Requests, refundRequestView)})
 }
 
-// showStaffOrder renders the console's order page with status, opening
-// with n, or with what the form that led here did.
+// showStaffOrder renders the console's order page, opening with n, or with
+// what the form that led here did.
 func (s *Server) showStaffOrder(c *gin.Context, status int, n *views.Notice) {
 	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
 	if err != nil {
@@ -130,8 +125,7 @@ func (s *Server) showStaffOrder(c *gin.Context, status int, n *views.Notice) {
 	s.renderPage(c, status, "staff_order.html", view)
 }
 
-// staffDecline declines the order's request for a refund, for the reason
-// typed, which the console asks for.
+// staffDecline declines a request for a refund, for the reason typed.
 func (s *Server) staffDecline(c *gin.Context) {
 	reason, err := reasonField(postForm(c).Get("reason"))
 	if err != nil || reason == "" {
@@ -142,7 +136,6 @@ func (s *Server) staffDecline(c *gin.Context) {
 	s.staffDid(c, err, templates.ActDeclined)
 }
 
-// staffCancel cancels any user's pending order, as its shopper may.
 func (s *Server) staffCancel(c *gin.Context) {
 	_, err := s.payments.CancelAny(middleware.Tx(c), currentUser(c), c.Param("id"))
 	s.staffDid(c, err, templates.ActCancelled)
@@ -158,6 +151,5 @@ func (s *Server) staffDid(c *gin.Context, err error, act string) {
 	c.Redirect(http.StatusSeeOther, views.ConsolePath(c.Param("id")))
 }
 
-// Routes lists the server's routes, for the tests that go through every
-// one of them (the console's refusals).
+// Routes lists the server's routes, for the tests that try each.
 func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }

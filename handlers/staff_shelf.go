@@ -16,16 +16,15 @@ import (
 	"github.com/shop/shop/orders"
 )
 
-// The console's products, counted, received and written off as `shop
-// stock` does, and its requests in doubt, each asked of the provider on
-// demand.
+// The console's products, restocked as `shop stock` does, and its requests
+// in doubt, each asked of the provider on demand.
 
 func (s *Server) staffProductsPage(c *gin.Context) {
 	s.showStaffProducts(c, s.shop, http.StatusOK, nil)
 }
 
 // showStaffProducts renders the products as shop reads them: after a
-// restock, through the operation's transaction, which holds the new count.
+// restock, the operation's transaction, which holds the new count.
 func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int, n *views.Notice) {
 	products, err := shop.Products(c.Request.Context())
 	if err != nil {
@@ -40,8 +39,7 @@ func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int
 	s.renderPage(c, status, "staff_products.html", view)
 }
 
-// staffRestock makes the change of a product's units on hand the form
-// says (a count, units received or written off).
+// staffRestock counts, receives or writes off a product's units on hand.
 func (s *Server) staffRestock(c *gin.Context) {
 	form := postForm(c)
 	// Units that are no whole number stay -1, which the rule's range refuses.
@@ -63,8 +61,7 @@ func (s *Server) staffRestock(c *gin.Context) {
 	}
 }
 
-// staffDoubtsPage lists every payment attempt and refund in doubt, oldest
-// first, with its age and a button that asks the provider now.
+// staffDoubtsPage lists every attempt and refund in doubt, oldest first.
 func (s *Server) staffDoubtsPage(c *gin.Context) {
 	doubts, err := s.shop.Doubts(c.Request.Context())
 	if err != nil {
@@ -81,12 +78,10 @@ func (s *Server) staffDoubtsPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "staff_doubts.html", view)
 }
 
-// stillInDoubt is the in-doubt page's flag (asked=) that the provider
-// could not answer.
+// stillInDoubt is the flag (asked=) that the provider could not answer.
 const stillInDoubt = "in-doubt"
 
-// staffAskProvider resolves one request in doubt now, through the
-// protocol's resolution under the order's hold, then lists what is left.
+// staffAskProvider resolves one request in doubt now, under the order's hold.
 func (s *Server) staffAskProvider(c *gin.Context) {
 	state, err := s.payments.ResolveNow(c.Request.Context(), currentUser(c), c.Param("kind"), c.Param("request_id"))
 	switch {

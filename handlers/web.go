@@ -36,8 +36,8 @@ func (s *Server) home(c *gin.Context) {
 
 const qtyPrefix = "qty-"
 
-// checkoutForm reads the checkout form: the items ordered, and the form as
-// typed, with a notice when it cannot be ordered as it is.
+// checkoutForm reads the items ordered, and the form as typed, with a
+// notice when it cannot be ordered as it is.
 func (s *Server) checkoutForm(c *gin.Context) (views.Home, []orders.ItemInput, error) {
 	form := postForm(c)
 	view := views.Home{Layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
@@ -85,10 +85,9 @@ func unknownProducts(form map[string][]string, products []models.Product) bool {
 	return false
 }
 
-// ordered answers the checkout form. Refused as invalid, it comes back
-// (422) with the same key, nothing stored under it; short of stock (409),
-// each line short marked with what is left, and a fresh key, the first
-// released: a new one is for the new order the shopper makes of it.
+// ordered answers the checkout form: invalid, it comes back (422) with the
+// same key, nothing stored; short of stock (409), with what is left, and a
+// fresh key for the new order the shopper makes of it.
 func (s *Server) ordered(c *gin.Context, form views.Home, order models.Order, err error) {
 	var invalid *models.Error
 	switch {
@@ -118,7 +117,6 @@ func (s *Server) ordered(c *gin.Context, form views.Home, order models.Order, er
 	}
 }
 
-// showOrder is the order's page, with the forms of what the shopper may do.
 func (s *Server) showOrder(c *gin.Context, order models.Order) {
 	reqs, err := s.shop.RefundRequests(c.Request.Context(), order.ID)
 	if err != nil {
@@ -134,7 +132,7 @@ func (s *Server) showOrder(c *gin.Context, order models.Order) {
 }
 
 // paid answers the pay form: the order page, which tells the outcome, or
-// the card provider's page to authenticate, which sends the shopper back.
+// the card provider's page to authenticate.
 func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
@@ -157,10 +155,9 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
 }
 
-// refusedByOrder shows the order page again with the refused cancel form,
-// in the words of the error the order's state answered. The form keeps its
-// key when nothing was stored under it, so that the corrected form runs
-// with it; after a final answer, stored under that key, it gets a fresh one.
+// refusedByOrder shows the order page again with the refused cancel form:
+// with its key when nothing was stored under it, a fresh one after a final
+// answer, which was.
 func (s *Server) refusedByOrder(c *gin.Context, err error) {
 	p, words, final := s.answerOf(c, err)
 	s.refusedForm(c, p.Status, words.Text, func(view *views.Order, sent string) {
@@ -171,8 +168,8 @@ func (s *Server) refusedByOrder(c *gin.Context, err error) {
 	})
 }
 
-// refusedForm shows the order page again (status) with a refused form as
-// it was sent (keep sets its keys from the key sent), and why.
+// refusedForm shows the order page again with a refused form (keep sets
+// its keys from the key sent), and why.
 func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *views.Order, sent string)) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
@@ -185,8 +182,7 @@ func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(
 	s.renderPage(c, status, "order.html", view)
 }
 
-// receiptPage is a paid order's receipt, made to be printed; an order
-// nothing was charged for has none yet.
+// receiptPage is a paid order's receipt, made to be printed.
 func (s *Server) receiptPage(c *gin.Context) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {

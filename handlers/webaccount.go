@@ -15,11 +15,10 @@ import (
 	"github.com/shop/shop/payments"
 )
 
-// The browser's account pages: sign up, log in, log out, the account's
-// activity and its Change password form.
+// The browser's account pages: sign up, log in, log out, activity, password.
 
-// credentialsPage is the sign-up or log-in page (name); it sends a shopper
-// signed in already on to where they were going.
+// credentialsPage is the sign-up or log-in page (name); a shopper signed in
+// already goes on to where they were going.
 func (s *Server) credentialsPage(name string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		next := payments.LocalPath(c.Query("next"))
@@ -31,8 +30,8 @@ func (s *Server) credentialsPage(name string) gin.HandlerFunc {
 	}
 }
 
-// signedIn answers the sign-up or log-in form (page): signed in, or the
-// form again (422) saying what to correct.
+// signedIn answers the sign-up or log-in form: signed in, or the form
+// again (422) saying what to correct.
 func (s *Server) signedIn(c *gin.Context, page string, in credentials, user models.User, err error) {
 	view := views.Credentials{Layout: s.layout(c), Email: in.Email, Next: payments.LocalPath(in.Next), Errors: map[string]string{}}
 	var invalid *models.Error
@@ -61,8 +60,7 @@ func (s *Server) signedIn(c *gin.Context, page string, in credentials, user mode
 	c.Redirect(http.StatusSeeOther, view.Next)
 }
 
-// logout ends the session on the server, not only in this browser: a copy
-// of its cookie signs no one in afterwards.
+// logout ends the session on the server: a copy of its cookie is worthless.
 func (s *Server) logout(c *gin.Context) {
 	if err := s.forgetSession(c); err != nil {
 		s.fail(c, err)
@@ -72,9 +70,8 @@ func (s *Server) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
-// accountPage is the shopper's account: who they are signed in as, and
-// what the shop remembers of the forms they sent. The developer's view of
-// the same keys is GET /api/v1/idempotency-keys.
+// accountPage is what the shop remembers of the forms the shopper sent
+// (the developer's view: GET /api/v1/idempotency-keys).
 func (s *Server) accountPage(c *gin.Context) {
 	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
 	if err != nil {
@@ -93,11 +90,8 @@ func (s *Server) passwordPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "password.html", views.Password{Layout: s.layout(c), Key: uuid.NewString()})
 }
 
-// changePassword changes the password, ends every session of the user and
-// revokes their bearer tokens; this browser is signed in again, with a new
-// session. A wrong current password (counted as a failed log-in) or a new
-// one that breaks the rules gets the form again (422) with the same key:
-// nothing is stored under it, so the corrected form runs with it.
+// changePassword ends every session and token of the user, and signs this
+// browser in again. A form refused (422) keeps its key: nothing was stored.
 func (s *Server) changePassword(c *gin.Context) {
 	form := postForm(c)
 	tx := func() *gorm.DB { return middleware.Tx(c) }
@@ -125,9 +119,8 @@ func (s *Server) changePassword(c *gin.Context) {
 	}
 }
 
-// The simulated provider's authentication page (3-D Secure), a card
-// issuer's test page: the shopper completes or fails it, and goes back to
-// the shop's return URL. With Stripe, the page is Stripe's, and this one 404s.
+// authenticationPage is the simulated provider's 3-D Secure test page (with
+// Stripe, Stripe's own, and this one 404s).
 func (s *Server) authenticationPage(c *gin.Context) {
 	auth, err := s.payments.Authentication(c.Request.Context(), c.Param("charge"))
 	if err != nil {
@@ -138,8 +131,7 @@ func (s *Server) authenticationPage(c *gin.Context) {
 		Action: payments.AuthPath + auth.ChargeID, ReturnURL: payments.LocalPath(c.Query("return_url"))})
 }
 
-// authenticate records the shopper's answer at the provider, once, and
-// sends them back to the shop (303), whichever button, however often.
+// authenticate records the shopper's answer, once, and sends them back (303).
 func (s *Server) authenticate(c *gin.Context) {
 	outcome := postForm(c).Get("outcome")
 	if outcome != "complete" && outcome != "fail" {

@@ -17,12 +17,10 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// The messages staff look after: the merchant's webhook deliveries and the
-// events a consumer parked, each sent again on demand, by the staff API or
-// a button of the console.
+// The merchant's webhook deliveries and the events a consumer parked, each
+// sent again on demand, by the staff API or the console.
 
-// webhookDeliveryJSON is one event owed to the merchant's endpoint, with
-// every attempt made to post it.
+// webhookDeliveryJSON is one event owed to the merchant's endpoint.
 type webhookDeliveryJSON struct {
 	ID            string               `json:"id"`
 	EventType     string               `json:"event_type"`
@@ -35,8 +33,7 @@ type webhookDeliveryJSON struct {
 	Attempts      []webhookAttemptJSON `json:"attempts"`
 }
 
-// webhookAttemptJSON is one POST: the status answered (0 when none came)
-// and the error, empty when it was accepted.
+// webhookAttemptJSON is one POST: status 0 when none came, no error when accepted.
 type webhookAttemptJSON struct {
 	AttemptedAt time.Time `json:"attempted_at"`
 	StatusCode  int       `json:"status_code"`
@@ -65,7 +62,6 @@ func isEventID(id string) bool {
 	return ok && strings.HasPrefix(typ, "order.") && isUUID(row)
 }
 
-// listWebhookDeliveries is the deliveries, newest first, a page at a time.
 func (s *Server) listWebhookDeliveries(c *gin.Context) {
 	deliveries, next, limit, err := readPage(c, isEventID, func(from *database.Position, limit int) ([]models.WebhookDelivery, bool, error) {
 		return notify.Deliveries(c.Request.Context(), s.deps.DB, from, limit)
@@ -77,8 +73,6 @@ func (s *Server) listWebhookDeliveries(c *gin.Context) {
 	writePage(c, "webhook_deliveries", deliveries, webhookDeliveryView, next, limit)
 }
 
-// redeliverWebhook has the sender post the delivery again, the same
-// webhook-id and body.
 func (s *Server) redeliverWebhook(c *gin.Context) {
 	d, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("id"))
 	if err != nil {
@@ -88,10 +82,8 @@ func (s *Server) redeliverWebhook(c *gin.Context) {
 	c.JSON(http.StatusAccepted, webhookDeliveryView(d))
 }
 
-// deliveriesPage is the console's list of the latest deliveries (those
-// staff look for after an endpoint's outage); deliveriesPage/{id}, the same
-// list after the delivery id was sent again, which names it, so that a
-// replayed answer names it too.
+// deliveriesPage lists the latest deliveries; deliveriesPage/{id}, the same
+// after delivery id was sent again, named so that a replay names it too.
 const (
 	deliveriesPage  = "/staff/webhooks"
 	deliveriesLimit = 50
@@ -112,7 +104,6 @@ func (s *Server) staffDeliveriesPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "staff_deliveries.html", view)
 }
 
-// staffRedeliver sends a delivery again, then shows the list opening with it.
 func (s *Server) staffRedeliver(c *gin.Context) {
 	if _, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("delivery_id")); err != nil {
 		s.fail(c, err)
@@ -127,7 +118,6 @@ func (s *Server) staffRedeliver(c *gin.Context) {
 // more an outage the metrics tell (shop_outbox_parked).
 const parkedLimit = 100
 
-// parkedEventJSON is an event a consumer failed at every attempt.
 type parkedEventJSON struct {
 	Consumer  string    `json:"consumer"`
 	EventID   string    `json:"event_id"`
@@ -138,8 +128,7 @@ type parkedEventJSON struct {
 	ParkedAt  time.Time `json:"parked_at"`
 }
 
-// listParkedEvents is the events parked most recently, each with its
-// consumer and last error; on the console, each with a button to retry it.
+// listParkedEvents is the events parked most recently.
 func (s *Server) listParkedEvents(c *gin.Context) {
 	parked, err := outbox.ParkedEvents(c.Request.Context(), s.deps.DB, parkedLimit)
 	switch {
@@ -154,9 +143,8 @@ func (s *Server) listParkedEvents(c *gin.Context) {
 	}
 }
 
-// retryParkedEvent has the consumer's relay hand the event again at its
-// next poll; the console then lists what is left (an event no longer
-// parked is not found only for the API).
+// retryParkedEvent has the relay hand the event again at its next poll (an
+// event no longer parked is not found only for the API).
 func (s *Server) retryParkedEvent(c *gin.Context) {
 	retried, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id"))
 	switch {

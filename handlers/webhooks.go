@@ -21,13 +21,10 @@ const stripeScope = "stripe"
 
 const stripeEventKey = "shop.stripe_event"
 
-// verifyStripeEvent checks a webhook delivery's signature with the
-// endpoint's secret, within stripe-go's tolerance, and its API version,
-// before anything else; a bad or missing signature, or an event of another
-// API version, gets 400 and writes nothing. It then names the delivery for
-// the idempotency middleware: the event id as the key, and the event's id
-// and type as the request that key names — a redelivery of an event may
-// differ in delivery details, never in those.
+// verifyStripeEvent checks a delivery's signature and API version before
+// anything else (400 otherwise, nothing written), then names it for the
+// middleware: the event id as the key, the event's id and type as the
+// request, which a redelivery never changes (its delivery details may).
 func (s *Server) verifyStripeEvent(c *gin.Context) {
 	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
 	if err != nil {
@@ -55,9 +52,8 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 	c.Request.Body, c.Request.ContentLength = io.NopCloser(bytes.NewReader(identity)), int64(len(identity))
 }
 
-// stripeEvent applies one verified event, once, through the payments
-// service; an event about anything but a charge or a refund is received
-// and ignored.
+// stripeEvent applies one verified event, once; an event about anything
+// but a charge or a refund is received and ignored.
 func (s *Server) stripeEvent(c *gin.Context) {
 	event := c.MustGet(stripeEventKey).(stripe.Event)
 	applied, err := false, error(nil)

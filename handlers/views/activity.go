@@ -14,8 +14,7 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// Activity is one thing the shopper asked the shop to do, told as a
-// sentence: what it was, the order it is about, and how it ended.
+// Activity is one thing the shopper asked the shop to do, and how it ended.
 type Activity struct {
 	When   time.Time
 	What   string
@@ -23,8 +22,7 @@ type Activity struct {
 	Result string
 }
 
-// Account is the shopper's account page: their activity, what the shop
-// remembers of the forms they sent.
+// Account is the account page: what the shop remembers of the forms sent.
 type Account struct {
 	Layout
 	Activity []Activity
@@ -50,10 +48,9 @@ func AccountOf(layout Layout, keys []middleware.IdempotencyKey, traces audit.Tra
 	return v
 }
 
-// namedOrders are the user's orders that the keys' requests named in their
-// path, by the keys' Target: each route with an order's id is hashed with
-// each of the user's orders, so even a request that left no answer and no
-// trace names its order.
+// namedOrders are the orders the keys' requests named, by the keys' Target
+// (each route hashed with each of the user's orders): even a request that
+// left no answer and no trace names its order.
 func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map[string]string {
 	named := map[string]string{}
 	hashed := map[string]bool{}
@@ -70,8 +67,7 @@ func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map
 	return named
 }
 
-// ActivityOf tells the operation of key k; orderID is the order its request
-// named, "" for none.
+// ActivityOf tells the operation of key k, about order orderID ("": none).
 func ActivityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) Activity {
 	a := Activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
@@ -117,8 +113,7 @@ func ActivityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string
 	return a
 }
 
-// staffActs are the staff acts that are not about one of the user's own
-// orders, by the end of their route.
+// staffActs are the staff acts on no order of the user's own, by route's end.
 var staffActs = map[string]string{
 	"/decline":        "Declined a shopper's request for a refund",
 	"/products/stock": "Changed a product's stock",
@@ -127,8 +122,6 @@ var staffActs = map[string]string{
 	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
 }
 
-// staffAct is how a staff act is told; a route staffActs does not know is
-// named as it is.
 func staffAct(route string) string {
 	for suffix, what := range staffActs {
 		if strings.HasSuffix(route, suffix) {
@@ -138,9 +131,8 @@ func staffAct(route string) string {
 	return "Sent a form to " + route
 }
 
-// paymentActivity is the payment a key made, and the error it was refused
-// with when its trace tells one; without a trace, it is about the order its
-// request named (order, at href).
+// paymentActivity is the payment a key made, and the error its trace tells;
+// without a trace, it is about the order its request named (at href).
 func paymentActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {
 	p, ok := traces.Payments[ref]
 	if !ok {
@@ -168,8 +160,8 @@ func refundActivity(traces audit.Traces, ref, order, href string) (what, link st
 	return fmt.Sprintf("Refunded %s on order #%d", amount, number), OrderPath(r.OrderID), nil
 }
 
-// resultOf is how an operation ended (done: how, when it was done; refused:
-// the error its trace tells) and how often its form was sent.
+// resultOf is how an operation ended (done: how, when it was; refused: the
+// error its trace tells), and how often its form was sent.
 func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) string {
 	result := done
 	switch {

@@ -12,25 +12,51 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-type StaffOrders struct {
-	Layout
-	Orders    []orders.OrderOfUser
-	Q, Status string
-	Statuses  []string // the filter's choices, besides any status
-	Older     string   // the next page; empty on the last
-}
+type (
+	StaffOrders struct {
+		Layout
+		Orders    []orders.OrderOfUser
+		Q, Status string
+		Statuses  []string // the filter's choices, besides any status
+		Older     string   // the next page; empty on the last
+	}
+	// StaffOrder is the console's page of an order, with each form's own key:
+	// refund, cancel, and decline (one per request).
+	StaffOrder struct {
+		Layout
+		orders.OrderHistory
+		RefundKey, CancelKey string
+		DeclineKeys          map[string]string
+		Refundable           int64
+	}
+	StaffProduct struct {
+		models.Product
+		Key string
+	}
+	StaffProducts struct {
+		Layout
+		Products []StaffProduct
+	}
+	StaffDoubt struct {
+		orders.Doubt
+		Age, Key string
+	}
+	StaffDoubts struct {
+		Layout
+		Doubts []StaffDoubt
+	}
+	StaffDeliveries struct {
+		Layout
+		Deliveries []models.WebhookDelivery
+		Key        string // of this page's forms, each adding its delivery's id
+	}
+	StaffParked struct {
+		Layout
+		Parked []outbox.Parked
+		Key    string // of this page's forms, each adding its event's id
+	}
+)
 
-// StaffOrder is the console's page of an order, with each form's own key:
-// refund, cancel, and decline (one per request).
-type StaffOrder struct {
-	Layout
-	orders.OrderHistory
-	RefundKey, CancelKey string
-	DeclineKeys          map[string]string
-	Refundable           int64
-}
-
-// nameOf is the email of the user id the order's history names.
 func (v StaffOrder) nameOf(id *string) string {
 	if id == nil {
 		return "a staff member (not recorded)"
@@ -41,8 +67,7 @@ func (v StaffOrder) nameOf(id *string) string {
 	return "a former user"
 }
 
-// RefundLine is one refund of the order, whatever its state: how much,
-// how it stands, who gave it and why.
+// RefundLine is one refund: how much, how it stands, who gave it and why.
 func (v StaffOrder) RefundLine(r models.Refund) string {
 	text := models.Money(r.AmountCents, r.Currency) + " by " + v.nameOf(r.CreatedBy) + ": " + templates.StateName(r.State) + "."
 	if r.Reason != "" {
@@ -80,7 +105,6 @@ func (v StaffOrder) Cancellation() string {
 	return "Cancelled by its shopper."
 }
 
-// actionWords are the audit trail's actions in staff's words.
 var actionWords = map[audit.Action]string{
 	audit.ActionOrderPlaced: "Placed the order", audit.ActionOrderCancelled: "Cancelled the order",
 	audit.ActionRefundRequested: "Asked for a refund", audit.ActionRequestDeclined: "Declined the request for a refund",
@@ -91,14 +115,13 @@ var actionWords = map[audit.Action]string{
 	audit.ActionLateRefund: "A late refund landed", audit.ActionRefundExcess: "Refunded twice (recover it)",
 }
 
-// actorWords are the shop's own actors, who are no user, in staff's words.
+// actorWords are the shop's own actors, who are no user.
 var actorWords = map[audit.ActorKind]string{
 	audit.ActorReconciler: "the reconciler", audit.ActorWebhook: "a webhook of the provider",
 	audit.ActorExpiry: "the expiry sweep", audit.ActorProviderReturn: "the shopper's return from the card provider",
 }
 
-// TrailLine is one entry of the order's audit trail: what was done, by
-// whom, for how much and why.
+// TrailLine is one audit entry: what was done, by whom, for how much and why.
 func (v StaffOrder) TrailLine(e audit.Entry) string {
 	what, ok := actionWords[e.Action]
 	if !ok {
@@ -121,24 +144,12 @@ func (v StaffOrder) TrailLine(e audit.Entry) string {
 	return text + "."
 }
 
-type StaffProduct struct {
-	models.Product
-	Key string
-}
-
-type StaffProducts struct {
-	Layout
-	Products []StaffProduct
-}
-
-// Restocked tells a product's units after a change of its stock.
 func Restocked(p models.Product) *Notice {
 	return &Notice{Kind: Success, Title: "Restocked.", Text: fmt.Sprintf("%s: %s on hand. %d held by unpaid orders, %d for sale.",
 		p.Name, count(int64(p.OnHand()), "unit"), p.Held, p.Stock)}
 }
 
-// StockWords is a refused stock change in staff's words: each field at
-// fault, named as the console's form names it.
+// StockWords is a refused stock change: each field at fault, as the form names it.
 func StockWords(e *models.Error) string {
 	names := map[string]string{"stock": "The number", "reason": "The reason", "change": "The change"}
 	said := make([]string, 0, len(e.Fields)+1)
@@ -148,17 +159,6 @@ func StockWords(e *models.Error) string {
 	return strings.Join(append(said, "Nothing was changed."), " ")
 }
 
-type StaffDoubt struct {
-	orders.Doubt
-	Age, Key string
-}
-
-type StaffDoubts struct {
-	Layout
-	Doubts []StaffDoubt
-}
-
-// StillInDoubt is told when the provider could not answer.
 var StillInDoubt = &Notice{Kind: Info, Title: "Still in doubt.",
 	Text: "The provider could not say what became of the request; it is still in doubt. Ask again later."}
 
@@ -175,25 +175,17 @@ func AgeWords(d time.Duration) string {
 	return "under a minute"
 }
 
-type StaffDeliveries struct {
-	Layout
-	Deliveries []models.WebhookDelivery
-	Key        string // of this page's forms, each adding its delivery's id
-}
-
 var deliveryStates = map[models.DeliveryState]string{
 	models.DeliveryPending:   "waiting to be sent",
 	models.DeliveryDelivered: "accepted by the endpoint",
 	models.DeliveryFailed:    "refused at every attempt, given up",
 }
 
-// DeliveryState is how the delivery stands, and after how many attempts.
 func (StaffDeliveries) DeliveryState(d models.WebhookDelivery) string {
 	return deliveryStates[d.State] + ", after " + count(int64(d.Attempts), "attempt")
 }
 
-// Redelivered says that delivery id was sent again, naming its event, and,
-// when its form was sent twice, that it was sent once.
+// Redelivered says that delivery id was sent again (once, if sent twice).
 func Redelivered(deliveries []models.WebhookDelivery, id string, twice bool) *Notice {
 	what := "The message"
 	for _, d := range deliveries {
@@ -207,10 +199,4 @@ func Redelivered(deliveries []models.WebhookDelivery, id string, twice bool) *No
 		n.Also = "Sent twice, done once: the form was sent more than once; the message is sent again once."
 	}
 	return n
-}
-
-type StaffParked struct {
-	Layout
-	Parked []outbox.Parked
-	Key    string // of this page's forms, each adding its event's id
 }

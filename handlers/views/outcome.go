@@ -8,10 +8,8 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// What a form sent more than once (a double-click, the back button, a
-// refresh) is named by, for the page its replayed answer leads to; and
-// AlreadyPaid, a payment form that found its order paid by another tab:
-// the card it chose was not charged.
+// The forms a replayed answer names, for the page it leads to; AlreadyPaid,
+// a payment form that found its order paid by another tab, its card not charged.
 const (
 	RepeatedOrder   = "order"
 	RepeatedPayment = "payment"
@@ -26,9 +24,8 @@ var repeatedText = map[string]string{
 }
 
 // OrderOutcome is the one place that chooses what the order page opens
-// with: the outcome of its payments, of the shopper's latest request for a
-// refund, and whether the form that led here was repeated (named as above,
-// "" when not); expiry is how long an order may wait unpaid.
+// with: its payments', refunds' or latest request's outcome, and whether the
+// form that led here was repeated ("" when not).
 func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated string, expiry time.Duration) *Notice {
 	twice := repeatedText[repeated]
 	last := latest(order.Payments, func(p models.Payment) time.Time { return p.CreatedAt })
@@ -68,7 +65,6 @@ func lastAttemptFailed(order models.Order) bool {
 	return last != nil && last.State == models.Failed
 }
 
-// LastRefund is the order's latest refund, nil when it has none.
 func LastRefund(o models.Order) *models.Refund {
 	return latest(o.Refunds, func(r models.Refund) time.Time { return r.CreatedAt })
 }
@@ -84,7 +80,6 @@ func latest[T any](rows []T, createdAt func(T) time.Time) *T {
 	return last
 }
 
-// cancelled is what a cancelled order's page opens with: why it was cancelled.
 func cancelled(order models.Order, expiry time.Duration, twice string) *Notice {
 	title := "You cancelled this order."
 	switch order.CancelReason {
@@ -108,7 +103,6 @@ func spanWords(d time.Duration) string {
 	return count(n, unit)
 }
 
-// count is n of unit in words: "1 day", "3 days".
 func count(n int64, unit string) string {
 	if n == 1 {
 		return "1 " + unit
