@@ -152,33 +152,26 @@ func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 // The shopper's words for the refusals of the middleware and the handlers,
 // declared as the domain declares its errors: one error per problem type.
 func init() {
-	for _, e := range []*models.Error{
-		{Type: problem.KeyReused, Shopper: models.Words{Heading: "This form was already sent",
-			Text: "This form was already sent with different contents. So that nothing is done that you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form."}},
-		{Type: problem.KeyInProgress, Shopper: stillWorking},
-		{Type: problem.KeyLeaseLost, Shopper: stillWorking},
-		{Type: problem.Unauthorized, Shopper: models.Words{Heading: "Please log in",
-			Text: "You need to be logged in for this. Your session may have ended: log in, then send the form again."}},
-		{Type: problem.TooManyRequests, Shopper: models.Words{Heading: "Too many attempts",
-			Text: "There were too many attempts to sign up or log in. Wait a little, then try again."}},
-		{Type: problem.CrossOrigin, Shopper: models.Words{Heading: "Refused: sent from another site",
-			Text: "This form was sent from another website, so the shop refused it. Nothing was done."}},
-		{Type: problem.TooLarge, Shopper: unreadable},
-		{Type: problem.MalformedRequest, Shopper: unreadable},
-		{Type: problem.KeyMissing, Shopper: unreadable},
-		{Type: problem.KeyInvalid, Shopper: unreadable},
-		{Type: problem.ServiceUnavailable, Shopper: models.Words{Heading: "The shop is busy", Retry: "Try again",
-			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."}},
-		{Type: problem.Internal, Shopper: models.Words{Heading: "Something went wrong", Retry: "Try again",
-			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."}},
+	stillWorking := models.Words{Heading: "Still working on it", Retry: "Check again",
+		Text: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended."}
+	unreadable := models.Words{Heading: "The form could not be read",
+		Text: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again."}
+	for t, words := range map[problem.Type]models.Words{
+		problem.KeyReused: {Heading: "This form was already sent",
+			Text: "This form was already sent with different contents. So that nothing is done that you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form."},
+		problem.KeyInProgress: stillWorking, problem.KeyLeaseLost: stillWorking,
+		problem.Unauthorized: {Heading: "Please log in",
+			Text: "You need to be logged in for this. Your session may have ended: log in, then send the form again."},
+		problem.TooManyRequests: {Heading: "Too many attempts",
+			Text: "There were too many attempts to sign up or log in. Wait a little, then try again."},
+		problem.CrossOrigin: {Heading: "Refused: sent from another site",
+			Text: "This form was sent from another website, so the shop refused it. Nothing was done."},
+		problem.TooLarge: unreadable, problem.MalformedRequest: unreadable, problem.KeyMissing: unreadable, problem.KeyInvalid: unreadable,
+		problem.ServiceUnavailable: {Heading: "The shop is busy", Retry: "Try again",
+			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."},
+		problem.Internal: {Heading: "Something went wrong", Retry: "Try again",
+			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."},
 	} {
-		models.Declare(e)
+		models.Declare(&models.Error{Type: t, Shopper: words})
 	}
 }
-
-var (
-	stillWorking = models.Words{Heading: "Still working on it", Retry: "Check again",
-		Text: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended."}
-	unreadable = models.Words{Heading: "The form could not be read",
-		Text: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again."}
-)

@@ -47,20 +47,18 @@ func staffOrderOf(o orders.OrderOfUser) staffOrderJSON {
 // staffListOrders is every user's orders, newest first, found by number or
 // email (q) and by status; a search the console cannot read gets 400.
 func (s *Server) staffListOrders(c *gin.Context) {
-	filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
-	var list []orders.OrderOfUser
-	var next *cursor
-	limit := 0
-	if err == nil {
-		list, next, limit, err = readPage(c, isUUID, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
-			return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
-		}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
-	}
+	list, next, limit, err := readPage(c, isUUID, func(from *database.Position, limit int) ([]orders.OrderOfUser, bool, error) {
+		filter, err := orders.ParseOrderFilter(c.Query("q"), c.Query("status"))
+		if err != nil {
+			return nil, false, err
+		}
+		return s.shop.AllOrdersPage(c.Request.Context(), filter, from, limit)
+	}, func(o orders.OrderOfUser) cursor { return cursor{o.CreatedAt, o.ID} })
 	view := views.StaffOrders{Layout: s.layout(c), Q: c.Query("q"), Status: c.Query("status"), Statuses: orders.OrderStatuses(), Orders: list}
 	var e *models.Error
 	switch {
 	case isPage(c) && errors.As(err, &e) && e.Type == problem.InvalidParameter:
-		view.Notice, view.Orders = views.Problem(e.Shopper.Text), nil
+		view.Notice = views.Problem(e.Shopper.Text)
 		s.renderPage(c, http.StatusBadRequest, "staff_orders.html", view)
 	case err != nil:
 		s.fail(c, err)
