@@ -67,47 +67,67 @@ func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map
 	return named
 }
 
-// ActivityOf tells the operation of key k, about order orderID ("": none).
+// ActivityOf tells the operation of key k, about order orderID ("": none),
+// or the order its trace names.
 func ActivityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) Activity {
 	a := Activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
+	p, paid := traces.Payments[ref]
+	r, refunded := traces.Refunds[ref]
+	switch {
+	case paid:
+		orderID = p.OrderID
+	case refunded:
+		orderID = r.OrderID
+	}
+	order := "an order"
+	if number, ok := traces.Numbers[orderID]; ok {
+		order, a.Href = fmt.Sprintf("order #%d", number), OrderPath(orderID)
+	}
 	done := "done"
 	var refused *models.Error
-	order, href := "an order", ""
-	if number, ok := traces.Numbers[orderID]; ok {
-		order, href = fmt.Sprintf("order #%d", number), OrderPath(orderID)
-	}
-	switch {
+	switch amount := models.Money(r.AmountCents, r.Currency); {
 	case strings.HasSuffix(k.Route, "/payments"):
-		a.What, a.Href, refused = paymentActivity(traces, ref, order, href)
+		a.What = "Tried to pay for " + order
+		if paid && p.Status == models.Succeeded {
+			a.What = "Paid " + order
+		} else if paid && p.Status == models.Declined {
+			a.What, refused = "Tried to pay "+order, models.ErrPaymentDeclined
+		}
 	case strings.HasSuffix(k.Route, "/refunds"):
-		a.What, a.Href, refused = refundActivity(traces, ref, order, href)
+		a.What = "Asked for a refund on " + order
+		if refunded && r.State == models.Failed {
+			a.What, refused = "Asked for a refund of "+amount+" on "+order, models.ErrRefundFailed
+		} else if refunded {
+			a.What = "Refunded " + amount + " on " + order
+		}
 	case strings.HasSuffix(k.Route, "/refund-requests"):
-		a.What, a.Href = "Asked for a refund on "+order, href
-		done = "the shop's staff will answer it"
+		a.What, done = "Asked for a refund on "+order, "the shop's staff will answer it"
 	case strings.HasSuffix(k.Route, "/cancel"):
-		a.What, a.Href = "Cancelled "+order, href
-		done = "nothing was charged"
+		a.What, done = "Cancelled "+order, "nothing was charged"
 	case strings.HasSuffix(k.Route, "/password"):
-		a.What = "Tried to change your password"
+		a.What, done = "Tried to change your password", "your other browsers and apps were signed out"
 		if k.State == middleware.KeyCompleted {
 			a.What = "Changed your password"
 		}
-		done = "your other browsers and apps were signed out"
 	case strings.HasSuffix(k.Route, "/orders"):
 		a.What = "Tried to place an order"
 		if o, ok := traces.Orders[ref]; ok {
-			a.Href = OrderPath(o.ID)
-			a.What = fmt.Sprintf("Placed order #%d", o.Number)
+			a.Href, a.What = OrderPath(o.ID), fmt.Sprintf("Placed order #%d", o.Number)
 		}
 	default:
-		a.What = staffAct(k.Route)
+		a.What = "Sent a form to " + k.Route
+		for suffix, what := range staffActs {
+			if strings.HasSuffix(k.Route, suffix) {
+				a.What = what
+			}
+		}
 	}
 	if strings.HasPrefix(k.Route, "/api/") {
 		a.What += " from the app"
 	}
 	a.Result = resultOf(k, done, refused)
-	if p, ok := traces.Payments[ref]; ok && p.Status == models.Succeeded && k.Released() {
+	if paid && p.Status == models.Succeeded && k.Released() {
 		a.Result = "its first answer was unclear, and the shop has since confirmed the payment with the provider"
 	}
 	return a
@@ -120,44 +140,6 @@ var staffActs = map[string]string{
 	"/redeliver":      "Sent a webhook again",
 	"/retry":          "Sent a parked message again",
 	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
-}
-
-func staffAct(route string) string {
-	for suffix, what := range staffActs {
-		if strings.HasSuffix(route, suffix) {
-			return what
-		}
-	}
-	return "Sent a form to " + route
-}
-
-// paymentActivity is the payment a key made, and the error its trace tells;
-// without a trace, it is about the order its request named (at href).
-func paymentActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {
-	p, ok := traces.Payments[ref]
-	if !ok {
-		return "Tried to pay for " + order, href, nil
-	}
-	number, page := traces.Numbers[p.OrderID], OrderPath(p.OrderID)
-	switch p.Status {
-	case models.Succeeded:
-		return fmt.Sprintf("Paid order #%d", number), page, nil
-	case models.Declined:
-		return fmt.Sprintf("Tried to pay order #%d", number), page, models.ErrPaymentDeclined
-	}
-	return fmt.Sprintf("Tried to pay for order #%d", number), page, nil
-}
-
-func refundActivity(traces audit.Traces, ref, order, href string) (what, link string, refused *models.Error) {
-	r, ok := traces.Refunds[ref]
-	if !ok {
-		return "Asked for a refund on " + order, href, nil
-	}
-	number, amount := traces.Numbers[r.OrderID], models.Money(r.AmountCents, r.Currency)
-	if r.State == models.Failed {
-		return fmt.Sprintf("Asked for a refund of %s on order #%d", amount, number), OrderPath(r.OrderID), models.ErrRefundFailed
-	}
-	return fmt.Sprintf("Refunded %s on order #%d", amount, number), OrderPath(r.OrderID), nil
 }
 
 // resultOf is how an operation ended (done: how, when it was; refused: the
