@@ -57,8 +57,7 @@ func (s *Server) jsonObjects(c *gin.Context) {
 	}
 }
 
-// jsonValueKind names the JSON value body starts with, when no object; ""
-// for an object, or for what the decoder refuses itself.
+// jsonValueKind names the JSON value body starts with; "" for an object.
 func jsonValueKind(body []byte) string {
 	switch {
 	case len(body) == 0:
@@ -106,8 +105,7 @@ func decodeJSON(c *gin.Context, dst any) error {
 	return problem.MalformedRequest.With("The body is not valid JSON for this endpoint: " + err.Error())
 }
 
-// postForm reads a form's body, which the middleware or limitBody bounded:
-// a form cut off reads as empty fields.
+// postForm reads a form, bounded: one cut off reads as empty fields.
 func postForm(c *gin.Context) url.Values {
 	_ = c.Request.ParseForm()
 	return c.Request.PostForm

@@ -94,8 +94,7 @@ var codeTypes = map[models.Code]problem.Type{
 	models.ECONFLICT:     problem.Conflict,
 }
 
-// problemOf is the problem a domain error answers: of its own type, or its
-// code's; with neither, the server's fault, 500.
+// problemOf is a domain error's problem: of its type, or its code's; else 500.
 func problemOf(e *models.Error) *problem.Problem {
 	t, ok := e.Type, e.Type.Slug != ""
 	if !ok {
@@ -130,8 +129,7 @@ func (s *Server) recovered(c *gin.Context, err any) {
 	s.fail(c, problem.Internal.With("The request could not be processed."))
 }
 
-// pageKey marks a request of the browser's pages: its input is a form and
-// its answers, errors included, are HTML pages.
+// pageKey marks a page's request: a form in, HTML pages out, errors included.
 const pageKey = "shop.page"
 
 func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
@@ -149,8 +147,7 @@ func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 	s.fail(c, p)
 }
 
-// The shopper's words for the refusals of the middleware and the handlers,
-// declared as the domain declares its errors: one error per problem type.
+// The shopper's words for the middleware's and the handlers' refusals.
 func init() {
 	stillWorking := models.Words{Heading: "Still working on it", Retry: "Check again",
 		Text: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended."}

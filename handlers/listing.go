@@ -21,8 +21,7 @@ const (
 	maxPageSize     = 100
 )
 
-// cursor is where a page of a newest-first listing ended, sent to the
-// client as an opaque string: the last row's creation time and id.
+// cursor is where a newest-first page ended: its last row's time and id.
 type cursor struct {
 	at time.Time
 	id string
@@ -87,8 +86,7 @@ func nextURL(c *gin.Context, next cursor, limit int) string {
 	return c.Request.URL.Path + "?" + q.Encode()
 }
 
-// writePage answers a page under name, each row as view shows it, with
-// next_cursor (null on the last page) and a Link to the next.
+// writePage answers a page under name, with next_cursor and a Link to the next.
 func writePage[T, J any](c *gin.Context, name string, rows []T, view func(T) J, next *cursor, limit int) {
 	var nextCursor *string
 	if next != nil {

@@ -19,9 +19,8 @@ import (
 // apiPrefix is where the JSON API is mounted: the only paths other origins may call.
 const apiPrefix = "/api/v1"
 
-// routes is the whole HTTP surface in one place; once makes a route
-// idempotent, onceAtomic one whose handler only writes to the database (its
-// claim commits with its writes: see the middleware's modes).
+// routes is the whole HTTP surface; once makes a route idempotent,
+// onceAtomic one whose claim commits with its database writes.
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -103,8 +102,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	return r
 }
 
-// consoleRoutes are the staff console's: staff only, refused before any
-// key is claimed (404 for a page, 403 for a write).
+// consoleRoutes are the staff console's, behind requireStaff.
 func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
 	console.GET("", s.staffListOrders)
 	console.GET("/orders/:id", s.staffGetOrder)

@@ -28,13 +28,11 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Deps is what main builds the server from. A setting's meaning and
-// default are config's (config.Config); said here is what the server adds.
+// Deps is what main builds the server from; a setting's meaning is config's.
 type Deps struct {
 	DB       *gorm.DB
 	Payments *billing.Service // required: main builds it (one composition root)
-	// TTL, Lease and Wait, ReplayCacheBytes (0: the default; negative: no
-	// cache) and PushAnswers configure the idempotency middleware.
+	// The idempotency middleware's; ReplayCacheBytes 0: the default, negative: no cache.
 	TTL, Lease, Wait time.Duration
 	ReplayCacheBytes int64
 	PushAnswers      bool
@@ -44,23 +42,20 @@ type Deps struct {
 	TokenTTL         time.Duration
 	TokenCacheTTL    time.Duration // zero or negative: no cache
 	BcryptCost       int           // below bcrypt.MinCost, bcrypt's default
-	// SessionSecret: at least 32 bytes; when empty, a random one is made,
-	// and sessions end with the process.
+	// SessionSecret: at least 32 bytes; empty: a random one, sessions end with the process.
 	SessionSecret              []byte
 	SessionIdle, SessionMaxAge time.Duration
 	SecureCookies              bool // Secure even over plain HTTP: behind a proxy that ends TLS
 	Logger                     *slog.Logger
 	StripeWebhookSecret        string // empty: POST /webhooks/stripe is not served
-	// CredentialsPerMinute, LoginFailures and LoginFailureWindow throttle
-	// sign-ups and log-ins; zero: no limit.
+	// The throttles of sign-ups and log-ins; zero: no limit.
 	CredentialsPerMinute int
 	LoginFailures        int
 	LoginFailureWindow   time.Duration
 	TrustedProxies       []netip.Prefix
 	CORSOrigins          []string
 	Collectors           []prometheus.Collector // the background jobs' series, served on /metrics too
-	// Committed is told, without waiting, that an operation's writes
-	// committed through the middleware: the outbox's relay wakes.
+	// Committed is told, without waiting, of committed writes: the outbox's relay wakes.
 	Committed    func()
 	MetricsToken string
 	Tracer       trace.TracerProvider // nil or a no-op provider: no tracing
@@ -181,8 +176,7 @@ func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
 	return s.shop.ExpireOrders(ctx, now.Add(-s.deps.OrderExpiry), now)
 }
 
-// observe counts what the middleware did, and tells Committed of an
-// operation whose writes committed, so that their events leave now.
+// observe counts what the middleware did, and tells Committed of a commit.
 func (s *Server) observe(route string, outcome middleware.Outcome) {
 	s.metrics.IdempotencyOutcome(route, outcome)
 	if outcome == middleware.OutcomeStored && s.deps.Committed != nil {

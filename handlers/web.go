@@ -333,6 +333,4 @@ func (s *Server) problemPage(c *gin.Context) {
 }
 
 // howItWorks tells a shopper why sending a form twice is safe.
-func (s *Server) howItWorks(c *gin.Context) {
-	s.renderPage(c, http.StatusOK, "how.html", s.layout(c))
-}
+func (s *Server) howItWorks(c *gin.Context) { s.renderPage(c, http.StatusOK, "how.html", s.layout(c)) }

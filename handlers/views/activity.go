@@ -28,10 +28,8 @@ type Account struct {
 	Activity []Activity
 }
 
-// StoredRefusals are, by the end of a form's route, the final errors the
-// form may be refused with that leave no trace (a declined payment and a
-// failed refund are told by theirs). A key keeps no answer but its status,
-// so the errors of one form are told alike (TestActivityTellsEveryFinalAnswer).
+// StoredRefusals are a form's final refusals that leave no trace, by its
+// route's end: a key keeps only their status, so one form's are told alike.
 var StoredRefusals = map[string][]*models.Error{
 	"/payments": {models.ErrOrderPaid, models.ErrOrderCancelled},
 	"/refunds":  {models.ErrRefundExceeds},
@@ -67,8 +65,7 @@ func namedOrders(keys []middleware.IdempotencyKey, numbers map[string]int64) map
 	return named
 }
 
-// ActivityOf tells the operation of key k, about order orderID ("": none),
-// or the order its trace names.
+// ActivityOf tells key k's operation, about order orderID or its trace's.
 func ActivityOf(k middleware.IdempotencyKey, traces audit.Traces, orderID string) Activity {
 	a := Activity{When: k.CreatedAt}
 	ref := middleware.DerivedKeyOf(k)
@@ -142,8 +139,7 @@ var staffActs = map[string]string{
 	"/:request_id":    "Asked the payment provider about an unconfirmed payment or refund",
 }
 
-// resultOf is how an operation ended (done: how, when it was; refused: the
-// error its trace tells), and how often its form was sent.
+// resultOf is how an operation ended, and how often its form was sent.
 func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) string {
 	result := done
 	switch {

@@ -20,8 +20,7 @@ type (
 		Statuses  []string // the filter's choices, besides any status
 		Older     string   // the next page; empty on the last
 	}
-	// StaffOrder is the console's page of an order, with each form's own key:
-	// refund, cancel, and decline (one per request).
+	// StaffOrder is the console's order page, with each form's key.
 	StaffOrder struct {
 		Layout
 		orders.OrderHistory

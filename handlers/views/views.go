@@ -61,8 +61,7 @@ type (
 		Links     []Link
 		RequestID string
 	}
-	// RetryForm is the form that failed, its key included: sent again, it
-	// does the work once or gets the first answer.
+	// RetryForm is the failed form with its key: sent again, it runs once.
 	RetryForm struct {
 		Action, Label string
 		Fields        []Field
@@ -167,8 +166,7 @@ var repeatedText = map[string]string{
 }
 
 // OrderOutcome is the one place that chooses what the order page opens
-// with: its payments', refunds' or latest request's outcome, and whether the
-// form that led here was repeated ("" when not).
+// with; repeated names the form repeated to get here, "" for none.
 func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated string, expiry time.Duration) *Notice {
 	twice := repeatedText[repeated]
 	last := latest(order.Payments, func(p models.Payment) time.Time { return p.CreatedAt })
@@ -201,8 +199,7 @@ func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated 
 	return nil
 }
 
-// lastAttemptFailed: the order's latest attempt reached no charge — the
-// provider refused it, or, past the roll-forward window, had no record of it.
+// lastAttemptFailed: the latest attempt was refused, or never reached the provider.
 func lastAttemptFailed(order models.Order) bool {
 	last := latest(order.Attempts, func(a models.PaymentAttempt) time.Time { return a.CreatedAt })
 	return last != nil && last.State == models.Failed
