@@ -78,9 +78,8 @@ type credentials struct {
 	Next     string `json:"-" form:"next"` // where the browser goes once signed in
 }
 
-// createUser signs up: the API answers the account, the browser is signed
-// in. A second submission of the form (a double-click) finds the account
-// and, the password being right, signs in too.
+// createUser signs up; the same form sent again (a double-click) finds the
+// account and, the password being right, signs in too.
 func (s *Server) createUser(c *gin.Context) {
 	var in credentials
 	if err := decode(c, &in); err != nil {

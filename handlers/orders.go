@@ -106,8 +106,7 @@ func (s *Server) listOrders(c *gin.Context) {
 	}
 }
 
-// cancelOrder cancels a pending order; from the page, a paid one gets the
-// page again, saying that staff give refunds.
+// cancelOrder cancels a pending order; the page of a paid one says why not.
 func (s *Server) cancelOrder(c *gin.Context) {
 	if err := decodeNone(c); err != nil {
 		s.fail(c, err)

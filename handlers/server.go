@@ -37,11 +37,10 @@ type Deps struct {
 	ReplayCacheBytes int64
 	PushAnswers      bool
 	Now              func() time.Time // of leases, expiry and holds; time.Now when nil
-	OrderExpiry      time.Duration
-	MaxPendingOrders int // 0: any number
-	TokenTTL         time.Duration
-	TokenCacheTTL    time.Duration // zero or negative: no cache
-	BcryptCost       int           // below bcrypt.MinCost, bcrypt's default
+	MaxPendingOrders int              // 0: any number
+	BcryptCost       int              // below bcrypt.MinCost, bcrypt's default
+	// TokenCacheTTL zero or negative: no cache.
+	OrderExpiry, TokenTTL, TokenCacheTTL time.Duration
 	// SessionSecret: at least 32 bytes; empty: a random one, sessions end with the process.
 	SessionSecret              []byte
 	SessionIdle, SessionMaxAge time.Duration
@@ -49,12 +48,11 @@ type Deps struct {
 	Logger                     *slog.Logger
 	StripeWebhookSecret        string // empty: POST /webhooks/stripe is not served
 	// The throttles of sign-ups and log-ins; zero: no limit.
-	CredentialsPerMinute int
-	LoginFailures        int
-	LoginFailureWindow   time.Duration
-	TrustedProxies       []netip.Prefix
-	CORSOrigins          []string
-	Collectors           []prometheus.Collector // the background jobs' series, served on /metrics too
+	CredentialsPerMinute, LoginFailures int
+	LoginFailureWindow                  time.Duration
+	TrustedProxies                      []netip.Prefix
+	CORSOrigins                         []string
+	Collectors                          []prometheus.Collector // the background jobs' series, served on /metrics too
 	// Committed is told, without waiting, of committed writes: the outbox's relay wakes.
 	Committed    func()
 	MetricsToken string

@@ -72,8 +72,7 @@ func (s *Server) staffListOrders(c *gin.Context) {
 	}
 }
 
-// staffGetOrder is any user's order with the requests for its refund, or
-// its console page.
+// staffGetOrder is any user's order with its refund requests, or its page.
 func (s *Server) staffGetOrder(c *gin.Context) {
 	if isPage(c) {
 		s.showStaffOrder(c, http.StatusOK, nil)
@@ -90,8 +89,7 @@ func (s *Server) staffGetOrder(c *gin.Context) {
 	}{staffOrderOf(h.OrderOfUser), each(h.Requests, refundRequestView)})
 }
 
-// showStaffOrder renders the console's order page, opening with n, or with
-// what the form that led here did.
+// showStaffOrder renders the console's order page, opening with n or the last act.
 func (s *Server) showStaffOrder(c *gin.Context, status int, n *views.Notice) {
 	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
 	if err != nil {
@@ -142,7 +140,6 @@ func (s *Server) staffCancel(c *gin.Context) {
 	s.staffDid(c, err, templates.ActCancelled)
 }
 
-// staffDid goes back to the console's order page, which tells the act.
 func (s *Server) staffDid(c *gin.Context, err error, act string) {
 	if err != nil {
 		s.fail(c, err)
@@ -155,15 +152,12 @@ func (s *Server) staffDid(c *gin.Context, err error, act string) {
 // Routes lists the server's routes, for the tests that try each.
 func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
 
-// The console's products, restocked as `shop stock` does, and its requests
-// in doubt, each asked of the provider on demand.
-
 func (s *Server) staffProductsPage(c *gin.Context) {
 	s.showStaffProducts(c, s.shop, http.StatusOK, nil)
 }
 
-// showStaffProducts renders the products as shop reads them: after a
-// restock, the operation's transaction, which holds the new count.
+// showStaffProducts renders the products as shop reads them (after a restock,
+// the operation's transaction, which holds the new count).
 func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int, n *views.Notice) {
 	products, err := shop.Products(c.Request.Context())
 	if err != nil {

@@ -37,8 +37,7 @@ func (s *Server) home(c *gin.Context) {
 
 const qtyPrefix = "qty-"
 
-// checkoutForm reads the items ordered, and the form as typed, with a
-// notice when it cannot be ordered as it is.
+// checkoutForm reads the items ordered, and the form as typed, with why not.
 func (s *Server) checkoutForm(c *gin.Context) (views.Home, []orders.ItemInput, error) {
 	form := postForm(c)
 	view := views.Home{Layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
@@ -132,8 +131,7 @@ func (s *Server) showOrder(c *gin.Context, order models.Order) {
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
 
-// paid answers the pay form: the order page, which tells the outcome, or
-// the card provider's page to authenticate.
+// paid answers the pay form: the order page, or the provider's to authenticate.
 func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
@@ -169,8 +167,7 @@ func (s *Server) refusedByOrder(c *gin.Context, err error) {
 	})
 }
 
-// refusedForm shows the order page again with a refused form (keep sets
-// its keys from the key sent), and why.
+// refusedForm shows the order page again with a refused form, and why.
 func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *views.Order, sent string)) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	if err != nil {
@@ -216,8 +213,7 @@ func (s *Server) cards() views.Cards {
 	return views.Cards{Provider: provider, Cards: cards}
 }
 
-// renderPage renders a page into a buffer first, so that a template error
-// sends an error page instead of half a page.
+// renderPage renders into a buffer first: a template error never sends half a page.
 func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 	page, err := s.pages.Render(name, data)
 	if err != nil {
@@ -270,12 +266,10 @@ func retryOf(c *gin.Context, label string) *views.RetryForm {
 	return r
 }
 
-// A form sent more than once gets its first answer replayed: the same
-// redirect. So that the page can say so, the replayed redirect carries a
-// short-lived cookie naming the form, made afresh: nothing stored changes.
+// A replayed redirect of a form sent again carries a short-lived cookie
+// naming the form, for the page to say so; nothing stored changes.
 const repeatCookie = "shop_repeat"
 
-// markRepeats goes in front of the idempotency middleware on a form's route.
 func (s *Server) markRepeats(form string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Writer = &repeatMarker{ResponseWriter: c.Writer, form: form, secure: s.secureCookies(c)}
@@ -332,5 +326,4 @@ func (s *Server) problemPage(c *gin.Context) {
 	s.renderPage(c, http.StatusOK, "problems.html", view)
 }
 
-// howItWorks tells a shopper why sending a form twice is safe.
 func (s *Server) howItWorks(c *gin.Context) { s.renderPage(c, http.StatusOK, "how.html", s.layout(c)) }

@@ -17,8 +17,7 @@ import (
 
 // The browser's account pages: sign up, log in, log out, activity, password.
 
-// credentialsPage is the sign-up or log-in page (name); a shopper signed in
-// already goes on to where they were going.
+// credentialsPage is the sign-up or log-in page; signed in, on to next.
 func (s *Server) credentialsPage(name string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		next := payments.LocalPath(c.Query("next"))
@@ -30,8 +29,7 @@ func (s *Server) credentialsPage(name string) gin.HandlerFunc {
 	}
 }
 
-// signedIn answers the sign-up or log-in form: signed in, or the form
-// again (422) saying what to correct.
+// signedIn answers the sign-up or log-in form: signed in, or the form again (422).
 func (s *Server) signedIn(c *gin.Context, page string, in credentials, user models.User, err error) {
 	view := views.Credentials{Layout: s.layout(c), Email: in.Email, Next: payments.LocalPath(in.Next), Errors: map[string]string{}}
 	var invalid *models.Error
@@ -119,8 +117,7 @@ func (s *Server) changePassword(c *gin.Context) {
 	}
 }
 
-// authenticationPage is the simulated provider's 3-D Secure test page (with
-// Stripe, Stripe's own, and this one 404s).
+// authenticationPage is the simulated provider's 3-D Secure test page.
 func (s *Server) authenticationPage(c *gin.Context) {
 	auth, err := s.payments.Authentication(c.Request.Context(), c.Param("charge"))
 	if err != nil {

@@ -24,8 +24,7 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// stripeScope is the idempotency scope of Stripe's webhook deliveries: the
-// key is the event id, so a redelivered event is processed once.
+// stripeScope owns Stripe's deliveries' keys, each an event's id: an event is applied once.
 const stripeScope = "stripe"
 
 const stripeEventKey = "shop.stripe_event"
@@ -61,8 +60,7 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 	c.Request.Body, c.Request.ContentLength = io.NopCloser(bytes.NewReader(identity)), int64(len(identity))
 }
 
-// stripeEvent applies one verified event, once; an event about anything
-// but a charge or a refund is received and ignored.
+// stripeEvent applies one verified event, once; one of no charge or refund is ignored.
 func (s *Server) stripeEvent(c *gin.Context) {
 	event := c.MustGet(stripeEventKey).(stripe.Event)
 	applied, err := false, error(nil)
@@ -75,9 +73,6 @@ func (s *Server) stripeEvent(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{"received": true, "applied": applied})
 }
-
-// The merchant's webhook deliveries and the events a consumer parked, each
-// sent again on demand, by the staff API or the console.
 
 // webhookDeliveryJSON is one event owed to the merchant's endpoint.
 type webhookDeliveryJSON struct {
@@ -141,8 +136,7 @@ func (s *Server) redeliverWebhook(c *gin.Context) {
 	c.JSON(http.StatusAccepted, webhookDeliveryView(d))
 }
 
-// deliveriesPage lists the latest deliveries; deliveriesPage/{id}, the same
-// after delivery id was sent again, named so that a replay names it too.
+// deliveriesPage/{id} is the list after delivery id was sent again: a replay names it too.
 const (
 	deliveriesPage  = "/staff/webhooks"
 	deliveriesLimit = 50
@@ -202,8 +196,7 @@ func (s *Server) listParkedEvents(c *gin.Context) {
 	}
 }
 
-// retryParkedEvent has the relay hand the event again at its next poll (an
-// event no longer parked is not found only for the API).
+// retryParkedEvent has the relay hand the event again at its next poll.
 func (s *Server) retryParkedEvent(c *gin.Context) {
 	retried, err := outbox.Retry(c.Request.Context(), middleware.Tx(c), c.Param("consumer"), c.Param("event_id"))
 	switch {
