@@ -199,7 +199,7 @@ func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated 
 	return nil
 }
 
-// lastAttemptFailed: the latest attempt was refused, or never reached the provider.
+// lastAttemptFailed: the latest attempt charged nothing (refused, or unknown past the roll-forward window).
 func lastAttemptFailed(order models.Order) bool {
 	last := latest(order.Attempts, func(a models.PaymentAttempt) time.Time { return a.CreatedAt })
 	return last != nil && last.State == models.Failed
