@@ -2,13 +2,16 @@ package handlers
 
 import (
 	"context"
+	"crypto/sha512"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gorilla/securecookie"
 
+	"github.com/shop/shop/accounts"
 	"github.com/shop/shop/audit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
@@ -19,8 +22,8 @@ const (
 	tokenKey = "shop.token"
 )
 
-// requireBearer authenticates the API with a bearer token. It runs before
-// the idempotency middleware: keys belong to the user it finds.
+// requireBearer authenticates the API, before the middleware: keys belong
+// to the user it finds.
 func (s *Server) requireBearer(c *gin.Context) {
 	scheme, token, _ := strings.Cut(c.GetHeader("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
@@ -39,8 +42,7 @@ func (s *Server) requireBearer(c *gin.Context) {
 	actAs(c, audit.UserActor(user))
 }
 
-// actAs has the request's acts recorded as done by a (audit.Audit): the
-// user its authentication found.
+// actAs has the request's acts audited as a's: the user its authentication found.
 func actAs(c *gin.Context, a audit.Actor) {
 	c.Request = c.Request.WithContext(audit.WithActor(c.Request.Context(), a))
 }
@@ -52,21 +54,18 @@ func currentUser(c *gin.Context) models.User {
 	return u
 }
 
-// me answers who the bearer token belongs to, and until when it works.
 func (s *Server) me(c *gin.Context) {
-	user, _ := c.Get(userKey)
-	token, _ := c.Get(tokenKey)
-	u, t := user.(models.User), token.(models.APIToken)
+	u, t := currentUser(c), c.MustGet(tokenKey).(models.APIToken)
 	c.JSON(http.StatusOK, gin.H{"id": u.ID, "email": u.Email, "token_expires_at": t.ExpiresAt.UTC()})
 }
 
-// revokeToken ends the bearer token the request was sent with: at once on
-// this instance, within Deps.TokenCacheTTL on the others.
+// revokeToken ends the request's bearer token: at once here, within
+// TokenCacheTTL on the other instances.
 func (s *Server) revokeToken(c *gin.Context) {
-	token, _ := c.Get(tokenKey)
 	// Detached: a client gone after the revocation committed must not keep
 	// its token alive in this instance's cache.
-	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token.(models.APIToken), s.deps.Now().UTC()); err != nil {
+	token := c.MustGet(tokenKey).(models.APIToken)
+	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token, s.deps.Now().UTC()); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -76,14 +75,11 @@ func (s *Server) revokeToken(c *gin.Context) {
 type credentials struct {
 	Email    string `json:"email" form:"email"`
 	Password string `json:"password" form:"password"`
-	// Next is where the browser goes once signed in (a local path).
-	Next string `json:"-" form:"next"`
+	Next     string `json:"-" form:"next"` // where the browser goes once signed in
 }
 
-// createUser signs up: the API answers the account, the browser is signed
-// in. A second submission of the same form (a double-click) finds the
-// account and, the password being right, signs in too instead of saying
-// the email is taken.
+// createUser signs up; the same form sent again (a double-click) finds the
+// account and, the password being right, signs in too.
 func (s *Server) createUser(c *gin.Context) {
 	var in credentials
 	if err := decode(c, &in); err != nil {
@@ -98,7 +94,7 @@ func (s *Server) createUser(c *gin.Context) {
 	}
 	switch {
 	case isPage(c):
-		s.signedUp(c, in, user, err)
+		s.signedIn(c, "signup.html", in, user, err)
 	case err != nil:
 		s.fail(c, err)
 	default:
@@ -115,7 +111,7 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	user, err := s.accounts.LogIn(c.Request.Context(), in.Email, in.Password, c.ClientIP())
 	if isPage(c) {
-		s.loggedIn(c, in, user, err)
+		s.signedIn(c, "login.html", in, user, err)
 		return
 	}
 	if err != nil {
@@ -130,4 +126,134 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
+}
+
+// throttleAddress refuses a sign-up or log-in (a slow bcrypt each) from an
+// address, the connection's peer, that sent too many this minute: 429.
+func (s *Server) throttleAddress(c *gin.Context) {
+	if s.addresses == nil {
+		return
+	}
+	if err := s.addresses.Take(c.Request.Context(), c.ClientIP()); err != nil {
+		s.fail(c, err)
+	}
+}
+
+// The browser's session is a row on the server (accounts.Sessions), named
+// by a random token in one cookie, which ends at log-out, a password change,
+// idle or past its age: a cookie copied before is then worth nothing. The
+// token is also signed, so that a forged cookie is refused without a
+// database read; the signature is not what makes a session valid: the row is.
+const (
+	sessionCookie = "shop_session"
+	sessionKey    = "shop.session"
+)
+
+type sessionValue struct {
+	Token string `json:"sid"`
+}
+
+func newSessionCodec(secret []byte, maxAge time.Duration) *securecookie.SecureCookie {
+	// A fixed-length key, apart from the secret's other uses.
+	key := sha512.Sum512(append([]byte("shop session cookie\x00"), secret...))
+	codec := securecookie.New(key[:], nil)
+	codec.MaxAge(int(maxAge / time.Second))
+	codec.SetSerializer(securecookie.JSONEncoder{})
+	return codec
+}
+
+// startSession signs the user in with a new token, never one planted in
+// the browser before (a session fixation), and ends its former session.
+func (s *Server) startSession(c *gin.Context, user models.User) error {
+	if err := s.forgetSession(c); err != nil {
+		return err
+	}
+	token, _, err := s.sessions.Start(c.Request.Context(), user.ID, s.deps.Now())
+	if err != nil {
+		return err
+	}
+	return s.giveCookie(c, token)
+}
+
+func (s *Server) giveCookie(c *gin.Context, token string) error {
+	value, err := s.cookies.Encode(sessionCookie, sessionValue{Token: token})
+	if err != nil {
+		return err
+	}
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, value, "/", int(s.deps.SessionMaxAge/time.Second))
+	return nil
+}
+
+// secureCookies: over TLS, or always when configured so (TLS ending at a proxy).
+func (s *Server) secureCookies(c *gin.Context) bool {
+	return c.Request.TLS != nil || s.deps.SecureCookies
+}
+
+func (s *Server) forgetSession(c *gin.Context) error {
+	if session, ok := c.Get(sessionKey); ok {
+		return s.sessions.End(c.Request.Context(), session.(accounts.Session).ID)
+	}
+	return nil
+}
+
+func (s *Server) dropCookie(c *gin.Context) {
+	setCookie(c.Writer, s.secureCookies(c), sessionCookie, "", "/", -1)
+}
+
+// setCookie sets one of the shop's cookies (a negative maxAge deletes it).
+func setCookie(w http.ResponseWriter, secure bool, name, value, path string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
+}
+
+// loadSession marks the request as a page's and, when its cookie names a
+// live session, makes its user the current user: the forms' keys' scope.
+func (s *Server) loadSession(c *gin.Context) {
+	c.Set(pageKey, true)
+	cookie, err := c.Request.Cookie(sessionCookie)
+	if err != nil {
+		return
+	}
+	var value sessionValue
+	if s.cookies.Decode(sessionCookie, cookie.Value, &value) != nil || value.Token == "" {
+		return // forged, too old, signed with another secret or of an older release: signed out
+	}
+	session, err := s.sessions.Lookup(c.Request.Context(), value.Token, s.deps.Now())
+	if errors.Is(err, accounts.ErrSessionEnded) {
+		s.dropCookie(c)
+		return
+	}
+	var user models.User
+	if err == nil {
+		user, err = s.accounts.UserByID(c.Request.Context(), session.UserID)
+	}
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		s.dropCookie(c)
+	case err != nil:
+		s.fail(c, err)
+	default:
+		c.Set(userKey, user)
+		c.Set(sessionKey, session)
+		actAs(c, audit.UserActor(user))
+	}
+}
+
+// requireSession sends a signed-out browser to log in, and back here after.
+func (s *Server) requireSession(c *gin.Context) {
+	if currentUser(c).ID != "" {
+		return
+	}
+	if c.Request.Method == http.MethodGet {
+		c.Redirect(http.StatusSeeOther, "/login?next="+c.Request.URL.EscapedPath())
+		c.Abort()
+		return
+	}
+	s.fail(c, problem.Unauthorized.With("Your session has ended. Log in, then submit the form again."))
+}
+
+// refuseCrossOrigin refuses writes another site made the browser send.
+func (s *Server) refuseCrossOrigin(c *gin.Context) {
+	if err := s.crossOrigin.Check(c.Request); err != nil {
+		s.fail(c, problem.CrossOrigin.With(""))
+	}
 }

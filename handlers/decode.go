@@ -21,8 +21,7 @@ import (
 )
 
 // decode reads an operation's input into dst, the one way every handler
-// takes it: a page's form by dst's form tags, the API's JSON object
-// (decodeJSON) by its json tags.
+// takes it: a page's form by dst's form tags, the API's JSON by its json tags.
 func decode(c *gin.Context, dst any) error {
 	if isPage(c) {
 		postForm(c)
@@ -31,8 +30,7 @@ func decode(c *gin.Context, dst any) error {
 	return decodeJSON(c, dst)
 }
 
-// decodeNone reads an operation that takes no input: a form, or an empty
-// body or {} from the API.
+// decodeNone reads no input: a form, or an empty body or {} from the API.
 func decodeNone(c *gin.Context) error {
 	if isPage(c) {
 		return nil
@@ -46,9 +44,8 @@ func decodeNone(c *gin.Context) error {
 	return decodeJSON(c, &none)
 }
 
-// jsonObjects refuses a JSON body that is not an object (null, an array, a
-// string, a number, a boolean) on every route, before any key is claimed:
-// no operation takes one, and Go's decoder reads null as {}.
+// jsonObjects refuses a JSON body that is no object before any key is
+// claimed: no operation takes one, and Go's decoder reads null as {}.
 func (s *Server) jsonObjects(c *gin.Context) {
 	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
 		return
@@ -60,12 +57,10 @@ func (s *Server) jsonObjects(c *gin.Context) {
 	}
 }
 
-// jsonValueKind names the JSON value body starts with when it is not an
-// object; "" for an object, or for what the decoder refuses itself.
+// jsonValueKind names the JSON value body starts with; "" for an object.
 func jsonValueKind(body []byte) string {
 	switch {
-	case len(body) == 0 || body[0] == '{':
-		return ""
+	case len(body) == 0:
 	case body[0] == '[':
 		return "array"
 	case body[0] == '"':
@@ -74,14 +69,13 @@ func jsonValueKind(body []byte) string {
 		return "null"
 	case bytes.HasPrefix(body, []byte("true")), bytes.HasPrefix(body, []byte("false")):
 		return "boolean"
-	case body[0] == '-' || body[0] >= '0' && body[0] <= '9':
+	case strings.IndexByte("-0123456789", body[0]) >= 0:
 		return "number"
 	}
 	return ""
 }
 
-// decodeJSON reads a JSON request body into dst: application/json only, at
-// most 1 MiB, one value, no unknown fields.
+// decodeJSON reads application/json: at most 1 MiB, one value, no unknown fields.
 func decodeJSON(c *gin.Context, dst any) error {
 	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
 		return problem.UnsupportedMediaType.With(fmt.Sprintf("Send the body as application/json, not %q.", c.GetHeader("Content-Type")))
@@ -111,9 +105,7 @@ func decodeJSON(c *gin.Context, dst any) error {
 	return problem.MalformedRequest.With("The body is not valid JSON for this endpoint: " + err.Error())
 }
 
-// postForm reads a form's body, the one way the pages take input: the
-// idempotency middleware, or limitBody, has already bounded its size; a
-// form cut off reads as empty fields.
+// postForm reads a form, bounded: one cut off reads as empty fields.
 func postForm(c *gin.Context) url.Values {
 	_ = c.Request.ParseForm()
 	return c.Request.PostForm

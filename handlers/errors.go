@@ -13,19 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shop/shop/accounts"
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
 
-// fail is the one way handlers report an error: a domain error as its
-// problem, a problem as it is, anything else logged and answered with 500;
-// rendered as problem+json for the API and as a page for the browser, with
-// the request's id; it ends the request's chain, so a middleware that
-// fails stops the request. A request whose client hung up is answered with
-// nothing, and counted and logged as the middleware's client-closed status:
-// no one reads the answer, and it is no fault of the server's.
+// fail is the one way handlers report an error: as problem+json for the
+// API, a page for the browser, with the request's id; it ends the request's
+// chain. A client that hung up is answered with nothing, counted as the
+// middleware's client-closed status: no fault of the server's.
 func (s *Server) fail(c *gin.Context, err error) {
 	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		c.AbortWithStatus(middleware.StatusClientClosed)
@@ -43,16 +41,13 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	c.Abort()
 	e := explain(c, words)
-	e.layout = s.layout(c)
-	e.Notice = errorNotice(words.Text)
+	e.Layout = s.layout(c)
+	e.Notice = views.Problem(words.Text)
 	s.renderPage(c, p.Status, "error.html", e)
 }
 
-// answerOf is the problem err answers and how a shopper is told it: the
-// error's own words, or those of the error declared for its problem type.
-// It is the one place that declares an answer final, stored and replayed
-// for its key; a final error only comes of an operation behind the
-// idempotency middleware.
+// answerOf is the problem err answers and how a shopper is told it; the one
+// place that declares an answer final, stored and replayed for its key.
 func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words models.Words, final bool) {
 	var e *models.Error
 	var throttled *accounts.ThrottledError
@@ -81,9 +76,8 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 	return p, e.Shopper, e.Final
 }
 
-// unreachable reports a database the server could not reach, or lost
-// during the request: a connection refused, cut or timed out. It is the
-// server's trouble for now, not a bug: 503, retry later.
+// unreachable reports a database not reached, or lost during the request:
+// the server's trouble for now, not a bug: 503, retry later.
 func unreachable(err error) bool {
 	var netErr net.Error
 	var connectErr *pgconn.ConnectError
@@ -93,7 +87,6 @@ func unreachable(err error) bool {
 		errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300")
 }
 
-// codeTypes are the problem types of the errors known by their code alone.
 var codeTypes = map[models.Code]problem.Type{
 	models.EINVALID:      problem.Validation,
 	models.ENOTFOUND:     problem.NotFound,
@@ -101,8 +94,7 @@ var codeTypes = map[models.Code]problem.Type{
 	models.ECONFLICT:     problem.Conflict,
 }
 
-// problemOf is the problem a domain error answers: of its own type, or of
-// its code's; an error with neither is the server's fault, 500.
+// problemOf is a domain error's problem: of its type, or its code's; else 500.
 func problemOf(e *models.Error) *problem.Problem {
 	t, ok := e.Type, e.Type.Slug != ""
 	if !ok {
@@ -124,8 +116,7 @@ func problemOf(e *models.Error) *problem.Problem {
 	return p
 }
 
-// declared is the error declared for a problem type (by its URI), and for
-// a type without one the server's own failure, told as such.
+// declared is the error declared for a problem type, else Internal's.
 func declared(uri string) *models.Error {
 	if e := models.Declared(uri); e != nil {
 		return e
@@ -138,15 +129,46 @@ func (s *Server) recovered(c *gin.Context, err any) {
 	s.fail(c, problem.Internal.With("The request could not be processed."))
 }
 
-// pageKey marks a request of the browser's pages: its errors are rendered
-// as HTML pages, not problem+json.
+// pageKey marks a page's request: a form in, HTML pages out, errors included.
 const pageKey = "shop.page"
 
 func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
 
-// failAsPages makes the request's errors HTML pages: the browser's routes.
-func failAsPages(c *gin.Context) { c.Set(pageKey, true) }
+// refuse answers a refusal of the idempotency middleware as any other
+// problem: each is one of the shop's problem types, of the same slug,
+// status and title (TestEveryRefusalIsAProblemTypeOfTheShop).
+func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
+	if r.Cause != nil && unreachable(r.Cause) {
+		s.fail(c, r.Cause) // a database out of reach: 503, told as every handler's is
+		return
+	}
+	p := problem.Type{Slug: r.Type, Status: r.Status, Title: r.Title}.With(r.Detail)
+	p.RetryAfter = r.RetryAfter
+	s.fail(c, p)
+}
 
-// failAsProblems makes the request's errors problem+json, even on a route
-// of the browser's: for a client that does not ask for HTML.
-func failAsProblems(c *gin.Context) { c.Set(pageKey, false) }
+// The shopper's words for the middleware's and the handlers' refusals.
+func init() {
+	stillWorking := models.Words{Heading: "Still working on it", Retry: "Check again",
+		Text: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended."}
+	unreadable := models.Words{Heading: "The form could not be read",
+		Text: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again."}
+	for t, words := range map[problem.Type]models.Words{
+		problem.KeyReused: {Heading: "This form was already sent",
+			Text: "This form was already sent with different contents. So that nothing is done that you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form."},
+		problem.KeyInProgress: stillWorking, problem.KeyLeaseLost: stillWorking,
+		problem.Unauthorized: {Heading: "Please log in",
+			Text: "You need to be logged in for this. Your session may have ended: log in, then send the form again."},
+		problem.TooManyRequests: {Heading: "Too many attempts",
+			Text: "There were too many attempts to sign up or log in. Wait a little, then try again."},
+		problem.CrossOrigin: {Heading: "Refused: sent from another site",
+			Text: "This form was sent from another website, so the shop refused it. Nothing was done."},
+		problem.TooLarge: unreadable, problem.MalformedRequest: unreadable, problem.KeyMissing: unreadable, problem.KeyInvalid: unreadable,
+		problem.ServiceUnavailable: {Heading: "The shop is busy", Retry: "Try again",
+			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."},
+		problem.Internal: {Heading: "Something went wrong", Retry: "Try again",
+			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."},
+	} {
+		models.Declare(&models.Error{Type: t, Shopper: words})
+	}
+}

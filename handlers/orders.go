@@ -10,14 +10,15 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
 	"github.com/shop/shop/payments"
 )
 
-// The shopper's operations on orders, each one handler for the API and
-// the browser: one decode, one service call, then JSON or a page.
+// The shopper's operations on orders, each one handler for the API and the
+// browser: one decode, one service call, then JSON or a page.
 
 type productJSON struct {
 	ID         string `json:"id"`
@@ -25,13 +26,10 @@ type productJSON struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
 	Currency   string `json:"currency"`
-	// Stock is what a shopper can buy: an order of more is refused, out-of-stock.
-	Stock int `json:"stock"`
+	Stock      int    `json:"stock"` // what a shopper can buy: more is refused, out-of-stock
 }
 
-func orderLocation(id string) string { return "/api/v1/orders/" + id }
-
-func orderPage(id string) string { return "/orders/" + id }
+func orderLocation(id string) string { return apiPrefix + "/orders/" + id }
 
 func (s *Server) listProducts(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
@@ -39,56 +37,44 @@ func (s *Server) listProducts(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	out := make([]productJSON, 0, len(products))
-	for _, p := range products {
-		out = append(out, productJSON{ID: p.ID, SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Currency: p.Currency, Stock: p.Stock})
-	}
-	c.JSON(http.StatusOK, gin.H{"products": out})
+	c.JSON(http.StatusOK, gin.H{"products": each(products, func(p models.Product) productJSON {
+		return productJSON{ID: p.ID, SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Currency: p.Currency, Stock: p.Stock}
+	})})
 }
 
 // createOrder places one order: the API's items, or the checkout form's
-// quantities, which an invalid form gets back (422) with the same key: not
-// stored, so the corrected form succeeds with it.
+// quantities, which an invalid form gets back (422) with the same key.
 func (s *Server) createOrder(c *gin.Context) {
 	var in struct {
 		Items []orders.ItemInput `json:"items"`
 	}
-	var form homeView
+	var form views.Home
 	var err error
 	if isPage(c) {
 		form, in.Items, err = s.checkoutForm(c)
 	} else {
 		err = decode(c, &in)
 	}
-	if err == nil && form.Notice != nil {
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
-		return
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		s.fail(c, err)
+		return
+	case form.Notice != nil:
+		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
 		return
 	}
 	order, err := s.shop.CreateOrder(middleware.Tx(c), currentUser(c).ID, middleware.DerivedKey(c), in.Items)
-	var invalid *models.Error
 	switch {
-	case isPage(c) && errors.As(err, &invalid) && invalid.Shortages != nil:
-		s.shortForm(c, form, invalid.Shortages)
-	case isPage(c) && errors.As(err, &invalid) && invalid.Code == models.EINVALID:
-		// The catalog changed under the form (a product gone, say): the
-		// details are the API's words, not a shopper's.
-		form.Notice = errorNotice("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
-		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
+	case isPage(c):
+		s.ordered(c, form, order, err)
 	case err != nil:
 		s.fail(c, err)
-	case isPage(c):
-		c.Redirect(http.StatusSeeOther, orderPage(order.ID))
 	default:
 		c.Header("Location", orderLocation(order.ID))
 		c.JSON(http.StatusCreated, models.ViewOrder(order))
 	}
 }
 
-// getOrder is one of the user's orders, as JSON or its page.
 func (s *Server) getOrder(c *gin.Context) {
 	order, err := s.payments.Awaited(c.Request.Context(), currentUser(c).ID, c.Param("id"))
 	switch {
@@ -101,31 +87,26 @@ func (s *Server) getOrder(c *gin.Context) {
 	}
 }
 
-// listOrders lists the user's orders, newest first, a page at a time.
+// listOrders is the user's orders, newest first, a page at a time.
 func (s *Server) listOrders(c *gin.Context) {
-	list, next, limit, err := readPage(c, func(from *database.Position, limit int) ([]models.Order, bool, error) {
+	list, next, limit, err := readPage(c, isUUID, func(from *database.Position, limit int) ([]models.Order, bool, error) {
 		return s.shop.OrdersPage(c.Request.Context(), currentUser(c).ID, from, limit)
 	}, func(o models.Order) cursor { return cursor{o.CreatedAt, o.ID} })
 	switch {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		view := ordersView{layout: s.layout(c), Orders: list}
+		view := views.Orders{Layout: s.layout(c), Orders: list}
 		if next != nil {
 			view.Older = nextURL(c, *next, limit)
 		}
 		s.renderPage(c, http.StatusOK, "orders.html", view)
 	default:
-		out := make([]models.OrderJSON, 0, len(list))
-		for _, o := range list {
-			out = append(out, models.ViewOrder(o))
-		}
-		writePage(c, "orders", out, next, limit)
+		writePage(c, "orders", list, models.ViewOrder, next, limit)
 	}
 }
 
-// cancelOrder cancels a pending order; from the page, a paid one gets the
-// page again, saying that staff give refunds.
+// cancelOrder cancels a pending order; the page of a paid one says why not.
 func (s *Server) cancelOrder(c *gin.Context) {
 	if err := decodeNone(c); err != nil {
 		s.fail(c, err)
@@ -138,7 +119,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+		c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
 	default:
 		c.JSON(http.StatusOK, models.ViewOrder(order))
 	}
@@ -146,11 +127,7 @@ func (s *Server) cancelOrder(c *gin.Context) {
 
 const methodField = "payment_method"
 
-// createPayment charges the order in the path with the method sent. The
-// page goes back to the order page, which shows the outcome (paid,
-// declined with the reason, already paid by an earlier submission), or
-// to the card provider's page to authenticate; any other error is an
-// error page in its own words.
+// createPayment charges the order in the path with the method sent.
 func (s *Server) createPayment(c *gin.Context) {
 	var in struct {
 		PaymentMethod string `json:"payment_method" form:"payment_method"`
@@ -159,7 +136,11 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	payment, err := s.pay(c, in.PaymentMethod)
+	var payment models.Payment
+	err := error(models.Invalid(models.FieldError{Field: methodField, Message: "must be one of " + strings.Join(payments.Methods, ", ")}))
+	if slices.Contains(payments.Methods, in.PaymentMethod) { // the method's one check, for the API and the form
+		payment, err = s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), in.PaymentMethod)
+	}
 	if isPage(c) {
 		s.paid(c, payment, err)
 		return
@@ -168,7 +149,7 @@ func (s *Server) createPayment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.Header("Location", paymentLocation(payment))
+	c.Header("Location", orderLocation(payment.OrderID)+"/payments/"+payment.ID) // of a 402 too
 	switch payment.Status {
 	case models.Declined:
 		s.fail(c, models.DeclinedError(payment))
@@ -181,29 +162,13 @@ func (s *Server) createPayment(c *gin.Context) {
 	}
 }
 
-// pay is a payment's one check of the method and its one call.
-func (s *Server) pay(c *gin.Context, method string) (models.Payment, error) {
-	if !slices.Contains(payments.Methods, method) {
-		return models.Payment{}, models.Invalid(models.FieldError{Field: methodField, Message: "must be one of " + strings.Join(payments.Methods, ", ")})
-	}
-	return s.payments.Pay(c.Request.Context(), operationOf(c), currentUser(c).ID, c.Param("id"), method)
-}
-
-// operationOf is the idempotent operation a payment or refund runs in: the
-// middleware's own, so that the service calls the middleware, never back
-// into a handler.
+// operationOf is the operation a payment or refund runs in: the
+// middleware's own, so that the service never calls back into a handler.
 func operationOf(c *gin.Context) billing.Operation {
 	op := middleware.Current(c)
 	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
 }
 
-// paymentLocation is where a payment is served, the Location of its 201
-// (and of a declined payment's 402).
-func paymentLocation(p models.Payment) string {
-	return orderLocation(p.OrderID) + "/payments/" + p.ID
-}
-
-// getPayment answers one payment of one of the user's orders.
 func (s *Server) getPayment(c *gin.Context) {
 	payment, err := s.shop.Payment(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("payment_id"))
 	if err != nil {

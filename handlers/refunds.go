@@ -3,18 +3,33 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/billing"
+	"github.com/shop/shop/handlers/views"
+	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/templates"
 )
 
-func refundLocation(r models.Refund) string { return orderLocation(r.OrderID) + "/refunds/" + r.ID }
+// Staff give refunds, by the API and the console's form; a shopper asks for
+// one, by the API and the order page's form.
 
-// maxReason is the longest reason a refund takes, in characters.
-const maxReason = 200
+const maxReason = 200 // characters
+
+// reasonField is a reason, trimmed; an error when it is too long.
+func reasonField(reason string) (string, error) {
+	reason = strings.TrimSpace(reason)
+	if utf8.RuneCountInString(reason) > maxReason {
+		return "", models.Invalid(models.FieldError{Field: "reason", Message: "must be at most 200 characters"})
+	}
+	return reason, nil
+}
 
 // refundInput is a refund's one validation, for the API and the console:
 // an optional positive amount and an optional reason, trimmed.
@@ -34,11 +49,40 @@ func refundInput(amountCents *int64, reason string) (billing.RefundInput, error)
 	return billing.RefundInput{AmountCents: amountCents, Reason: reason}, nil
 }
 
-// createRefund gives money back on a paid order, any user's, through the
-// payments service: staff only (requireStaff). The API
-// takes amount_cents; the console's form an amount in the currency's
-// units and a reason, which it asks for, and gets the order page again
-// (422) when it cannot read them, nothing given back.
+// consoleRefund reads the console's form: an amount ("12.50"; empty for all
+// that is left) and a reason, required; or what is wrong, in staff's words.
+func consoleRefund(amount, reason string) (billing.RefundInput, string) {
+	in, err := refundInput(nil, reason)
+	switch {
+	case err != nil:
+		return in, "The reason is too long: at most 200 characters. Nothing was refunded."
+	case in.Reason == "":
+		return in, "Say why the order is refunded. Nothing was refunded."
+	}
+	if amount = strings.TrimPrefix(strings.TrimSpace(amount), "$"); amount != "" {
+		cents, ok := parseCents(amount)
+		if !ok {
+			return in, "Enter the amount as dollars and cents, such as 12.50, or leave it empty to refund all that is left. Nothing was refunded."
+		}
+		in.AmountCents = &cents
+	}
+	return in, ""
+}
+
+// parseCents reads a positive "12", "12.5" or "12.50" in cents.
+func parseCents(s string) (int64, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if len(frac) > 2 || whole == "" || len(whole) > 9 || strings.Trim(whole+frac, "0123456789") != "" {
+		return 0, false
+	}
+	units, _ := strconv.ParseInt(whole, 10, 64)
+	cents, _ := strconv.ParseInt((frac + "00")[:2], 10, 64)
+	total := units*100 + cents
+	return total, total > 0
+}
+
+// createRefund gives money back on any user's paid order: staff only. A
+// console form it cannot read gets the order's page again (422).
 func (s *Server) createRefund(c *gin.Context) {
 	var body struct {
 		AmountCents *int64 `json:"amount_cents"`
@@ -49,16 +93,13 @@ func (s *Server) createRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var in billing.RefundInput
-	var err error
+	in, err := refundInput(body.AmountCents, body.Reason)
 	if isPage(c) {
 		var wrong string
 		if in, wrong = consoleRefund(body.Amount, body.Reason); wrong != "" {
-			s.showStaffOrder(c, http.StatusUnprocessableEntity, errorNotice(wrong))
+			s.showStaffOrder(c, http.StatusUnprocessableEntity, views.Problem(wrong))
 			return
 		}
-	} else {
-		in, err = refundInput(body.AmountCents, body.Reason)
 	}
 	var refund models.Refund
 	if err == nil {
@@ -71,16 +112,14 @@ func (s *Server) createRefund(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		s.markPage(c, consolePath(c.Param("id")), templates.ActRefunded)
-		c.Redirect(http.StatusSeeOther, consolePath(c.Param("id")))
+		s.markPage(c, views.ConsolePath(c.Param("id")), templates.ActRefunded)
+		c.Redirect(http.StatusSeeOther, views.ConsolePath(c.Param("id")))
 	default:
-		c.Header("Location", refundLocation(refund))
+		c.Header("Location", orderLocation(refund.OrderID)+"/refunds/"+refund.ID)
 		c.JSON(http.StatusCreated, models.ViewRefund(refund))
 	}
 }
 
-// getRefund answers one refund of one of the user's orders (any user's, for
-// staff).
 func (s *Server) getRefund(c *gin.Context) {
 	refund, err := s.ledger.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
 	if err != nil {
@@ -88,4 +127,43 @@ func (s *Server) getRefund(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, models.ViewRefund(refund))
+}
+
+type refundRequestJSON struct {
+	ID            string              `json:"id"`
+	OrderID       string              `json:"order_id"`
+	State         models.RequestState `json:"state"`
+	Reason        string              `json:"reason"`
+	RefundID      *string             `json:"refund_id"`
+	CreatedAt     time.Time           `json:"created_at"`
+	DeclineReason string              `json:"decline_reason,omitempty"`
+}
+
+func refundRequestView(r models.RefundRequest) refundRequestJSON {
+	return refundRequestJSON{ID: r.ID, OrderID: r.OrderID, State: r.State, Reason: r.Reason, RefundID: r.RefundID, CreatedAt: r.CreatedAt.UTC(),
+		DeclineReason: r.DeclineReason}
+}
+
+// createRefundRequest records the shopper's request for a refund {reason?}.
+func (s *Server) createRefundRequest(c *gin.Context) {
+	var in struct {
+		Reason string `json:"reason" form:"reason"`
+	}
+	err := decode(c, &in)
+	if err == nil {
+		in.Reason, err = reasonField(in.Reason)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	req, err := s.ledger.RequestRefund(middleware.Tx(c), currentUser(c).ID, c.Param("id"), in.Reason, s.deps.Now().UTC())
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case isPage(c):
+		c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
+	default:
+		c.JSON(http.StatusCreated, refundRequestView(req))
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/internal/tracing"
 	"github.com/shop/shop/middleware"
@@ -15,13 +16,11 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// apiPrefix is where the JSON API is mounted: its routes, and the only
-// paths that answer other origins.
+// apiPrefix is where the JSON API is mounted: the only paths other origins may call.
 const apiPrefix = "/api/v1"
 
-// routes is the whole HTTP surface in one place; once makes a route
-// idempotent, onceAtomic one whose handler only writes to the database (its
-// claim commits with its writes: see the middleware's modes).
+// routes is the whole HTTP surface; once makes a route idempotent,
+// onceAtomic one whose claim commits with its database writes.
 func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -48,7 +47,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web := r.Group("", s.loadSession, s.refuseCrossOrigin)
 	web.GET("/", s.home)
 	web.GET("/how-it-works", s.howItWorks)
-	web.GET("/problems", s.problemIndex)
+	web.GET("/problems", s.problemPage)
 	web.GET("/problems/:slug", s.problemPage)
 	web.GET("/signup", s.credentialsPage("signup.html"))
 	web.POST("/signup", s.throttleAddress, limitBody, middleware.OptionalKey, once, s.createUser)
@@ -58,13 +57,13 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	web.GET(payments.AuthPath+":charge", s.authenticationPage)
 	web.POST(payments.AuthPath+":charge", limitBody, s.authenticate)
 	shopper := web.Group("", s.requireSession)
-	shopper.POST("/orders", s.markRepeats(repeatedOrder), onceAtomic, s.createOrder)
+	shopper.POST("/orders", s.markRepeats(views.RepeatedOrder), onceAtomic, s.createOrder)
 	shopper.GET("/orders", s.listOrders)
 	shopper.GET("/orders/:id", s.getOrder)
 	shopper.GET("/orders/:id/receipt", s.receiptPage)
-	shopper.POST("/orders/:id/payments", s.markRepeats(repeatedPayment), once, s.createPayment)
+	shopper.POST("/orders/:id/payments", s.markRepeats(views.RepeatedPayment), once, s.createPayment)
 	shopper.POST("/orders/:id/refund-requests", onceAtomic, s.createRefundRequest)
-	shopper.POST("/orders/:id/cancel", s.markRepeats(repeatedCancel), onceAtomic, s.cancelOrder)
+	shopper.POST("/orders/:id/cancel", s.markRepeats(views.RepeatedCancel), onceAtomic, s.cancelOrder)
 	shopper.GET("/account", s.accountPage)
 	shopper.GET("/account/password", s.passwordPage)
 	shopper.POST("/account/password", once, s.changePassword)
@@ -103,8 +102,7 @@ func (s *Server) routes(once, onceAtomic gin.HandlerFunc) *gin.Engine {
 	return r
 }
 
-// consoleRoutes are the staff console's: staff only, refused before any
-// key is claimed (404 for a page, 403 for a write).
+// consoleRoutes are the staff console's, behind requireStaff.
 func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.HandlerFunc) {
 	console.GET("", s.staffListOrders)
 	console.GET("/orders/:id", s.staffGetOrder)
@@ -122,16 +120,14 @@ func (s *Server) consoleRoutes(console *gin.RouterGroup, once, onceAtomic gin.Ha
 	console.POST("/webhooks/:delivery_id/redeliver", s.markRepeats(redelivered+templates.Again), onceAtomic, s.staffRedeliver)
 }
 
-// asPage makes the answer for an unknown path an HTML page, except under
-// the API's prefix.
+// asPage makes the answer for an unknown path a page, except under the API's.
 func (s *Server) asPage(c *gin.Context) {
 	if !strings.HasPrefix(c.Request.URL.Path, "/api/") {
 		s.loadSession(c)
 	}
 }
 
-// limitBody bounds the account forms, which are not behind the idempotency
-// middleware and its own bound; a form cut off reads as empty fields.
+// limitBody bounds the forms that are not behind the middleware's own bound.
 func limitBody(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes)
 }

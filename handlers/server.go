@@ -6,6 +6,8 @@ package handlers
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -26,58 +28,35 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Deps is what the server is built from, by main. A setting's meaning and
-// default are config's (config.Config, its env name in parentheses); what
-// is said here is only what the server adds.
+// Deps is what main builds the server from; a setting's meaning is config's.
 type Deps struct {
-	DB *gorm.DB
-	// Payments owns the money workflow: required, built by main (one composition root).
-	Payments *billing.Service
-	// TTL, Lease and Wait configure the idempotency middleware (IDEMPOTENCY_*).
+	DB       *gorm.DB
+	Payments *billing.Service // required: main builds it (one composition root)
+	// The idempotency middleware's; ReplayCacheBytes 0: the default, negative: no cache.
 	TTL, Lease, Wait time.Duration
-	// ReplayCacheBytes bounds the middleware's cache of completed answers:
-	// middleware.DefaultCacheBytes when zero; no cache when negative.
 	ReplayCacheBytes int64
-	// PushAnswers: on PostgreSQL, completed answers are pushed to the other
-	// instances' caches, signed with a key derived from SessionSecret.
-	PushAnswers bool
-	// Now is the clock of leases, expiry and payment holds; time.Now when nil.
-	Now func() time.Time
-	// OrderExpiry (ORDER_EXPIRY), TokenTTL and TokenCacheTTL (zero or
-	// negative: no cache) are required: their defaults are config's.
-	OrderExpiry      time.Duration
-	MaxPendingOrders int // MAX_PENDING_ORDERS; 0: any number
-	TokenTTL         time.Duration
-	TokenCacheTTL    time.Duration
-	// BcryptCost for new passwords, at most bcrypt.MaxCost (golang.org/x/crypto/bcrypt);
-	// below bcrypt.MinCost (zero), bcrypt itself uses bcrypt.DefaultCost.
-	BcryptCost int
-	// SessionSecret (SESSION_SECRET): at least 32 bytes. When empty, a
-	// random secret is made, and sessions end when the process does.
+	PushAnswers      bool
+	Now              func() time.Time // of leases, expiry and holds; time.Now when nil
+	MaxPendingOrders int              // 0: any number
+	BcryptCost       int              // below bcrypt.MinCost, bcrypt's default
+	// TokenCacheTTL zero or negative: no cache.
+	OrderExpiry, TokenTTL, TokenCacheTTL time.Duration
+	// SessionSecret: at least 32 bytes; empty: a random one, sessions end with the process.
 	SessionSecret              []byte
 	SessionIdle, SessionMaxAge time.Duration
-	// SecureCookies marks the session cookie Secure even over plain HTTP:
-	// behind a proxy that ends TLS. Production sets it.
-	SecureCookies bool
-	Logger        *slog.Logger
-	// StripeWebhookSecret: when empty, POST /webhooks/stripe is not served.
-	StripeWebhookSecret string
-	// CredentialsPerMinute, LoginFailures and LoginFailureWindow throttle
-	// sign-ups and log-ins (accounts.LoginThrottle); zero: no limit.
-	CredentialsPerMinute int
-	LoginFailures        int
-	LoginFailureWindow   time.Duration
-	TrustedProxies       []netip.Prefix
-	CORSOrigins          []string // see httpkit.CrossOriginAPI
-	// Collectors are the background jobs' series, served on /metrics too.
-	Collectors []prometheus.Collector
-	// Committed is told, without waiting, when an operation's writes have
-	// committed through the idempotency middleware: the outbox's relay wakes.
+	SecureCookies              bool // Secure even over plain HTTP: behind a proxy that ends TLS
+	Logger                     *slog.Logger
+	StripeWebhookSecret        string // empty: POST /webhooks/stripe is not served
+	// The throttles of sign-ups and log-ins; zero: no limit.
+	CredentialsPerMinute, LoginFailures int
+	LoginFailureWindow                  time.Duration
+	TrustedProxies                      []netip.Prefix
+	CORSOrigins                         []string
+	Collectors                          []prometheus.Collector // the background jobs' series, served on /metrics too
+	// Committed is told, without waiting, of committed writes: the outbox's relay wakes.
 	Committed    func()
 	MetricsToken string
-	// Tracer traces each request in a span named by its route; nil or a
-	// no-op provider: no tracing (see internal/tracing).
-	Tracer trace.TracerProvider
+	Tracer       trace.TracerProvider // nil or a no-op provider: no tracing
 }
 
 // Server serves the shop.
@@ -102,7 +81,7 @@ type Server struct {
 func NewServer(deps Deps) *Server {
 	gin.SetMode(gin.ReleaseMode) // no debug listing of the routes on start-up
 	// Derived before a random session secret is made: no other instance would share it.
-	keys := deriveKeys(deps.SessionSecret)
+	push, digest := deriveKeys(deps.SessionSecret)
 	switch {
 	case len(deps.SessionSecret) == 0:
 		deps.SessionSecret = securecookie.GenerateRandomKey(64)
@@ -116,10 +95,7 @@ func NewServer(deps Deps) *Server {
 		deps.Logger = slog.Default()
 	}
 	deps.Logger = slog.New(httpkit.RequestIDs(deps.Logger.Handler()))
-	accts, err := accounts.NewAccounts(deps.DB, deps.BcryptCost)
-	if err != nil {
-		panic(err) // only a bcrypt cost out of range, which Deps documents
-	}
+	accts := must(accounts.NewAccounts(deps.DB, deps.BcryptCost))
 	if deps.LoginFailures > 0 {
 		accts.Throttle = &accounts.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
 	}
@@ -128,11 +104,12 @@ func NewServer(deps Deps) *Server {
 	}
 	s := &Server{
 		deps:        deps,
+		payments:    deps.Payments,
 		accounts:    accts,
 		shop:        orders.Store{DB: deps.DB, MaxPending: deps.MaxPendingOrders},
 		ledger:      billing.Ledger{DB: deps.DB},
 		trail:       audit.Trail{DB: deps.DB},
-		pages:       mustParsePages(),
+		pages:       must(templates.Parse()),
 		cookies:     newSessionCodec(deps.SessionSecret, deps.SessionMaxAge),
 		sessions:    accounts.Sessions{DB: deps.DB, Idle: deps.SessionIdle, MaxAge: deps.SessionMaxAge},
 		crossOrigin: http.NewCrossOriginProtection(),
@@ -140,15 +117,9 @@ func NewServer(deps Deps) *Server {
 	}
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
-		PushAnswers: deps.PushAnswers,
-		PushSecret:  keys.push,
-		DigestKey:   keys.digest,
-		Scope:       scope,
-		Refuse:      s.refuse,
-		Observe:     s.observe,
-		Logger:      deps.Logger,
+		PushAnswers: deps.PushAnswers, PushSecret: push, DigestKey: digest,
+		Scope: scope, Refuse: s.refuse, Observe: s.observe, Logger: deps.Logger,
 	})
-	s.payments = deps.Payments
 	s.metrics.Registry.MustRegister(s.payments.Collectors()...)
 	s.metrics.Registry.MustRegister(pushesRefused(s.idempotency))
 	s.metrics.Registry.MustRegister(httpkit.SQLiteCommits(deps.DB)...)
@@ -160,7 +131,6 @@ func NewServer(deps Deps) *Server {
 	return s
 }
 
-// Payments is the payments service the server calls, Deps.Payments.
 func (s *Server) Payments() *billing.Service { return s.payments }
 
 // scope is who owns an idempotency key: the signed-in user, or Stripe for
@@ -172,25 +142,23 @@ func scope(c *gin.Context) string {
 	return currentUser(c).ID
 }
 
-func mustParsePages() templates.Pages {
-	pages, err := templates.Parse()
+// must is v, or a panic at start-up: a template that does not parse, a
+// bcrypt cost out of range, a key HKDF cannot give.
+func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
-	return pages
+	return v
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
-// Close flushes what the idempotency middleware counted in memory; call it
-// once the HTTP server has stopped.
+// Close flushes what the middleware counted in memory, once the HTTP server stopped.
 func (s *Server) Close(ctx context.Context) error { return s.idempotency.Close(ctx) }
 
-// ReplayCache reports what the idempotency middleware's replay cache holds.
 func (s *Server) ReplayCache() middleware.CacheStats { return s.idempotency.CacheStats() }
 
-// SweepSessions deletes the browser sessions that ran out, idle or past
-// their absolute end.
+// SweepSessions deletes the browser sessions that ran out.
 func (s *Server) SweepSessions(ctx context.Context) (int64, error) {
 	return s.sessions.Sweep(ctx, s.deps.Now())
 }
@@ -200,11 +168,38 @@ func (s *Server) SweepKeys(ctx context.Context) (int64, error) {
 	return s.idempotency.Sweep(ctx, middleware.DefaultSweepBatch)
 }
 
-// observe counts what the idempotency middleware did, and tells Committed
-// of an operation whose writes committed, so that their events leave now.
+// ExpireOrders cancels the orders unpaid past the expiry; it returns how many.
+func (s *Server) ExpireOrders(ctx context.Context) (int, error) {
+	now := s.deps.Now()
+	return s.shop.ExpireOrders(ctx, now.Add(-s.deps.OrderExpiry), now)
+}
+
+// observe counts what the middleware did, and tells Committed of a commit.
 func (s *Server) observe(route string, outcome middleware.Outcome) {
 	s.metrics.IdempotencyOutcome(route, outcome)
 	if outcome == middleware.OutcomeStored && s.deps.Committed != nil {
 		s.deps.Committed()
 	}
+}
+
+// deriveKeys: the session secret, which every instance shares and the
+// database never holds, yields the keys that sign pushed answers and that
+// key the requests' hashes (which then tell nothing of passwords); none
+// without a configured secret, which no other instance would share.
+func deriveKeys(secret []byte) (push, digest []byte) {
+	if len(secret) == 0 {
+		return nil, nil
+	}
+	return derive(secret, "idempotency push", middleware.MinPushSecret), derive(secret, "idempotency digest", middleware.MinDigestKey)
+}
+
+func derive(secret []byte, label string, n int) []byte {
+	return must(hkdf.Key(sha256.New, secret, nil, label, n))
+}
+
+func pushesRefused(mw *middleware.Idempotency) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shop_idempotency_pushes_refused_total",
+		Help: "Answers pushed by other instances and dropped because their signature failed: forged, or sent under another SESSION_SECRET.",
+	}, func() float64 { return float64(mw.PushesRefused()) })
 }

@@ -3,39 +3,24 @@ package handlers
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/shop/shop/handlers/views"
+	"github.com/shop/shop/httpkit"
 	"github.com/shop/shop/middleware"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
-	"github.com/shop/shop/templates"
+	"github.com/shop/shop/problem"
 )
 
-// The browser's pages. Every render of a form embeds a fresh key in its
-// hidden idempotency_key field; the same middleware as the API's makes a
-// repeated submission of that form replay its first answer.
-
-// catalogLine is one product of the checkout form, with what was typed.
-type catalogLine struct {
-	Product  models.Product
-	Quantity string
-	Error    string
-}
-
-type homeView struct {
-	layout
-	Key         string
-	Lines       []catalogLine
-	MaxQuantity int
-	MaxPending  int
-}
+// The browser's pages, and how they are rendered. Every render of a form
+// embeds a fresh key in its hidden idempotency_key field: the middleware
+// makes a repeated submission of that form replay its first answer.
 
 func (s *Server) home(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
@@ -43,22 +28,20 @@ func (s *Server) home(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	lines := make([]catalogLine, len(products))
-	for i, p := range products {
-		lines[i] = catalogLine{Product: p} // empty, not "0": typing 2 must not give 20
+	view := views.Home{Layout: s.layout(c), Key: uuid.NewString(), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
+	for _, p := range products {
+		view.Lines = append(view.Lines, views.CatalogLine{Product: p}) // empty, not "0": typing 2 must not give 20
 	}
-	s.renderPage(c, http.StatusOK, "home.html", homeView{layout: s.layout(c), Key: uuid.NewString(), Lines: lines, MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending})
+	s.renderPage(c, http.StatusOK, "home.html", view)
 }
 
 const qtyPrefix = "qty-"
 
-// checkoutForm reads the checkout form: the items ordered, and the form
-// as typed, with a notice when it cannot be ordered as it is.
-func (s *Server) checkoutForm(c *gin.Context) (homeView, []orders.ItemInput, error) {
+// checkoutForm reads the items ordered, and the form as typed, with why not.
+func (s *Server) checkoutForm(c *gin.Context) (views.Home, []orders.ItemInput, error) {
 	form := postForm(c)
-	view := homeView{layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
-	// Through the operation's transaction, as everything an atomic handler
-	// reads: it already holds a connection, and must not wait for another.
+	view := views.Home{Layout: s.layout(c), Key: form.Get(middleware.FormKeyField), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
+	// Through the operation's transaction, which already holds a connection.
 	products, err := orders.Store{DB: middleware.Tx(c)}.Products(c.Request.Context())
 	if err != nil {
 		return view, nil, err
@@ -67,16 +50,15 @@ func (s *Server) checkoutForm(c *gin.Context) (homeView, []orders.ItemInput, err
 	invalid := false
 	for _, p := range products {
 		typed := strings.TrimSpace(form.Get(qtyPrefix + p.ID))
-		line := catalogLine{Product: p, Quantity: typed}
+		line := views.CatalogLine{Product: p, Quantity: typed}
 		quantity, err := strconv.Atoi(typed)
 		switch {
-		case typed == "": // none of this product
+		case typed == "":
 		case err != nil:
 			line.Error = "Enter a whole number."
 		case quantity < 0 || quantity > orders.MaxQuantity:
 			line.Error = "Enter a number from 0 to " + strconv.Itoa(orders.MaxQuantity) + "."
-		case quantity == 0: // "0", "00", "+0": none of this product
-		default:
+		case quantity > 0: // "0", "00", "+0": none of this product
 			items = append(items, orders.ItemInput{ProductID: p.ID, Quantity: quantity})
 		}
 		invalid = invalid || line.Error != ""
@@ -84,16 +66,16 @@ func (s *Server) checkoutForm(c *gin.Context) (homeView, []orders.ItemInput, err
 	}
 	switch {
 	case unknownProducts(form, products):
-		view.Notice = errorNotice("The form lists a product that is no longer in the catalog. Check the quantities and place the order again.")
+		view.Notice = views.Problem("The form lists a product that is no longer in the catalog. Check the quantities and place the order again.")
 	case invalid:
-		view.Notice = errorNotice("Some quantities are not valid; nothing was ordered.")
+		view.Notice = views.Problem("Some quantities are not valid; nothing was ordered.")
 	case len(items) == 0:
-		view.Notice = errorNotice("Choose a quantity for at least one product.")
+		view.Notice = views.Problem("Choose a quantity for at least one product.")
 	}
 	return view, items, nil
 }
 
-func unknownProducts(form url.Values, products []models.Product) bool {
+func unknownProducts(form map[string][]string, products []models.Product) bool {
 	for field := range form {
 		id, ok := strings.CutPrefix(field, qtyPrefix)
 		if ok && !slices.ContainsFunc(products, func(p models.Product) bool { return p.ID == id }) {
@@ -103,127 +85,245 @@ func unknownProducts(form url.Values, products []models.Product) bool {
 	return false
 }
 
-type ordersView struct {
-	layout
-	Orders []models.Order
-	// Older links to the next page of orders; empty on the last.
-	Older string
+// ordered answers the checkout form: invalid, it comes back (422) with the
+// same key, nothing stored; short of stock (409), with what is left, and a
+// fresh key for the new order the shopper makes of it.
+func (s *Server) ordered(c *gin.Context, form views.Home, order models.Order, err error) {
+	var invalid *models.Error
+	switch {
+	case errors.As(err, &invalid) && invalid.Shortages != nil:
+		for _, sh := range invalid.Shortages {
+			for i, line := range form.Lines {
+				if line.Product.ID == sh.ProductID {
+					form.Lines[i].Product.Stock = sh.Left
+					form.Lines[i].Error = "Only " + strconv.Itoa(sh.Left) + " left: you asked for " + strconv.Itoa(sh.Asked) + "."
+					if sh.Left == 0 {
+						form.Lines[i].Error = "Sold out: none left."
+					}
+				}
+			}
+		}
+		form.Key = uuid.NewString()
+		form.Notice = views.Problem(models.ErrOutOfStock.Shopper.Text)
+		s.renderPage(c, http.StatusConflict, "home.html", form)
+	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
+		// The catalog changed under the form: the details are the API's words.
+		form.Notice = views.Problem("The order could not be placed as it is; nothing was ordered. Check the quantities and place the order again.")
+		s.renderPage(c, http.StatusUnprocessableEntity, "home.html", form)
+	case err != nil:
+		s.fail(c, err)
+	default:
+		c.Redirect(http.StatusSeeOther, views.OrderPath(order.ID))
+	}
 }
 
-type orderPageView struct {
-	layout
-	Order       models.Order
-	Key         string
-	Methods     cardChoice
-	MethodError string
-	// CancelKey is the Cancel order button's own key.
-	CancelKey string
-	// The shopper's requests for a refund, and whether the page offers the
-	// "Request a refund" form (a charged order, none open), with its key.
-	Requests   []models.RefundRequest
-	CanRequest bool
-	RequestKey string
-}
-
-// showOrder is the order's page, with the forms of what the shopper may do.
 func (s *Server) showOrder(c *gin.Context, order models.Order) {
-	view := orderPageView{layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cardChoice(), CancelKey: uuid.NewString()}
-	if err := s.withRequests(c, &view); err != nil {
+	reqs, err := s.shop.RefundRequests(c.Request.Context(), order.ID)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	view.Notice = orderOutcome(order, view.Requests, s.takeRepeat(c), s.deps.OrderExpiry)
+	view := views.Order{Layout: s.layout(c), Order: order, Key: uuid.NewString(), Methods: s.cards(), CancelKey: uuid.NewString(),
+		Requests: reqs, RequestKey: uuid.NewString()}
+	view.CanRequest = order.Charged() && order.Status != models.OrderRefunded &&
+		!slices.ContainsFunc(reqs, func(r models.RefundRequest) bool { return r.State == models.RequestOpen })
+	view.Notice = views.OrderOutcome(order, reqs, s.takeRepeat(c), s.deps.OrderExpiry)
 	s.renderPage(c, http.StatusOK, "order.html", view)
 }
 
-// orderOutcome is the one place that chooses what the order page opens
-// with: the outcome of the order's payments, and whether the form that led
-// here was sent more than once (repeated names it, "" when it was not),
-// and the answer to the shopper's latest request for a refund.
-// Each outcome is one case; expiry is how long an order may wait unpaid.
-func orderOutcome(order models.Order, requests []models.RefundRequest, repeated string, expiry time.Duration) *notice {
-	twice := repeatedText[repeated]
-	last := lastPayment(order)
-	refund := lastRefund(order)
-	req := latest(requests, func(r models.RefundRequest) time.Time { return r.CreatedAt })
-	switch {
-	case order.Status == models.OrderCancelled:
-		return cancelledNotice(order, expiry, twice)
-	case refund != nil:
-		return &notice{Kind: noticeSuccess, Title: templates.RefundTitle(order, *refund), Text: "It can take a few days to show on your statement.", Also: twice}
-	case req != nil && req.State != models.RequestFulfilled:
-		return &notice{Kind: noticeInfo, Title: templates.RequestTitle(*req), Text: templates.RequestAnswer(*req), Also: twice}
-	case order.Status == models.OrderPaid && repeated == alreadyPaid:
-		return told(noticeInfo, models.ErrOrderPaid.Shopper, "")
-	case order.Status == models.OrderPaid:
-		return &notice{Kind: noticeSuccess, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
-	case order.AwaitingAction() != nil:
-		return &notice{Kind: noticeInfo, Title: "Authenticate to pay.", Text: "Your card provider asks you to confirm this payment. Nothing is charged until you do; if you do not, the payment lapses and you can pay again.", Also: twice}
-	case order.PaymentInDoubt():
-		return &notice{Kind: noticeInfo, Title: "Your last payment is being confirmed.", Text: "We are checking with the card provider whether it went through. You will not be charged twice; this page shows the result once it is known.", Also: twice}
-	case lastAttemptFailed(order):
-		return &notice{Kind: noticeError, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
-	case last != nil && last.Status == models.Declined:
-		n := told(noticeError, models.ErrPaymentDeclined.Shopper, twice)
-		n.Text = templates.DeclineReason(last.DeclineReason) + n.Text
-		return n
-	case twice != "":
-		return &notice{Kind: noticeInfo, Title: "Sent twice, done once.", Text: twice}
-	}
-	return nil
-}
-
-// What the order page adds when the form that led to it was sent more than
-// once: a double-click, the back button, a refresh.
-var repeatedText = map[string]string{
-	repeatedOrder:   "You sent the order form more than once; one order was placed.",
-	repeatedPayment: "You sent the payment form more than once; it was processed once.",
-	repeatedCancel:  "Sent twice, done once: you sent the cancel form more than once; it was cancelled once.",
-}
-
-// lastAttemptFailed: the order's latest attempt reached no charge — the
-// provider refused it, or, past the roll-forward window, had no record of it.
-func lastAttemptFailed(order models.Order) bool {
-	last := latest(order.Attempts, func(a models.PaymentAttempt) time.Time { return a.CreatedAt })
-	return last != nil && last.State == models.Failed
-}
-
-func lastPayment(order models.Order) *models.Payment {
-	return latest(order.Payments, func(p models.Payment) time.Time { return p.CreatedAt })
-}
-
-// latest is the row of rows created last (the later one of a tie), nil
-// when there is none.
-func latest[T any](rows []T, createdAt func(T) time.Time) *T {
-	var last *T
-	for i := range rows {
-		if last == nil || !createdAt(rows[i]).Before(createdAt(*last)) {
-			last = &rows[i]
-		}
-	}
-	return last
-}
-
-// paid answers the order page's pay form.
+// paid answers the pay form: the order page, or the provider's to authenticate.
 func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 	var invalid *models.Error
 	switch {
 	case errors.As(err, &invalid) && invalid.Fields != nil && invalid.Fields[0].Field == methodField:
 		// The pay form as sent, with its key: nothing was charged nor stored under it.
-		s.refusedForm(c, http.StatusUnprocessableEntity, "Nothing was charged: choose a card to pay with, then press Pay.", func(view *orderPageView, sent string) {
+		s.refusedForm(c, http.StatusUnprocessableEntity, "Nothing was charged: choose a card to pay with, then press Pay.", func(view *views.Order, sent string) {
 			view.Key, view.MethodError = sent, "Choose a card to pay with."
 		})
 		return
 	case errors.Is(err, models.ErrOrderPaid):
-		s.markPage(c, orderPage(c.Param("id")), alreadyPaid)
+		s.markPage(c, views.OrderPath(c.Param("id")), views.AlreadyPaid)
 	case err != nil:
 		s.fail(c, err)
 		return
 	}
 	if payment.Status == models.RequiresAction {
-		// To the card provider's page; it sends the shopper back to the order.
 		c.Redirect(http.StatusSeeOther, payment.NextActionURL)
 		return
 	}
-	c.Redirect(http.StatusSeeOther, orderPage(c.Param("id")))
+	c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
 }
+
+// refusedByOrder shows the order page again with the refused cancel form:
+// with its key when nothing was stored under it, a fresh one after a final
+// answer, which was.
+func (s *Server) refusedByOrder(c *gin.Context, err error) {
+	p, words, final := s.answerOf(c, err)
+	s.refusedForm(c, p.Status, words.Text, func(view *views.Order, sent string) {
+		view.Key, view.CancelKey = uuid.NewString(), sent
+		if final {
+			view.CancelKey = uuid.NewString()
+		}
+	})
+}
+
+// refusedForm shows the order page again with a refused form, and why.
+func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *views.Order, sent string)) {
+	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := views.Order{Layout: s.layout(c), Order: order, Methods: s.cards()}
+	keep(&view, postForm(c).Get(middleware.FormKeyField))
+	view.Notice = views.Problem(text)
+	s.renderPage(c, status, "order.html", view)
+}
+
+// receiptPage is a paid order's receipt, made to be printed.
+func (s *Server) receiptPage(c *gin.Context) {
+	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	view := views.Receipt{Layout: s.layout(c), Order: order}
+	for _, p := range order.Payments {
+		if p.Status == models.Succeeded {
+			view.Charges = append(view.Charges, p)
+		}
+	}
+	if len(view.Charges) == 0 {
+		s.fail(c, problem.NotFound.With("This order has no receipt yet: it is not paid."))
+		return
+	}
+	s.renderPage(c, http.StatusOK, "receipt.html", view)
+}
+
+func (s *Server) layout(c *gin.Context) views.Layout {
+	l := views.Layout{User: currentUser(c)}
+	if c.Request.Method == http.MethodGet {
+		l.Path = c.Request.URL.Path
+	}
+	return l
+}
+
+func (s *Server) cards() views.Cards {
+	provider, cards := s.payments.TestCards()
+	return views.Cards{Provider: provider, Cards: cards}
+}
+
+// renderPage renders into a buffer first: a template error never sends half a page.
+func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
+	page, err := s.pages.Render(name, data)
+	if err != nil {
+		s.deps.Logger.ErrorContext(c.Request.Context(), "render page", "page", name, "err", err)
+		c.Abort()
+		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("The page could not be shown; please try again."))
+		return
+	}
+	// Not no-store: the back button should bring back the very page, with
+	// the same form key, so that submitting it again replays its answer.
+	c.Header("Cache-Control", "private, no-cache")
+	c.Data(status, "text/html; charset=utf-8", page)
+}
+
+// explain is an error page in the error's own words, with where to go next.
+func explain(c *gin.Context, words models.Words) views.Error {
+	shop, mine := views.Link{Href: "/", Text: "Back to the catalog"}, views.Link{Href: "/orders", Text: "My orders"}
+	links := []views.Link{mine, shop}
+	id := c.Param("id")
+	switch user := currentUser(c); {
+	case user.ID == "":
+		links = []views.Link{{Href: "/login", Text: "Log in"}, {Href: "/signup", Text: "Sign up"}, shop}
+	case strings.HasPrefix(c.FullPath(), "/staff/") && user.IsStaff():
+		links = []views.Link{{Href: "/staff", Text: "All orders"}, {Href: "/staff/in-doubt", Text: "In doubt"}}
+		if id != "" {
+			links = append([]views.Link{{Href: views.ConsolePath(id), Text: "Back to the order"}}, links...)
+		}
+	case id != "" && strings.HasPrefix(c.FullPath(), "/orders/"):
+		links = []views.Link{{Href: views.OrderPath(id), Text: "Back to your order"}, mine}
+	}
+	view := views.Error{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
+	if words.Retry != "" {
+		view.Retry = retryOf(c, words.Retry)
+	}
+	return view
+}
+
+// retryOf is the failed form as it was sent, if it was one with a key.
+func retryOf(c *gin.Context, label string) *views.RetryForm {
+	if c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
+		return nil
+	}
+	r := &views.RetryForm{Action: c.Request.URL.Path, Label: label}
+	for name, values := range postForm(c) {
+		for _, v := range values {
+			r.Fields = append(r.Fields, views.Field{Name: name, Value: v})
+		}
+	}
+	slices.SortStableFunc(r.Fields, func(a, b views.Field) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+// A replayed redirect of a form sent again carries a short-lived cookie
+// naming the form, for the page to say so; nothing stored changes.
+const repeatCookie = "shop_repeat"
+
+func (s *Server) markRepeats(form string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Writer = &repeatMarker{ResponseWriter: c.Writer, form: form, secure: s.secureCookies(c)}
+		c.Next()
+	}
+}
+
+type repeatMarker struct {
+	gin.ResponseWriter
+	form   string
+	secure bool
+}
+
+func (w *repeatMarker) WriteHeader(status int) {
+	target := w.Header().Get("Location")
+	page := strings.HasPrefix(strings.TrimPrefix(target, "/staff"), "/orders/") || strings.HasPrefix(target, deliveriesPage+"/")
+	if status == http.StatusSeeOther && w.Header().Get(middleware.ReplayedHeader) == "true" && page {
+		setCookie(w, w.secure, repeatCookie, w.form, target, 60)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// markPage names in that cookie what a form's first answer found
+// (views.AlreadyPaid) or did (a console act), for the page at path.
+func (s *Server) markPage(c *gin.Context, path, what string) {
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, what, path, 60)
+}
+
+// takeRepeat reads the page's repeat cookie and deletes it: the page says it once.
+func (s *Server) takeRepeat(c *gin.Context) string {
+	cookie, err := c.Request.Cookie(repeatCookie)
+	if err != nil {
+		return ""
+	}
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, "", c.Request.URL.Path, -1)
+	return cookie.Value
+}
+
+// problemPage documents the idempotency policy and every problem type (at
+// /problems), or one type. An unknown one is a 404: a page for a browser,
+// problem+json for an API client.
+func (s *Server) problemPage(c *gin.Context) {
+	view := views.Problems{Layout: s.layout(c), All: problem.All, Final: models.FinalTypes(), TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait}
+	for _, t := range problem.All {
+		if t.Slug == c.Param("slug") {
+			view.Type, view.Error = &t, models.Declared(t.URI())
+		}
+	}
+	if view.Type == nil && c.Param("slug") != "" {
+		c.Set(pageKey, strings.Contains(c.GetHeader("Accept"), "text/html"))
+		s.fail(c, problem.NotFound.With("No such problem type."))
+		return
+	}
+	s.renderPage(c, http.StatusOK, "problems.html", view)
+}
+
+func (s *Server) howItWorks(c *gin.Context) { s.renderPage(c, http.StatusOK, "how.html", s.layout(c)) }

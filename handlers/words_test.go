@@ -9,6 +9,7 @@ import (
 
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -29,7 +30,7 @@ func TestActivityTellsEveryFinalAnswer(t *testing.T) {
 	}
 	check("/payments", models.ErrPaymentDeclined) // told by its trace
 	check("/refunds", models.ErrRefundFailed)     // told by its trace
-	for suffix, finals := range storedRefusals {
+	for suffix, finals := range views.StoredRefusals {
 		for _, e := range finals {
 			check(suffix, e)
 			if e.Shopper.Outcome != finals[0].Shopper.Outcome {

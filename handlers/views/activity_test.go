@@ -1,4 +1,4 @@
-package handlers
+package views
 
 import (
 	"strings"
@@ -30,8 +30,8 @@ func TestActivityTellsAPaymentByItsState(t *testing.T) {
 			Payments: map[string]models.Payment{middleware.DerivedKeyOf(c.key): {OrderID: "o1", Status: c.status}},
 			Numbers:  map[string]int64{"o1": 1001},
 		}
-		a := activityOf(c.key, traces, "o1")
-		if a.What != c.what || a.Href != orderPage("o1") || !strings.Contains(a.Result, c.result) {
+		a := ActivityOf(c.key, traces, "o1")
+		if a.What != c.what || a.Href != OrderPath("o1") || !strings.Contains(a.Result, c.result) {
 			t.Errorf("a %s payment under a %s key: %+v, want %q, %q", c.status, c.key.State, a, c.what, c.result)
 		}
 	}
