@@ -28,14 +28,12 @@ package middleware
 //	expired ──the same, in one transaction──▶ completed, a new operation
 //	released, stalled (left by a two-phase attempt) ──takeover, in the transaction──▶ completed
 //
-// The phases are defined by phaseOf, below. twophase.go and atomic.go run
-// a claimed key, outcome.go records or releases what the handler answered,
-// and replay.go sends a stored answer.
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -58,10 +56,8 @@ func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
 	return &lookup{found, ok, err}
 }
 
-// execute finds out what the key says and acts on it: run the operation if
-// this request claims it, replay the answer if it is done, wait if it is
-// running, refuse if the key names another request. first, when not nil,
-// is the key's row as dispatch read it, for the first look.
+// execute reads the key and acts on it: claim and run, replay, wait, or
+// refuse. first, when not nil, is the row dispatch read, for the first look.
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
@@ -93,9 +89,8 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 		}
 		if at != phaseAbsent && at != phaseExpired &&
 			!sameRequest(found.Fingerprint, want) && !(found.Lapsed(now) && found.Target == want.Target) {
-			// A released key takes a corrected body, but only for the same
-			// target: its operation, and the derived key, stay with it. A
-			// lapsed lease counts as released: its release may have failed.
+			// A released (or lapsed) key takes a corrected body, for the same
+			// target only: its operation and derived key stay with it.
 			m.mismatch(c, want.Route, found.Method, found.Route)
 			return
 		}
@@ -110,10 +105,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 				return
 			}
 			if blocked && time.Now().Before(waitUntil) {
-				// The claim waited for another transaction on the key (or,
-				// on SQLite, for the write lock): it has ended, so look again
-				// at once.
-				continue
+				continue // the transaction the claim waited for has ended: look again at once
 			}
 		}
 		// Held, or another request won the race: look again after a pause.
@@ -132,8 +124,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 
 // claimFor is the key this request would own at phase at, and the
 // statement that makes it the owner; nil when another attempt holds the
-// key. A claim names a new operation; a takeover keeps the key's operation,
-// and so its derived key.
+// key. A takeover keeps the key's operation, and so its derived key.
 func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
 	case phaseAbsent, phaseExpired:
@@ -151,12 +142,11 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 	return want, nil // held: another attempt runs
 }
 
-// claimOutcome is what a claim at a phase is, as metrics count it.
 var claimOutcome = map[phase]Outcome{phaseAbsent: OutcomeClaimed, phaseExpired: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
 
 // runClaim claims the key in the route's mode and, if the claim holds, runs
-// the operation: ran reports that it did (and answered), blocked that the
-// claim waited for another transaction to end (see runAtomic).
+// the operation: ran reports that it did, blocked that the claim waited for
+// another transaction to end.
 func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
 	outcome := claimOutcome[at]
 	sk := scopedKey{want.Scope, want.Key}
@@ -164,14 +154,13 @@ func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.
 	case mode == Atomic && !m.waits.start(sk):
 		return false, false // this instance runs the key already: wait to be woken
 	case mode == Atomic:
-		defer m.waits.stop(sk) // a panic too
+		defer m.waits.stop(sk)
 		return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
 	default:
 		return m.runTwoPhase(c, want, raw, claim, outcome), false
 	}
 }
 
-// mismatch refuses a request whose key was first used for another.
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.observe(c.Request.Context(), route, OutcomeMismatch)
 	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
@@ -201,18 +190,16 @@ type phase int
 
 const (
 	phaseAbsent    phase = iota // no row: claim it
-	phaseExpired                // past its TTL and held by nobody: claim it as a new operation, with a new operation id
-	phaseHeld                   // in progress under a live lease (owner token, locked_until), which its heartbeat extends: wait for its answer
+	phaseExpired                // past its TTL, held by nobody: claim it as a new operation
+	phaseHeld                   // in progress under a live lease: wait for its answer
 	phaseCompleted              // its answer is stored: replay it
-	phaseReleased               // in progress, no owner: the last attempt kept no answer; retry it at once as the same operation
-	phaseStalled                // in progress, its owner's lease passed unextended (the attempt died): take it over as the same operation
+	phaseReleased               // in progress, no owner: retry it at once as the same operation
+	phaseStalled                // in progress, its lease passed (the attempt died): take it over
 )
 
-// phaseOf classifies a key found at now. The cases are tried in order, each
-// narrowing the last: an expired key is a new operation whatever it was,
-// and a lease still running holds a key whoever owns it (a release written
-// by an instance whose clock runs ahead is waited out, as the takeover
-// statement would refuse it).
+// phaseOf classifies a key found at now, each case narrowing the last: a
+// lease still running holds a key whoever owns it (a release written by an
+// instance whose clock runs ahead is waited out, as takeover would refuse it).
 func phaseOf(k IdempotencyKey, now time.Time) phase {
 	switch {
 	case claimable(k, now):
@@ -229,8 +216,83 @@ func phaseOf(k IdempotencyKey, now time.Time) phase {
 }
 
 // claimable: the key expired and nobody holds it, so it may name a new
-// operation. claimableSQL says the same for the claim and sweep statements;
-// TestClaimableAgreesWithTheSQL holds the two together.
+// operation; claimableSQL says the same in SQL (TestClaimableAgreesWithTheSQL).
 func claimable(k IdempotencyKey, now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == KeyCompleted || !k.LockedUntil.After(now))
+}
+
+// waitlist wakes the requests of this instance that wait for a key as soon
+// as the attempt running it here ends, instead of leaving them to their next
+// poll. Waiting for an attempt on another instance is still polling. It
+// also holds the keys an atomic request of this instance is claiming or
+// running: a duplicate here waits to be woken instead of holding a
+// connection and a transaction while it waits on the database.
+type waitlist struct {
+	mu      sync.Mutex
+	m       map[scopedKey]*waiters
+	running map[scopedKey]bool
+}
+
+type scopedKey struct{ scope, key string }
+
+type waiters struct {
+	woken chan struct{}
+	n     int
+}
+
+// join registers a waiter for k; it must leave once it stops waiting.
+func (w *waitlist) join(k scopedKey) *waiters {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[scopedKey]*waiters{}
+	}
+	ws := w.m[k]
+	if ws == nil {
+		ws = &waiters{woken: make(chan struct{})}
+		w.m[k] = ws
+	}
+	ws.n++
+	return ws
+}
+
+func (w *waitlist) leave(k scopedKey, ws *waiters) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ws.n--
+	if ws.n == 0 && w.m[k] == ws {
+		delete(w.m, k)
+	}
+}
+
+// wake tells every waiter of k that the attempt ended: they look again.
+func (w *waitlist) wake(k scopedKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.m[k]; ws != nil {
+		close(ws.woken)
+		delete(w.m, k)
+	}
+}
+
+// start marks k as run by an atomic request here; false when one already is.
+func (w *waitlist) start(k scopedKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[k] {
+		return false
+	}
+	if w.running == nil {
+		w.running = map[scopedKey]bool{}
+	}
+	w.running[k] = true
+	return true
+}
+
+// stop ends what start began, and wakes k's waiters.
+func (w *waitlist) stop(k scopedKey) {
+	w.mu.Lock()
+	delete(w.running, k)
+	w.mu.Unlock()
+	w.wake(k)
 }

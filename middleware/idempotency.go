@@ -66,6 +66,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -83,49 +84,39 @@ const ReplayedHeader = "Idempotent-Replayed"
 
 // Config configures the middleware.
 type Config struct {
-	DB *gorm.DB
-	// TTL is how long a key is remembered after its operation started.
-	TTL time.Duration
+	DB  *gorm.DB
+	TTL time.Duration // how long a key is remembered after its operation started
 	// Lease is how long a crashed attempt blocks its retries; a live
 	// attempt's heartbeat extends it, up to Timeout.
 	Lease time.Duration
-	// Wait is how long a duplicate waits for the original before a 409.
-	Wait time.Duration
-	// Timeout bounds one attempt: its handler's context, its transaction
-	// and the recording of its outcome end then, and the heartbeat stops
-	// extending the lease, so a hung handler lets the key pass to a retry.
-	// 4 × Lease when zero.
+	Wait  time.Duration // how long a duplicate waits for the original before a 409
+	// Timeout bounds one attempt (its handler's context, its transaction,
+	// the recording of its outcome, the heartbeat), so that a hung handler
+	// lets the key pass to a retry. 4 × Lease when zero.
 	Timeout time.Duration
-	// Now is the clock of leases and expiry; time.Now when nil.
-	Now func() time.Time
+	Now     func() time.Time // the clock of leases and expiry; time.Now when nil
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
 	// Refuse sends a refusal of the middleware's own (Refusals), in the
 	// application's words; problem+json when nil. The middleware aborts.
-	Refuse func(*gin.Context, Refusal)
-	// Observe is told each Outcome for a route, for metrics; optional.
-	Observe func(route string, outcome Outcome)
-	// CacheBytes bounds the answers this instance keeps in memory for
-	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
+	Refuse  func(*gin.Context, Refusal)
+	Observe func(route string, outcome Outcome) // told each Outcome, for metrics; optional
+	// CacheBytes bounds the answers kept in memory for replays, in bytes:
+	// DefaultCacheBytes when zero; no cache when negative.
 	CacheBytes int64
-	// PushAnswers: on PostgreSQL, send each answer this instance completes
-	// to the other instances' caches, and keep those they send (push.go).
-	// Ignored on SQLite, and without a PushSecret.
+	// PushAnswers: on PostgreSQL, with a PushSecret, send the answers this
+	// instance completes to the other instances' caches (push.go).
 	PushAnswers bool
-	// PushSecret signs pushed answers (pushauth.go): the same on every
-	// instance, MinPushSecret bytes at least, and out of the database,
-	// where anyone who can connect can send a push.
+	// PushSecret signs pushed answers: the same on every instance,
+	// MinPushSecret bytes at least, and out of the database.
 	PushSecret []byte
 	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (digest.go), so that the table tells nothing of the bodies it
-	// saw: MinDigestKey bytes at least, the same on every instance, and out
-	// of the database. Changing it makes keys stored under the old one
-	// answer their retries 422 until they expire.
-	DigestKey []byte
-	// FlushEvery is how often replay counts are written to the key rows;
-	// defaultFlushEvery when zero.
-	FlushEvery time.Duration
+	// row (digest.go): MinDigestKey bytes at least, the same on every
+	// instance, and out of the database. Changing it makes keys stored
+	// under the old one answer their retries 422 until they expire.
+	DigestKey  []byte
+	FlushEvery time.Duration // how often replay counts are written; defaultFlushEvery when zero
 	Logger     *slog.Logger
 }
 
@@ -156,11 +147,8 @@ type Idempotency struct {
 	push    *pusher // nil: answers are not pushed
 	digest  digester
 	waits   waitlist
-	// poll is the first pause of a duplicate waiting for its original; it
-	// doubles up to 100 ms.
-	poll time.Duration
-	// ticker starts the heartbeat's ticks (newTicker); tests drive it.
-	ticker func(every time.Duration) (<-chan time.Time, func())
+	poll    time.Duration                                        // a waiting duplicate's first pause; it doubles up to 100 ms
+	ticker  func(every time.Duration) (<-chan time.Time, func()) // the heartbeat's; tests drive it
 }
 
 // New builds the middleware.
@@ -173,26 +161,22 @@ func New(cfg Config) *Idempotency {
 	if refuse == nil {
 		refuse = writeRefusal
 	}
-	// Every refusal stops the chain here, whatever the renderer does: the
-	// business handler must never run without a claim.
+	// Every refusal stops the chain, whatever the renderer does: the
+	// handler must never run without a claim.
 	cfg.Refuse = func(c *gin.Context, r Refusal) {
 		c.Abort()
 		refuse(c, r)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, Outcome) {}
 	}
-	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = defaultFlushEvery
-	}
-	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery),
-		digest: newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if n := len(cfg.PushSecret); n > 0 && n < MinPushSecret {
 		panic("middleware: Config.PushSecret must be at least 32 bytes")
 	}
+	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now),
+		replays: newReplayCounter(cfg.DB, cmp.Or(max(cfg.FlushEvery, 0), defaultFlushEvery)),
+		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if cfg.PushAnswers {
 		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}
@@ -209,7 +193,7 @@ func (cfg Config) AttemptTimeout() time.Duration {
 	return 4 * cfg.Lease
 }
 
-// AttemptTimeout is how long one attempt may run: Config.AttemptTimeout.
+// AttemptTimeout is Config.AttemptTimeout.
 func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }
 
 // Close stops the background work of the middleware and flushes the replay

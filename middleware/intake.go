@@ -19,16 +19,16 @@ const MaxBodyBytes = 1 << 20
 
 // OptionalKey, put before Require on a route, makes the key optional there:
 // a request without one runs the handler as if the middleware were not
-// there. Such a route may be open to anyone (sign-up): a request nobody is
-// signed in for has its key in anonymousScope.
+// there. Such a route may be open to anyone (sign-up).
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
-const optionalKeyFlag = "idempotency.optional"
-
-// anonymousScope holds the keys of requests without a principal. Clients
-// meet there, safely: a repeat gets the answer only with the same request,
-// credentials and all.
-const anonymousScope = "anonymous"
+const (
+	optionalKeyFlag = "idempotency.optional"
+	// anonymousScope holds the keys of requests without a principal. Clients
+	// meet there safely: a repeat gets the answer only with the same
+	// request, credentials and all.
+	anonymousScope = "anonymous"
+)
 
 func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	scope := m.cfg.Scope(c)
@@ -40,8 +40,8 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		return
 	}
 	headerKey, headerErr := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
-	// A form may carry its key in the body; anything else must have the
-	// header, and is refused before its body is read.
+	// Only a form may carry its key in the body: anything else without the
+	// header is refused before its body is read.
 	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
 	if !isForm && headerErr != nil {
 		m.refuseKey(c, headerErr)
@@ -68,10 +68,9 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	m.dispatch(c, mode, scope, key, body)
 }
 
-// dispatch replays first what needs no canonicalisation: a byte-identical
-// repeat (by its raw digest) of a request whose answer is cached here, or
-// whose completed row it reads. Anything else is fingerprinted and
-// executed, with the row already read.
+// dispatch replays at once a byte-identical repeat (by its raw digest) of
+// a cached or completed request, with no canonicalisation; anything else is
+// fingerprinted and executed, with the row already read.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
 	req := request{Method: c.Request.Method, Route: c.FullPath(), Params: c.Params, ContentType: c.Request.Header.Get("Content-Type"), Body: body}
 	raw := m.digest.raw(req, c.Request.URL.RawQuery)
@@ -118,9 +117,9 @@ func readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// resolveKey takes a form post's key from its hidden field when it has
-// one, the key the page rendered: a browser may add an Idempotency-Key
-// header of its own to every post (Firefox can). Else it is the header's.
+// resolveKey takes a form post's key from its field when it has one, the
+// key the page rendered: a browser may add an Idempotency-Key header of its
+// own (Firefox can). Else it is the header's.
 func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (key string, fromField bool, err error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
@@ -146,8 +145,8 @@ func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	}
 }
 
-// logIgnoredHeader says that a form post's Idempotency-Key header, other
-// than its field or malformed, was ignored, naming keys by a short hash.
+// logIgnoredHeader says that a form post's Idempotency-Key header was
+// ignored, naming keys by their hash.
 func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey string, headerErr error) {
 	attrs := []any{"route", c.FullPath(), "field_key", redact(fieldKey), "field_key_bytes", len(fieldKey)}
 	if headerErr != nil {

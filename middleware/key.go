@@ -10,7 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// maxKeyLength bounds a decoded idempotency key.
 const maxKeyLength = 255
 
 var (
@@ -23,9 +22,8 @@ var (
 	errKeyBare    = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
 )
 
-// parseKeyHeader decodes the Idempotency-Key header values of a request. The
-// IETF draft makes the field an RFC 8941 sf-string ("abc"); bare values (abc)
-// are accepted too and name the same key.
+// parseKeyHeader decodes the Idempotency-Key header: an RFC 8941 sf-string
+// ("abc"), as the IETF draft has it, or bare (abc), naming the same key.
 func parseKeyHeader(values []string) (string, error) {
 	switch len(values) {
 	case 0:
@@ -57,7 +55,6 @@ func parseKeyHeader(values []string) (string, error) {
 	return checkKey(key)
 }
 
-// checkKey applies the rules every decoded key obeys, from a header or a form.
 func checkKey(key string) (string, error) {
 	switch {
 	case key == "":
@@ -73,15 +70,11 @@ func checkKey(key string) (string, error) {
 	return key, nil
 }
 
-// keyContextKey holds the request's idempotency key once it is read.
 const keyContextKey = "idempotency.key"
 
 // RedactedKey names the request's idempotency key in logs without
-// revealing it: the first 12 hex digits of its SHA-256. Empty when the
-// request carried no valid key.
-func RedactedKey(c *gin.Context) string {
-	return redact(c.GetString(keyContextKey))
-}
+// revealing it (redact); empty when the request carried no valid key.
+func RedactedKey(c *gin.Context) string { return redact(c.GetString(keyContextKey)) }
 
 // redact is a key's first 12 hex digits of SHA-256; empty for no key.
 func redact(key string) string {

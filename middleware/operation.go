@@ -1,8 +1,7 @@
 package middleware
 
-// The handler's side of an operation, while it owns the key: Tx,
-// DerivedKey, Final and Current. Their contract is the package
-// documentation's, in idempotency.go.
+// The handler's side of an operation while it owns the key: Tx, DerivedKey,
+// Final and Current, whose contract is the package documentation's.
 
 import (
 	"context"
@@ -24,15 +23,12 @@ type operation struct {
 	raw [sha256.Size]byte // the request's raw digest
 	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
-	// atomic: the claim is in tx (Atomic mode), not committed on its own.
-	atomic, final bool
-	// fresh: this attempt claimed a new operation, not one an earlier
-	// attempt left; notFound: it answered 404; handedOut: its derived key
-	// has left the middleware.
-	fresh, notFound bool
-	handedOut       atomic.Bool
-	// stopHeartbeat stops the lease's heartbeat; the transaction's first
-	// use calls it (see Tx), as does the end of the handler.
+	// atomic: the claim is in tx (Atomic mode), not committed on its own;
+	// fresh: this attempt claimed a new operation; notFound: it answered 404.
+	atomic, final, fresh, notFound bool
+	handedOut                      atomic.Bool // the derived key has left the middleware
+	// stopHeartbeat stops the lease's heartbeat and waits for it: called
+	// when the transaction begins (see heartbeat) and when the handler ends.
 	stopHeartbeat func()
 	mu            sync.Mutex
 	onExtend      []func(ctx context.Context, until time.Time) error
@@ -67,10 +63,10 @@ func (o Operation) Tx() *gorm.DB {
 	return o.op.tx
 }
 
-// OnLeaseExtended has fn run each time the heartbeat extends the
-// operation's lease, with the lease's new end, until the handler's
-// transaction begins: for a hold of the handler's own (a payment's hold on
-// its order) that must not run out under a slow but live attempt.
+// OnLeaseExtended has fn run with the lease's new end each time the
+// heartbeat extends it, until the transaction begins: for a hold of the
+// handler's own (a payment's on its order) that must not run out under a
+// slow but live attempt.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()
@@ -87,26 +83,27 @@ func (o Operation) DerivedKey() string {
 	return DerivedKeyOf(o.op.key)
 }
 
-// forgettable: releasing the operation may delete its row, as nothing
-// outside the middleware can name it: a new operation whose derived key
-// never left, or that answered 404 (before doing anything, by the
-// handler's contract). A retry loses nothing by starting afresh, and a
-// refused request (a payment to an order that does not exist) leaves no
-// row behind.
-func (op *operation) forgettable() bool {
-	return op.fresh && (op.notFound || !op.handedOut.Load())
-}
-
-func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
-
 // DerivedKeyOf is the derived key of the operation a key row names.
-func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
-
-func deriveKey(scope, key, operationID string) string {
-	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))
+func DerivedKeyOf(k IdempotencyKey) string {
+	sum := sha256.Sum256([]byte(k.Scope + "\x00" + k.Key + "\x00" + k.OperationID))
 	return "idem_" + hex.EncodeToString(sum[:20])
 }
 
 // Final declares the handler's 4xx answer final (a declined card, an
 // order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }
+
+// forgettable: releasing the operation may delete its row, as nothing
+// outside the middleware can name it: a new operation whose derived key
+// never left, or that answered 404 (before doing anything, by the
+// handler's contract). A refused request then leaves no row behind.
+func (op *operation) forgettable() bool {
+	return op.fresh && (op.notFound || !op.handedOut.Load())
+}
+
+func (op *operation) rollback() {
+	if op.tx != nil {
+		op.tx.Rollback()
+		op.tx = nil
+	}
+}

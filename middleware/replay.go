@@ -4,12 +4,17 @@ package middleware
 // from this instance's cache when it has it, else from the key's row.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
 )
 
 // Where a replayed answer was found: this instance's cache, or the key's row.
@@ -61,3 +66,145 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue,
 
 // Replayed reports whether the answer sent was a stored one, replayed.
 func Replayed(c *gin.Context) bool { return c.Writer.Header().Get(ReplayedHeader) == "true" }
+
+// Replay counts, kept off the request path: a replay adds to a count in
+// memory, and the counts reach the rows in batches, on an interval and on
+// Close. A crash loses at most one interval of counts, never an answer.
+
+const defaultFlushEvery = time.Second
+
+// replayOf names one operation of a key: the count belongs to the
+// operation, so that replays of an expired key's old operation are not
+// added to a new one that reclaimed the row.
+type replayOf struct {
+	scope, key  string
+	operationID string
+}
+
+func replayOfKey(k IdempotencyKey) replayOf { return replayOf{k.Scope, k.Key, k.OperationID} }
+
+type replayCounter struct {
+	db      *gorm.DB
+	mu      sync.Mutex
+	pending map[replayOf]int
+	// flushing is held while counts move from pending to the rows, so that
+	// a reader adding pending counts to what it read counts each once.
+	flushing sync.Mutex
+	// stopping ends the background flush in progress when close begins:
+	// its counts go back to pending, for close to write under its context.
+	stopping context.Context
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+func newReplayCounter(db *gorm.DB, every time.Duration) *replayCounter {
+	r := &replayCounter{db: db, pending: map[replayOf]int{}, done: make(chan struct{})}
+	r.stopping, r.stop = context.WithCancel(context.Background())
+	go r.loop(every)
+	return r
+}
+
+func (r *replayCounter) add(k replayOf) {
+	r.mu.Lock()
+	r.pending[k]++
+	r.mu.Unlock()
+}
+
+func (r *replayCounter) loop(every time.Duration) {
+	defer close(r.done)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stopping.Done():
+			return
+		case <-ticker.C:
+			_ = r.flush(r.stopping) // a failed flush keeps its counts for the next
+		}
+	}
+}
+
+// The counts of a flush, as rows of a JSON document, on each database.
+const (
+	countsPostgres = `jsonb_to_recordset(?::jsonb) AS c(scope text, "key" text, op text, n bigint)`
+	countsSQLite   = `(SELECT value->>'scope' AS scope, value->>'key' AS "key", value->>'op' AS op, value->>'n' AS n
+  FROM json_each(?)) AS c`
+	countedRow = `k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op`
+)
+
+// flush writes the pending counts in one transaction, one update for them
+// all; on failure they stay pending. On PostgreSQL the rows are locked
+// first, in one order byte by byte (COLLATE "C"), so that two instances'
+// flushes over the same rows cannot deadlock.
+func (r *replayCounter) flush(ctx context.Context) error {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	r.mu.Lock()
+	batch := r.pending
+	r.pending = map[replayOf]int{}
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	type count struct {
+		Scope string `json:"scope"`
+		Key   string `json:"key"`
+		Op    string `json:"op"`
+		N     int    `json:"n"`
+	}
+	counts := make([]count, 0, len(batch))
+	for k, n := range batch {
+		counts = append(counts, count{k.scope, k.key, k.operationID, n})
+	}
+	doc, err := json.Marshal(counts)
+	if err == nil {
+		err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			counted := countsSQLite
+			if _, ok := tx.Dialector.(*postgres.Dialector); ok {
+				counted = countsPostgres
+				lock := `SELECT 1 FROM idempotency_keys k, ` + counted + ` WHERE ` + countedRow +
+					` ORDER BY k.scope COLLATE "C", k."key" COLLATE "C" FOR UPDATE OF k`
+				if err := tx.Exec(lock, string(doc)).Error; err != nil {
+					return err
+				}
+			}
+			return tx.Exec(`UPDATE idempotency_keys AS k SET replays = replays + c.n FROM `+counted+` WHERE `+countedRow, string(doc)).Error
+		})
+	}
+	if err != nil {
+		r.mu.Lock()
+		for k, n := range batch {
+			r.pending[k] += n
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// withPending adds the counts not yet written to keys just read; read runs
+// while no flush is under way.
+func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]IdempotencyKey, error) {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	keys, err := read()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, k := range keys {
+		keys[i].Replays += r.pending[replayOfKey(k)]
+	}
+	return keys, nil
+}
+
+// close stops the background flushes and writes what is left.
+func (r *replayCounter) close(ctx context.Context) error {
+	r.stop()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.flush(ctx)
+}

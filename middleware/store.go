@@ -19,22 +19,19 @@ type storedResponse struct {
 }
 
 // store holds the SQL of the key lifecycle; the middleware reads and writes
-// the table through here only. Every statement that changes ownership is a
-// single statement guarded by the (scope, key) unique index or by the
-// owner token: nothing checks and then acts.
-type store struct {
-	db *gorm.DB
-}
+// the table through here only. Every change of ownership is a single
+// statement guarded by the (scope, key) unique index or by the owner token:
+// nothing checks and then acts.
+type store struct{ db *gorm.DB }
 
-// on is the store on a transaction: its statements run in tx.
+// on is the store whose statements run in tx.
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
-// keyColumns are the columns of a key row, in the order find scans them.
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
   owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
 
-// find reads the key row. It is scanned by hand, not by GORM's reflection
-// (the larger part of a cold replay's allocations).
+// find reads the key row, scanned by hand: GORM's reflection was the larger
+// part of a cold replay's allocations.
 func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
 	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
 	var k IdempotencyKey
@@ -48,8 +45,7 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 	return k, err == nil, err
 }
 
-// page reads up to limit of a scope's keys, newest first, from after p
-// (from the newest when p is nil), without the answers they keep.
+// page reads a page of KeysPage.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
 	keys := []IdempotencyKey{}
 	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
@@ -60,8 +56,8 @@ func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int
 	return keys, err
 }
 
-// claim inserts the key as in progress, or takes over an expired one as a new
-// operation. It reports whether this caller now owns the key.
+// claim inserts the key as in progress, or takes over an expired one as a
+// new operation: true when this caller now owns the key.
 func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
@@ -80,20 +76,17 @@ WHERE `+claimFence,
 }
 
 // owned runs stmt (an UPDATE's head, or a DELETE) on the key row only while
-// k's owner holds it in progress, and reports whether it did: the one fence of
-// every statement after the claim. An attempt whose lease was taken over
-// changes nothing.
+// k's owner holds it in progress, and reports whether it did: the one fence
+// of every statement after the claim.
 func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error) {
 	args = append(args, k.Scope, k.Key, k.OwnerToken, KeyInProgress)
 	res := db.Exec(stmt+` WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`, args...)
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands an operation nobody holds (its lease passed, or it was
-// released) from previousOwner to a retry, unless another retry took it
-// first. The operation id stays, so the re-run is the same operation to
-// everything downstream; the request becomes the retry's, which may differ
-// only after a release.
+// takeover hands an operation nobody holds (lease passed, or released)
+// from previousOwner to a retry, unless another retry took it first. The
+// operation id stays: the re-run is the same operation downstream.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
@@ -103,13 +96,10 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 	return res.RowsAffected == 1, res.Error
 }
 
-// extend moves the lease of a running operation forward.
 func (s store) extend(ctx context.Context, k IdempotencyKey, until time.Time) (bool, error) {
 	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET locked_until = ?`, k, until)
 }
 
-// complete records the answer. It runs in the handler's transaction when
-// there is one, so the answer commits with the writes.
 func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 	headers, err := json.Marshal(resp.Headers)
 	if err != nil {
@@ -119,11 +109,10 @@ func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release gives up an operation that kept no answer: no owner, lease
-// over, so that the next request with the key takes it over at once. The
-// row stays so that the operation id, and with it the derived key,
-// survives: a retry gets the provider's first answer, not a second charge.
-// With forget, the row is deleted instead.
+// release gives up an operation that kept no answer, so that the next
+// request takes it over at once. The row stays, so that the derived key
+// survives (a retry gets the provider's first answer, not a second charge),
+// unless forget deletes it.
 func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
 		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
@@ -131,15 +120,13 @@ func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, for
 	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET owner_token = '', locked_until = ?`, k, now)
 }
 
-// claimableSQL is claimable in SQL, for a row of idempotency_keys at the
-// moment @now: expired, and completed or its lease over. The claim is
-// fenced by it (claimFence, in fence.go) and the sweep deletes by it.
+// claimableSQL is claimable for a row at @now: the claim's fence
+// (claimFence, fence.go) and what the sweep deletes.
 const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.state = '` + KeyCompleted +
 	`' OR idempotency_keys.locked_until <= @now)`
 
-// sweep deletes up to batch expired keys and returns the route of each.
-// The outer conditions repeat the inner ones so that a key claimed again
-// meanwhile is not deleted.
+// sweep deletes up to batch expired keys and returns the route of each;
+// the outer condition spares a key claimed again meanwhile.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
@@ -148,4 +135,54 @@ WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL+` LIMIT @batch
 RETURNING route`,
 		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err
+}
+
+// KeyPosition is where a page of a scope's keys ended: the creation time
+// and id of its last key. The next page starts strictly after it.
+type KeyPosition struct {
+	CreatedAt time.Time
+	ID        uint
+}
+
+// KeysPage lists up to limit of the scope's keys, newest first, from after
+// p (from the newest when p is nil), without their stored answers, with
+// the replays this instance counted and has not written yet; more says
+// whether any follow.
+func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
+	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
+		return m.store.page(ctx, scope, p, limit+1)
+	})
+	if len(keys) > limit {
+		return keys[:limit], true, err
+	}
+	return keys, false, err
+}
+
+// DefaultSweepBatch is how many keys one statement of Sweep deletes when
+// it is given no positive batch size.
+const DefaultSweepBatch = 500
+
+// Sweep deletes expired keys, in batches of short statements so that
+// claims are not held up behind one long delete, and reports how many.
+func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch // a batch of 0 would never come back short
+	}
+	var total int64
+	for {
+		routes, err := m.store.sweep(ctx, m.now(), batch)
+		total += int64(len(routes))
+		for _, route := range routes {
+			m.cfg.Observe(route, OutcomeSwept)
+		}
+		if err != nil || len(routes) < batch {
+			return total, err
+		}
+	}
+}
+
+// Keys lists the most recent keys of a scope: KeysPage's first page.
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
+	keys, _, err := m.KeysPage(ctx, scope, nil, limit)
+	return keys, err
 }

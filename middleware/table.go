@@ -2,8 +2,7 @@ package middleware
 
 import "time"
 
-// Idempotency key states, as the column holds them (released is in
-// progress with no owner).
+// Key states, as the column holds them (released is in progress, no owner).
 const (
 	KeyInProgress = "in_progress"
 	KeyCompleted  = "completed"
@@ -11,44 +10,37 @@ const (
 
 // IdempotencyKey is what the server remembers of one operation: who owns it
 // while it runs (the lease), and the answer to replay once it is done. The
-// middleware alone writes the table; an application may read it. The
-// unique index on (Scope, Key) makes two claims of one key impossible, on
-// every instance at once.
+// middleware alone writes the table; an application may read it. The unique
+// index on (Scope, Key) makes two claims of one key impossible.
 type IdempotencyKey struct {
 	ID    uint   `gorm:"primaryKey"`
 	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
 	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
-	// OperationID is new for each operation the key names, and kept when a
+	// OperationID is new for each operation the key names, kept when a
 	// retry takes over: the derived key comes from it.
 	OperationID string `gorm:"size:36;not null"`
 	Method      string `gorm:"size:10;not null"`
 	Route       string `gorm:"size:255;not null"`
 	Fingerprint string `gorm:"size:64;not null"`
-	// RawDigest hashes the request that claimed or took over the key byte
-	// for byte (digester.raw), so a replay need not canonicalise its body.
-	RawDigest []byte
-	// Target is the part of the fingerprint a retry of a released key may
-	// not change (targetOf).
-	Target      string    `gorm:"size:64;not null;default:''"`
-	State       string    `gorm:"size:16;not null"`
-	OwnerToken  string    `gorm:"size:36;not null"`
-	LockedUntil time.Time `gorm:"not null"`
-	Status      int       `gorm:"not null;default:0"`
-	Headers     string    `gorm:"type:text"`
-	Body        []byte
-	Replays     int       `gorm:"not null;default:0"`
-	CreatedAt   time.Time `gorm:"not null"`
-	ExpiresAt   time.Time `gorm:"not null;index"`
-	// plainFingerprint: under a DigestKey, the request's unkeyed
-	// fingerprint, as rows from before the key hold it. Never stored.
-	plainFingerprint string
+	RawDigest   []byte // digester.raw of the request that claimed the key
+	// Target is what a retry of a released key may not change (targetOf).
+	Target           string    `gorm:"size:64;not null;default:''"`
+	State            string    `gorm:"size:16;not null"`
+	OwnerToken       string    `gorm:"size:36;not null"`
+	LockedUntil      time.Time `gorm:"not null"`
+	Status           int       `gorm:"not null;default:0"`
+	Headers          string    `gorm:"type:text"`
+	Body             []byte
+	Replays          int       `gorm:"not null;default:0"`
+	CreatedAt        time.Time `gorm:"not null"`
+	ExpiresAt        time.Time `gorm:"not null;index"`
+	plainFingerprint string    // under a DigestKey, the unkeyed one older rows hold; never stored
 }
 
 // Released: in progress, but nobody holds it.
 func (r IdempotencyKey) Released() bool { return r.State == KeyInProgress && r.OwnerToken == "" }
 
-// Lapsed: in progress, and nobody holds it: released, or its lease
-// passed (its attempt died or failed to release it).
+// Lapsed: in progress, and released or its lease passed.
 func (r IdempotencyKey) Lapsed(now time.Time) bool {
 	return r.Released() || r.State == KeyInProgress && !r.LockedUntil.After(now)
 }

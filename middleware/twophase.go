@@ -14,9 +14,8 @@ import (
 )
 
 // runTwoPhase commits the claim on its own, then runs the handler: false
-// when another request had claimed the key first. The claim runs detached:
-// a client gone mid-statement must not leave a claim committed behind an
-// error, or an error for a claim it made.
+// when another request had claimed the key first. The claim runs detached,
+// so that a client gone mid-statement cannot leave a claim behind an error.
 func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
@@ -36,16 +35,13 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	return true
 }
 
-// heartbeat extends the lease every third of its length while the handler
-// runs, up to Timeout, so that only a dead attempt, or one hung past
-// Timeout, lets its lease pass; each extension also runs the handler's
-// OnLeaseExtended functions. It stops at the first extension that finds the
-// key no longer ours: the completion is fenced by the same owner token. The
-// returned function stops it and waits until it has; it is called before
-// the handler's transaction begins, since an extension waiting on the
-// transaction's locks while the transaction waits for the handler would
-// wait forever. The transaction holds only local writes: it is short next
-// to the lease.
+// heartbeat extends the lease, and runs the OnLeaseExtended functions,
+// every third of its length up to Timeout, so that only a dead or hung
+// attempt lets its lease pass. It stops at the first extension that finds
+// the key no longer ours. The returned function stops it and waits: it is
+// called before the handler's transaction begins, since an extension
+// waiting on the transaction's locks would wait forever (the transaction,
+// only local writes, is short next to the lease).
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -56,9 +52,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				// Past Timeout: a handler still running is presumed hung;
-				// the lease runs out and a retry may take over.
+			case <-ctx.Done(): // past Timeout: the lease runs out and a retry may take over
 				m.cfg.Logger.WarnContext(ctx, "idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.key.Route)
 				return
 			case <-ticks:
