@@ -1,8 +1,7 @@
 package middleware
 
-// The atomic run (RequireAtomic): the operation's transaction is begun
-// first, and the claim, the handler's writes and the completion commit in
-// it together, or not at all.
+// The atomic run (RequireAtomic): the claim, the handler's writes and the
+// completion commit in one transaction, or not at all.
 
 import (
 	"context"
@@ -13,18 +12,14 @@ import (
 	"gorm.io/gorm"
 )
 
-// minClaimWait is the least time an atomic claim is given to begin its
-// transaction and claim, whatever Config.Wait says: the wait cannot tell a
-// duplicate's transaction from any other that holds SQLite's write lock,
-// and a request nobody else holds up must not be answered 409. (A second
-// was too little for 64 writers of one SQLite database on 2 loaded cores.)
+// minClaimWait is the least time an atomic claim is given, whatever
+// Config.Wait says: SQLite's write lock may be held by anyone, and a request
+// no duplicate holds up must not be answered 409 (a second was too little).
 const minClaimWait = 5 * time.Second
 
-// runAtomic begins the operation's transaction, claims the key in it and
-// runs the handler in it. ran is false when another request holds the key;
-// blocked, when the claim waited for another transaction to end (a
-// duplicate's, whose outcome a new look will find). If the claim is not
-// made by waitUntil, or the client leaves first, the request is answered here.
+// runAtomic claims the key in a new transaction and runs the handler in it.
+// ran is false when another request holds the key; blocked, when the claim
+// waited for another transaction (a duplicate's, which a new look will find).
 func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
@@ -70,18 +65,16 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 	return true, false
 }
 
-// txClaim is what beginning the transaction and claiming in it came to:
-// tx is nil when err is set.
+// txClaim is what beginning and claiming came to; tx is nil when err is set.
 type txClaim struct {
 	tx  *gorm.DB
 	ok  bool
 	err error
 }
 
-// beginAndClaim begins the transaction on gated and claims in it, on its
-// own goroutine, so that the gate answers in time even where the wait
-// cannot be interrupted (SQLite's busy wait): a transaction begun after the
-// gate closed is rolled back by database/sql, as its context has ended.
+// beginAndClaim begins and claims on its own goroutine, so that runAtomic
+// answers in time even through SQLite's uninterruptible busy wait; a
+// transaction begun after gated ended is rolled back by database/sql.
 func (m *Idempotency) beginAndClaim(gated context.Context, claim claimFunc) <-chan txClaim {
 	result := make(chan txClaim, 1)
 	go func() {

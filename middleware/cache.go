@@ -1,12 +1,9 @@
 package middleware
 
-// The replay cache: completed answers kept in this instance's memory, so
-// that a replay seen here before touches no database. It is safe because a
-// completed key never changes until it expires, and an entry is used only
-// until then by the middleware's clock: it never meets a new operation
-// claimed under the same key (instances' clocks agree to well within a
-// second, as leases already assume). Otter bounds it by the bytes entries
-// hold and expires each entry at its own time.
+// The replay cache: completed answers in this instance's memory, so that a
+// replay seen here before touches no database. Safe, since a completed key
+// never changes until it expires, and an entry is used only until then by
+// the middleware's clock (clocks agree within a second, as leases assume).
 
 import (
 	"cmp"
@@ -21,9 +18,8 @@ import (
 // DefaultCacheBytes is the replay cache's bound when Config.CacheBytes is 0.
 const DefaultCacheBytes = 64 << 20
 
-// entryOverhead is what an entry costs beyond the bytes it holds (about 750
-// bytes for an order's answer, BenchmarkCacheEntryMemory), so that the bound
-// holds for the heap, not only for the weights.
+// entryOverhead is an entry's cost beyond its bytes (BenchmarkCacheEntryMemory):
+// the bound holds for the heap, not only the weights.
 const entryOverhead = 768
 
 // cached is a completed key as a replay needs it.
@@ -96,8 +92,7 @@ func (a *answers) put(v *cached) {
 	a.c.Set(k, v)
 }
 
-// CacheStats is what the replay cache holds: its entries, and their weight
-// in bytes (Config.CacheBytes).
+// CacheStats is what the replay cache holds: entries, and their bytes.
 type CacheStats struct {
 	Entries int
 	Bytes   uint64

@@ -65,7 +65,11 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 	sk := scopedKey{want.Scope, want.Key}
 	for waited := false; ; waited = true {
 		if a, ok := m.answers.get(sk); ok {
-			m.replayCached(c, want, a, waited)
+			if sameRequest(a.fingerprint, want) {
+				m.replay(c, a, fromMemory, waited)
+			} else {
+				m.mismatch(c, want.Route, a.method, a.route)
+			}
 			return
 		}
 		look := first
@@ -95,7 +99,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			return
 		}
 		if at == phaseCompleted {
-			m.replayStored(c, sk, found, raw, waited)
+			m.replayStored(c, found, raw, waited)
 			return
 		}
 		var claim claimFunc
@@ -221,12 +225,10 @@ func claimable(k IdempotencyKey, now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == KeyCompleted || !k.LockedUntil.After(now))
 }
 
-// waitlist wakes the requests of this instance that wait for a key as soon
-// as the attempt running it here ends, instead of leaving them to their next
-// poll. Waiting for an attempt on another instance is still polling. It
-// also holds the keys an atomic request of this instance is claiming or
-// running: a duplicate here waits to be woken instead of holding a
-// connection and a transaction while it waits on the database.
+// waitlist wakes the duplicates waiting here as soon as the attempt running
+// their key here ends (one on another instance is polled). It also holds
+// the keys an atomic request here is running, so that a duplicate waits to
+// be woken rather than on the database, holding a connection.
 type waitlist struct {
 	mu      sync.Mutex
 	m       map[scopedKey]*waiters

@@ -21,9 +21,26 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
+// A request's hashes. The fingerprint covers everything that makes two
+// requests the same operation (method, route, path parameters, query, media
+// type, canonical body); the raw digest, the same as the request brought
+// it. With Config.DigestKey both are HMAC-SHA256 under a key the database
+// never holds, so that a row tells nothing of a body carrying a secret (a
+// sign-up's password); a keyed fingerprint is written "h1." and base64url,
+// never taken for a plain one (64 hex digits), and a row from before the
+// key still matches its request by the plain fingerprint, computed too.
+
 // FormKeyField is the form field that carries the idempotency key of an
 // HTML form post.
 const FormKeyField = "idempotency_key"
+
+// MinDigestKey is the shortest Config.DigestKey accepted, in bytes.
+const MinDigestKey = 32
+
+const (
+	keyedPrefix = "h1."
+	formType    = "application/x-www-form-urlencoded"
+)
 
 var (
 	errBodyJSON = errors.New("the request body is not valid JSON")
@@ -44,12 +61,43 @@ type request struct {
 	Body        []byte
 }
 
-// raw hashes what the fingerprint covers, as the request brought it: the
-// body byte for byte, the query as sent (rawQuery). Equal digests mean
-// equal inputs, and so equal fingerprints: a cached answer whose request
-// had this digest is replayed without canonicalising the body again.
-// Unequal digests say nothing (the same JSON may be written two ways): the
-// fingerprint decides then.
+// digester makes a request's hashes: SHA-256, or HMAC-SHA256 under a key.
+type digester struct {
+	keyed *sync.Pool // of HMACs under the key; nil: plain SHA-256
+}
+
+func newDigester(key []byte) digester {
+	if len(key) == 0 {
+		return digester{}
+	}
+	if len(key) < MinDigestKey {
+		panic("middleware: Config.DigestKey must be at least 32 bytes")
+	}
+	key = bytes.Clone(key)
+	return digester{keyed: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+// sum hashes head then body, keyed or not.
+func (d digester) sum(head, body []byte) [sha256.Size]byte {
+	var h hash.Hash
+	if d.keyed == nil {
+		h = sha256.New()
+	} else {
+		h = d.keyed.Get().(hash.Hash)
+		h.Reset()
+		defer d.keyed.Put(h)
+	}
+	h.Write(head)
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// raw hashes the request byte for byte, its query as sent. Equal digests
+// mean equal fingerprints, so a request with a cached answer's digest is
+// replayed without canonicalising its body; unequal ones say nothing (the
+// same JSON may be written two ways).
 func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	var buf [256]byte
 	head := targetFields(buf[:0], r)
@@ -59,30 +107,37 @@ func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	return d.sum(head, r.Body)
 }
 
-// fingerprinted is what a fingerprint hashes, everything that makes two
-// requests the same operation: a head of fields, then the body,
-// canonicalised: JSON by RFC 8785, so key order and whitespace do not
-// count; forms as sorted fields without the key field; anything else byte
-// for byte. Invalid JSON or form bodies are an error: a request whose
-// meaning cannot be pinned down cannot be claimed.
-func fingerprinted(r request) (head, body []byte, err error) {
-	body, err = canonicalBody(r.ContentType, r.Body)
+// fingerprints are r's fingerprint under d and, when d is keyed, the plain
+// one a row from before the key may hold (else ""). The body is
+// canonicalised: JSON by RFC 8785 (key order and whitespace do not count),
+// a form as sorted fields without the key field, anything else byte for
+// byte; a body whose meaning cannot be pinned down is an error. The media
+// type counts: the same bytes as another type are another request.
+func (d digester) fingerprints(r request) (fingerprint, plain string, err error) {
+	body, err := canonicalBody(r.ContentType, r.Body)
 	if err != nil {
-		return nil, nil, err
+		return "", "", err
 	}
-	// The body is hashed where it lies: no copy of it.
-	head = targetFields(make([]byte, 0, 256), r)
+	head := targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
-	// The media type counts: the same bytes sent as another type are another
-	// request, which the handler may well refuse.
 	head = field(head, mediaType(r.ContentType))
 	head = binary.AppendUvarint(head, uint64(len(body)))
-	return head, body, nil
+	sum := digester{}.sum(head, body)
+	plain = hex.EncodeToString(sum[:])
+	if d.keyed == nil {
+		return plain, "", nil
+	}
+	sum = d.sum(head, body)
+	return keyedPrefix + base64.RawURLEncoding.EncodeToString(sum[:]), plain, nil
 }
 
-// targetOf hashes what a request acts on (which order to pay, say): a
-// released key may be retried with a corrected body or query, never
-// against another target.
+// sameRequest: stored, a key's fingerprint, is want's request's.
+func sameRequest(stored string, want IdempotencyKey) bool {
+	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
+}
+
+// targetOf hashes what a request acts on (which order to pay): a released
+// key may be retried with a corrected body or query, never another target.
 func targetOf(r request) string {
 	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), r))
 	return hex.EncodeToString(sum[:])
@@ -95,8 +150,7 @@ func TargetOf(method, route string, params gin.Params) string {
 	return targetOf(request{Method: method, Route: route, Params: params})
 }
 
-// targetFields appends to buf what a request acts on: its method, route and
-// path parameters, each name and value a field of its own.
+// targetFields appends to buf the method, route and path parameters.
 func targetFields(buf []byte, r request) []byte {
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)
@@ -107,20 +161,18 @@ func targetFields(buf []byte, r request) []byte {
 	return buf
 }
 
-// mediaType is the lower-cased media type of a Content-Type, without
-// parameters; empty when there is none or it does not parse.
-func mediaType(contentType string) string {
-	mt, _, _ := mime.ParseMediaType(contentType)
-	return mt
-}
-
-const formType = "application/x-www-form-urlencoded"
-
 // field appends s length-prefixed, so that no two different lists of fields
 // hash the same bytes.
 func field(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
+}
+
+// mediaType is the lower-cased media type of a Content-Type, without
+// parameters; empty when there is none or it does not parse.
+func mediaType(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
 }
 
 func canonicalBody(contentType string, body []byte) ([]byte, error) {
@@ -130,10 +182,7 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, errBodyJSON
 		}
-		if err := checkKeysApart(canonical); err != nil {
-			return nil, err
-		}
-		return canonical, nil
+		return canonical, checkKeysApart(canonical)
 	case mt == formType:
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
@@ -152,7 +201,7 @@ func checkKeysApart(canonical []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(canonical))
 	// The open objects, innermost last; an array is a nil entry.
 	type object struct {
-		keys    map[string]struct{} // folded
+		keys    map[string]bool // folded
 		wantKey bool
 	}
 	var open []*object
@@ -168,18 +217,17 @@ func checkKeysApart(canonical []byte) error {
 			top := open[len(open)-1]
 			if key, ok := tok.(string); ok && top.wantKey {
 				folded := foldKey(key)
-				if _, seen := top.keys[folded]; seen {
+				if top.keys[folded] {
 					return errBodyKeysCollide
 				}
-				top.keys[folded] = struct{}{}
-				top.wantKey = false
+				top.keys[folded], top.wantKey = true, false
 				continue
 			}
 			top.wantKey = true // a value, or the object's end
 		}
 		switch tok {
 		case json.Delim('{'):
-			open = append(open, &object{keys: map[string]struct{}{}, wantKey: true})
+			open = append(open, &object{keys: map[string]bool{}, wantKey: true})
 		case json.Delim('['):
 			open = append(open, nil)
 		case json.Delim('}'), json.Delim(']'):
@@ -202,71 +250,4 @@ func foldKey(s string) string {
 		b.WriteRune(least)
 	}
 	return b.String()
-}
-
-// A plain SHA-256 of a body that carries a secret (a sign-up's password),
-// kept in the key's row, lets anyone who can read the table test guesses
-// at SHA-256's speed. With Config.DigestKey, a request's hashes are
-// HMAC-SHA256 under a key the database never holds. A keyed fingerprint is
-// written "h1." and base64url, never taken for a plain one (64 hex
-// digits); a row from before the key was set still matches its request, by
-// the plain fingerprint computed too.
-
-// MinDigestKey is the shortest Config.DigestKey accepted, in bytes.
-const MinDigestKey = 32
-
-const keyedPrefix = "h1."
-
-// digester makes a request's hashes: SHA-256, or HMAC-SHA256 under a key.
-type digester struct {
-	keyed *sync.Pool // of HMACs under the key; nil: plain SHA-256
-}
-
-func newDigester(key []byte) digester {
-	if len(key) == 0 {
-		return digester{}
-	}
-	if len(key) < MinDigestKey {
-		panic("middleware: Config.DigestKey must be at least 32 bytes")
-	}
-	key = append([]byte(nil), key...)
-	return digester{keyed: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
-}
-
-// sum hashes head then body, keyed or not.
-func (d digester) sum(head, body []byte) [sha256.Size]byte {
-	var h hash.Hash
-	if d.keyed == nil {
-		h = sha256.New()
-	} else {
-		h = d.keyed.Get().(hash.Hash)
-		h.Reset()
-		defer d.keyed.Put(h)
-	}
-	h.Write(head)
-	h.Write(body)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
-// fingerprints are r's fingerprint under d and, when d is keyed, the plain
-// one a row from before the key may hold (else "").
-func (d digester) fingerprints(r request) (fingerprint, plain string, err error) {
-	head, body, err := fingerprinted(r)
-	if err != nil {
-		return "", "", err
-	}
-	sum := digester{}.sum(head, body)
-	plain = hex.EncodeToString(sum[:])
-	if d.keyed == nil {
-		return plain, "", nil
-	}
-	sum = d.sum(head, body)
-	return keyedPrefix + base64.RawURLEncoding.EncodeToString(sum[:]), plain, nil
-}
-
-// sameRequest: stored, a key's fingerprint, is want's request's.
-func sameRequest(stored string, want IdempotencyKey) bool {
-	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
 }

@@ -112,7 +112,7 @@ type Config struct {
 	// MinPushSecret bytes at least, and out of the database.
 	PushSecret []byte
 	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (digest.go): MinDigestKey bytes at least, the same on every
+	// row (fingerprint.go): MinDigestKey bytes at least, the same on every
 	// instance, and out of the database. Changing it makes keys stored
 	// under the old one answer their retries 422 until they expire.
 	DigestKey  []byte

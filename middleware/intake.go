@@ -10,23 +10,20 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Intake: the key, from the header or a form's hidden field; the body,
-// read once and bounded; the fingerprint of what the request asks. A
-// request without them is refused here, before anything is claimed.
+// Intake: the key, the body (read once, bounded) and the fingerprint; a
+// request without them is refused before anything is claimed.
 
 // MaxBodyBytes bounds the body of an idempotent request.
 const MaxBodyBytes = 1 << 20
 
-// OptionalKey, put before Require on a route, makes the key optional there:
-// a request without one runs the handler as if the middleware were not
-// there. Such a route may be open to anyone (sign-up).
+// OptionalKey, put before Require, makes the key optional on a route (one
+// open to anyone, like sign-up): a request without one runs unguarded.
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
 const (
 	optionalKeyFlag = "idempotency.optional"
-	// anonymousScope holds the keys of requests without a principal. Clients
-	// meet there safely: a repeat gets the answer only with the same
-	// request, credentials and all.
+	// anonymousScope holds the keys of requests without a principal: safe,
+	// as a repeat gets the answer only with the same request, credentials and all.
 	anonymousScope = "anonymous"
 )
 
@@ -68,9 +65,8 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	m.dispatch(c, mode, scope, key, body)
 }
 
-// dispatch replays at once a byte-identical repeat (by its raw digest) of
-// a cached or completed request, with no canonicalisation; anything else is
-// fingerprinted and executed, with the row already read.
+// dispatch replays a byte-identical repeat (raw digest) without
+// canonicalising it; anything else is fingerprinted and executed.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
 	req := request{Method: c.Request.Method, Route: c.FullPath(), Params: c.Params, ContentType: c.Request.Header.Get("Content-Type"), Body: body}
 	raw := m.digest.raw(req, c.Request.URL.RawQuery)
@@ -84,7 +80,7 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 	} else {
 		first = m.lookup(c.Request.Context(), scope, key)
 		if first.err == nil && first.ok && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
-			m.replayStored(c, sk, first.found, raw, false)
+			m.replayStored(c, first.found, raw, false)
 			return
 		}
 	}
@@ -100,8 +96,7 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 
 var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
 
-// readBody reads the body, at most MaxBodyBytes, and puts it back for the
-// handler.
+// readBody reads the body, bounded, and puts it back for the handler.
 func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errBodyTooLarge
@@ -117,9 +112,8 @@ func readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// resolveKey takes a form post's key from its field when it has one, the
-// key the page rendered: a browser may add an Idempotency-Key header of its
-// own (Firefox can). Else it is the header's.
+// resolveKey prefers a form post's field, the key the page rendered, to the
+// header: a browser may add an Idempotency-Key header of its own (Firefox can).
 func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (key string, fromField bool, err error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
@@ -133,8 +127,7 @@ func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (ke
 	return headerKey, false, headerErr
 }
 
-// refuseKey answers a request without a usable key; on a route whose key
-// is optional, one without a key goes on to the handler.
+// refuseKey answers a request without a usable key, unless it is optional.
 func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, errKeyMissing) && c.GetBool(optionalKeyFlag):
@@ -145,8 +138,7 @@ func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	}
 }
 
-// logIgnoredHeader says that a form post's Idempotency-Key header was
-// ignored, naming keys by their hash.
+// logIgnoredHeader notes a form post's ignored header, naming keys by hash.
 func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey string, headerErr error) {
 	attrs := []any{"route", c.FullPath(), "field_key", redact(fieldKey), "field_key_bytes", len(fieldKey)}
 	if headerErr != nil {

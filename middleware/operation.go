@@ -1,7 +1,6 @@
 package middleware
 
-// The handler's side of an operation while it owns the key: Tx, DerivedKey,
-// Final and Current, whose contract is the package documentation's.
+// The handler's side of an operation (its contract: the package documentation).
 
 import (
 	"context"
@@ -43,8 +42,7 @@ func current(c *gin.Context) *operation {
 }
 
 // Operation is the current operation as a handler hands it on to a service
-// beyond it (one that moves money), so that the service calls the
-// middleware and never back into the handler.
+// (one that moves money), which then never calls back into the handler.
 type Operation struct{ op *operation }
 
 // Current is the request's operation.
@@ -63,10 +61,9 @@ func (o Operation) Tx() *gorm.DB {
 	return o.op.tx
 }
 
-// OnLeaseExtended has fn run with the lease's new end each time the
-// heartbeat extends it, until the transaction begins: for a hold of the
-// handler's own (a payment's on its order) that must not run out under a
-// slow but live attempt.
+// OnLeaseExtended has fn run with the lease's new end at each extension
+// until the transaction begins: for a hold of the handler's own (a
+// payment's on its order) that must not run out under a slow, live attempt.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()
@@ -93,10 +90,9 @@ func DerivedKeyOf(k IdempotencyKey) string {
 // order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }
 
-// forgettable: releasing the operation may delete its row, as nothing
-// outside the middleware can name it: a new operation whose derived key
-// never left, or that answered 404 (before doing anything, by the
-// handler's contract). A refused request then leaves no row behind.
+// forgettable: nothing outside the middleware can name the operation (new,
+// and its derived key never left, or it answered 404 before doing anything),
+// so a release deletes its row: a refused request leaves nothing behind.
 func (op *operation) forgettable() bool {
 	return op.fresh && (op.notFound || !op.handedOut.Load())
 }

@@ -1,8 +1,7 @@
 package middleware
 
-// The outcome of an attempt, in either mode: the handler runs as the owner
-// of the key, then what it answered is recorded for replay, or rolled back
-// and the key released for a retry.
+// The outcome of an attempt, in either mode: what the handler answered is
+// recorded for replay with its writes, or rolled back and the key released.
 
 import (
 	"bufio"
@@ -22,10 +21,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// attemptContext is the context of one attempt: from the claim on, the
-// operation runs to its recorded end even if the client leaves, within
-// Timeout; an attempt that outlives it is rolled back and released, on
-// detached.
+// attemptContext: from the claim on, the operation runs to its recorded end
+// within Timeout even if the client leaves; past it, it is released on detached.
 func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cancel context.CancelFunc, detached context.Context) {
 	detached = context.WithoutCancel(c.Request.Context())
 	ctx, cancel = context.WithTimeout(detached, m.cfg.Timeout)
@@ -59,13 +56,11 @@ func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *ope
 	m.record(c, detached, op, rec)
 }
 
-// record commits the outcome and only then sends it: a 2xx, 3xx or final
-// 4xx is kept for replay with the handler's writes; anything else is
-// rolled back and the key released, for a retry.
+// record commits the outcome, then sends it: a 2xx, 3xx or final 4xx is
+// kept for replay; anything else is rolled back and the key released.
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := rec.stored()
-	var held bool
-	var err error
+	held, err := false, error(nil)
 	if resp.Status < 400 || resp.Status < 500 && op.final {
 		held, err = m.complete(ctx, op, resp)
 	} else {
@@ -103,21 +98,18 @@ func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedRe
 	return true, nil
 }
 
-// releaseTries is how many times release tries before it leaves the key to
-// its lease: a key whose lease lapsed is free (Lapsed).
+// releaseTries: then release leaves the key to its lease (a lapsed key is free).
 const releaseTries = 3
 
-// release rolls the attempt back and releases the key (deletes it, when
-// forgettable; an atomic claim goes with the rollback). False when the key
-// was no longer this attempt's.
+// release rolls the attempt back and releases the key (deletes it when
+// forgettable); false when the key was no longer this attempt's.
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
 	if op.atomic {
 		m.observe(ctx, op.key.Route, OutcomeReleased)
 		return true
 	}
-	var held bool
-	var err error
+	held, err := false, error(nil)
 	for try := 1; try <= releaseTries; try++ {
 		if held, err = m.store.release(ctx, op.key, m.now(), op.forgettable()); err == nil {
 			break
@@ -127,10 +119,11 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 		}
 	}
-	if held || err != nil { // unknown: the handler's answer is the best there is
+	held = held || err != nil // unknown: the handler's answer is the best there is
+	if held {
 		m.observe(ctx, op.key.Route, OutcomeReleased)
 	}
-	return held || err != nil
+	return held
 }
 
 // observe tells Config.Observe what the middleware did for a request, and
@@ -144,9 +137,8 @@ func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome
 	return span
 }
 
-// recorder buffers the handler's whole response: status, headers and body.
-// Nothing reaches the client until the middleware has committed the outcome,
-// so a client never sees an answer the server could forget.
+// recorder buffers the handler's whole response, so that a client never
+// sees an answer before it is committed.
 type recorder struct {
 	gin.ResponseWriter // the real writer, for what is not buffered
 	header             http.Header
@@ -160,14 +152,17 @@ func newRecorder(w gin.ResponseWriter) *recorder {
 }
 
 func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeaderNow()     { r.written = true }
+func (r *recorder) Status() int         { return r.status }
+func (r *recorder) Written() bool       { return r.written }
+func (r *recorder) Flush()              {} // the response is sent whole after the commit
+func (r *recorder) Pusher() http.Pusher { return nil }
 
 func (r *recorder) WriteHeader(code int) {
 	if code > 0 && !r.written {
 		r.status = code
 	}
 }
-
-func (r *recorder) WriteHeaderNow() { r.written = true }
 
 func (r *recorder) Write(b []byte) (int, error) {
 	r.written = true
@@ -179,8 +174,6 @@ func (r *recorder) WriteString(s string) (int, error) {
 	return r.body.WriteString(s)
 }
 
-func (r *recorder) Status() int { return r.status }
-
 func (r *recorder) Size() int {
 	if !r.written {
 		return -1
@@ -188,24 +181,15 @@ func (r *recorder) Size() int {
 	return r.body.Len()
 }
 
-func (r *recorder) Written() bool { return r.written }
-
-// Flush does nothing: the response is sent whole after the commit.
-func (r *recorder) Flush() {}
-
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, errors.New("idempotent responses are buffered and cannot be hijacked")
 }
 
-func (r *recorder) Pusher() http.Pusher { return nil }
-
 // replayedHeaders are the only headers stored for replay (never
-// Set-Cookie). Cache-Control is part of the answer: a problem's no-store
-// must hold for its replay too.
+// Set-Cookie); a problem's Cache-Control: no-store holds for its replay too.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
 
-// replayable is what of header a replay may send, named as
-// replayedHeaders spells them: what is stored, or pushed.
+// replayable is what of header a replay may send, as replayedHeaders spells it.
 func replayable(header http.Header) http.Header {
 	h := http.Header{}
 	for _, name := range replayedHeaders {
@@ -224,14 +208,14 @@ func (r *recorder) stored() storedResponse {
 	return storedResponse{Status: r.status, Headers: replayable(r.header), Body: r.body.Bytes()}
 }
 
-// send writes a response to the real writer.
+// send writes a response to the real writer, marked a replay by mark if set.
 func send(w gin.ResponseWriter, header http.Header, mark string, status int, body []byte) {
 	dst := w.Header()
 	for name, values := range header {
 		dst[name] = slices.Clip(values) // an append by whoever comes next copies, never writes into a cached answer
 	}
 	if mark != "" {
-		dst[mark] = replayedValue // header is a cached answer's: never set on it
+		dst[mark] = replayedValue // not set on header: it is a cached answer's
 	}
 	dst.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -239,5 +223,4 @@ func send(w gin.ResponseWriter, header http.Header, mark string, status int, bod
 	_, _ = w.Write(body)
 }
 
-// replayedValue is the value of ReplayedHeader; shared, never modified.
 var replayedValue = []string{"true"}

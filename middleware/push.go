@@ -1,20 +1,13 @@
 package middleware
 
-// Completed answers pushed to the other instances' caches, on PostgreSQL,
-// through LISTEN/NOTIFY, so that a retry landing on another instance is
-// replayed from memory there too. It is as safe as the cache (cache.go):
-// only a committed answer is pushed, and kept until its key's expiry. A push
-// lost, late or dropped (full queue, too large for NOTIFY, connection down)
-// only means that instance reads the key from the database. Each instance
-// holds two connections outside the requests' pool: one listens; one sends,
-// batching what completed meanwhile into one statement.
-//
-// Anyone who can connect can NOTIFY, a read-only role included, so a push
-// is kept only if it carries an HMAC-SHA256, under Config.PushSecret (never
-// in the database), of the channel and the message's exact bytes: checked
-// before the JSON is parsed, and bound to the channel so that another
-// schema's shop does not keep it. Replaying a payload seen by LISTEN is
-// harmless: it is a committed answer. A push is signed, not encrypted.
+// Completed answers pushed to the other instances' caches on PostgreSQL
+// (LISTEN/NOTIFY), so that a retry landing elsewhere replays from memory
+// too. Only committed answers are pushed, kept until their key's expiry; a
+// push lost or dropped only means a read of the database. Anyone who can
+// connect can NOTIFY, so a push is kept only with an HMAC-SHA256, under
+// Config.PushSecret, of its channel (not another schema's shop) and its
+// exact bytes, checked before the JSON is parsed. Signed, not encrypted:
+// replaying a payload seen by LISTEN is harmless.
 
 import (
 	"context"
@@ -37,15 +30,13 @@ import (
 )
 
 const (
-	notifyLimit = 8000 - 1 // PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
-	pushQueue   = 4096     // answers waiting to be sent; more are dropped
-	pushBatch   = 64       // answers sent in one statement at most
-	pushGather  = 5 * time.Millisecond
-	pushRetry   = time.Second
-	// MinPushSecret is the shortest Config.PushSecret accepted, in bytes.
-	MinPushSecret = 32
-	// pushLabel opens every MAC: a signature made for anything else with the
-	// same secret is never a push's.
+	notifyLimit   = 8000 - 1 // PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
+	pushQueue     = 4096     // answers waiting to be sent; more are dropped
+	pushBatch     = 64       // answers sent in one statement at most
+	pushGather    = 5 * time.Millisecond
+	pushRetry     = time.Second
+	MinPushSecret = 32 // the shortest Config.PushSecret accepted, in bytes
+	// pushLabel opens every MAC: nothing else signed with the secret is a push.
 	pushLabel = "idempotency push v1\x00"
 )
 
@@ -68,8 +59,8 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-// pusher sends this instance's completed answers and caches the others'.
-// nil: not pushing (SQLite, not asked, no secret).
+// pusher sends this instance's completed answers and caches the others';
+// nil when not pushing.
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
@@ -110,8 +101,7 @@ func (p *pusher) close() {
 	}
 }
 
-// publish queues a committed answer for the other instances; when the queue
-// is full, they read it from the database.
+// publish queues a committed answer for the others; dropped when full.
 func (p *pusher) publish(v *cached) {
 	if p == nil {
 		return
@@ -122,9 +112,8 @@ func (p *pusher) publish(v *cached) {
 	}
 }
 
-// connect opens a connection of its own and names the NOTIFY channel of its
-// schema, so that shops in different schemas of one database do not share
-// answers.
+// connect opens a connection outside the pool and names the NOTIFY
+// channel of its schema: shops in other schemas do not share answers.
 func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
 	conn, err := pgx.Connect(ctx, p.dsn)
 	if err != nil {
@@ -224,8 +213,7 @@ func (p *pusher) listenLoop(ctx context.Context) {
 	}
 }
 
-// listen caches each answer another instance pushes, until its connection
-// fails or ctx ends.
+// listen caches what the others push until its connection fails.
 func (p *pusher) listen(ctx context.Context, listening func()) error {
 	conn, name, err := p.connect(ctx)
 	if err != nil {
@@ -247,9 +235,8 @@ func (p *pusher) listen(ctx context.Context, listening func()) error {
 	}
 }
 
-// decode reads a payload pushed on channel once its signature is checked
-// (one that fails is dropped, counted and logged, and nothing of it read);
-// this instance's own pushes come back too, and are ignored.
+// decode reads a payload once its MAC is checked (nothing of a forgery is
+// read); this instance's own pushes come back too, and are ignored.
 func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	msg, ok := p.auth.verify(channel, payload)
 	if !ok {
@@ -287,8 +274,7 @@ func (a *pushAuth) sign(channel string, msg []byte) string {
 	return base64.StdEncoding.EncodeToString(a.mac(channel, msg)) + string(msg)
 }
 
-// verify returns the message of a payload on channel whose MAC is this
-// secret's, compared in constant time.
+// verify returns the message of a payload whose MAC is this secret's.
 func (a *pushAuth) verify(channel, payload string) (msg []byte, ok bool) {
 	if len(payload) < macLen {
 		return nil, false
@@ -301,9 +287,8 @@ func (a *pushAuth) verify(channel, payload string) (msg []byte, ok bool) {
 	return msg, true
 }
 
-// PushesRefused is how many pushed answers this instance dropped because
-// they were not signed with its PushSecret: forged, or sent by an instance
-// configured with another secret.
+// PushesRefused is how many pushed answers this instance dropped, not
+// signed with its PushSecret: forged, or from an instance with another.
 func (m *Idempotency) PushesRefused() uint64 {
 	if m.push == nil {
 		return 0
@@ -311,7 +296,6 @@ func (m *Idempotency) PushesRefused() uint64 {
 	return m.push.auth.refused.Load()
 }
 
-// sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

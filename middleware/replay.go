@@ -1,7 +1,8 @@
 package middleware
 
 // Replay: a completed key's answer, sent again verbatim to every repeat,
-// from this instance's cache when it has it, else from the key's row.
+// from this instance's cache when it has it, else from the key's row; and
+// the count of replays, kept off the request path.
 
 import (
 	"context"
@@ -23,19 +24,8 @@ var (
 	fromDatabase = attribute.String("idempotency.replayed_from", "database")
 )
 
-// replayCached answers from an answer this instance has cached: replayed
-// when it is the same request, refused when the key named another.
-func (m *Idempotency) replayCached(c *gin.Context, want IdempotencyKey, a *cached, waited bool) {
-	if !sameRequest(a.fingerprint, want) {
-		m.mismatch(c, want.Route, a.method, a.route)
-		return
-	}
-	m.replay(c, a, fromMemory, waited)
-}
-
-// replayStored answers from the completed key found, and caches its answer
-// under sk for the next repeat.
-func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found IdempotencyKey, raw [sha256.Size]byte, waited bool) {
+// replayStored answers from the completed key found, and caches its answer.
+func (m *Idempotency) replayStored(c *gin.Context, found IdempotencyKey, raw [sha256.Size]byte, waited bool) {
 	var headers http.Header
 	if err := json.Unmarshal([]byte(found.Headers), &headers); err != nil {
 		m.internal(c, "decode stored response", err)
@@ -46,12 +36,9 @@ func (m *Idempotency) replayStored(c *gin.Context, sk scopedKey, found Idempoten
 	m.replay(c, a, fromDatabase, waited)
 }
 
-// replay sends the stored answer verbatim, marked as replayed; from says
-// where the answer was found, on the request's span.
+// replay sends the stored answer verbatim, marked as replayed, and counts
+// it first, so that what a client has seen is in the count Keys reports.
 func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue, waited bool) {
-	// Counted in memory before the answer goes out, so that what a client
-	// has seen is already in the count Keys reports; the row is updated
-	// later, in a batch, so a replay writes nothing.
 	m.replays.add(a.replayOf)
 	outcome := OutcomeReplayed
 	if waited {
@@ -67,15 +54,12 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue,
 // Replayed reports whether the answer sent was a stored one, replayed.
 func Replayed(c *gin.Context) bool { return c.Writer.Header().Get(ReplayedHeader) == "true" }
 
-// Replay counts, kept off the request path: a replay adds to a count in
-// memory, and the counts reach the rows in batches, on an interval and on
-// Close. A crash loses at most one interval of counts, never an answer.
-
+// Replay counts reach the rows in batches, on an interval and on Close: a
+// crash loses at most one interval of counts, never an answer.
 const defaultFlushEvery = time.Second
 
-// replayOf names one operation of a key: the count belongs to the
-// operation, so that replays of an expired key's old operation are not
-// added to a new one that reclaimed the row.
+// replayOf names one operation of a key: an expired operation's replays
+// are not added to a new one that reclaimed the row.
 type replayOf struct {
 	scope, key  string
 	operationID string
@@ -87,11 +71,11 @@ type replayCounter struct {
 	db      *gorm.DB
 	mu      sync.Mutex
 	pending map[replayOf]int
-	// flushing is held while counts move from pending to the rows, so that
-	// a reader adding pending counts to what it read counts each once.
+	// flushing is held while counts move to the rows: a reader adding
+	// pending counts to what it read counts each once.
 	flushing sync.Mutex
-	// stopping ends the background flush in progress when close begins:
-	// its counts go back to pending, for close to write under its context.
+	// stopping ends a background flush when close begins, which writes its
+	// counts under close's context.
 	stopping context.Context
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -132,10 +116,9 @@ const (
 	countedRow = `k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op`
 )
 
-// flush writes the pending counts in one transaction, one update for them
-// all; on failure they stay pending. On PostgreSQL the rows are locked
-// first, in one order byte by byte (COLLATE "C"), so that two instances'
-// flushes over the same rows cannot deadlock.
+// flush writes the pending counts in one update; on failure they stay
+// pending. On PostgreSQL the rows are locked first, in one byte order, so
+// that two instances' flushes cannot deadlock.
 func (r *replayCounter) flush(ctx context.Context) error {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()
@@ -181,8 +164,7 @@ func (r *replayCounter) flush(ctx context.Context) error {
 	return err
 }
 
-// withPending adds the counts not yet written to keys just read; read runs
-// while no flush is under way.
+// withPending adds the counts not yet written to the keys read.
 func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]IdempotencyKey, error) {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()

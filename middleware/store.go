@@ -18,10 +18,9 @@ type storedResponse struct {
 	Body    []byte
 }
 
-// store holds the SQL of the key lifecycle; the middleware reads and writes
-// the table through here only. Every change of ownership is a single
-// statement guarded by the (scope, key) unique index or by the owner token:
-// nothing checks and then acts.
+// store holds all the SQL of the key table. Every change of ownership is
+// one statement guarded by the (scope, key) unique index or the owner
+// token: nothing checks and then acts.
 type store struct{ db *gorm.DB }
 
 // on is the store whose statements run in tx.
@@ -30,8 +29,7 @@ func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
   owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
 
-// find reads the key row, scanned by hand: GORM's reflection was the larger
-// part of a cold replay's allocations.
+// find reads the key row, scanned by hand (reflection cost cold replays).
 func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
 	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
 	var k IdempotencyKey
@@ -45,7 +43,6 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 	return k, err == nil, err
 }
 
-// page reads a page of KeysPage.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
 	keys := []IdempotencyKey{}
 	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
@@ -56,8 +53,7 @@ func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int
 	return keys, err
 }
 
-// claim inserts the key as in progress, or takes over an expired one as a
-// new operation: true when this caller now owns the key.
+// claim inserts the key, or takes an expired one as a new operation.
 func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
@@ -75,18 +71,16 @@ WHERE `+claimFence,
 	return res.RowsAffected == 1, res.Error
 }
 
-// owned runs stmt (an UPDATE's head, or a DELETE) on the key row only while
-// k's owner holds it in progress, and reports whether it did: the one fence
-// of every statement after the claim.
+// owned runs stmt (an UPDATE's head, or a DELETE) only while k's owner holds
+// the key in progress: the one fence of every statement after the claim.
 func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error) {
 	args = append(args, k.Scope, k.Key, k.OwnerToken, KeyInProgress)
 	res := db.Exec(stmt+` WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`, args...)
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands an operation nobody holds (lease passed, or released)
-// from previousOwner to a retry, unless another retry took it first. The
-// operation id stays: the re-run is the same operation downstream.
+// takeover hands an operation nobody holds from previousOwner to a retry;
+// its id stays, so the re-run is the same operation downstream.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
@@ -109,10 +103,9 @@ func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release gives up an operation that kept no answer, so that the next
-// request takes it over at once. The row stays, so that the derived key
-// survives (a retry gets the provider's first answer, not a second charge),
-// unless forget deletes it.
+// release frees the key for the next request at once. The row stays (with
+// forget, it goes), so that a retry keeps the derived key: it gets the
+// provider's first answer, not a second charge.
 func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
 		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
@@ -137,17 +130,14 @@ RETURNING route`,
 	return routes, err
 }
 
-// KeyPosition is where a page of a scope's keys ended: the creation time
-// and id of its last key. The next page starts strictly after it.
+// KeyPosition is the last key of a page; the next page starts after it.
 type KeyPosition struct {
 	CreatedAt time.Time
 	ID        uint
 }
 
-// KeysPage lists up to limit of the scope's keys, newest first, from after
-// p (from the newest when p is nil), without their stored answers, with
-// the replays this instance counted and has not written yet; more says
-// whether any follow.
+// KeysPage lists up to limit of the scope's keys, newest first, after p
+// (nil: from the newest), without their answers; more says if any follow.
 func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
 	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
 		return m.store.page(ctx, scope, p, limit+1)
@@ -158,8 +148,7 @@ func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition
 	return keys, false, err
 }
 
-// DefaultSweepBatch is how many keys one statement of Sweep deletes when
-// it is given no positive batch size.
+// DefaultSweepBatch is Sweep's batch when it is given no positive one.
 const DefaultSweepBatch = 500
 
 // Sweep deletes expired keys, in batches of short statements so that

@@ -9,15 +9,13 @@ const (
 )
 
 // IdempotencyKey is what the server remembers of one operation: who owns it
-// while it runs (the lease), and the answer to replay once it is done. The
-// middleware alone writes the table; an application may read it. The unique
-// index on (Scope, Key) makes two claims of one key impossible.
+// while it runs (the lease), and the answer to replay once it is done. Only
+// the middleware writes it; its (Scope, Key) index makes two claims impossible.
 type IdempotencyKey struct {
 	ID    uint   `gorm:"primaryKey"`
 	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
 	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
-	// OperationID is new for each operation the key names, kept when a
-	// retry takes over: the derived key comes from it.
+	// OperationID, kept when a retry takes over, makes the derived key.
 	OperationID string `gorm:"size:36;not null"`
 	Method      string `gorm:"size:10;not null"`
 	Route       string `gorm:"size:255;not null"`

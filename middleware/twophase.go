@@ -13,9 +13,9 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// runTwoPhase commits the claim on its own, then runs the handler: false
-// when another request had claimed the key first. The claim runs detached,
-// so that a client gone mid-statement cannot leave a claim behind an error.
+// runTwoPhase commits the claim, detached (a client gone mid-statement
+// cannot leave a claim behind an error), then runs the handler; false when
+// another request had claimed the key first.
 func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
@@ -35,13 +35,11 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	return true
 }
 
-// heartbeat extends the lease, and runs the OnLeaseExtended functions,
-// every third of its length up to Timeout, so that only a dead or hung
-// attempt lets its lease pass. It stops at the first extension that finds
-// the key no longer ours. The returned function stops it and waits: it is
-// called before the handler's transaction begins, since an extension
-// waiting on the transaction's locks would wait forever (the transaction,
-// only local writes, is short next to the lease).
+// heartbeat extends the lease (and runs OnLeaseExtended) every third of it
+// up to Timeout, so that only a dead or hung attempt lets it pass; it stops
+// once the key is no longer ours. Its stop is called before the handler's
+// transaction begins: an extension waiting on the transaction's locks would
+// wait forever (local writes only, the transaction is short next to a lease).
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
