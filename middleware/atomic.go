@@ -21,6 +21,11 @@ const minClaimWait = 5 * time.Second
 // ran is false when another request holds the key; blocked, when the claim
 // waited for another transaction (a duplicate's, which a new look will find).
 func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome, waitUntil time.Time) (ran, blocked bool) {
+	sk := scopedKey{want.Scope, want.Key}
+	if !m.waits.start(sk) {
+		return false, false // this instance runs the key already: wait to be woken
+	}
+	defer m.waits.stop(sk)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
 	// The transaction lives on gated: ended at once if the claim is given up.

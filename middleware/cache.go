@@ -22,7 +22,6 @@ const DefaultCacheBytes = 64 << 20
 // the bound holds for the heap, not only the weights.
 const entryOverhead = 768
 
-// cached is a completed key as a replay needs it.
 type cached struct {
 	replayOf      // whose replay count a replay adds to
 	method, route string

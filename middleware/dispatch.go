@@ -44,7 +44,6 @@ import (
 // false when another request got there first.
 type claimFunc func(store, context.Context) (bool, error)
 
-// lookup is one read of a key row.
 type lookup struct {
 	found IdempotencyKey
 	ok    bool
@@ -72,12 +71,11 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			}
 			return
 		}
-		look := first
-		if look == nil {
-			look = m.lookup(ctx, want.Scope, want.Key)
+		if first == nil {
+			first = m.lookup(ctx, want.Scope, want.Key)
 		}
+		found, ok, err := first.found, first.ok, first.err
 		first = nil
-		found, ok, err := look.found, look.ok, look.err
 		if err != nil && ctx.Err() != nil {
 			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
 			return
@@ -104,7 +102,12 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 		}
 		var claim claimFunc
 		if want, claim = m.claimFor(at, want, found, now); claim != nil {
-			ran, blocked := m.runClaim(c, want, raw, claim, at, mode, waitUntil)
+			ran, blocked := false, false
+			if mode == Atomic {
+				ran, blocked = m.runAtomic(c, want, raw, claim, claimOutcome[at], waitUntil)
+			} else {
+				ran = m.runTwoPhase(c, want, raw, claim, claimOutcome[at])
+			}
 			if ran || c.IsAborted() {
 				return
 			}
@@ -126,9 +129,8 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 	}
 }
 
-// claimFor is the key this request would own at phase at, and the
-// statement that makes it the owner; nil when another attempt holds the
-// key. A takeover keeps the key's operation, and so its derived key.
+// claimFor is the key this request would own at phase at, and the statement
+// that makes it the owner (nil when held); a takeover keeps the operation.
 func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
 	case phaseAbsent, phaseExpired:
@@ -147,23 +149,6 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 }
 
 var claimOutcome = map[phase]Outcome{phaseAbsent: OutcomeClaimed, phaseExpired: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
-
-// runClaim claims the key in the route's mode and, if the claim holds, runs
-// the operation: ran reports that it did, blocked that the claim waited for
-// another transaction to end.
-func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
-	outcome := claimOutcome[at]
-	sk := scopedKey{want.Scope, want.Key}
-	switch {
-	case mode == Atomic && !m.waits.start(sk):
-		return false, false // this instance runs the key already: wait to be woken
-	case mode == Atomic:
-		defer m.waits.stop(sk)
-		return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
-	default:
-		return m.runTwoPhase(c, want, raw, claim, outcome), false
-	}
-}
 
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.observe(c.Request.Context(), route, OutcomeMismatch)
@@ -242,7 +227,6 @@ type waiters struct {
 	n     int
 }
 
-// join registers a waiter for k; it must leave once it stops waiting.
 func (w *waitlist) join(k scopedKey) *waiters {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -267,7 +251,6 @@ func (w *waitlist) leave(k scopedKey, ws *waiters) {
 	}
 }
 
-// wake tells every waiter of k that the attempt ended: they look again.
 func (w *waitlist) wake(k scopedKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -277,7 +260,7 @@ func (w *waitlist) wake(k scopedKey) {
 	}
 }
 
-// start marks k as run by an atomic request here; false when one already is.
+// start marks k as run by an atomic request here, unless one already is.
 func (w *waitlist) start(k scopedKey) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -291,7 +274,6 @@ func (w *waitlist) start(k scopedKey) bool {
 	return true
 }
 
-// stop ends what start began, and wakes k's waiters.
 func (w *waitlist) stop(k scopedKey) {
 	w.mu.Lock()
 	delete(w.running, k)

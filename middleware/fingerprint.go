@@ -21,17 +21,12 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// A request's hashes. The fingerprint covers everything that makes two
-// requests the same operation (method, route, path parameters, query, media
-// type, canonical body); the raw digest, the same as the request brought
-// it. With Config.DigestKey both are HMAC-SHA256 under a key the database
-// never holds, so that a row tells nothing of a body carrying a secret (a
-// sign-up's password); a keyed fingerprint is written "h1." and base64url,
-// never taken for a plain one (64 hex digits), and a row from before the
-// key still matches its request by the plain fingerprint, computed too.
+// A request's hashes. With Config.DigestKey they are HMAC-SHA256 under a key
+// the database never holds, so that a row tells nothing of a body carrying a
+// secret (a password); a keyed fingerprint is "h1." and base64url, never a
+// plain one's 64 hex digits, and older rows match by the plain one.
 
-// FormKeyField is the form field that carries the idempotency key of an
-// HTML form post.
+// FormKeyField is the form field that carries an HTML form's key.
 const FormKeyField = "idempotency_key"
 
 // MinDigestKey is the shortest Config.DigestKey accepted, in bytes.
@@ -45,13 +40,11 @@ const (
 var (
 	errBodyJSON = errors.New("the request body is not valid JSON")
 	errBodyForm = errors.New("the request body is not a valid form")
-	// errBodyKeysCollide: encoding/json matches object keys to fields
-	// case-insensitively and keeps the last, while RFC 8785 keeps both and
-	// sorts them; such a body would have one fingerprint and two meanings.
+	// errBodyKeysCollide: encoding/json matches keys case-insensitively,
+	// RFC 8785 does not: one fingerprint would have two meanings.
 	errBodyKeysCollide = errors.New("the request body has an object whose keys differ only in case; send each key once")
 )
 
-// request is what the fingerprint covers.
 type request struct {
 	Method      string
 	Route       string // the route template, e.g. /api/v1/orders/:id/payments
@@ -61,7 +54,6 @@ type request struct {
 	Body        []byte
 }
 
-// digester makes a request's hashes: SHA-256, or HMAC-SHA256 under a key.
 type digester struct {
 	keyed *sync.Pool // of HMACs under the key; nil: plain SHA-256
 }
@@ -77,7 +69,6 @@ func newDigester(key []byte) digester {
 	return digester{keyed: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
 }
 
-// sum hashes head then body, keyed or not.
 func (d digester) sum(head, body []byte) [sha256.Size]byte {
 	var h hash.Hash
 	if d.keyed == nil {
@@ -94,10 +85,8 @@ func (d digester) sum(head, body []byte) [sha256.Size]byte {
 	return sum
 }
 
-// raw hashes the request byte for byte, its query as sent. Equal digests
-// mean equal fingerprints, so a request with a cached answer's digest is
-// replayed without canonicalising its body; unequal ones say nothing (the
-// same JSON may be written two ways).
+// raw hashes the request byte for byte: equal digests mean equal
+// fingerprints, unequal ones nothing (JSON may be written two ways).
 func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	var buf [256]byte
 	head := targetFields(buf[:0], r)
@@ -107,12 +96,10 @@ func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	return d.sum(head, r.Body)
 }
 
-// fingerprints are r's fingerprint under d and, when d is keyed, the plain
-// one a row from before the key may hold (else ""). The body is
-// canonicalised: JSON by RFC 8785 (key order and whitespace do not count),
-// a form as sorted fields without the key field, anything else byte for
-// byte; a body whose meaning cannot be pinned down is an error. The media
-// type counts: the same bytes as another type are another request.
+// fingerprints are r's fingerprint, of all that makes two requests one
+// operation, and, when d is keyed, the plain one. The body is canonical:
+// JSON by RFC 8785, a form sorted without its key field; one whose meaning
+// cannot be pinned down is an error.
 func (d digester) fingerprints(r request) (fingerprint, plain string, err error) {
 	body, err := canonicalBody(r.ContentType, r.Body)
 	if err != nil {
@@ -120,7 +107,7 @@ func (d digester) fingerprints(r request) (fingerprint, plain string, err error)
 	}
 	head := targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
-	head = field(head, mediaType(r.ContentType))
+	head = field(head, mediaType(r.ContentType)) // the same bytes as another type are another request
 	head = binary.AppendUvarint(head, uint64(len(body)))
 	sum := digester{}.sum(head, body)
 	plain = hex.EncodeToString(sum[:])
@@ -131,7 +118,7 @@ func (d digester) fingerprints(r request) (fingerprint, plain string, err error)
 	return keyedPrefix + base64.RawURLEncoding.EncodeToString(sum[:]), plain, nil
 }
 
-// sameRequest: stored, a key's fingerprint, is want's request's.
+// sameRequest: stored, a key's fingerprint, is want's.
 func sameRequest(stored string, want IdempotencyKey) bool {
 	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
 }
@@ -143,14 +130,12 @@ func targetOf(r request) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// TargetOf is the Target a key's row holds for a request to route with
-// params: a reader who knows the candidates (a user's orders) can tell
-// which one the key's request named, answered or not.
+// TargetOf is a key row's Target for a request to route with params: the
+// candidates' (a user's orders) tell which one a key named, answered or not.
 func TargetOf(method, route string, params gin.Params) string {
 	return targetOf(request{Method: method, Route: route, Params: params})
 }
 
-// targetFields appends to buf the method, route and path parameters.
 func targetFields(buf []byte, r request) []byte {
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)
@@ -161,15 +146,13 @@ func targetFields(buf []byte, r request) []byte {
 	return buf
 }
 
-// field appends s length-prefixed, so that no two different lists of fields
-// hash the same bytes.
+// field appends s length-prefixed: no two lists of fields hash alike.
 func field(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
 }
 
-// mediaType is the lower-cased media type of a Content-Type, without
-// parameters; empty when there is none or it does not parse.
+// mediaType is a Content-Type's lower-cased type; empty if none or invalid.
 func mediaType(contentType string) string {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	return mt
@@ -194,9 +177,8 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// checkKeysApart refuses valid JSON with an object, at any depth, two of
-// whose keys are equal under the case folding encoding/json uses to match
-// keys to fields (bytes.EqualFold). jcs already refuses exact repeats.
+// checkKeysApart refuses an object, at any depth, with two keys equal under
+// encoding/json's case folding (jcs refuses exact repeats).
 func checkKeysApart(canonical []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(canonical))
 	// The open objects, innermost last; an array is a nil entry.
@@ -236,18 +218,14 @@ func checkKeysApart(canonical []byte) error {
 	}
 }
 
-// foldKey maps s to one representative of its case-folding class: each
-// rune becomes the least rune of its unicode.SimpleFold orbit, so
+// foldKey maps each rune to the least of its unicode.SimpleFold orbit:
 // foldKey(a) == foldKey(b) exactly when strings.EqualFold(a, b).
 func foldKey(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
+	return strings.Map(func(r rune) rune {
 		least := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 			least = min(least, f)
 		}
-		b.WriteRune(least)
-	}
-	return b.String()
+		return least
+	}, s)
 }

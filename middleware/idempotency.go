@@ -75,12 +75,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// StatusClientClosed is what logs and metrics record for a request whose
-// client left before it was answered (nginx's 499); nothing is sent.
-const StatusClientClosed = 499
-
-// ReplayedHeader marks an answer that was replayed, not produced anew.
-const ReplayedHeader = "Idempotent-Replayed"
+const (
+	// StatusClientClosed is what logs and metrics record for a request whose
+	// client left before it was answered (nginx's 499); nothing is sent.
+	StatusClientClosed = 499
+	// ReplayedHeader marks an answer that was replayed, not produced anew.
+	ReplayedHeader = "Idempotent-Replayed"
+)
 
 // Config configures the middleware.
 type Config struct {
@@ -104,10 +105,8 @@ type Config struct {
 	Observe func(route string, outcome Outcome) // told each Outcome, for metrics; optional
 	// CacheBytes bounds the answers kept in memory for replays, in bytes:
 	// DefaultCacheBytes when zero; no cache when negative.
-	CacheBytes int64
-	// PushAnswers: on PostgreSQL, with a PushSecret, send the answers this
-	// instance completes to the other instances' caches (push.go).
-	PushAnswers bool
+	CacheBytes  int64
+	PushAnswers bool // on PostgreSQL, with a PushSecret, push answers to other instances
 	// PushSecret signs pushed answers: the same on every instance,
 	// MinPushSecret bytes at least, and out of the database.
 	PushSecret []byte
@@ -183,9 +182,8 @@ func New(cfg Config) *Idempotency {
 	return m
 }
 
-// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease.
-// Anything that waits for an attempt to end (a reconciler, an HTTP write
-// timeout, a key's TTL) reads it here.
+// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease;
+// anything that waits for an attempt to end reads it here.
 func (cfg Config) AttemptTimeout() time.Duration {
 	if cfg.Timeout > 0 {
 		return cfg.Timeout
@@ -217,9 +215,8 @@ func (m *Idempotency) Require() gin.HandlerFunc {
 	return func(c *gin.Context) { m.handle(c, TwoPhase) }
 }
 
-// RequireAtomic is Require for a handler whose effects are all writes to
-// the database through Tx: it calls nothing outside the database. Its
-// claim, writes and completion commit as one transaction.
+// RequireAtomic is Require for a handler that calls nothing outside the
+// database: its claim, writes and completion commit as one transaction.
 func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
 	return func(c *gin.Context) { m.handle(c, Atomic) }
 }

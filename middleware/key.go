@@ -37,10 +37,8 @@ func parseKeyHeader(values []string) (string, error) {
 		return "", errKeyEmpty
 	}
 	if raw[0] != '"' {
-		for i := 0; i < len(raw); i++ {
-			if b := raw[i]; b <= ' ' || b > '~' || b == '"' || b == ',' {
-				return "", errKeyBare
-			}
+		if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == ',' }) {
+			return "", errKeyBare
 		}
 		return checkKey(raw)
 	}
@@ -61,11 +59,8 @@ func checkKey(key string) (string, error) {
 		return "", errKeyEmpty
 	case len(key) > maxKeyLength:
 		return "", errKeyLong
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < ' ' || key[i] > '~' {
-			return "", errKeyChars
-		}
+	case strings.ContainsFunc(key, func(r rune) bool { return r < ' ' || r > '~' }):
+		return "", errKeyChars
 	}
 	return key, nil
 }
@@ -73,10 +68,9 @@ func checkKey(key string) (string, error) {
 const keyContextKey = "idempotency.key"
 
 // RedactedKey names the request's idempotency key in logs without
-// revealing it (redact); empty when the request carried no valid key.
+// revealing it: 12 hex digits of its SHA-256; empty without a valid key.
 func RedactedKey(c *gin.Context) string { return redact(c.GetString(keyContextKey)) }
 
-// redact is a key's first 12 hex digits of SHA-256; empty for no key.
 func redact(key string) string {
 	if key == "" {
 		return ""

@@ -16,7 +16,6 @@ import (
 
 const operationKey = "idempotency.operation"
 
-// operation is the claimed key as the handler sees it.
 type operation struct {
 	key IdempotencyKey    // as claimed: its owner token, operation id, fingerprint and expiry
 	raw [sha256.Size]byte // the request's raw digest

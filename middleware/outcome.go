@@ -208,7 +208,7 @@ func (r *recorder) stored() storedResponse {
 	return storedResponse{Status: r.status, Headers: replayable(r.header), Body: r.body.Bytes()}
 }
 
-// send writes a response to the real writer, marked a replay by mark if set.
+// send writes a response to the real writer; mark names the replay header.
 func send(w gin.ResponseWriter, header http.Header, mark string, status int, body []byte) {
 	dst := w.Header()
 	for name, values := range header {

@@ -43,7 +43,6 @@ const (
 // macLen is the length of a payload's MAC as sent: base64 of a SHA-256 HMAC.
 var macLen = base64.StdEncoding.EncodedLen(sha256.Size)
 
-// pushMessage is one completed answer as NOTIFY carries it.
 type pushMessage struct {
 	From        string      `json:"from"` // the sending instance, which ignores its own
 	Scope       string      `json:"scope"`
@@ -93,7 +92,6 @@ func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pus
 	return p
 }
 
-// close stops both loops and waits for them; what is queued is dropped.
 func (p *pusher) close() {
 	if p != nil {
 		p.stop()
@@ -166,7 +164,6 @@ func (p *pusher) sendLoop(ctx context.Context) {
 	}
 }
 
-// gather adds to batch what is queued within pushGather, up to pushBatch.
 func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	timer := time.NewTimer(pushGather)
 	defer timer.Stop()
@@ -254,7 +251,6 @@ func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	return answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }
 
-// pushAuth signs this instance's pushes and checks the others'.
 type pushAuth struct {
 	secret  []byte
 	refused atomic.Uint64 // payloads dropped because their MAC failed

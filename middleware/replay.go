@@ -129,15 +129,9 @@ func (r *replayCounter) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	type count struct {
-		Scope string `json:"scope"`
-		Key   string `json:"key"`
-		Op    string `json:"op"`
-		N     int    `json:"n"`
-	}
-	counts := make([]count, 0, len(batch))
+	counts := make([]map[string]any, 0, len(batch))
 	for k, n := range batch {
-		counts = append(counts, count{k.scope, k.key, k.operationID, n})
+		counts = append(counts, map[string]any{"scope": k.scope, "key": k.key, "op": k.operationID, "n": n})
 	}
 	doc, err := json.Marshal(counts)
 	if err == nil {
@@ -180,7 +174,6 @@ func (r *replayCounter) withPending(read func() ([]IdempotencyKey, error)) ([]Id
 	return keys, nil
 }
 
-// close stops the background flushes and writes what is left.
 func (r *replayCounter) close(ctx context.Context) error {
 	r.stop()
 	select {

@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// storedResponse is the answer kept for replay.
 type storedResponse struct {
 	Status  int
 	Headers http.Header
@@ -23,7 +22,6 @@ type storedResponse struct {
 // token: nothing checks and then acts.
 type store struct{ db *gorm.DB }
 
-// on is the store whose statements run in tx.
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
