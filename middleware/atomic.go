@@ -63,9 +63,8 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 		return false, time.Since(start) > m.poll
 	}
 	m.observe(ctx, want.Route, outcome)
-	op := m.newOperation(ctx, want, raw)
-	op.db, op.tx, op.atomic = r.tx, r.tx, true
-	op.stopHeartbeat = func() {} // nothing is committed to extend: a crash leaves no claim
+	// Nothing is committed to extend: a crash leaves no claim.
+	op := &operation{key: want, raw: raw, db: r.tx, tx: r.tx, atomic: true, stopHeartbeat: func() {}}
 	m.run(c, ctx, detached, op)
 	return true, false
 }

@@ -123,17 +123,12 @@ func sameRequest(stored string, want IdempotencyKey) bool {
 	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
 }
 
-// targetOf hashes what a request acts on (which order to pay): a released
-// key may be retried with a corrected body or query, never another target.
-func targetOf(r request) string {
-	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), r))
-	return hex.EncodeToString(sum[:])
-}
-
-// TargetOf is a key row's Target for a request to route with params: the
-// candidates' (a user's orders) tell which one a key named, answered or not.
+// TargetOf hashes what a request to route with params acts on (which order
+// to pay): a released key may be retried with a corrected body, never another
+// target. A reader who knows the candidates can tell which one a key named.
 func TargetOf(method, route string, params gin.Params) string {
-	return targetOf(request{Method: method, Route: route, Params: params})
+	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), request{Method: method, Route: route, Params: params}))
+	return hex.EncodeToString(sum[:])
 }
 
 func targetFields(buf []byte, r request) []byte {

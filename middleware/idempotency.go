@@ -85,11 +85,9 @@ const (
 
 // Config configures the middleware.
 type Config struct {
-	DB  *gorm.DB
-	TTL time.Duration // how long a key is remembered after its operation started
-	// Lease is how long a crashed attempt blocks its retries; a live
-	// attempt's heartbeat extends it, up to Timeout.
-	Lease time.Duration
+	DB    *gorm.DB
+	TTL   time.Duration // how long a key is remembered after its operation started
+	Lease time.Duration // how long a crashed attempt blocks its retries; a live one's heartbeat extends it
 	Wait  time.Duration // how long a duplicate waits for the original before a 409
 	// Timeout bounds one attempt (its handler's context, its transaction,
 	// the recording of its outcome, the heartbeat), so that a hung handler
@@ -103,17 +101,15 @@ type Config struct {
 	// application's words; problem+json when nil. The middleware aborts.
 	Refuse  func(*gin.Context, Refusal)
 	Observe func(route string, outcome Outcome) // told each Outcome, for metrics; optional
-	// CacheBytes bounds the answers kept in memory for replays, in bytes:
-	// DefaultCacheBytes when zero; no cache when negative.
+	// CacheBytes bounds the replay cache in bytes: DefaultCacheBytes if 0, none if < 0.
 	CacheBytes  int64
 	PushAnswers bool // on PostgreSQL, with a PushSecret, push answers to other instances
 	// PushSecret signs pushed answers: the same on every instance,
 	// MinPushSecret bytes at least, and out of the database.
 	PushSecret []byte
-	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (fingerprint.go): MinDigestKey bytes at least, the same on every
-	// instance, and out of the database. Changing it makes keys stored
-	// under the old one answer their retries 422 until they expire.
+	// DigestKey keys the request hashes kept in a key's row: MinDigestKey bytes
+	// at least, the same on every instance, out of the database. Changing it
+	// makes older keys answer their retries 422 until they expire.
 	DigestKey  []byte
 	FlushEvery time.Duration // how often replay counts are written; defaultFlushEvery when zero
 	Logger     *slog.Logger
@@ -146,8 +142,9 @@ type Idempotency struct {
 	push    *pusher // nil: answers are not pushed
 	digest  digester
 	waits   waitlist
-	poll    time.Duration                                        // a waiting duplicate's first pause; it doubles up to 100 ms
-	ticker  func(every time.Duration) (<-chan time.Time, func()) // the heartbeat's; tests drive it
+	poll    time.Duration // a waiting duplicate's first pause; it doubles up to 100 ms
+	// ticker starts the heartbeat's ticks; tests drive it.
+	ticker func(every time.Duration) (<-chan time.Time, func())
 }
 
 // New builds the middleware.

@@ -1,26 +1,30 @@
 package middleware
 
+// Intake: the key, the body (read once, bounded) and the fingerprint; a
+// request without them is refused before anything is claimed.
+
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/gin-gonic/gin"
 )
-
-// Intake: the key, the body (read once, bounded) and the fingerprint; a
-// request without them is refused before anything is claimed.
-
-// MaxBodyBytes bounds the body of an idempotent request.
-const MaxBodyBytes = 1 << 20
 
 // OptionalKey, put before Require, makes the key optional on a route (one
 // open to anyone, like sign-up): a request without one runs unguarded.
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
 const (
+	MaxBodyBytes    = 1 << 20 // bounds the body of an idempotent request
+	maxKeyLength    = 255
+	keyContextKey   = "idempotency.key"
 	optionalKeyFlag = "idempotency.optional"
 	// anonymousScope holds the keys of requests without a principal: safe,
 	// as a repeat gets the answer only with the same request, credentials and all.
@@ -90,11 +94,9 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req), plainFingerprint: plain}
+	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: TargetOf(req.Method, req.Route, req.Params), plainFingerprint: plain}
 	m.execute(c, want, mode, raw, first)
 }
-
-var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
 
 // readBody reads the body, bounded, and puts it back for the handler.
 func readBody(c *gin.Context) ([]byte, error) {
@@ -147,4 +149,70 @@ func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey strin
 		attrs = append(attrs, "header_key", redact(headerKey), "header_key_bytes", len(headerKey))
 	}
 	m.cfg.Logger.InfoContext(c.Request.Context(), "idempotency: a form post's Idempotency-Key header is ignored; its idempotency_key field is the key", attrs...)
+}
+
+var (
+	errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
+	errKeyMissing   = errors.New("the Idempotency-Key header (or the idempotency_key form field) is missing")
+	errKeyEmpty     = errors.New("the idempotency key is empty")
+	errKeyLong      = errors.New("the idempotency key is longer than 255 characters")
+	errKeyChars     = errors.New("the idempotency key must be printable ASCII")
+	errKeyList      = errors.New("send exactly one Idempotency-Key header or idempotency_key field")
+	errKeySF        = errors.New(`a quoted Idempotency-Key must be an RFC 8941 string without parameters, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	errKeyBare      = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
+)
+
+// parseKeyHeader decodes the Idempotency-Key header: an RFC 8941 sf-string
+// ("abc"), as the IETF draft has it, or bare (abc), naming the same key.
+func parseKeyHeader(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", errKeyMissing
+	case 1:
+	default:
+		return "", errKeyList
+	}
+	raw := strings.Trim(values[0], " \t")
+	if raw == "" {
+		return "", errKeyEmpty
+	}
+	if raw[0] != '"' {
+		if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == ',' }) {
+			return "", errKeyBare
+		}
+		return checkKey(raw)
+	}
+	item, err := httpsfv.UnmarshalItem([]string{raw})
+	if err != nil {
+		return "", errKeySF
+	}
+	key, ok := item.Value.(string)
+	if !ok || len(item.Params.Names()) > 0 {
+		return "", errKeySF
+	}
+	return checkKey(key)
+}
+
+func checkKey(key string) (string, error) {
+	switch {
+	case key == "":
+		return "", errKeyEmpty
+	case len(key) > maxKeyLength:
+		return "", errKeyLong
+	case strings.ContainsFunc(key, func(r rune) bool { return r < ' ' || r > '~' }):
+		return "", errKeyChars
+	}
+	return key, nil
+}
+
+// RedactedKey names the request's idempotency key in logs without
+// revealing it: 12 hex digits of its SHA-256; empty without a valid key.
+func RedactedKey(c *gin.Context) string { return redact(c.GetString(keyContextKey)) }
+
+func redact(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
 }

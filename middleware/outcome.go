@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net"
 	"net/http"
@@ -27,10 +26,6 @@ func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cance
 	detached = context.WithoutCancel(c.Request.Context())
 	ctx, cancel = context.WithTimeout(detached, m.cfg.Timeout)
 	return ctx, cancel, detached
-}
-
-func (m *Idempotency) newOperation(ctx context.Context, k IdempotencyKey, raw [sha256.Size]byte) *operation {
-	return &operation{key: k, raw: raw, db: m.cfg.DB.WithContext(ctx)}
 }
 
 // run executes the handler as the owner of the key, then records the

@@ -133,11 +133,13 @@ func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
 func (p *pusher) sendLoop(ctx context.Context) {
 	var conn *pgx.Conn
 	var name string
-	defer func() {
+	drop := func() {
 		if conn != nil {
 			conn.Close(context.Background())
+			conn = nil
 		}
-	}()
+	}
+	defer drop()
 	for {
 		var batch []*cached
 		select {
@@ -155,10 +157,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(batch))
-			if conn != nil {
-				conn.Close(context.Background())
-				conn = nil
-			}
+			drop()
 			sleep(ctx, pushRetry)
 		}
 	}

@@ -145,7 +145,8 @@ func (r *replayCounter) flush(ctx context.Context) error {
 					return err
 				}
 			}
-			return tx.Exec(`UPDATE idempotency_keys AS k SET replays = replays + c.n FROM `+counted+` WHERE `+countedRow, string(doc)).Error
+			update := `UPDATE idempotency_keys AS k SET replays = replays + c.n FROM ` + counted + ` WHERE ` + countedRow
+			return tx.Exec(update, string(doc)).Error
 		})
 	}
 	if err != nil {

@@ -21,7 +21,7 @@ type IdempotencyKey struct {
 	Route       string `gorm:"size:255;not null"`
 	Fingerprint string `gorm:"size:64;not null"`
 	RawDigest   []byte // digester.raw of the request that claimed the key
-	// Target is what a retry of a released key may not change (targetOf).
+	// Target is what a retry of a released key may not change (TargetOf).
 	Target           string    `gorm:"size:64;not null;default:''"`
 	State            string    `gorm:"size:16;not null"`
 	OwnerToken       string    `gorm:"size:36;not null"`

@@ -28,8 +28,7 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	m.observe(c.Request.Context(), want.Route, outcome)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
-	op := m.newOperation(ctx, want, raw)
-	op.fresh = outcome == OutcomeClaimed
+	op := &operation{key: want, raw: raw, db: m.cfg.DB.WithContext(ctx), fresh: outcome == OutcomeClaimed}
 	op.stopHeartbeat = m.heartbeat(ctx, op)
 	m.run(c, ctx, detached, op)
 	return true
