@@ -54,7 +54,7 @@ func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *ope
 // record commits the outcome, then sends it: a 2xx, 3xx or final 4xx is
 // kept for replay; anything else is rolled back and the key released.
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
-	resp := rec.stored()
+	resp := storedResponse{Status: rec.status, Headers: replayable(rec.header), Body: rec.body.Bytes()}
 	held, err := false, error(nil)
 	if resp.Status < 400 || resp.Status < 500 && op.final {
 		held, err = m.complete(ctx, op, resp)
@@ -197,10 +197,6 @@ func replayable(header http.Header) http.Header {
 		}
 	}
 	return h
-}
-
-func (r *recorder) stored() storedResponse {
-	return storedResponse{Status: r.status, Headers: replayable(r.header), Body: r.body.Bytes()}
 }
 
 // send writes a response to the real writer; mark names the replay header.

@@ -158,7 +158,10 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(batch))
 			drop()
-			sleep(ctx, pushRetry)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pushRetry):
+			}
 		}
 	}
 }
@@ -204,7 +207,10 @@ func (p *pusher) listenLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := p.listen(ctx, listening); err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: listen for pushed answers", "err", err)
-			sleep(ctx, pushRetry)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pushRetry):
+			}
 		}
 	}
 }
@@ -289,13 +295,4 @@ func (m *Idempotency) PushesRefused() uint64 {
 		return 0
 	}
 	return m.push.auth.refused.Load()
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
