@@ -45,14 +45,13 @@ import (
 type claimFunc func(store, context.Context) (bool, error)
 
 type lookup struct {
-	found IdempotencyKey
-	ok    bool
+	found IdempotencyKey // the zero key when there is no row
 	err   error
 }
 
 func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
-	found, ok, err := m.store.find(ctx, scope, key)
-	return &lookup{found, ok, err}
+	found, _, err := m.store.find(ctx, scope, key)
+	return &lookup{found, err}
 }
 
 // execute reads the key and acts on it: claim and run, replay, wait, or
@@ -74,7 +73,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 		if first == nil {
 			first = m.lookup(ctx, want.Scope, want.Key)
 		}
-		found, ok, err := first.found, first.ok, first.err
+		found, err := first.found, first.err
 		first = nil
 		if err != nil && ctx.Err() != nil {
 			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
@@ -85,11 +84,8 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			return
 		}
 		now := m.now()
-		at := phaseAbsent
-		if ok {
-			at = phaseOf(found, now)
-		}
-		if at != phaseAbsent && at != phaseExpired &&
+		at := phaseOf(found, now) // a row not found is the zero key: claimable
+		if at != phaseClaimable &&
 			!sameRequest(found.Fingerprint, want) && !(found.Lapsed(now) && found.Target == want.Target) {
 			// A released (or lapsed) key takes a corrected body, for the same
 			// target only: its operation and derived key stay with it.
@@ -133,7 +129,7 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 // that makes it the owner (nil when held); a takeover keeps the operation.
 func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
-	case phaseAbsent, phaseExpired:
+	case phaseClaimable:
 		want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 		want.State, want.CreatedAt = KeyInProgress, now
 		want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
@@ -148,7 +144,7 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 	return want, nil // held: another attempt runs
 }
 
-var claimOutcome = map[phase]Outcome{phaseAbsent: OutcomeClaimed, phaseExpired: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
+var claimOutcome = map[phase]Outcome{phaseClaimable: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
 
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.observe(c.Request.Context(), route, OutcomeMismatch)
@@ -178,8 +174,7 @@ func (m *Idempotency) now() time.Time { return m.cfg.Now().UTC().Truncate(time.M
 type phase int
 
 const (
-	phaseAbsent    phase = iota // no row: claim it
-	phaseExpired                // past its TTL, held by nobody: claim it as a new operation
+	phaseClaimable phase = iota // no row, or past its TTL and held by nobody: claim it as a new operation
 	phaseHeld                   // in progress under a live lease: wait for its answer
 	phaseCompleted              // its answer is stored: replay it
 	phaseReleased               // in progress, no owner: retry it at once as the same operation
@@ -192,7 +187,7 @@ const (
 func phaseOf(k IdempotencyKey, now time.Time) phase {
 	switch {
 	case claimable(k, now):
-		return phaseExpired
+		return phaseClaimable
 	case k.State == KeyCompleted:
 		return phaseCompleted
 	case k.LockedUntil.After(now):
@@ -230,9 +225,6 @@ type waiters struct {
 func (w *waitlist) join(k scopedKey) *waiters {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[scopedKey]*waiters{}
-	}
 	ws := w.m[k]
 	if ws == nil {
 		ws = &waiters{woken: make(chan struct{})}
@@ -266,9 +258,6 @@ func (w *waitlist) start(k scopedKey) bool {
 	defer w.mu.Unlock()
 	if w.running[k] {
 		return false
-	}
-	if w.running == nil {
-		w.running = map[scopedKey]bool{}
 	}
 	w.running[k] = true
 	return true

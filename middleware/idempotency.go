@@ -172,7 +172,8 @@ func New(cfg Config) *Idempotency {
 	}
 	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now),
 		replays: newReplayCounter(cfg.DB, cmp.Or(max(cfg.FlushEvery, 0), defaultFlushEvery)),
-		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
+		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker,
+		waits: waitlist{m: map[scopedKey]*waiters{}, running: map[scopedKey]bool{}}}
 	if cfg.PushAnswers {
 		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}

@@ -83,7 +83,7 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		}
 	} else {
 		first = m.lookup(c.Request.Context(), scope, key)
-		if first.err == nil && first.ok && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
+		if first.err == nil && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
 			m.replayStored(c, first.found, raw, false)
 			return
 		}
