@@ -1,7 +1,6 @@
 package middleware
 
-// The atomic run (RequireAtomic): the claim, the handler's writes and the
-// completion commit in one transaction, or not at all.
+// The atomic run (RequireAtomic): claim, writes and completion in one transaction.
 
 import (
 	"context"
@@ -12,9 +11,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// minClaimWait is the least time an atomic claim is given, whatever
-// Config.Wait says: SQLite's write lock may be held by anyone, and a request
-// no duplicate holds up must not be answered 409 (a second was too little).
+// minClaimWait is the least an atomic claim is given, whatever Config.Wait says: SQLite's write
+// lock may be anyone's, and a request no duplicate holds up must not get a 409 (1s was too little).
 const minClaimWait = 5 * time.Second
 
 // runAtomic claims the key in a new transaction and runs the handler in it.
@@ -76,9 +74,8 @@ type txClaim struct {
 	err error
 }
 
-// beginAndClaim begins and claims on its own goroutine, so that runAtomic
-// answers in time even through SQLite's uninterruptible busy wait; a
-// transaction begun after gated ended is rolled back by database/sql.
+// beginAndClaim runs on its own goroutine, so that runAtomic answers in time even through SQLite's
+// busy wait; a transaction begun after gated ended is rolled back by database/sql.
 func (m *Idempotency) beginAndClaim(gated context.Context, claim claimFunc) <-chan txClaim {
 	result := make(chan txClaim, 1)
 	go func() {

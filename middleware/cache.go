@@ -1,8 +1,7 @@
 package middleware
 
-// The replay cache: completed answers in this instance's memory, so that a
-// replay seen here before touches no database. Safe, since a completed key
-// never changes until it expires, and an entry is used only until then by
+// The replay cache: completed answers in memory, so that a replay seen here touches no database.
+// Safe: a completed key never changes until it expires, and an entry is used only until then by
 // the middleware's clock (clocks agree within a second, as leases assume).
 
 import (
@@ -18,8 +17,7 @@ import (
 // DefaultCacheBytes is the replay cache's bound when Config.CacheBytes is 0.
 const DefaultCacheBytes = 64 << 20
 
-// entryOverhead is an entry's cost beyond its bytes (BenchmarkCacheEntryMemory):
-// the bound holds for the heap, not only the weights.
+// entryOverhead is an entry's heap cost beyond its bytes (BenchmarkCacheEntryMemory).
 const entryOverhead = 768
 
 type cached struct {

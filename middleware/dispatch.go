@@ -40,8 +40,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// claimFunc makes the request the owner of its key, on the store given:
-// false when another request got there first.
+// claimFunc makes the request the key's owner on the store given, unless another got there first.
 type claimFunc func(store, context.Context) (bool, error)
 
 type lookup struct {
@@ -54,8 +53,7 @@ func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
 	return &lookup{found, err}
 }
 
-// execute reads the key and acts on it: claim and run, replay, wait, or
-// refuse. first, when not nil, is the row dispatch read, for the first look.
+// execute reads the key, then claims and runs, replays, waits or refuses; first is dispatch's read.
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
@@ -151,8 +149,7 @@ func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute st
 	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
 }
 
-// sleep waits for d, or less when the attempt holding k in this instance
-// ends first; false when the client left.
+// sleep waits d, or until this instance's attempt on k ends; false if the client left.
 func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) bool {
 	ws := m.waits.join(k)
 	defer m.waits.leave(k, ws)
@@ -199,16 +196,14 @@ func phaseOf(k IdempotencyKey, now time.Time) phase {
 	}
 }
 
-// claimable: the key expired and nobody holds it, so it may name a new
-// operation; claimableSQL says the same in SQL (TestClaimableAgreesWithTheSQL).
+// claimable: expired and held by nobody, a key may name a new operation (claimableSQL says it in SQL).
 func claimable(k IdempotencyKey, now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == KeyCompleted || !k.LockedUntil.After(now))
 }
 
-// waitlist wakes the duplicates waiting here as soon as the attempt running
-// their key here ends (one on another instance is polled). It also holds
-// the keys an atomic request here is running, so that a duplicate waits to
-// be woken rather than on the database, holding a connection.
+// waitlist wakes the duplicates waiting here once the attempt on their key here ends (one elsewhere
+// is polled), and holds the keys an atomic request here runs: a duplicate then waits to be woken,
+// not on the database, holding a connection.
 type waitlist struct {
 	mu      sync.Mutex
 	m       map[scopedKey]*waiters

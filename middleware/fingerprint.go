@@ -96,10 +96,9 @@ func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	return d.sum(head, r.Body)
 }
 
-// fingerprints are r's fingerprint, of all that makes two requests one
-// operation, and, when d is keyed, the plain one. The body is canonical:
-// JSON by RFC 8785, a form sorted without its key field; one whose meaning
-// cannot be pinned down is an error.
+// fingerprints are r's fingerprint, of all that makes two requests one operation, and, keyed, the
+// plain one. The body is canonical (JSON by RFC 8785, a form sorted without its key field), or an
+// error when its meaning cannot be pinned down.
 func (d digester) fingerprints(r request) (fingerprint, plain string, err error) {
 	body, err := canonicalBody(r.ContentType, r.Body)
 	if err != nil {
@@ -123,9 +122,8 @@ func sameRequest(stored string, want IdempotencyKey) bool {
 	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
 }
 
-// TargetOf hashes what a request to route with params acts on (which order
-// to pay): a released key may be retried with a corrected body, never another
-// target. A reader who knows the candidates can tell which one a key named.
+// TargetOf hashes what a request acts on (which order to pay): a released key may be retried with
+// a corrected body, never another target; a reader can tell which candidate a key named.
 func TargetOf(method, route string, params gin.Params) string {
 	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), request{Method: method, Route: route, Params: params}))
 	return hex.EncodeToString(sum[:])
@@ -172,8 +170,7 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// checkKeysApart refuses an object, at any depth, with two keys equal under
-// encoding/json's case folding (jcs refuses exact repeats).
+// checkKeysApart refuses keys equal under encoding/json's case folding (jcs refuses exact repeats).
 func checkKeysApart(canonical []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(canonical))
 	// The open objects, innermost last; an array is a nil entry.

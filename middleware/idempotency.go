@@ -104,8 +104,7 @@ type Config struct {
 	// CacheBytes bounds the replay cache in bytes: DefaultCacheBytes if 0, none if < 0.
 	CacheBytes  int64
 	PushAnswers bool // on PostgreSQL, with a PushSecret, push answers to other instances
-	// PushSecret signs pushed answers: the same on every instance,
-	// MinPushSecret bytes at least, and out of the database.
+	// PushSecret signs pushes: the same on every instance, MinPushSecret bytes at least, out of the database.
 	PushSecret []byte
 	// DigestKey keys the request hashes kept in a key's row: MinDigestKey bytes
 	// at least, the same on every instance, out of the database. Changing it
@@ -157,8 +156,7 @@ func New(cfg Config) *Idempotency {
 	if refuse == nil {
 		refuse = writeRefusal
 	}
-	// Every refusal stops the chain, whatever the renderer does: the
-	// handler must never run without a claim.
+	// Every refusal stops the chain: the handler never runs without a claim.
 	cfg.Refuse = func(c *gin.Context, r Refusal) {
 		c.Abort()
 		refuse(c, r)
@@ -180,8 +178,7 @@ func New(cfg Config) *Idempotency {
 	return m
 }
 
-// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease;
-// anything that waits for an attempt to end reads it here.
+// AttemptTimeout is how long one attempt may run (Timeout, or 4 × Lease), for all that waits on one.
 func (cfg Config) AttemptTimeout() time.Duration {
 	if cfg.Timeout > 0 {
 		return cfg.Timeout
@@ -192,8 +189,7 @@ func (cfg Config) AttemptTimeout() time.Duration {
 // AttemptTimeout is Config.AttemptTimeout.
 func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }
 
-// Close stops the background work of the middleware and flushes the replay
-// counts; call it once requests have stopped.
+// Close stops the background work and flushes replay counts, once requests have stopped.
 func (m *Idempotency) Close(ctx context.Context) error {
 	m.push.close()
 	return m.replays.close(ctx)
@@ -207,8 +203,7 @@ const (
 	Atomic               // the claim commits with the handler's writes
 )
 
-// Require is the handler to put in front of each route that must be
-// idempotent, after authentication: two-phase, safe for any handler.
+// Require, after authentication, makes a route idempotent, two-phase: safe for any handler.
 func (m *Idempotency) Require() gin.HandlerFunc {
 	return func(c *gin.Context) { m.handle(c, TwoPhase) }
 }

@@ -1,7 +1,6 @@
 package middleware
 
-// Intake: the key, the body (read once, bounded) and the fingerprint; a
-// request without them is refused before anything is claimed.
+// Intake: key, body and fingerprint, or a refusal before anything is claimed.
 
 import (
 	"bytes"
@@ -17,8 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// OptionalKey, put before Require, makes the key optional on a route (one
-// open to anyone, like sign-up): a request without one runs unguarded.
+// OptionalKey, before Require, makes the key optional (sign-up): a request without one runs unguarded.
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
 const (
@@ -26,8 +24,7 @@ const (
 	maxKeyLength    = 255
 	keyContextKey   = "idempotency.key"
 	optionalKeyFlag = "idempotency.optional"
-	// anonymousScope holds the keys of requests without a principal: safe,
-	// as a repeat gets the answer only with the same request, credentials and all.
+	// anonymousScope holds keys without a principal: a repeat is answered only if the same request.
 	anonymousScope = "anonymous"
 )
 
@@ -41,8 +38,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		return
 	}
 	headerKey, headerErr := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
-	// Only a form may carry its key in the body: anything else without the
-	// header is refused before its body is read.
+	// Only a form may carry its key in its body: anything else is refused unread.
 	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
 	if !isForm && headerErr != nil {
 		m.refuseKey(c, headerErr)
@@ -69,8 +65,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	m.dispatch(c, mode, scope, key, body)
 }
 
-// dispatch replays a byte-identical repeat (raw digest) without
-// canonicalising it; anything else is fingerprinted and executed.
+// dispatch replays a byte-identical repeat at once; anything else is fingerprinted.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
 	req := request{Method: c.Request.Method, Route: c.FullPath(), Params: c.Params, ContentType: c.Request.Header.Get("Content-Type"), Body: body}
 	raw := m.digest.raw(req, c.Request.URL.RawQuery)
@@ -162,8 +157,7 @@ var (
 	errKeyBare      = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
 )
 
-// parseKeyHeader decodes the Idempotency-Key header: an RFC 8941 sf-string
-// ("abc"), as the IETF draft has it, or bare (abc), naming the same key.
+// parseKeyHeader decodes the header: an RFC 8941 sf-string ("abc"), or bare (abc), the same key.
 func parseKeyHeader(values []string) (string, error) {
 	switch len(values) {
 	case 0:

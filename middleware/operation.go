@@ -25,8 +25,7 @@ type operation struct {
 	// fresh: this attempt claimed a new operation; notFound: it answered 404.
 	atomic, final, fresh, notFound bool
 	handedOut                      atomic.Bool // the derived key has left the middleware
-	// stopHeartbeat stops the lease's heartbeat and waits for it: called
-	// when the transaction begins (see heartbeat) and when the handler ends.
+	// stopHeartbeat stops the heartbeat and waits: when the transaction begins, and at the end.
 	stopHeartbeat func()
 	mu            sync.Mutex
 	onExtend      []func(ctx context.Context, until time.Time) error
@@ -40,8 +39,7 @@ func current(c *gin.Context) *operation {
 	return op.(*operation)
 }
 
-// Operation is the current operation as a handler hands it on to a service
-// (one that moves money), which then never calls back into the handler.
+// Operation is the current operation as a handler hands it on to a service (one that moves money).
 type Operation struct{ op *operation }
 
 // Current is the request's operation.
@@ -60,17 +58,15 @@ func (o Operation) Tx() *gorm.DB {
 	return o.op.tx
 }
 
-// OnLeaseExtended has fn run with the lease's new end at each extension
-// until the transaction begins: for a hold of the handler's own (a
-// payment's on its order) that must not run out under a slow, live attempt.
+// OnLeaseExtended has fn run with the lease's new end at each extension until the transaction
+// begins: for a hold of the handler's own (a payment's on its order) that must last as long.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()
 	o.op.onExtend = append(o.op.onExtend, fn)
 }
 
-// DerivedKey is the key to pass downstream (the payment provider) and to
-// store on business rows: the same for every attempt of one operation.
+// DerivedKey is the key to pass downstream and store on business rows: one per operation.
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
 // DerivedKey is the operation's derived key; see the function DerivedKey.
@@ -89,9 +85,8 @@ func DerivedKeyOf(k IdempotencyKey) string {
 // order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }
 
-// forgettable: nothing outside the middleware can name the operation (new,
-// and its derived key never left, or it answered 404 before doing anything),
-// so a release deletes its row: a refused request leaves nothing behind.
+// forgettable: nothing outside can name the operation (new, and its derived key never left, or
+// a 404 before anything was done), so a release deletes its row: a refusal leaves nothing behind.
 func (op *operation) forgettable() bool {
 	return op.fresh && (op.notFound || !op.handedOut.Load())
 }

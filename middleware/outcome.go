@@ -1,7 +1,6 @@
 package middleware
 
-// The outcome of an attempt, in either mode: what the handler answered is
-// recorded for replay with its writes, or rolled back and the key released.
+// The outcome of an attempt: recorded for replay with its writes, or rolled back and released.
 
 import (
 	"bufio"
@@ -20,16 +19,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// attemptContext: from the claim on, the operation runs to its recorded end
-// within Timeout even if the client leaves; past it, it is released on detached.
+// attemptContext: from the claim on, the operation runs to its recorded end within Timeout even
+// if the client leaves; past it, it is released on detached.
 func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cancel context.CancelFunc, detached context.Context) {
 	detached = context.WithoutCancel(c.Request.Context())
 	ctx, cancel = context.WithTimeout(detached, m.cfg.Timeout)
 	return ctx, cancel, detached
 }
 
-// run executes the handler as the owner of the key, then records the
-// outcome and wakes the duplicates waiting here.
+// run executes the handler as the key's owner, records the outcome and wakes the duplicates.
 func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *operation) {
 	c.Request = c.Request.WithContext(ctx)
 	c.Set(operationKey, op)
@@ -51,8 +49,7 @@ func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *ope
 	m.record(c, detached, op, rec)
 }
 
-// record commits the outcome, then sends it: a 2xx, 3xx or final 4xx is
-// kept for replay; anything else is rolled back and the key released.
+// record commits the outcome, then sends it: a 2xx, 3xx or final 4xx is kept; anything else released.
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
 	resp := storedResponse{Status: rec.status, Headers: replayable(rec.header), Body: rec.body.Bytes()}
 	held, err := false, error(nil)
@@ -75,8 +72,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 }
 
-// complete stores the answer with the handler's writes and commits it, then
-// caches and pushes it; false when the key was no longer this attempt's.
+// complete commits the answer with the handler's writes, then caches and pushes it; false if fenced.
 func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedResponse) (bool, error) {
 	completed, err := m.store.on(cmp.Or(op.tx, op.db)).complete(op.key, resp)
 	if err == nil && completed && op.tx != nil {
@@ -96,8 +92,7 @@ func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedRe
 // releaseTries: then release leaves the key to its lease (a lapsed key is free).
 const releaseTries = 3
 
-// release rolls the attempt back and releases the key (deletes it when
-// forgettable); false when the key was no longer this attempt's.
+// release rolls back and frees the key (deleted when forgettable); false if fenced.
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
 	if op.atomic {
@@ -121,8 +116,7 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	return held
 }
 
-// observe tells Config.Observe what the middleware did for a request, and
-// marks the request's span, which it returns, with it (idempotency.claimed…).
+// observe tells Config.Observe, and marks and returns the request's span (idempotency.claimed…).
 func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome) trace.Span {
 	m.cfg.Observe(route, outcome)
 	span := trace.SpanFromContext(ctx)
@@ -132,8 +126,7 @@ func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome
 	return span
 }
 
-// recorder buffers the handler's whole response, so that a client never
-// sees an answer before it is committed.
+// recorder buffers the handler's response: nothing is sent before the commit.
 type recorder struct {
 	gin.ResponseWriter // the real writer, for what is not buffered
 	header             http.Header
@@ -180,8 +173,7 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, errors.New("idempotent responses are buffered and cannot be hijacked")
 }
 
-// replayedHeaders are the only headers stored for replay (never
-// Set-Cookie); a problem's Cache-Control: no-store holds for its replay too.
+// replayedHeaders alone are stored for replay (never Set-Cookie); a problem's no-store holds too.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
 
 // replayable is what of header a replay may send, as replayedHeaders spells it.

@@ -58,8 +58,7 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-// pusher sends this instance's completed answers and caches the others';
-// nil when not pushing.
+// pusher sends this instance's answers and caches the others'; nil when not pushing.
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
@@ -71,8 +70,7 @@ type pusher struct {
 	listening chan struct{} // closed once the first LISTEN is in place
 }
 
-// newPusher starts pushing when db is PostgreSQL and there is a secret to
-// sign with: without one, no push could be told from a forgery.
+// newPusher pushes on PostgreSQL with a secret to sign with: without one, pushes are forgeable.
 func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pusher {
 	d, ok := db.Dialector.(*postgres.Dialector)
 	if !ok || d.Config == nil || d.DSN == "" {
@@ -110,8 +108,7 @@ func (p *pusher) publish(v *cached) {
 	}
 }
 
-// connect opens a connection outside the pool and names the NOTIFY
-// channel of its schema: shops in other schemas do not share answers.
+// connect opens a connection outside the pool, with its schema's channel: schemas share no answers.
 func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
 	conn, err := pgx.Connect(ctx, p.dsn)
 	if err != nil {
@@ -182,8 +179,7 @@ func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	return batch
 }
 
-// encode signs answers for channel, leaving out those NOTIFY cannot carry:
-// too large, or a scope or key JSON would not carry exactly.
+// encode signs answers, leaving out what NOTIFY cannot carry: too large, or not exact in JSON.
 func (p *pusher) encode(channel string, batch []*cached) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
@@ -237,8 +233,7 @@ func (p *pusher) listen(ctx context.Context, listening func()) error {
 	}
 }
 
-// decode reads a payload once its MAC is checked (nothing of a forgery is
-// read); this instance's own pushes come back too, and are ignored.
+// decode reads a payload once its MAC holds; this instance's own come back too, and are ignored.
 func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	msg, ok := p.auth.verify(channel, payload)
 	if !ok {

@@ -7,8 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Refusal is an answer of the middleware's own, sent instead of the
-// handler's; its JSON is an RFC 9457 problem document.
+// Refusal is the middleware's own answer, instead of the handler's: an RFC 9457 problem document.
 type Refusal struct {
 	// Type names the refusal for machines, stably: "idempotency-key-reused".
 	Type       string `json:"type"`

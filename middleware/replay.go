@@ -1,8 +1,7 @@
 package middleware
 
-// Replay: a completed key's answer, sent again verbatim to every repeat,
-// from this instance's cache when it has it, else from the key's row; and
-// the count of replays, kept off the request path.
+// Replay: a completed key's answer sent again verbatim, from this instance's
+// cache or else the key's row; and the replay counts, kept off the request path.
 
 import (
 	"context"
@@ -36,8 +35,7 @@ func (m *Idempotency) replayStored(c *gin.Context, found IdempotencyKey, raw [sh
 	m.replay(c, a, fromDatabase, waited)
 }
 
-// replay sends the stored answer verbatim, marked as replayed, and counts
-// it first, so that what a client has seen is in the count Keys reports.
+// replay counts the answer, so that Keys reports all a client has seen, then sends it verbatim.
 func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue, waited bool) {
 	m.replays.add(a.replayOf)
 	outcome := OutcomeReplayed
@@ -54,12 +52,10 @@ func (m *Idempotency) replay(c *gin.Context, a *cached, from attribute.KeyValue,
 // Replayed reports whether the answer sent was a stored one, replayed.
 func Replayed(c *gin.Context) bool { return c.Writer.Header().Get(ReplayedHeader) == "true" }
 
-// Replay counts reach the rows in batches, on an interval and on Close: a
-// crash loses at most one interval of counts, never an answer.
+// Replay counts reach the rows in batches: a crash loses one interval of counts, never an answer.
 const defaultFlushEvery = time.Second
 
-// replayOf names one operation of a key: an expired operation's replays
-// are not added to a new one that reclaimed the row.
+// replayOf names one operation of a key, so that a reclaimed row does not inherit old replays.
 type replayOf struct {
 	scope, key  string
 	operationID string
@@ -71,11 +67,9 @@ type replayCounter struct {
 	db      *gorm.DB
 	mu      sync.Mutex
 	pending map[replayOf]int
-	// flushing is held while counts move to the rows: a reader adding
-	// pending counts to what it read counts each once.
+	// flushing is held while counts move to the rows, so that a reader counts each once.
 	flushing sync.Mutex
-	// stopping ends a background flush when close begins, which writes its
-	// counts under close's context.
+	// stopping ends a background flush when close begins, to write under close's context.
 	stopping context.Context
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -116,9 +110,8 @@ const (
 	countedRow = `k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op`
 )
 
-// flush writes the pending counts in one update; on failure they stay
-// pending. On PostgreSQL the rows are locked first, in one byte order, so
-// that two instances' flushes cannot deadlock.
+// flush writes the pending counts in one update, or keeps them. On PostgreSQL the rows are
+// locked first, in one byte order, so that two instances' flushes cannot deadlock.
 func (r *replayCounter) flush(ctx context.Context) error {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()

@@ -58,9 +58,8 @@ type storedResponse struct {
 	Body    []byte
 }
 
-// store holds all the SQL of the key table. Every change of ownership is
-// one statement guarded by the (scope, key) unique index or the owner
-// token: nothing checks and then acts.
+// store holds all the key table's SQL. Every change of ownership is one statement
+// guarded by the (scope, key) unique index or the owner token: nothing checks, then acts.
 type store struct{ db *gorm.DB }
 
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
@@ -110,16 +109,14 @@ WHERE `+claimFence,
 	return res.RowsAffected == 1, res.Error
 }
 
-// owned runs stmt (an UPDATE's head, or a DELETE) only while k's owner holds
-// the key in progress: the one fence of every statement after the claim.
+// owned runs stmt (an UPDATE's head or a DELETE) only while k's owner holds the key: the one fence.
 func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error) {
 	args = append(args, k.Scope, k.Key, k.OwnerToken, KeyInProgress)
 	res := db.Exec(stmt+` WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`, args...)
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands an operation nobody holds from previousOwner to a retry;
-// its id stays, so the re-run is the same operation downstream.
+// takeover hands a free operation from previousOwner to a retry; its id, and derived key, stay.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
@@ -142,9 +139,8 @@ func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release frees the key for the next request at once. The row stays (with
-// forget, it goes), so that a retry keeps the derived key: it gets the
-// provider's first answer, not a second charge.
+// release frees the key at once. The row stays (unless forget), so that a retry keeps the
+// derived key: it gets the provider's first answer, not a second charge.
 func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
 		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
@@ -152,13 +148,11 @@ func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, for
 	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET owner_token = '', locked_until = ?`, k, now)
 }
 
-// claimableSQL is claimable for a row at @now: the claim's fence
-// (claimFence, fence.go) and what the sweep deletes.
+// claimableSQL is claimable at @now: the claim's fence (claimFence) and what the sweep deletes.
 const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.state = '` + KeyCompleted +
 	`' OR idempotency_keys.locked_until <= @now)`
 
-// sweep deletes up to batch expired keys and returns the route of each;
-// the outer condition spares a key claimed again meanwhile.
+// sweep deletes up to batch expired keys, sparing one claimed meanwhile, and returns their routes.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
@@ -190,8 +184,7 @@ func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition
 // DefaultSweepBatch is Sweep's batch when it is given no positive one.
 const DefaultSweepBatch = 500
 
-// Sweep deletes expired keys, in batches of short statements so that
-// claims are not held up behind one long delete, and reports how many.
+// Sweep deletes expired keys in short batches, not to hold claims up, and reports how many.
 func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = DefaultSweepBatch // a batch of 0 would never come back short

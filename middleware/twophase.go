@@ -1,7 +1,6 @@
 package middleware
 
-// The two-phase run (Require): the claim commits on its own, then the
-// handler runs under the claim's lease, which its heartbeat extends.
+// The two-phase run (Require): the claim commits, then the handler runs under its lease.
 
 import (
 	"context"
@@ -13,9 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// runTwoPhase commits the claim, detached (a client gone mid-statement
-// cannot leave a claim behind an error), then runs the handler; false when
-// another request had claimed the key first.
+// runTwoPhase commits the claim, detached (a client gone mid-statement leaves no claim behind an
+// error), then runs the handler; false if another request claimed the key first.
 func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
@@ -34,11 +32,10 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	return true
 }
 
-// heartbeat extends the lease (and runs OnLeaseExtended) every third of it
-// up to Timeout, so that only a dead or hung attempt lets it pass; it stops
-// once the key is no longer ours. Its stop is called before the handler's
-// transaction begins: an extension waiting on the transaction's locks would
-// wait forever (local writes only, the transaction is short next to a lease).
+// heartbeat extends the lease (and runs OnLeaseExtended) every third of it up to Timeout, so that
+// only a dead or hung attempt lets it pass; it stops once the key is no longer ours. It is stopped
+// before the handler's transaction begins: an extension waiting on its locks would wait forever
+// (local writes only, the transaction is short next to a lease).
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
