@@ -27,7 +27,6 @@ package middleware
 //
 //	expired ──the same, in one transaction──▶ completed, a new operation
 //	released, stalled (left by a two-phase attempt) ──takeover, in the transaction──▶ completed
-//
 
 import (
 	"context"
