@@ -219,6 +219,9 @@ type waiters struct {
 func (w *waitlist) join(k scopedKey) *waiters {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[scopedKey]*waiters{}
+	}
 	ws := w.m[k]
 	if ws == nil {
 		ws = &waiters{woken: make(chan struct{})}
@@ -252,6 +255,9 @@ func (w *waitlist) start(k scopedKey) bool {
 	defer w.mu.Unlock()
 	if w.running[k] {
 		return false
+	}
+	if w.running == nil {
+		w.running = map[scopedKey]bool{}
 	}
 	w.running[k] = true
 	return true

@@ -40,8 +40,7 @@ const (
 var (
 	errBodyJSON = errors.New("the request body is not valid JSON")
 	errBodyForm = errors.New("the request body is not a valid form")
-	// errBodyKeysCollide: encoding/json matches keys case-insensitively,
-	// RFC 8785 does not: one fingerprint would have two meanings.
+	// errBodyKeysCollide: encoding/json folds keys' case, RFC 8785 does not: one fingerprint, two meanings.
 	errBodyKeysCollide = errors.New("the request body has an object whose keys differ only in case; send each key once")
 )
 

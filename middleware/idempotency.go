@@ -89,9 +89,8 @@ type Config struct {
 	TTL   time.Duration // how long a key is remembered after its operation started
 	Lease time.Duration // how long a crashed attempt blocks its retries; a live one's heartbeat extends it
 	Wait  time.Duration // how long a duplicate waits for the original before a 409
-	// Timeout bounds one attempt (its handler's context, its transaction,
-	// the recording of its outcome, the heartbeat), so that a hung handler
-	// lets the key pass to a retry. 4 × Lease when zero.
+	// Timeout bounds one attempt (handler, transaction, recording, heartbeat), so that a hung
+	// handler lets the key pass to a retry. 4 × Lease when zero.
 	Timeout time.Duration
 	Now     func() time.Time // the clock of leases and expiry; time.Now when nil
 	// Scope names the authenticated principal; keys of different scopes
@@ -170,8 +169,7 @@ func New(cfg Config) *Idempotency {
 	}
 	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now),
 		replays: newReplayCounter(cfg.DB, cmp.Or(max(cfg.FlushEvery, 0), defaultFlushEvery)),
-		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker,
-		waits: waitlist{m: map[scopedKey]*waiters{}, running: map[scopedKey]bool{}}}
+		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if cfg.PushAnswers {
 		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}

@@ -21,8 +21,7 @@ type operation struct {
 	raw [sha256.Size]byte // the request's raw digest
 	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
-	// atomic: the claim is in tx (Atomic mode), not committed on its own;
-	// fresh: this attempt claimed a new operation; notFound: it answered 404.
+	// atomic: the claim is in tx; fresh: this attempt claimed a new operation; notFound: it answered 404.
 	atomic, final, fresh, notFound bool
 	handedOut                      atomic.Bool // the derived key has left the middleware
 	// stopHeartbeat stops the heartbeat and waits: when the transaction begins, and at the end.
