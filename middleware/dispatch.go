@@ -27,41 +27,32 @@ package middleware
 //
 //	expired ──the same, in one transaction──▶ completed, a new operation
 //	released, stalled (left by a two-phase attempt) ──takeover, in the transaction──▶ completed
-//
-// The phases are defined by phaseOf, below. twophase.go and atomic.go run
-// a claimed key, outcome.go records or releases what the handler answered,
-// and replay.go sends a stored answer.
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 )
 
-// claimFunc makes the request the owner of its key, on the store given:
-// false when another request got there first.
+// claimFunc makes the request the key's owner on the store given, unless another got there first.
 type claimFunc func(store, context.Context) (bool, error)
 
-// lookup is one read of a key row.
 type lookup struct {
-	found IdempotencyKey
-	ok    bool
+	found IdempotencyKey // the zero key when there is no row
 	err   error
 }
 
 func (m *Idempotency) lookup(ctx context.Context, scope, key string) *lookup {
-	found, ok, err := m.store.find(ctx, scope, key)
-	return &lookup{found, ok, err}
+	found, _, err := m.store.find(ctx, scope, key)
+	return &lookup{found, err}
 }
 
-// execute finds out what the key says and acts on it: run the operation if
-// this request claims it, replay the answer if it is done, wait if it is
-// running, refuse if the key names another request. first, when not nil,
-// is the key's row as dispatch read it, for the first look.
+// execute reads the key, then claims and runs, replays, waits or refuses; first is dispatch's read.
 func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, raw [sha256.Size]byte, first *lookup) {
 	ctx := c.Request.Context()
 	waitUntil := time.Now().Add(m.cfg.Wait)
@@ -69,15 +60,18 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 	sk := scopedKey{want.Scope, want.Key}
 	for waited := false; ; waited = true {
 		if a, ok := m.answers.get(sk); ok {
-			m.replayCached(c, want, a, waited)
+			if sameRequest(a.fingerprint, want) {
+				m.replay(c, a, fromMemory, waited)
+			} else {
+				m.mismatch(c, want.Route, a.method, a.route)
+			}
 			return
 		}
-		look := first
-		if look == nil {
-			look = m.lookup(ctx, want.Scope, want.Key)
+		if first == nil {
+			first = m.lookup(ctx, want.Scope, want.Key)
 		}
+		found, err := first.found, first.err
 		first = nil
-		found, ok, err := look.found, look.ok, look.err
 		if err != nil && ctx.Err() != nil {
 			c.AbortWithStatus(StatusClientClosed) // the client left before anything was claimed
 			return
@@ -87,33 +81,31 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 			return
 		}
 		now := m.now()
-		at := phaseAbsent
-		if ok {
-			at = phaseOf(found, now)
-		}
-		if at != phaseAbsent && at != phaseExpired &&
+		at := phaseOf(found, now) // a row not found is the zero key: claimable
+		if at != phaseClaimable &&
 			!sameRequest(found.Fingerprint, want) && !(found.Lapsed(now) && found.Target == want.Target) {
-			// A released key takes a corrected body, but only for the same
-			// target: its operation, and the derived key, stay with it. A
-			// lapsed lease counts as released: its release may have failed.
+			// A released (or lapsed) key takes a corrected body, for the same
+			// target only: its operation and derived key stay with it.
 			m.mismatch(c, want.Route, found.Method, found.Route)
 			return
 		}
 		if at == phaseCompleted {
-			m.replayStored(c, sk, found, raw, waited)
+			m.replayStored(c, found, raw, waited)
 			return
 		}
 		var claim claimFunc
 		if want, claim = m.claimFor(at, want, found, now); claim != nil {
-			ran, blocked := m.runClaim(c, want, raw, claim, at, mode, waitUntil)
+			ran, blocked := false, false
+			if mode == Atomic {
+				ran, blocked = m.runAtomic(c, want, raw, claim, claimOutcome[at], waitUntil)
+			} else {
+				ran = m.runTwoPhase(c, want, raw, claim, claimOutcome[at])
+			}
 			if ran || c.IsAborted() {
 				return
 			}
 			if blocked && time.Now().Before(waitUntil) {
-				// The claim waited for another transaction on the key (or,
-				// on SQLite, for the write lock): it has ended, so look again
-				// at once.
-				continue
+				continue // the transaction the claim waited for has ended: look again at once
 			}
 		}
 		// Held, or another request won the race: look again after a pause.
@@ -130,13 +122,11 @@ func (m *Idempotency) execute(c *gin.Context, want IdempotencyKey, mode Mode, ra
 	}
 }
 
-// claimFor is the key this request would own at phase at, and the
-// statement that makes it the owner; nil when another attempt holds the
-// key. A claim names a new operation; a takeover keeps the key's operation,
-// and so its derived key.
+// claimFor is the key this request would own at phase at, and the statement
+// that makes it the owner (nil when held); a takeover keeps the operation.
 func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Time) (IdempotencyKey, claimFunc) {
 	switch at {
-	case phaseAbsent, phaseExpired:
+	case phaseClaimable:
 		want.OperationID, want.OwnerToken = uuid.NewString(), uuid.NewString()
 		want.State, want.CreatedAt = KeyInProgress, now
 		want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
@@ -151,34 +141,14 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 	return want, nil // held: another attempt runs
 }
 
-// claimOutcome is what a claim at a phase is, as metrics count it.
-var claimOutcome = map[phase]Outcome{phaseAbsent: OutcomeClaimed, phaseExpired: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
+var claimOutcome = map[phase]Outcome{phaseClaimable: OutcomeClaimed, phaseReleased: OutcomeRetried, phaseStalled: OutcomeTakenOver}
 
-// runClaim claims the key in the route's mode and, if the claim holds, runs
-// the operation: ran reports that it did (and answered), blocked that the
-// claim waited for another transaction to end (see runAtomic).
-func (m *Idempotency) runClaim(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, at phase, mode Mode, waitUntil time.Time) (ran, blocked bool) {
-	outcome := claimOutcome[at]
-	sk := scopedKey{want.Scope, want.Key}
-	switch {
-	case mode == Atomic && !m.waits.start(sk):
-		return false, false // this instance runs the key already: wait to be woken
-	case mode == Atomic:
-		defer m.waits.stop(sk) // a panic too
-		return m.runAtomic(c, want, raw, claim, outcome, waitUntil)
-	default:
-		return m.runTwoPhase(c, want, raw, claim, outcome), false
-	}
-}
-
-// mismatch refuses a request whose key was first used for another.
 func (m *Idempotency) mismatch(c *gin.Context, route, firstMethod, firstRoute string) {
 	m.observe(c.Request.Context(), route, OutcomeMismatch)
 	m.cfg.Refuse(c, refuseKeyReused.with(fmt.Sprintf("The key was first used for %s %s with another body or query.", firstMethod, firstRoute)))
 }
 
-// sleep waits for d, or less when the attempt holding k in this instance
-// ends first; false when the client left.
+// sleep waits d, or until this instance's attempt on k ends; false if the client left.
 func (m *Idempotency) sleep(ctx context.Context, k scopedKey, d time.Duration) bool {
 	ws := m.waits.join(k)
 	defer m.waits.leave(k, ws)
@@ -200,23 +170,20 @@ func (m *Idempotency) now() time.Time { return m.cfg.Now().UTC().Truncate(time.M
 type phase int
 
 const (
-	phaseAbsent    phase = iota // no row: claim it
-	phaseExpired                // past its TTL and held by nobody: claim it as a new operation, with a new operation id
-	phaseHeld                   // in progress under a live lease (owner token, locked_until), which its heartbeat extends: wait for its answer
+	phaseClaimable phase = iota // no row, or past its TTL and held by nobody: claim it as a new operation
+	phaseHeld                   // in progress under a live lease: wait for its answer
 	phaseCompleted              // its answer is stored: replay it
-	phaseReleased               // in progress, no owner: the last attempt kept no answer; retry it at once as the same operation
-	phaseStalled                // in progress, its owner's lease passed unextended (the attempt died): take it over as the same operation
+	phaseReleased               // in progress, no owner: retry it at once as the same operation
+	phaseStalled                // in progress, its lease passed (the attempt died): take it over
 )
 
-// phaseOf classifies a key found at now. The cases are tried in order, each
-// narrowing the last: an expired key is a new operation whatever it was,
-// and a lease still running holds a key whoever owns it (a release written
-// by an instance whose clock runs ahead is waited out, as the takeover
-// statement would refuse it).
+// phaseOf classifies a key found at now, each case narrowing the last: a
+// lease still running holds a key whoever owns it (a release written by an
+// instance whose clock runs ahead is waited out, as takeover would refuse it).
 func phaseOf(k IdempotencyKey, now time.Time) phase {
 	switch {
 	case claimable(k, now):
-		return phaseExpired
+		return phaseClaimable
 	case k.State == KeyCompleted:
 		return phaseCompleted
 	case k.LockedUntil.After(now):
@@ -228,9 +195,77 @@ func phaseOf(k IdempotencyKey, now time.Time) phase {
 	}
 }
 
-// claimable: the key expired and nobody holds it, so it may name a new
-// operation. claimableSQL says the same for the claim and sweep statements;
-// TestClaimableAgreesWithTheSQL holds the two together.
+// claimable: expired and held by nobody, a key may name a new operation (claimableSQL says it in SQL).
 func claimable(k IdempotencyKey, now time.Time) bool {
 	return !k.ExpiresAt.After(now) && (k.State == KeyCompleted || !k.LockedUntil.After(now))
+}
+
+// waitlist wakes the duplicates waiting here once the attempt on their key here ends (one elsewhere
+// is polled), and holds the keys an atomic request here runs: a duplicate then waits to be woken,
+// not on the database, holding a connection.
+type waitlist struct {
+	mu      sync.Mutex
+	m       map[scopedKey]*waiters
+	running map[scopedKey]bool
+}
+
+type scopedKey struct{ scope, key string }
+
+type waiters struct {
+	woken chan struct{}
+	n     int
+}
+
+func (w *waitlist) join(k scopedKey) *waiters {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[scopedKey]*waiters{}
+	}
+	ws := w.m[k]
+	if ws == nil {
+		ws = &waiters{woken: make(chan struct{})}
+		w.m[k] = ws
+	}
+	ws.n++
+	return ws
+}
+
+func (w *waitlist) leave(k scopedKey, ws *waiters) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ws.n--
+	if ws.n == 0 && w.m[k] == ws {
+		delete(w.m, k)
+	}
+}
+
+func (w *waitlist) wake(k scopedKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.m[k]; ws != nil {
+		close(ws.woken)
+		delete(w.m, k)
+	}
+}
+
+// start marks k as run by an atomic request here, unless one already is.
+func (w *waitlist) start(k scopedKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[k] {
+		return false
+	}
+	if w.running == nil {
+		w.running = map[scopedKey]bool{}
+	}
+	w.running[k] = true
+	return true
+}
+
+func (w *waitlist) stop(k scopedKey) {
+	w.mu.Lock()
+	delete(w.running, k)
+	w.mu.Unlock()
+	w.wake(k)
 }

@@ -2,35 +2,48 @@ package middleware
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io"
 	"mime"
 	"net/url"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gowebpki/jcs"
 )
 
-// FormKeyField is the form field that carries the idempotency key of an
-// HTML form post.
+// A request's hashes. With Config.DigestKey they are HMAC-SHA256 under a key
+// the database never holds, so that a row tells nothing of a body carrying a
+// secret (a password); a keyed fingerprint is "h1." and base64url, never a
+// plain one's 64 hex digits, and older rows match by the plain one.
+
+// FormKeyField is the form field that carries an HTML form's key.
 const FormKeyField = "idempotency_key"
+
+// MinDigestKey is the shortest Config.DigestKey accepted, in bytes.
+const MinDigestKey = 32
+
+const (
+	keyedPrefix = "h1."
+	formType    = "application/x-www-form-urlencoded"
+)
 
 var (
 	errBodyJSON = errors.New("the request body is not valid JSON")
 	errBodyForm = errors.New("the request body is not a valid form")
-	// errBodyKeysCollide: encoding/json matches object keys to fields
-	// case-insensitively and keeps the last, while RFC 8785 keeps both and
-	// sorts them; such a body would have one fingerprint and two meanings.
+	// errBodyKeysCollide: encoding/json folds keys' case, RFC 8785 does not: one fingerprint, two meanings.
 	errBodyKeysCollide = errors.New("the request body has an object whose keys differ only in case; send each key once")
 )
 
-// request is what the fingerprint covers.
 type request struct {
 	Method      string
 	Route       string // the route template, e.g. /api/v1/orders/:id/payments
@@ -40,12 +53,39 @@ type request struct {
 	Body        []byte
 }
 
-// raw hashes what the fingerprint covers, as the request brought it: the
-// body byte for byte, the query as sent (rawQuery). Equal digests mean
-// equal inputs, and so equal fingerprints: a cached answer whose request
-// had this digest is replayed without canonicalising the body again.
-// Unequal digests say nothing (the same JSON may be written two ways): the
-// fingerprint decides then.
+type digester struct {
+	keyed *sync.Pool // of HMACs under the key; nil: plain SHA-256
+}
+
+func newDigester(key []byte) digester {
+	if len(key) == 0 {
+		return digester{}
+	}
+	if len(key) < MinDigestKey {
+		panic("middleware: Config.DigestKey must be at least 32 bytes")
+	}
+	key = bytes.Clone(key)
+	return digester{keyed: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+func (d digester) sum(head, body []byte) [sha256.Size]byte {
+	var h hash.Hash
+	if d.keyed == nil {
+		h = sha256.New()
+	} else {
+		h = d.keyed.Get().(hash.Hash)
+		h.Reset()
+		defer d.keyed.Put(h)
+	}
+	h.Write(head)
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// raw hashes the request byte for byte: equal digests mean equal
+// fingerprints, unequal ones nothing (JSON may be written two ways).
 func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	var buf [256]byte
 	head := targetFields(buf[:0], r)
@@ -55,44 +95,39 @@ func (d digester) raw(r request, rawQuery string) [sha256.Size]byte {
 	return d.sum(head, r.Body)
 }
 
-// fingerprinted is what a fingerprint hashes, everything that makes two
-// requests the same operation: a head of fields, then the body,
-// canonicalised: JSON by RFC 8785, so key order and whitespace do not
-// count; forms as sorted fields without the key field; anything else byte
-// for byte. Invalid JSON or form bodies are an error: a request whose
-// meaning cannot be pinned down cannot be claimed.
-func fingerprinted(r request) (head, body []byte, err error) {
-	body, err = canonicalBody(r.ContentType, r.Body)
+// fingerprints are r's fingerprint, of all that makes two requests one operation, and, keyed, the
+// plain one. The body is canonical (JSON by RFC 8785, a form sorted without its key field), or an
+// error when its meaning cannot be pinned down.
+func (d digester) fingerprints(r request) (fingerprint, plain string, err error) {
+	body, err := canonicalBody(r.ContentType, r.Body)
 	if err != nil {
-		return nil, nil, err
+		return "", "", err
 	}
-	// The body is hashed where it lies: no copy of it.
-	head = targetFields(make([]byte, 0, 256), r)
+	head := targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
-	// The media type counts: the same bytes sent as another type are another
-	// request, which the handler may well refuse.
-	head = field(head, mediaType(r.ContentType))
+	head = field(head, mediaType(r.ContentType)) // the same bytes as another type are another request
 	head = binary.AppendUvarint(head, uint64(len(body)))
-	return head, body, nil
+	sum := digester{}.sum(head, body)
+	plain = hex.EncodeToString(sum[:])
+	if d.keyed == nil {
+		return plain, "", nil
+	}
+	sum = d.sum(head, body)
+	return keyedPrefix + base64.RawURLEncoding.EncodeToString(sum[:]), plain, nil
 }
 
-// targetOf hashes what a request acts on (which order to pay, say): a
-// released key may be retried with a corrected body or query, never
-// against another target.
-func targetOf(r request) string {
-	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), r))
+// sameRequest: stored, a key's fingerprint, is want's.
+func sameRequest(stored string, want IdempotencyKey) bool {
+	return stored == want.Fingerprint || (want.plainFingerprint != "" && stored == want.plainFingerprint)
+}
+
+// TargetOf hashes what a request acts on (which order to pay): a released key may be retried with
+// a corrected body, never another target; a reader can tell which candidate a key named.
+func TargetOf(method, route string, params gin.Params) string {
+	sum := sha256.Sum256(targetFields(make([]byte, 0, 128), request{Method: method, Route: route, Params: params}))
 	return hex.EncodeToString(sum[:])
 }
 
-// TargetOf is the Target a key's row holds for a request to route with
-// params: a reader who knows the candidates (a user's orders) can tell
-// which one the key's request named, answered or not.
-func TargetOf(method, route string, params gin.Params) string {
-	return targetOf(request{Method: method, Route: route, Params: params})
-}
-
-// targetFields appends to buf what a request acts on: its method, route and
-// path parameters, each name and value a field of its own.
 func targetFields(buf []byte, r request) []byte {
 	buf = field(buf, r.Method)
 	buf = field(buf, r.Route)
@@ -103,20 +138,16 @@ func targetFields(buf []byte, r request) []byte {
 	return buf
 }
 
-// mediaType is the lower-cased media type of a Content-Type, without
-// parameters; empty when there is none or it does not parse.
-func mediaType(contentType string) string {
-	mt, _, _ := mime.ParseMediaType(contentType)
-	return mt
-}
-
-const formType = "application/x-www-form-urlencoded"
-
-// field appends s length-prefixed, so that no two different lists of fields
-// hash the same bytes.
+// field appends s length-prefixed: no two lists of fields hash alike.
 func field(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
+}
+
+// mediaType is a Content-Type's lower-cased type; empty if none or invalid.
+func mediaType(contentType string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
 }
 
 func canonicalBody(contentType string, body []byte) ([]byte, error) {
@@ -126,10 +157,7 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, errBodyJSON
 		}
-		if err := checkKeysApart(canonical); err != nil {
-			return nil, err
-		}
-		return canonical, nil
+		return canonical, checkKeysApart(canonical)
 	case mt == formType:
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
@@ -141,14 +169,12 @@ func canonicalBody(contentType string, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// checkKeysApart refuses valid JSON with an object, at any depth, two of
-// whose keys are equal under the case folding encoding/json uses to match
-// keys to fields (bytes.EqualFold). jcs already refuses exact repeats.
+// checkKeysApart refuses keys equal under encoding/json's case folding (jcs refuses exact repeats).
 func checkKeysApart(canonical []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(canonical))
 	// The open objects, innermost last; an array is a nil entry.
 	type object struct {
-		keys    map[string]struct{} // folded
+		keys    map[string]bool // folded
 		wantKey bool
 	}
 	var open []*object
@@ -164,18 +190,17 @@ func checkKeysApart(canonical []byte) error {
 			top := open[len(open)-1]
 			if key, ok := tok.(string); ok && top.wantKey {
 				folded := foldKey(key)
-				if _, seen := top.keys[folded]; seen {
+				if top.keys[folded] {
 					return errBodyKeysCollide
 				}
-				top.keys[folded] = struct{}{}
-				top.wantKey = false
+				top.keys[folded], top.wantKey = true, false
 				continue
 			}
 			top.wantKey = true // a value, or the object's end
 		}
 		switch tok {
 		case json.Delim('{'):
-			open = append(open, &object{keys: map[string]struct{}{}, wantKey: true})
+			open = append(open, &object{keys: map[string]bool{}, wantKey: true})
 		case json.Delim('['):
 			open = append(open, nil)
 		case json.Delim('}'), json.Delim(']'):
@@ -184,18 +209,14 @@ func checkKeysApart(canonical []byte) error {
 	}
 }
 
-// foldKey maps s to one representative of its case-folding class: each
-// rune becomes the least rune of its unicode.SimpleFold orbit, so
+// foldKey maps each rune to the least of its unicode.SimpleFold orbit:
 // foldKey(a) == foldKey(b) exactly when strings.EqualFold(a, b).
 func foldKey(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
+	return strings.Map(func(r rune) rune {
 		least := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 			least = min(least, f)
 		}
-		b.WriteRune(least)
-	}
-	return b.String()
+		return least
+	}, s)
 }

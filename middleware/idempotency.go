@@ -66,6 +66,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -74,58 +75,41 @@ import (
 	"gorm.io/gorm"
 )
 
-// StatusClientClosed is what logs and metrics record for a request whose
-// client left before it was answered (nginx's 499); nothing is sent.
-const StatusClientClosed = 499
-
-// ReplayedHeader marks an answer that was replayed, not produced anew.
-const ReplayedHeader = "Idempotent-Replayed"
+const (
+	// StatusClientClosed is what logs and metrics record for a request whose
+	// client left before it was answered (nginx's 499); nothing is sent.
+	StatusClientClosed = 499
+	// ReplayedHeader marks an answer that was replayed, not produced anew.
+	ReplayedHeader = "Idempotent-Replayed"
+)
 
 // Config configures the middleware.
 type Config struct {
-	DB *gorm.DB
-	// TTL is how long a key is remembered after its operation started.
-	TTL time.Duration
-	// Lease is how long a crashed attempt blocks its retries; a live
-	// attempt's heartbeat extends it, up to Timeout.
-	Lease time.Duration
-	// Wait is how long a duplicate waits for the original before a 409.
-	Wait time.Duration
-	// Timeout bounds one attempt: its handler's context, its transaction
-	// and the recording of its outcome end then, and the heartbeat stops
-	// extending the lease, so a hung handler lets the key pass to a retry.
-	// 4 × Lease when zero.
+	DB    *gorm.DB
+	TTL   time.Duration // how long a key is remembered after its operation started
+	Lease time.Duration // how long a crashed attempt blocks its retries; a live one's heartbeat extends it
+	Wait  time.Duration // how long a duplicate waits for the original before a 409
+	// Timeout bounds one attempt (handler, transaction, recording, heartbeat), so that a hung
+	// handler lets the key pass to a retry. 4 × Lease when zero.
 	Timeout time.Duration
-	// Now is the clock of leases and expiry; time.Now when nil.
-	Now func() time.Time
+	Now     func() time.Time // the clock of leases and expiry; time.Now when nil
 	// Scope names the authenticated principal; keys of different scopes
 	// never meet. It must not come from anything the client chooses freely.
 	Scope func(*gin.Context) string
 	// Refuse sends a refusal of the middleware's own (Refusals), in the
 	// application's words; problem+json when nil. The middleware aborts.
-	Refuse func(*gin.Context, Refusal)
-	// Observe is told each Outcome for a route, for metrics; optional.
-	Observe func(route string, outcome Outcome)
-	// CacheBytes bounds the answers this instance keeps in memory for
-	// replays, in bytes: DefaultCacheBytes when zero; no cache when negative.
-	CacheBytes int64
-	// PushAnswers: on PostgreSQL, send each answer this instance completes
-	// to the other instances' caches, and keep those they send (push.go).
-	// Ignored on SQLite, and without a PushSecret.
-	PushAnswers bool
-	// PushSecret signs pushed answers (pushauth.go): the same on every
-	// instance, MinPushSecret bytes at least, and out of the database,
-	// where anyone who can connect can send a push.
+	Refuse  func(*gin.Context, Refusal)
+	Observe func(route string, outcome Outcome) // told each Outcome, for metrics; optional
+	// CacheBytes bounds the replay cache in bytes: DefaultCacheBytes if 0, none if < 0.
+	CacheBytes  int64
+	PushAnswers bool // on PostgreSQL, with a PushSecret, push answers to other instances
+	// PushSecret signs pushes: the same on every instance, MinPushSecret bytes at least, out of the database.
 	PushSecret []byte
-	// DigestKey, when set, keys the hashes of requests kept in the key's
-	// row (digest.go), so that the table tells nothing of the bodies it
-	// saw: MinDigestKey bytes at least, the same on every instance, and out
-	// of the database. Changing it makes keys stored under the old one
-	// answer their retries 422 until they expire.
-	DigestKey []byte
-	// FlushEvery is how often replay counts are written to the key rows;
-	// defaultFlushEvery when zero.
-	FlushEvery time.Duration
+	// DigestKey keys the request hashes kept in a key's row: MinDigestKey bytes
+	// at least, the same on every instance, out of the database. Changing it
+	// makes older keys answer their retries 422 until they expire.
+	DigestKey  []byte
+	FlushEvery time.Duration // how often replay counts are written; defaultFlushEvery when zero
 	Logger     *slog.Logger
 }
 
@@ -156,10 +140,8 @@ type Idempotency struct {
 	push    *pusher // nil: answers are not pushed
 	digest  digester
 	waits   waitlist
-	// poll is the first pause of a duplicate waiting for its original; it
-	// doubles up to 100 ms.
-	poll time.Duration
-	// ticker starts the heartbeat's ticks (newTicker); tests drive it.
+	poll    time.Duration // a waiting duplicate's first pause; it doubles up to 100 ms
+	// ticker starts the heartbeat's ticks; tests drive it.
 	ticker func(every time.Duration) (<-chan time.Time, func())
 }
 
@@ -173,35 +155,28 @@ func New(cfg Config) *Idempotency {
 	if refuse == nil {
 		refuse = writeRefusal
 	}
-	// Every refusal stops the chain here, whatever the renderer does: the
-	// business handler must never run without a claim.
+	// Every refusal stops the chain: the handler never runs without a claim.
 	cfg.Refuse = func(c *gin.Context, r Refusal) {
 		c.Abort()
 		refuse(c, r)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Observe == nil {
 		cfg.Observe = func(string, Outcome) {}
 	}
-	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = defaultFlushEvery
-	}
-	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now), replays: newReplayCounter(cfg.DB, cfg.FlushEvery),
-		digest: newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if n := len(cfg.PushSecret); n > 0 && n < MinPushSecret {
 		panic("middleware: Config.PushSecret must be at least 32 bytes")
 	}
+	m := &Idempotency{cfg: cfg, store: store{db: cfg.DB}, answers: newAnswers(cfg.CacheBytes, cfg.Now),
+		replays: newReplayCounter(cfg.DB, cmp.Or(max(cfg.FlushEvery, 0), defaultFlushEvery)),
+		digest:  newDigester(cfg.DigestKey), poll: 5 * time.Millisecond, ticker: newTicker}
 	if cfg.PushAnswers {
 		m.push = newPusher(cfg.DB, m.answers, cfg.Logger, cfg.PushSecret)
 	}
 	return m
 }
 
-// AttemptTimeout is how long one attempt may run: Timeout, or 4 × Lease.
-// Anything that waits for an attempt to end (a reconciler, an HTTP write
-// timeout, a key's TTL) reads it here.
+// AttemptTimeout is how long one attempt may run (Timeout, or 4 × Lease), for all that waits on one.
 func (cfg Config) AttemptTimeout() time.Duration {
 	if cfg.Timeout > 0 {
 		return cfg.Timeout
@@ -209,11 +184,10 @@ func (cfg Config) AttemptTimeout() time.Duration {
 	return 4 * cfg.Lease
 }
 
-// AttemptTimeout is how long one attempt may run: Config.AttemptTimeout.
+// AttemptTimeout is Config.AttemptTimeout.
 func (m *Idempotency) AttemptTimeout() time.Duration { return m.cfg.Timeout }
 
-// Close stops the background work of the middleware and flushes the replay
-// counts; call it once requests have stopped.
+// Close stops the background work and flushes replay counts, once requests have stopped.
 func (m *Idempotency) Close(ctx context.Context) error {
 	m.push.close()
 	return m.replays.close(ctx)
@@ -227,15 +201,13 @@ const (
 	Atomic               // the claim commits with the handler's writes
 )
 
-// Require is the handler to put in front of each route that must be
-// idempotent, after authentication: two-phase, safe for any handler.
+// Require, after authentication, makes a route idempotent, two-phase: safe for any handler.
 func (m *Idempotency) Require() gin.HandlerFunc {
 	return func(c *gin.Context) { m.handle(c, TwoPhase) }
 }
 
-// RequireAtomic is Require for a handler whose effects are all writes to
-// the database through Tx: it calls nothing outside the database. Its
-// claim, writes and completion commit as one transaction.
+// RequireAtomic is Require for a handler that calls nothing outside the
+// database: its claim, writes and completion commit as one transaction.
 func (m *Idempotency) RequireAtomic() gin.HandlerFunc {
 	return func(c *gin.Context) { m.handle(c, Atomic) }
 }

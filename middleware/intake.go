@@ -1,34 +1,32 @@
 package middleware
 
+// Intake: key, body and fingerprint, or a refusal before anything is claimed.
+
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/gin-gonic/gin"
 )
 
-// Intake: the key, from the header or a form's hidden field; the body,
-// read once and bounded; the fingerprint of what the request asks. A
-// request without them is refused here, before anything is claimed.
-
-// MaxBodyBytes bounds the body of an idempotent request.
-const MaxBodyBytes = 1 << 20
-
-// OptionalKey, put before Require on a route, makes the key optional there:
-// a request without one runs the handler as if the middleware were not
-// there. Such a route may be open to anyone (sign-up): a request nobody is
-// signed in for has its key in anonymousScope.
+// OptionalKey, before Require, makes the key optional (sign-up): a request without one runs unguarded.
 func OptionalKey(c *gin.Context) { c.Set(optionalKeyFlag, true) }
 
-const optionalKeyFlag = "idempotency.optional"
-
-// anonymousScope holds the keys of requests without a principal. Clients
-// meet there, safely: a repeat gets the answer only with the same request,
-// credentials and all.
-const anonymousScope = "anonymous"
+const (
+	MaxBodyBytes    = 1 << 20 // bounds the body of an idempotent request
+	maxKeyLength    = 255
+	keyContextKey   = "idempotency.key"
+	optionalKeyFlag = "idempotency.optional"
+	// anonymousScope holds keys without a principal: a repeat is answered only if the same request.
+	anonymousScope = "anonymous"
+)
 
 func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	scope := m.cfg.Scope(c)
@@ -40,8 +38,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		return
 	}
 	headerKey, headerErr := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
-	// A form may carry its key in the body; anything else must have the
-	// header, and is refused before its body is read.
+	// Only a form may carry its key in its body: anything else is refused unread.
 	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
 	if !isForm && headerErr != nil {
 		m.refuseKey(c, headerErr)
@@ -68,10 +65,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	m.dispatch(c, mode, scope, key, body)
 }
 
-// dispatch replays first what needs no canonicalisation: a byte-identical
-// repeat (by its raw digest) of a request whose answer is cached here, or
-// whose completed row it reads. Anything else is fingerprinted and
-// executed, with the row already read.
+// dispatch replays a byte-identical repeat at once; anything else is fingerprinted.
 func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, body []byte) {
 	req := request{Method: c.Request.Method, Route: c.FullPath(), Params: c.Params, ContentType: c.Request.Header.Get("Content-Type"), Body: body}
 	raw := m.digest.raw(req, c.Request.URL.RawQuery)
@@ -84,8 +78,8 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		}
 	} else {
 		first = m.lookup(c.Request.Context(), scope, key)
-		if first.err == nil && first.ok && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
-			m.replayStored(c, sk, first.found, raw, false)
+		if first.err == nil && phaseOf(first.found, m.now()) == phaseCompleted && bytes.Equal(first.found.RawDigest, raw[:]) {
+			m.replayStored(c, first.found, raw, false)
 			return
 		}
 	}
@@ -95,14 +89,11 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 		m.cfg.Refuse(c, refuseMalformed.with(err.Error()))
 		return
 	}
-	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: targetOf(req), plainFingerprint: plain}
+	want := IdempotencyKey{Scope: scope, Key: key, Method: c.Request.Method, Route: c.FullPath(), Fingerprint: fingerprint, RawDigest: raw[:], Target: TargetOf(req.Method, req.Route, req.Params), plainFingerprint: plain}
 	m.execute(c, want, mode, raw, first)
 }
 
-var errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
-
-// readBody reads the body, at most MaxBodyBytes, and puts it back for the
-// handler.
+// readBody reads the body, bounded, and puts it back for the handler.
 func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errBodyTooLarge
@@ -118,9 +109,8 @@ func readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// resolveKey takes a form post's key from its hidden field when it has
-// one, the key the page rendered: a browser may add an Idempotency-Key
-// header of its own to every post (Firefox can). Else it is the header's.
+// resolveKey prefers a form post's field, the key the page rendered, to the
+// header: a browser may add an Idempotency-Key header of its own (Firefox can).
 func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (key string, fromField bool, err error) {
 	if isForm {
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has(FormKeyField) {
@@ -134,8 +124,7 @@ func resolveKey(headerKey string, headerErr error, isForm bool, body []byte) (ke
 	return headerKey, false, headerErr
 }
 
-// refuseKey answers a request without a usable key; on a route whose key
-// is optional, one without a key goes on to the handler.
+// refuseKey answers a request without a usable key, unless it is optional.
 func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, errKeyMissing) && c.GetBool(optionalKeyFlag):
@@ -146,8 +135,7 @@ func (m *Idempotency) refuseKey(c *gin.Context, err error) {
 	}
 }
 
-// logIgnoredHeader says that a form post's Idempotency-Key header, other
-// than its field or malformed, was ignored, naming keys by a short hash.
+// logIgnoredHeader notes a form post's ignored header, naming keys by hash.
 func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey string, headerErr error) {
 	attrs := []any{"route", c.FullPath(), "field_key", redact(fieldKey), "field_key_bytes", len(fieldKey)}
 	if headerErr != nil {
@@ -156,4 +144,69 @@ func (m *Idempotency) logIgnoredHeader(c *gin.Context, fieldKey, headerKey strin
 		attrs = append(attrs, "header_key", redact(headerKey), "header_key_bytes", len(headerKey))
 	}
 	m.cfg.Logger.InfoContext(c.Request.Context(), "idempotency: a form post's Idempotency-Key header is ignored; its idempotency_key field is the key", attrs...)
+}
+
+var (
+	errBodyTooLarge = fmt.Errorf("the body is larger than %d bytes", MaxBodyBytes)
+	errKeyMissing   = errors.New("the Idempotency-Key header (or the idempotency_key form field) is missing")
+	errKeyEmpty     = errors.New("the idempotency key is empty")
+	errKeyLong      = errors.New("the idempotency key is longer than 255 characters")
+	errKeyChars     = errors.New("the idempotency key must be printable ASCII")
+	errKeyList      = errors.New("send exactly one Idempotency-Key header or idempotency_key field")
+	errKeySF        = errors.New(`a quoted Idempotency-Key must be an RFC 8941 string without parameters, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	errKeyBare      = errors.New("a bare Idempotency-Key must be printable ASCII without spaces, quotes or commas")
+)
+
+// parseKeyHeader decodes the header: an RFC 8941 sf-string ("abc"), or bare (abc), the same key.
+func parseKeyHeader(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", errKeyMissing
+	case 1:
+	default:
+		return "", errKeyList
+	}
+	raw := strings.Trim(values[0], " \t")
+	if raw == "" {
+		return "", errKeyEmpty
+	}
+	if raw[0] != '"' {
+		if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == ',' }) {
+			return "", errKeyBare
+		}
+		return checkKey(raw)
+	}
+	item, err := httpsfv.UnmarshalItem([]string{raw})
+	if err != nil {
+		return "", errKeySF
+	}
+	key, ok := item.Value.(string)
+	if !ok || len(item.Params.Names()) > 0 {
+		return "", errKeySF
+	}
+	return checkKey(key)
+}
+
+func checkKey(key string) (string, error) {
+	switch {
+	case key == "":
+		return "", errKeyEmpty
+	case len(key) > maxKeyLength:
+		return "", errKeyLong
+	case strings.ContainsFunc(key, func(r rune) bool { return r < ' ' || r > '~' }):
+		return "", errKeyChars
+	}
+	return key, nil
+}
+
+// RedactedKey names the request's idempotency key in logs without
+// revealing it: 12 hex digits of its SHA-256; empty without a valid key.
+func RedactedKey(c *gin.Context) string { return redact(c.GetString(keyContextKey)) }
+
+func redact(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
 }

@@ -1,8 +1,6 @@
 package middleware
 
-// The handler's side of an operation, while it owns the key: Tx,
-// DerivedKey, Final and Current. Their contract is the package
-// documentation's, in idempotency.go.
+// The handler's side of an operation (its contract: the package documentation).
 
 import (
 	"context"
@@ -18,21 +16,15 @@ import (
 
 const operationKey = "idempotency.operation"
 
-// operation is the claimed key as the handler sees it.
 type operation struct {
 	key IdempotencyKey    // as claimed: its owner token, operation id, fingerprint and expiry
 	raw [sha256.Size]byte // the request's raw digest
 	db  *gorm.DB          // bound to a context a client disconnect cannot cancel
 	tx  *gorm.DB
-	// atomic: the claim is in tx (Atomic mode), not committed on its own.
-	atomic, final bool
-	// fresh: this attempt claimed a new operation, not one an earlier
-	// attempt left; notFound: it answered 404; handedOut: its derived key
-	// has left the middleware.
-	fresh, notFound bool
-	handedOut       atomic.Bool
-	// stopHeartbeat stops the lease's heartbeat; the transaction's first
-	// use calls it (see Tx), as does the end of the handler.
+	// atomic: the claim is in tx; fresh: this attempt claimed a new operation; notFound: it answered 404.
+	atomic, final, fresh, notFound bool
+	handedOut                      atomic.Bool // the derived key has left the middleware
+	// stopHeartbeat stops the heartbeat and waits: when the transaction begins, and at the end.
 	stopHeartbeat func()
 	mu            sync.Mutex
 	onExtend      []func(ctx context.Context, until time.Time) error
@@ -46,9 +38,7 @@ func current(c *gin.Context) *operation {
 	return op.(*operation)
 }
 
-// Operation is the current operation as a handler hands it on to a service
-// beyond it (one that moves money), so that the service calls the
-// middleware and never back into the handler.
+// Operation is the current operation as a handler hands it on to a service (one that moves money).
 type Operation struct{ op *operation }
 
 // Current is the request's operation.
@@ -67,18 +57,15 @@ func (o Operation) Tx() *gorm.DB {
 	return o.op.tx
 }
 
-// OnLeaseExtended has fn run each time the heartbeat extends the
-// operation's lease, with the lease's new end, until the handler's
-// transaction begins: for a hold of the handler's own (a payment's hold on
-// its order) that must not run out under a slow but live attempt.
+// OnLeaseExtended has fn run with the lease's new end at each extension until the transaction
+// begins: for a hold of the handler's own (a payment's on its order) that must last as long.
 func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
 	o.op.mu.Lock()
 	defer o.op.mu.Unlock()
 	o.op.onExtend = append(o.op.onExtend, fn)
 }
 
-// DerivedKey is the key to pass downstream (the payment provider) and to
-// store on business rows: the same for every attempt of one operation.
+// DerivedKey is the key to pass downstream and store on business rows: one per operation.
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
 // DerivedKey is the operation's derived key; see the function DerivedKey.
@@ -87,26 +74,25 @@ func (o Operation) DerivedKey() string {
 	return DerivedKeyOf(o.op.key)
 }
 
-// forgettable: releasing the operation may delete its row, as nothing
-// outside the middleware can name it: a new operation whose derived key
-// never left, or that answered 404 (before doing anything, by the
-// handler's contract). A retry loses nothing by starting afresh, and a
-// refused request (a payment to an order that does not exist) leaves no
-// row behind.
-func (op *operation) forgettable() bool {
-	return op.fresh && (op.notFound || !op.handedOut.Load())
-}
-
-func (op *operation) scoped() scopedKey { return scopedKey{op.key.Scope, op.key.Key} }
-
 // DerivedKeyOf is the derived key of the operation a key row names.
-func DerivedKeyOf(k IdempotencyKey) string { return deriveKey(k.Scope, k.Key, k.OperationID) }
-
-func deriveKey(scope, key, operationID string) string {
-	sum := sha256.Sum256([]byte(scope + "\x00" + key + "\x00" + operationID))
+func DerivedKeyOf(k IdempotencyKey) string {
+	sum := sha256.Sum256([]byte(k.Scope + "\x00" + k.Key + "\x00" + k.OperationID))
 	return "idem_" + hex.EncodeToString(sum[:20])
 }
 
 // Final declares the handler's 4xx answer final (a declined card, an
 // order already paid): it is stored and replayed rather than released.
 func Final(c *gin.Context) { current(c).final = true }
+
+// forgettable: nothing outside can name the operation (new, and its derived key never left, or
+// a 404 before anything was done), so a release deletes its row: a refusal leaves nothing behind.
+func (op *operation) forgettable() bool {
+	return op.fresh && (op.notFound || !op.handedOut.Load())
+}
+
+func (op *operation) rollback() {
+	if op.tx != nil {
+		op.tx.Rollback()
+		op.tx = nil
+	}
+}

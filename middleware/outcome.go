@@ -1,15 +1,17 @@
 package middleware
 
-// The outcome of an attempt, in either mode: the handler runs as the owner
-// of the key, then what it answered is recorded for replay, or rolled back
-// and the key released for a retry.
+// The outcome of an attempt: recorded for replay with its writes, or rolled back and released.
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
+	"errors"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,30 +19,19 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// attemptContext is the context of one attempt. From the claim on, the
-// operation runs to its recorded end even if the client disconnects: a
-// charge must not be left half-recorded. The handler, its transaction and
-// the recording of its outcome share Timeout (database/sql rolls the
-// transaction back when ctx ends): an attempt that outlives it is not
-// recorded late but rolled back and released, on detached.
+// attemptContext: from the claim on, the operation runs to its recorded end within Timeout even
+// if the client leaves; past it, it is released on detached.
 func (m *Idempotency) attemptContext(c *gin.Context) (ctx context.Context, cancel context.CancelFunc, detached context.Context) {
 	detached = context.WithoutCancel(c.Request.Context())
 	ctx, cancel = context.WithTimeout(detached, m.cfg.Timeout)
 	return ctx, cancel, detached
 }
 
-func (m *Idempotency) newOperation(ctx context.Context, k IdempotencyKey, raw [sha256.Size]byte) *operation {
-	return &operation{key: k, raw: raw, db: m.cfg.DB.WithContext(ctx)}
-}
-
-// run executes the handler as the owner of the key, then records the
-// outcome.
+// run executes the handler as the key's owner, records the outcome and wakes the duplicates.
 func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *operation) {
 	c.Request = c.Request.WithContext(ctx)
 	c.Set(operationKey, op)
-	// Once the outcome is recorded or released, duplicates waiting here look
-	// again at once.
-	defer m.waits.wake(op.scoped())
+	defer m.waits.wake(scopedKey{op.key.Scope, op.key.Key})
 	real := c.Writer
 	rec := newRecorder(real)
 	c.Writer = rec
@@ -58,14 +49,10 @@ func (m *Idempotency) run(c *gin.Context, ctx, detached context.Context, op *ope
 	m.record(c, detached, op, rec)
 }
 
-// record commits the outcome and only then sends it. Outcomes where
-// execution began (2xx, 3xx, and 4xx the handler declared final) are kept
-// for replay, with the handler's writes; anything else is rolled back and
-// the key released, so that a corrected or later retry runs again.
+// record commits the outcome, then sends it: a 2xx, 3xx or final 4xx is kept; anything else released.
 func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation, rec *recorder) {
-	resp := rec.stored()
-	var held bool
-	var err error
+	resp := storedResponse{Status: rec.status, Headers: replayable(rec.header), Body: rec.body.Bytes()}
+	held, err := false, error(nil)
 	if resp.Status < 400 || resp.Status < 500 && op.final {
 		held, err = m.complete(ctx, op, resp)
 	} else {
@@ -76,10 +63,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	case err != nil:
 		m.release(ctx, op)
 		m.internal(c, "record outcome", err)
-	case !held:
-		// Fenced: the lease passed and a retry took the key over. This
-		// attempt's writes are rolled back; whatever the handler said, the
-		// answer is the retry's.
+	case !held: // fenced: a retry took the key over, and its answer is the one
 		op.rollback()
 		m.observe(c.Request.Context(), op.key.Route, OutcomeLeaseLost)
 		m.cfg.Refuse(c, refuseLeaseLost.with("Retry with the same key to get the answer of the attempt that finished."))
@@ -88,10 +72,7 @@ func (m *Idempotency) record(c *gin.Context, ctx context.Context, op *operation,
 	}
 }
 
-// complete stores the answer, in the handler's transaction when there is
-// one, and commits it; once committed, the answer is cached here and
-// pushed to the other instances. False when the key was no longer this
-// attempt's.
+// complete commits the answer with the handler's writes, then caches and pushes it; false if fenced.
 func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedResponse) (bool, error) {
 	completed, err := m.store.on(cmp.Or(op.tx, op.db)).complete(op.key, resp)
 	if err == nil && completed && op.tx != nil {
@@ -108,23 +89,17 @@ func (m *Idempotency) complete(ctx context.Context, op *operation, resp storedRe
 	return true, nil
 }
 
-// releaseTries is how many times release tries before it leaves the key to
-// its lease: a key whose lease lapsed is free (Lapsed).
+// releaseTries: then release leaves the key to its lease (a lapsed key is free).
 const releaseTries = 3
 
-// release rolls the attempt back and releases the key: the released state,
-// or, when the operation is forgettable (see operation.forgettable), no
-// row at all. An atomic operation's claim is in its transaction, so the
-// rollback alone releases it. False when the key was no longer this
-// attempt's to release.
+// release rolls back and frees the key (deleted when forgettable); false if fenced.
 func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 	op.rollback()
 	if op.atomic {
 		m.observe(ctx, op.key.Route, OutcomeReleased)
 		return true
 	}
-	var held bool
-	var err error
+	held, err := false, error(nil)
 	for try := 1; try <= releaseTries; try++ {
 		if held, err = m.store.release(ctx, op.key, m.now(), op.forgettable()); err == nil {
 			break
@@ -134,15 +109,14 @@ func (m *Idempotency) release(ctx context.Context, op *operation) bool {
 			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 		}
 	}
-	if held || err != nil { // unknown: the handler's answer is the best there is
+	held = held || err != nil // unknown: the handler's answer is the best there is
+	if held {
 		m.observe(ctx, op.key.Route, OutcomeReleased)
 	}
-	return held || err != nil
+	return held
 }
 
-// observe tells Config.Observe what the middleware did for a request, and
-// marks the request's span with it (idempotency.claimed, …, true), which
-// it returns. Untraced, the span is a no-op, and nothing is allocated.
+// observe tells Config.Observe, and marks and returns the request's span (idempotency.claimed…).
 func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome) trace.Span {
 	m.cfg.Observe(route, outcome)
 	span := trace.SpanFromContext(ctx)
@@ -152,9 +126,84 @@ func (m *Idempotency) observe(ctx context.Context, route string, outcome Outcome
 	return span
 }
 
-func (op *operation) rollback() {
-	if op.tx != nil {
-		op.tx.Rollback()
-		op.tx = nil
+// recorder buffers the handler's response: nothing is sent before the commit.
+type recorder struct {
+	gin.ResponseWriter // the real writer, for what is not buffered
+	header             http.Header
+	status             int
+	body               bytes.Buffer
+	written            bool
+}
+
+func newRecorder(w gin.ResponseWriter) *recorder {
+	return &recorder{ResponseWriter: w, header: http.Header{}, status: http.StatusOK}
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeaderNow()     { r.written = true }
+func (r *recorder) Status() int         { return r.status }
+func (r *recorder) Written() bool       { return r.written }
+func (r *recorder) Flush()              {} // the response is sent whole after the commit
+func (r *recorder) Pusher() http.Pusher { return nil }
+
+func (r *recorder) WriteHeader(code int) {
+	if code > 0 && !r.written {
+		r.status = code
 	}
 }
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.written = true
+	return r.body.Write(b)
+}
+
+func (r *recorder) WriteString(s string) (int, error) {
+	r.written = true
+	return r.body.WriteString(s)
+}
+
+func (r *recorder) Size() int {
+	if !r.written {
+		return -1
+	}
+	return r.body.Len()
+}
+
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, errors.New("idempotent responses are buffered and cannot be hijacked")
+}
+
+// replayedHeaders alone are stored for replay (never Set-Cookie); a problem's no-store holds too.
+var replayedHeaders = []string{"Content-Type", "Location", "ETag", "Link", "Cache-Control"}
+
+// replayable is what of header a replay may send, as replayedHeaders spells it.
+func replayable(header http.Header) http.Header {
+	h := http.Header{}
+	for _, name := range replayedHeaders {
+		v := header[name] // as stored ("ETag")
+		if len(v) == 0 {
+			v = header.Values(name) // as a handler sets it ("Etag")
+		}
+		if len(v) > 0 {
+			h[name] = v
+		}
+	}
+	return h
+}
+
+// send writes a response to the real writer; mark names the replay header.
+func send(w gin.ResponseWriter, header http.Header, mark string, status int, body []byte) {
+	dst := w.Header()
+	for name, values := range header {
+		dst[name] = slices.Clip(values) // an append by whoever comes next copies, never writes into a cached answer
+	}
+	if mark != "" {
+		dst[mark] = replayedValue // not set on header: it is a cached answer's
+	}
+	dst.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.WriteHeaderNow()
+	_, _ = w.Write(body)
+}
+
+var replayedValue = []string{"true"}

@@ -1,30 +1,25 @@
 package middleware
 
-// Completed answers pushed to the other instances' caches, on PostgreSQL,
-// through LISTEN/NOTIFY: every instance already shares the database, so a
-// retry that lands on an instance that did not run the original is replayed
-// from memory there too, with no read.
-//
-// It is as safe as the cache itself (see cache.go): only a committed
-// answer is pushed, after its commit, and a pushed entry is kept under its
-// own (scope, key) until its key's expiry, like any entry. A push lost,
-// late or dropped (a full queue, an answer too large for NOTIFY, a
-// connection down) only means that instance reads the key from the
-// database. A push is kept only if signed with the instances' secret
-// (pushauth.go), and only with the headers a replay sends.
-//
-// Each instance holds two connections of its own, outside the requests'
-// pool: one listens; one sends, batching what completed meanwhile into one
-// statement.
+// Completed answers pushed to the other instances' caches on PostgreSQL
+// (LISTEN/NOTIFY), so that a retry landing elsewhere replays from memory
+// too. Only committed answers are pushed, kept until their key's expiry; a
+// push lost or dropped only means a read of the database. Anyone who can
+// connect can NOTIFY, so a push is kept only with an HMAC-SHA256, under
+// Config.PushSecret, of its channel (not another schema's shop) and its
+// exact bytes, checked before the JSON is parsed. Signed, not encrypted:
+// replaying a payload seen by LISTEN is harmless.
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -35,18 +30,19 @@ import (
 )
 
 const (
-	// notifyLimit: PostgreSQL refuses a NOTIFY payload of 8000 bytes or
-	// more. A larger answer is not pushed; other instances read it on demand.
-	notifyLimit = 8000 - 1
-	pushQueue   = 4096 // answers waiting to be sent; more are dropped
-	pushBatch   = 64   // answers sent in one statement at most
-	// pushGather is how long the sender waits for more answers to send in
-	// one statement.
-	pushGather = 5 * time.Millisecond
-	pushRetry  = time.Second
+	notifyLimit   = 8000 - 1 // PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
+	pushQueue     = 4096     // answers waiting to be sent; more are dropped
+	pushBatch     = 64       // answers sent in one statement at most
+	pushGather    = 5 * time.Millisecond
+	pushRetry     = time.Second
+	MinPushSecret = 32 // the shortest Config.PushSecret accepted, in bytes
+	// pushLabel opens every MAC: nothing else signed with the secret is a push.
+	pushLabel = "idempotency push v1\x00"
 )
 
-// pushMessage is one completed answer as NOTIFY carries it.
+// macLen is the length of a payload's MAC as sent: base64 of a SHA-256 HMAC.
+var macLen = base64.StdEncoding.EncodedLen(sha256.Size)
+
 type pushMessage struct {
 	From        string      `json:"from"` // the sending instance, which ignores its own
 	Scope       string      `json:"scope"`
@@ -62,8 +58,7 @@ type pushMessage struct {
 	Body        []byte      `json:"body"`
 }
 
-// pusher sends this instance's completed answers and caches the others'.
-// nil: not pushing (SQLite, not asked, no secret).
+// pusher sends this instance's answers and caches the others'; nil when not pushing.
 type pusher struct {
 	dsn, id   string
 	auth      *pushAuth
@@ -75,8 +70,7 @@ type pusher struct {
 	listening chan struct{} // closed once the first LISTEN is in place
 }
 
-// newPusher starts pushing when db is PostgreSQL and there is a secret to
-// sign with: without one, no push could be told from a forgery.
+// newPusher pushes on PostgreSQL with a secret to sign with: without one, pushes are forgeable.
 func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pusher {
 	d, ok := db.Dialector.(*postgres.Dialector)
 	if !ok || d.Config == nil || d.DSN == "" {
@@ -91,101 +85,84 @@ func newPusher(db *gorm.DB, a *answers, logger *slog.Logger, secret []byte) *pus
 		dsn: d.DSN, id: uuid.NewString(), auth: &pushAuth{secret: secret}, answers: a, logger: logger,
 		queue: make(chan *cached, pushQueue), stop: stop, listening: make(chan struct{}),
 	}
-	p.done.Add(2)
-	go p.sendLoop(ctx)
-	go p.listenLoop(ctx)
+	p.done.Go(func() { p.sendLoop(ctx) })
+	p.done.Go(func() { p.listenLoop(ctx) })
 	return p
 }
 
-// close stops both loops and waits for them; what is queued is dropped.
 func (p *pusher) close() {
-	if p == nil {
-		return
+	if p != nil {
+		p.stop()
+		p.done.Wait()
 	}
-	p.stop()
-	p.done.Wait()
 }
 
-// publish queues a committed answer for the other instances.
+// publish queues a committed answer for the others; dropped when full.
 func (p *pusher) publish(v *cached) {
 	if p == nil {
 		return
 	}
 	select {
 	case p.queue <- v:
-	default: // full: the others read it from the database
+	default:
 	}
 }
 
-// channel is the NOTIFY channel of conn's schema, so that shops in
-// different schemas of one database do not share answers.
-func channel(ctx context.Context, conn *pgx.Conn) (string, error) {
+// connect opens a connection outside the pool, with its schema's channel: schemas share no answers.
+func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		return nil, "", err
+	}
 	var schema string
 	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return "", err
+		conn.Close(context.Background())
+		return nil, "", err
 	}
 	name := "idempotency:" + schema
 	if len(name) > 63 { // a channel is an identifier: at most 63 bytes
 		sum := sha256.Sum256([]byte(schema))
 		name = "idempotency:" + hex.EncodeToString(sum[:20])
 	}
-	return name, nil
-}
-
-func (p *pusher) connect(ctx context.Context) (*pgx.Conn, string, error) {
-	conn, err := pgx.Connect(ctx, p.dsn)
-	if err != nil {
-		return nil, "", err
-	}
-	name, err := channel(ctx, conn)
-	if err != nil {
-		conn.Close(context.Background())
-		return nil, "", err
-	}
 	return conn, name, nil
 }
 
 func (p *pusher) sendLoop(ctx context.Context) {
-	defer p.done.Done()
 	var conn *pgx.Conn
 	var name string
-	defer func() {
+	drop := func() {
 		if conn != nil {
 			conn.Close(context.Background())
+			conn = nil
 		}
-	}()
+	}
+	defer drop()
 	for {
 		var batch []*cached
 		select {
 		case <-ctx.Done():
 			return
 		case first := <-p.queue:
-			batch = append(batch, first)
+			batch = p.gather(ctx, append(batch, first))
 		}
-		batch = p.gather(ctx, batch)
 		var err error
 		if conn == nil {
 			conn, name, err = p.connect(ctx)
 		}
-		var payloads []string
-		if err == nil {
-			payloads = p.encode(name, batch)
-		}
-		if err == nil && len(payloads) > 0 {
+		if payloads := p.encode(name, batch); err == nil && len(payloads) > 0 {
 			_, err = conn.Exec(ctx, "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", name, payloads)
 		}
 		if err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(batch))
-			if conn != nil {
-				conn.Close(context.Background())
-				conn = nil
+			drop()
+			select {
+			case <-ctx.Done():
+			case <-time.After(pushRetry):
 			}
-			sleep(ctx, pushRetry)
 		}
 	}
 }
 
-// gather adds to batch what is queued within pushGather, up to pushBatch.
 func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	timer := time.NewTimer(pushGather)
 	defer timer.Stop()
@@ -202,8 +179,7 @@ func (p *pusher) gather(ctx context.Context, batch []*cached) []*cached {
 	return batch
 }
 
-// encode signs answers for channel, leaving out those NOTIFY cannot carry:
-// too large, or a scope or key JSON would not carry exactly.
+// encode signs answers, leaving out what NOTIFY cannot carry: too large, or not exact in JSON.
 func (p *pusher) encode(channel string, batch []*cached) []string {
 	payloads := make([]string, 0, len(batch))
 	for _, b := range batch {
@@ -223,19 +199,20 @@ func (p *pusher) encode(channel string, batch []*cached) []string {
 }
 
 func (p *pusher) listenLoop(ctx context.Context) {
-	defer p.done.Done()
-	first := true
+	listening := sync.OnceFunc(func() { close(p.listening) })
 	for ctx.Err() == nil {
-		if err := p.listen(ctx, &first); err != nil && ctx.Err() == nil {
+		if err := p.listen(ctx, listening); err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: listen for pushed answers", "err", err)
-			sleep(ctx, pushRetry)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pushRetry):
+			}
 		}
 	}
 }
 
-// listen puts each answer another instance pushes into the cache, until
-// its connection fails or ctx ends.
-func (p *pusher) listen(ctx context.Context, first *bool) error {
+// listen caches what the others push until its connection fails.
+func (p *pusher) listen(ctx context.Context, listening func()) error {
 	conn, name, err := p.connect(ctx)
 	if err != nil {
 		return err
@@ -244,10 +221,7 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return err
 	}
-	if *first {
-		close(p.listening)
-		*first = false
-	}
+	listening()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -259,12 +233,17 @@ func (p *pusher) listen(ctx context.Context, first *bool) error {
 	}
 }
 
-// decode reads a payload pushed on channel, once its signature is
-// checked; this instance's own come back too, and are ignored.
+// decode reads a payload once its MAC holds; this instance's own come back too, and are ignored.
 func (p *pusher) decode(channel, payload string) (*cached, bool) {
-	msg, ok := p.verified(channel, payload)
+	msg, ok := p.auth.verify(channel, payload)
+	if !ok {
+		p.auth.refused.Add(1)
+		p.logger.Warn("idempotency: dropped a pushed answer not signed with the push secret (forged, or from an instance with another secret)",
+			"channel", channel, "bytes", len(payload))
+		return nil, false
+	}
 	var m pushMessage
-	if !ok || json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
+	if json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
 		return nil, false
 	}
 	k := IdempotencyKey{Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
@@ -272,12 +251,43 @@ func (p *pusher) decode(channel, payload string) (*cached, bool) {
 	return answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }
 
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+type pushAuth struct {
+	secret  []byte
+	refused atomic.Uint64 // payloads dropped because their MAC failed
+}
+
+func (a *pushAuth) mac(channel string, msg []byte) []byte {
+	h := hmac.New(sha256.New, a.secret)
+	h.Write([]byte(pushLabel))
+	h.Write([]byte(channel)) // an identifier: it cannot hold the NUL that ends it
+	h.Write([]byte{0})
+	h.Write(msg)
+	return h.Sum(nil)
+}
+
+// sign is the payload that carries msg on channel: its MAC, then msg.
+func (a *pushAuth) sign(channel string, msg []byte) string {
+	return base64.StdEncoding.EncodeToString(a.mac(channel, msg)) + string(msg)
+}
+
+// verify returns the message of a payload whose MAC is this secret's.
+func (a *pushAuth) verify(channel, payload string) (msg []byte, ok bool) {
+	if len(payload) < macLen {
+		return nil, false
 	}
+	want, err := base64.StdEncoding.Strict().DecodeString(payload[:macLen]) // one spelling per MAC
+	msg = []byte(payload[macLen:])
+	if err != nil || len(want) != sha256.Size || !hmac.Equal(want, a.mac(channel, msg)) {
+		return nil, false
+	}
+	return msg, true
+}
+
+// PushesRefused is how many pushed answers this instance dropped, not
+// signed with its PushSecret: forged, or from an instance with another.
+func (m *Idempotency) PushesRefused() uint64 {
+	if m.push == nil {
+		return 0
+	}
+	return m.push.auth.refused.Load()
 }

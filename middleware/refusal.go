@@ -7,26 +7,21 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Refusal is an answer of the middleware's own, sent instead of the
-// handler's, which kept nothing. Its JSON is the RFC 9457 problem document
-// the default renderer sends.
+// Refusal is the middleware's own answer, instead of the handler's: an RFC 9457 problem document.
 type Refusal struct {
 	// Type names the refusal for machines, stably: "idempotency-key-reused".
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	// Detail says what was wrong with this request.
-	Detail string `json:"detail,omitempty"`
-	// RetryAfter, when positive, is the Retry-After to send, in seconds.
-	RetryAfter int `json:"-"`
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Status     int    `json:"status"`
+	Detail     string `json:"detail,omitempty"` // what was wrong with this request
+	RetryAfter int    `json:"-"`                // when positive, in seconds
 	// Cause is why the key's table failed (an internal refusal's), for a
 	// renderer that tells a database out of reach (503) from a bug.
 	Cause error `json:"-"`
 }
 
-// The refusals, without their detail. Each one's slug, status and title is
-// written here only: the shop's problem types of the refusals are generated
-// from these lines (problem/refusals_gen.go).
+// The refusals, without their detail: each slug, status and title is written
+// here only (problem/refusals_gen.go is generated from these lines).
 var (
 	refuseUnauthenticated = Refusal{Status: http.StatusUnauthorized, Type: "unauthorized", Title: "Authentication required"}
 	refuseKeyMissing      = Refusal{Status: http.StatusBadRequest, Type: "idempotency-key-missing", Title: "Idempotency key required"}
@@ -39,8 +34,7 @@ var (
 	refuseInternal        = Refusal{Status: http.StatusInternalServerError, Type: "internal", Title: "Internal error"}
 )
 
-// Refusals lists every refusal the middleware sends, without its detail,
-// for an application to check that it knows each one.
+// Refusals lists every refusal, for an application to check it knows each.
 var Refusals = []Refusal{
 	refuseUnauthenticated, refuseKeyMissing, refuseKeyInvalid, refuseTooLarge, refuseMalformed,
 	refuseKeyReused, refuseInProgress, refuseLeaseLost, refuseInternal,
@@ -51,8 +45,7 @@ func (r Refusal) with(detail string) Refusal {
 	return r
 }
 
-// writeRefusal is the renderer Config.Refuse defaults to: the refusal as
-// problem+json, its Type a relative URI.
+// writeRefusal, the default Config.Refuse, sends problem+json.
 func writeRefusal(c *gin.Context, r Refusal) {
 	if r.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(r.RetryAfter))

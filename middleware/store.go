@@ -11,30 +11,63 @@ import (
 	"gorm.io/gorm"
 )
 
-// storedResponse is the answer kept for replay.
+// Key states, as the column holds them (released is in progress, no owner).
+const (
+	KeyInProgress = "in_progress"
+	KeyCompleted  = "completed"
+)
+
+// IdempotencyKey is what the server remembers of one operation: who owns it
+// while it runs (the lease), and the answer to replay once it is done. Only
+// the middleware writes it; its (Scope, Key) index makes two claims impossible.
+type IdempotencyKey struct {
+	ID    uint   `gorm:"primaryKey"`
+	Scope string `gorm:"size:64;not null;uniqueIndex:idx_idempotency_scope_key,priority:1"`
+	Key   string `gorm:"column:key;size:255;not null;uniqueIndex:idx_idempotency_scope_key,priority:2"`
+	// OperationID, kept when a retry takes over, makes the derived key.
+	OperationID string `gorm:"size:36;not null"`
+	Method      string `gorm:"size:10;not null"`
+	Route       string `gorm:"size:255;not null"`
+	Fingerprint string `gorm:"size:64;not null"`
+	RawDigest   []byte // digester.raw of the request that claimed the key
+	// Target is what a retry of a released key may not change (TargetOf).
+	Target           string    `gorm:"size:64;not null;default:''"`
+	State            string    `gorm:"size:16;not null"`
+	OwnerToken       string    `gorm:"size:36;not null"`
+	LockedUntil      time.Time `gorm:"not null"`
+	Status           int       `gorm:"not null;default:0"`
+	Headers          string    `gorm:"type:text"`
+	Body             []byte
+	Replays          int       `gorm:"not null;default:0"`
+	CreatedAt        time.Time `gorm:"not null"`
+	ExpiresAt        time.Time `gorm:"not null;index"`
+	plainFingerprint string    // under a DigestKey, the unkeyed one older rows hold; never stored
+}
+
+// Released: in progress, but nobody holds it.
+func (r IdempotencyKey) Released() bool { return r.State == KeyInProgress && r.OwnerToken == "" }
+
+// Lapsed: in progress, and released or its lease passed.
+func (r IdempotencyKey) Lapsed(now time.Time) bool {
+	return r.Released() || r.State == KeyInProgress && !r.LockedUntil.After(now)
+}
+
 type storedResponse struct {
 	Status  int
 	Headers http.Header
 	Body    []byte
 }
 
-// store holds the SQL of the key lifecycle; the middleware reads and writes
-// the table through here only. Every statement that changes ownership is a
-// single statement guarded by the (scope, key) unique index or by the
-// owner token: nothing checks and then acts.
-type store struct {
-	db *gorm.DB
-}
+// store holds all the key table's SQL. Every change of ownership is one statement
+// guarded by the (scope, key) unique index or the owner token: nothing checks, then acts.
+type store struct{ db *gorm.DB }
 
-// on is the store on a transaction: its statements run in tx.
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
-// keyColumns are the columns of a key row, in the order find scans them.
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
   owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
 
-// find reads the key row. It is scanned by hand, not by GORM's reflection
-// (the larger part of a cold replay's allocations).
+// find reads the key row, scanned by hand (reflection cost cold replays).
 func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
 	row := s.db.WithContext(ctx).Raw(`SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND "key" = ?`, scope, key).Row()
 	var k IdempotencyKey
@@ -48,8 +81,6 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 	return k, err == nil, err
 }
 
-// page reads up to limit of a scope's keys, newest first, from after p
-// (from the newest when p is nil), without the answers they keep.
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
 	keys := []IdempotencyKey{}
 	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
@@ -60,8 +91,7 @@ func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int
 	return keys, err
 }
 
-// claim inserts the key as in progress, or takes over an expired one as a new
-// operation. It reports whether this caller now owns the key.
+// claim inserts the key, or takes an expired one as a new operation.
 func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
@@ -79,21 +109,14 @@ WHERE `+claimFence,
 	return res.RowsAffected == 1, res.Error
 }
 
-// owned runs stmt (an UPDATE's head, or a DELETE) on the key row only while
-// k's owner holds it in progress, and reports whether it did: the one fence of
-// every statement after the claim. An attempt whose lease was taken over
-// changes nothing.
+// owned runs stmt (an UPDATE's head or a DELETE) only while k's owner holds the key: the one fence.
 func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error) {
 	args = append(args, k.Scope, k.Key, k.OwnerToken, KeyInProgress)
 	res := db.Exec(stmt+` WHERE scope = ? AND "key" = ? AND owner_token = ? AND state = ?`, args...)
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeover hands an operation nobody holds (its lease passed, or it was
-// released) from previousOwner to a retry, unless another retry took it
-// first. The operation id stays, so the re-run is the same operation to
-// everything downstream; the request becomes the retry's, which may differ
-// only after a release.
+// takeover hands a free operation from previousOwner to a retry; its id, and derived key, stay.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
@@ -103,13 +126,10 @@ WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until
 	return res.RowsAffected == 1, res.Error
 }
 
-// extend moves the lease of a running operation forward.
 func (s store) extend(ctx context.Context, k IdempotencyKey, until time.Time) (bool, error) {
 	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET locked_until = ?`, k, until)
 }
 
-// complete records the answer. It runs in the handler's transaction when
-// there is one, so the answer commits with the writes.
 func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 	headers, err := json.Marshal(resp.Headers)
 	if err != nil {
@@ -119,11 +139,8 @@ func (s store) complete(k IdempotencyKey, resp storedResponse) (bool, error) {
 		KeyCompleted, resp.Status, string(headers), resp.Body)
 }
 
-// release gives up an operation that kept no answer: no owner, lease
-// over, so that the next request with the key takes it over at once. The
-// row stays so that the operation id, and with it the derived key,
-// survives: a retry gets the provider's first answer, not a second charge.
-// With forget, the row is deleted instead.
+// release frees the key at once. The row stays (unless forget), so that a retry keeps the
+// derived key: it gets the provider's first answer, not a second charge.
 func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, forget bool) (bool, error) {
 	if forget {
 		return owned(s.db.WithContext(ctx), `DELETE FROM idempotency_keys`, k)
@@ -131,15 +148,11 @@ func (s store) release(ctx context.Context, k IdempotencyKey, now time.Time, for
 	return owned(s.db.WithContext(ctx), `UPDATE idempotency_keys SET owner_token = '', locked_until = ?`, k, now)
 }
 
-// claimableSQL is claimable in SQL, for a row of idempotency_keys at the
-// moment @now: expired, and completed or its lease over. The claim is
-// fenced by it (claimFence, in fence.go) and the sweep deletes by it.
+// claimableSQL is claimable at @now: the claim's fence (claimFence) and what the sweep deletes.
 const claimableSQL = `idempotency_keys.expires_at <= @now AND (idempotency_keys.state = '` + KeyCompleted +
 	`' OR idempotency_keys.locked_until <= @now)`
 
-// sweep deletes up to batch expired keys and returns the route of each.
-// The outer conditions repeat the inner ones so that a key claimed again
-// meanwhile is not deleted.
+// sweep deletes up to batch expired keys, sparing one claimed meanwhile, and returns their routes.
 func (s store) sweep(ctx context.Context, now time.Time, batch int) ([]string, error) {
 	var routes []string
 	err := s.db.WithContext(ctx).Raw(`DELETE FROM idempotency_keys
@@ -148,4 +161,49 @@ WHERE id IN (SELECT id FROM idempotency_keys WHERE `+claimableSQL+` LIMIT @batch
 RETURNING route`,
 		sql.Named("now", now), sql.Named("batch", batch)).Scan(&routes).Error
 	return routes, err
+}
+
+// KeyPosition is the last key of a page; the next page starts after it.
+type KeyPosition struct {
+	CreatedAt time.Time
+	ID        uint
+}
+
+// KeysPage lists up to limit of the scope's keys, newest first, after p
+// (nil: from the newest), without their answers; more says if any follow.
+func (m *Idempotency) KeysPage(ctx context.Context, scope string, p *KeyPosition, limit int) (keys []IdempotencyKey, more bool, err error) {
+	keys, err = m.replays.withPending(func() ([]IdempotencyKey, error) {
+		return m.store.page(ctx, scope, p, limit+1)
+	})
+	if len(keys) > limit {
+		return keys[:limit], true, err
+	}
+	return keys, false, err
+}
+
+// DefaultSweepBatch is Sweep's batch when it is given no positive one.
+const DefaultSweepBatch = 500
+
+// Sweep deletes expired keys in short batches, not to hold claims up, and reports how many.
+func (m *Idempotency) Sweep(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = DefaultSweepBatch // a batch of 0 would never come back short
+	}
+	var total int64
+	for {
+		routes, err := m.store.sweep(ctx, m.now(), batch)
+		total += int64(len(routes))
+		for _, route := range routes {
+			m.cfg.Observe(route, OutcomeSwept)
+		}
+		if err != nil || len(routes) < batch {
+			return total, err
+		}
+	}
+}
+
+// Keys lists the most recent keys of a scope: KeysPage's first page.
+func (m *Idempotency) Keys(ctx context.Context, scope string, limit int) ([]IdempotencyKey, error) {
+	keys, _, err := m.KeysPage(ctx, scope, nil, limit)
+	return keys, err
 }

@@ -1,7 +1,6 @@
 package middleware
 
-// The two-phase run (Require): the claim commits on its own, then the
-// handler runs under the claim's lease, which its heartbeat extends.
+// The two-phase run (Require): the claim commits, then the handler runs under its lease.
 
 import (
 	"context"
@@ -13,10 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// runTwoPhase commits the claim on its own, then runs the handler: false
-// when another request had claimed the key first. The claim runs detached:
-// a client gone mid-statement must not leave a claim committed behind an
-// error, or an error for a claim it made.
+// runTwoPhase commits the claim, detached (a client gone mid-statement leaves no claim behind an
+// error), then runs the handler; false if another request claimed the key first.
 func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
 	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
@@ -29,23 +26,16 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	m.observe(c.Request.Context(), want.Route, outcome)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
-	op := m.newOperation(ctx, want, raw)
-	op.fresh = outcome == OutcomeClaimed
+	op := &operation{key: want, raw: raw, db: m.cfg.DB.WithContext(ctx), fresh: outcome == OutcomeClaimed}
 	op.stopHeartbeat = m.heartbeat(ctx, op)
 	m.run(c, ctx, detached, op)
 	return true
 }
 
-// heartbeat extends the lease every third of its length while the handler
-// runs, up to Timeout, so that only a dead attempt, or one hung past
-// Timeout, lets its lease pass; each extension also runs the handler's
-// OnLeaseExtended functions. It stops at the first extension that finds the
-// key no longer ours: the completion is fenced by the same owner token. The
-// returned function stops it and waits until it has; it is called before
-// the handler's transaction begins, since an extension waiting on the
-// transaction's locks while the transaction waits for the handler would
-// wait forever. The transaction holds only local writes: it is short next
-// to the lease.
+// heartbeat extends the lease (and runs OnLeaseExtended) every third of it up to Timeout, so that
+// only a dead or hung attempt lets it pass; it stops once the key is no longer ours. It is stopped
+// before the handler's transaction begins: an extension waiting on its locks would wait forever
+// (local writes only, the transaction is short next to a lease).
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -56,9 +46,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				// Past Timeout: a handler still running is presumed hung;
-				// the lease runs out and a retry may take over.
+			case <-ctx.Done(): // past Timeout: the lease runs out and a retry may take over
 				m.cfg.Logger.WarnContext(ctx, "idempotency: the handler outlived its timeout; its lease is no longer extended", "route", op.key.Route)
 				return
 			case <-ticks:
