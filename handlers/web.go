@@ -24,15 +24,11 @@ import (
 
 func (s *Server) home(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Home{Layout: s.layout(c), Key: uuid.NewString(), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
 	for _, p := range products {
 		view.Lines = append(view.Lines, views.CatalogLine{Product: p}) // empty, not "0": typing 2 must not give 20
 	}
-	s.renderPage(c, http.StatusOK, "home.html", view)
+	s.show(c, err, http.StatusOK, "home.html", view)
 }
 
 const qtyPrefix = "qty-"
@@ -170,34 +166,25 @@ func (s *Server) refusedByOrder(c *gin.Context, err error) {
 // refusedForm shows the order page again with a refused form, and why.
 func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *views.Order, sent string)) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Order{Layout: s.layout(c), Order: order, Methods: s.cards()}
 	keep(&view, postForm(c).Get(middleware.FormKeyField))
 	view.Notice = views.Problem(text)
-	s.renderPage(c, status, "order.html", view)
+	s.show(c, err, status, "order.html", view)
 }
 
 // receiptPage is a paid order's receipt, made to be printed.
 func (s *Server) receiptPage(c *gin.Context) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Receipt{Layout: s.layout(c), Order: order}
 	for _, p := range order.Payments {
 		if p.Status == models.Succeeded {
 			view.Charges = append(view.Charges, p)
 		}
 	}
-	if len(view.Charges) == 0 {
-		s.fail(c, problem.NotFound.With("This order has no receipt yet: it is not paid."))
-		return
+	if err == nil && len(view.Charges) == 0 {
+		err = problem.NotFound.With("This order has no receipt yet: it is not paid.")
 	}
-	s.renderPage(c, http.StatusOK, "receipt.html", view)
+	s.show(c, err, http.StatusOK, "receipt.html", view)
 }
 
 func (s *Server) layout(c *gin.Context) views.Layout {
@@ -244,16 +231,13 @@ func explain(c *gin.Context, words models.Words) views.Error {
 	case id != "" && strings.HasPrefix(c.FullPath(), "/orders/"):
 		links = []views.Link{{Href: views.OrderPath(id), Text: "Back to your order"}, mine}
 	}
-	view := views.Error{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
-	if words.Retry != "" {
-		view.Retry = retryOf(c, words.Retry)
-	}
-	return view
+	return views.Error{Heading: words.Heading, Links: links, Retry: retryOf(c, words.Retry),
+		RequestID: httpkit.RequestIDOf(c.Request.Context())}
 }
 
-// retryOf is the failed form as it was sent, if it was one with a key.
+// retryOf is the failed form as it was sent, with a key, for an error that says to retry (label).
 func retryOf(c *gin.Context, label string) *views.RetryForm {
-	if c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
+	if label == "" || c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
 		return nil
 	}
 	r := &views.RetryForm{Action: c.Request.URL.Path, Label: label}

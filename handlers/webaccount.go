@@ -77,11 +77,7 @@ func (s *Server) accountPage(c *gin.Context) {
 		return
 	}
 	traces, err := s.trail.TracesOf(c.Request.Context(), currentUser(c).ID, each(keys, middleware.DerivedKeyOf))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "account.html", views.AccountOf(s.layout(c), keys, traces))
+	s.show(c, err, http.StatusOK, "account.html", views.AccountOf(s.layout(c), keys, traces))
 }
 
 func (s *Server) passwordPage(c *gin.Context) {
@@ -120,11 +116,7 @@ func (s *Server) changePassword(c *gin.Context) {
 // authenticationPage is the simulated provider's 3-D Secure test page.
 func (s *Server) authenticationPage(c *gin.Context) {
 	auth, err := s.payments.Authentication(c.Request.Context(), c.Param("charge"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "authenticate.html", views.Authenticate{Layout: s.layout(c), Auth: auth,
+	s.show(c, err, http.StatusOK, "authenticate.html", views.Authenticate{Layout: s.layout(c), Auth: auth,
 		Action: payments.AuthPath + auth.ChargeID, ReturnURL: payments.LocalPath(c.Query("return_url"))})
 }
 
