@@ -144,9 +144,8 @@ const pageKey = "shop.page"
 
 func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
 
-// refuse answers a refusal of the idempotency middleware as any other
-// problem: each is one of the shop's problem types, of the same slug,
-// status and title (TestEveryRefusalIsAProblemTypeOfTheShop).
+// refuse answers the idempotency middleware's refusals as any other problem:
+// each is one of the shop's types (TestEveryRefusalIsAProblemTypeOfTheShop).
 func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 	if r.Cause != nil && unreachable(r.Cause) {
 		s.fail(c, r.Cause) // a database out of reach: 503, told as every handler's is

@@ -59,9 +59,8 @@ func readPage[T any](c *gin.Context, valid func(id string) bool, read func(from 
 	return page, &next, limit, nil
 }
 
-// parseCursor reads a cursor the listing made, base64 of "nanos.id", and
-// nothing else: no number out of range, no base64 the listing would not
-// write (the decoder skips CR and LF even when strict).
+// parseCursor reads only a cursor the listing made, base64 of "nanos.id": no number
+// out of range, no base64 it would not write (even strict, the decoder skips CR, LF).
 func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {

@@ -17,8 +17,7 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Staff give refunds, by the API and the console's form; a shopper asks for
-// one, by the API and the order page's form.
+// Refunds: staff give them (API, console's form); a shopper asks for one (API, order page).
 
 const maxReason = 200 // characters
 

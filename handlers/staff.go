@@ -134,16 +134,6 @@ func (s *Server) staffCancel(c *gin.Context) {
 	s.did(c, err, views.ConsolePath(c.Param("id")), templates.ActCancelled)
 }
 
-// did answers a console form: back to page, which names the act, or err.
-func (s *Server) did(c *gin.Context, err error, page, act string) {
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.markPage(c, page, act)
-	c.Redirect(http.StatusSeeOther, page)
-}
-
 // Routes lists the server's routes, for the tests that try each.
 func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
 

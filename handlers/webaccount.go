@@ -68,8 +68,7 @@ func (s *Server) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
-// accountPage is what the shop remembers of the forms the shopper sent
-// (the developer's view: GET /api/v1/idempotency-keys).
+// accountPage is what the shop remembers of the forms sent (for developers: GET /api/v1/idempotency-keys).
 func (s *Server) accountPage(c *gin.Context) {
 	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
 	if err != nil {

@@ -29,10 +29,9 @@ const stripeScope = "stripe"
 
 const stripeEventKey = "shop.stripe_event"
 
-// verifyStripeEvent checks a delivery's signature and API version before
-// anything else (400 otherwise, nothing written), then names it for the
-// middleware: the event id as the key, the event's id and type as the
-// request, which a redelivery never changes (its delivery details may).
+// verifyStripeEvent checks a delivery's signature and API version first (400
+// otherwise, nothing written), then names it for the middleware: the event id as
+// the key, its id and type as the request, which a redelivery never changes.
 func (s *Server) verifyStripeEvent(c *gin.Context) {
 	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
 	if err != nil {
