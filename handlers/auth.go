@@ -60,10 +60,9 @@ func (s *Server) me(c *gin.Context) {
 }
 
 // revokeToken ends the request's bearer token: at once here, within
-// TokenCacheTTL on the other instances.
+// TokenCacheTTL on the other instances. Detached: a client gone after the
+// commit must not keep its token alive in this instance's cache.
 func (s *Server) revokeToken(c *gin.Context) {
-	// Detached: a client gone after the revocation committed must not keep
-	// its token alive in this instance's cache.
 	token := c.MustGet(tokenKey).(models.APIToken)
 	if err := s.accounts.RevokeToken(context.WithoutCancel(c.Request.Context()), token, s.deps.Now().UTC()); err != nil {
 		s.fail(c, err)
@@ -92,14 +91,11 @@ func (s *Server) createUser(c *gin.Context) {
 			user, err = existing, nil
 		}
 	}
-	switch {
-	case isPage(c):
+	if isPage(c) {
 		s.signedIn(c, "signup.html", in, user, err)
-	case err != nil:
-		s.fail(c, err)
-	default:
-		c.JSON(http.StatusCreated, gin.H{"id": user.ID, "email": user.Email})
+		return
 	}
+	s.reply(c, err, http.StatusCreated, gin.H{"id": user.ID, "email": user.Email})
 }
 
 // createToken logs in: the API gets a bearer token, the browser a session.
@@ -114,18 +110,13 @@ func (s *Server) createToken(c *gin.Context) {
 		s.signedIn(c, "login.html", in, user, err)
 		return
 	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	expires := s.deps.Now().UTC().Add(s.deps.TokenTTL).Truncate(time.Second)
-	token, err := s.accounts.IssueToken(c.Request.Context(), user, expires)
-	if err != nil {
-		s.fail(c, err)
-		return
+	var token string
+	if err == nil {
+		token, err = s.accounts.IssueToken(c.Request.Context(), user, expires)
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
+	s.reply(c, err, http.StatusCreated, gin.H{"token": token, "token_type": "Bearer", "expires_at": expires})
 }
 
 // throttleAddress refuses a sign-up or log-in (a slow bcrypt each) from an
@@ -139,11 +130,10 @@ func (s *Server) throttleAddress(c *gin.Context) {
 	}
 }
 
-// The browser's session is a row on the server (accounts.Sessions), named
-// by a random token in one cookie, which ends at log-out, a password change,
-// idle or past its age: a cookie copied before is then worth nothing. The
-// token is also signed, so that a forged cookie is refused without a
-// database read; the signature is not what makes a session valid: the row is.
+// The browser's session is a row on the server (accounts.Sessions), named by a
+// random token in one cookie: ended (log-out, password change, idle, age), a
+// copied cookie is worth nothing. The token is signed only so that a forged
+// cookie is refused without a database read: the row is what makes it valid.
 const (
 	sessionCookie = "shop_session"
 	sessionKey    = "shop.session"
@@ -218,16 +208,12 @@ func (s *Server) loadSession(c *gin.Context) {
 		return // forged, too old, signed with another secret or of an older release: signed out
 	}
 	session, err := s.sessions.Lookup(c.Request.Context(), value.Token, s.deps.Now())
-	if errors.Is(err, accounts.ErrSessionEnded) {
-		s.dropCookie(c)
-		return
-	}
 	var user models.User
 	if err == nil {
 		user, err = s.accounts.UserByID(c.Request.Context(), session.UserID)
 	}
 	switch {
-	case errors.Is(err, models.ErrNotFound):
+	case errors.Is(err, accounts.ErrSessionEnded), errors.Is(err, models.ErrNotFound):
 		s.dropCookie(c)
 	case err != nil:
 		s.fail(c, err)
@@ -240,15 +226,14 @@ func (s *Server) loadSession(c *gin.Context) {
 
 // requireSession sends a signed-out browser to log in, and back here after.
 func (s *Server) requireSession(c *gin.Context) {
-	if currentUser(c).ID != "" {
-		return
-	}
-	if c.Request.Method == http.MethodGet {
+	switch {
+	case currentUser(c).ID != "":
+	case c.Request.Method == http.MethodGet:
 		c.Redirect(http.StatusSeeOther, "/login?next="+c.Request.URL.EscapedPath())
 		c.Abort()
-		return
+	default:
+		s.fail(c, problem.Unauthorized.With("Your session has ended. Log in, then submit the form again."))
 	}
-	s.fail(c, problem.Unauthorized.With("Your session has ended. Log in, then submit the form again."))
 }
 
 // refuseCrossOrigin refuses writes another site made the browser send.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"errors"
@@ -20,10 +21,9 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// fail is the one way handlers report an error: as problem+json for the
-// API, a page for the browser, with the request's id; it ends the request's
-// chain. A client that hung up is answered with nothing, counted as the
-// middleware's client-closed status: no fault of the server's.
+// fail is the one way handlers report an error: problem+json for the API, a
+// page for the browser, with the request's id; it ends the request's chain.
+// A client that hung up gets nothing, counted as client-closed: no server fault.
 func (s *Server) fail(c *gin.Context, err error) {
 	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		c.AbortWithStatus(middleware.StatusClientClosed)
@@ -44,6 +44,24 @@ func (s *Server) fail(c *gin.Context, err error) {
 	e.Layout = s.layout(c)
 	e.Notice = views.Problem(words.Text)
 	s.renderPage(c, p.Status, "error.html", e)
+}
+
+// reply answers v as JSON with status, or err as fail does.
+func (s *Server) reply(c *gin.Context, err error, status int, v any) {
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(status, v)
+}
+
+// show renders page name of view with status, or err as fail does.
+func (s *Server) show(c *gin.Context, err error, status int, name string, view any) {
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.renderPage(c, status, name, view)
 }
 
 // answerOf is the problem err answers and how a shopper is told it; the one
@@ -68,7 +86,7 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
 	if e == nil || e.Shopper.Heading == "" {
-		e = declared(p.Type)
+		e = cmp.Or(models.Declared(p.Type), models.Declared(problem.Internal.URI()))
 	}
 	if e.Final {
 		middleware.Final(c)
@@ -116,14 +134,6 @@ func problemOf(e *models.Error) *problem.Problem {
 	return p
 }
 
-// declared is the error declared for a problem type, else Internal's.
-func declared(uri string) *models.Error {
-	if e := models.Declared(uri); e != nil {
-		return e
-	}
-	return models.Declared(problem.Internal.URI())
-}
-
 func (s *Server) recovered(c *gin.Context, err any) {
 	s.deps.Logger.ErrorContext(c.Request.Context(), "panic", "err", err, "route", c.FullPath())
 	s.fail(c, problem.Internal.With("The request could not be processed."))
@@ -134,9 +144,8 @@ const pageKey = "shop.page"
 
 func isPage(c *gin.Context) bool { return c.GetBool(pageKey) }
 
-// refuse answers a refusal of the idempotency middleware as any other
-// problem: each is one of the shop's problem types, of the same slug,
-// status and title (TestEveryRefusalIsAProblemTypeOfTheShop).
+// refuse answers the idempotency middleware's refusals as any other problem:
+// each is one of the shop's types (TestEveryRefusalIsAProblemTypeOfTheShop).
 func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 	if r.Cause != nil && unreachable(r.Cause) {
 		s.fail(c, r.Cause) // a database out of reach: 503, told as every handler's is

@@ -59,9 +59,8 @@ func readPage[T any](c *gin.Context, valid func(id string) bool, read func(from 
 	return page, &next, limit, nil
 }
 
-// parseCursor reads a cursor the listing made, base64 of "nanos.id", and
-// nothing else: no number out of range, no base64 the listing would not
-// write (the decoder skips CR and LF even when strict).
+// parseCursor reads only a cursor the listing made, base64 of "nanos.id": no number
+// out of range, no base64 it would not write (even strict, the decoder skips CR, LF).
 func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
@@ -75,8 +74,11 @@ func parseCursor(s string, valid func(id string) bool) (*cursor, bool) {
 	return &cursor{time.Unix(0, n).UTC(), id}, true
 }
 
-// nextURL is the next page's address, the listing's filters kept.
-func nextURL(c *gin.Context, next cursor, limit int) string {
+// nextURL is the next page's address, the listing's filters kept; "" after the last.
+func nextURL(c *gin.Context, next *cursor, limit int) string {
+	if next == nil {
+		return ""
+	}
 	q := c.Request.URL.Query()
 	q.Set("after", next.String())
 	q.Del("limit")
@@ -86,15 +88,15 @@ func nextURL(c *gin.Context, next cursor, limit int) string {
 	return c.Request.URL.Path + "?" + q.Encode()
 }
 
-// writePage answers a page under name, with next_cursor and a Link to the next.
-func writePage[T, J any](c *gin.Context, name string, rows []T, view func(T) J, next *cursor, limit int) {
+// pageJSON is a page's answer under name, with next_cursor; it sets the Link to the next.
+func pageJSON[T, J any](c *gin.Context, name string, rows []T, view func(T) J, next *cursor, limit int) gin.H {
 	var nextCursor *string
 	if next != nil {
 		s := next.String()
 		nextCursor = &s
-		c.Header("Link", fmt.Sprintf(`<%s>; rel="next"`, nextURL(c, *next, limit)))
+		c.Header("Link", fmt.Sprintf(`<%s>; rel="next"`, nextURL(c, next, limit)))
 	}
-	c.JSON(http.StatusOK, gin.H{name: each(rows, view), "next_cursor": nextCursor})
+	return gin.H{name: each(rows, view), "next_cursor": nextCursor}
 }
 
 // each is rows as view shows them: a JSON array, never null.
@@ -139,12 +141,8 @@ func (s *Server) listKeys(c *gin.Context) {
 	}, func(k middleware.IdempotencyKey) cursor {
 		return cursor{k.CreatedAt, strconv.FormatUint(uint64(k.ID), 10)}
 	})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	now := s.deps.Now()
-	writePage(c, "idempotency_keys", keys, func(k middleware.IdempotencyKey) keyJSON {
+	s.reply(c, err, http.StatusOK, pageJSON(c, "idempotency_keys", keys, func(k middleware.IdempotencyKey) keyJSON {
 		v := keyJSON{Key: k.Key, Method: k.Method, Route: k.Route, State: k.State, Replays: k.Replays, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()}
 		if k.Lapsed(now) {
 			v.State = "released"
@@ -153,5 +151,5 @@ func (s *Server) listKeys(c *gin.Context) {
 			v.Status = &k.Status
 		}
 		return v
-	}, next, limit)
+	}, next, limit))
 }

@@ -33,11 +33,7 @@ func orderLocation(id string) string { return apiPrefix + "/orders/" + id }
 
 func (s *Server) listProducts(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"products": each(products, func(p models.Product) productJSON {
+	s.reply(c, err, http.StatusOK, gin.H{"products": each(products, func(p models.Product) productJSON {
 		return productJSON{ID: p.ID, SKU: p.SKU, Name: p.Name, PriceCents: p.PriceCents, Currency: p.Currency, Stock: p.Stock}
 	})})
 }
@@ -96,13 +92,10 @@ func (s *Server) listOrders(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		view := views.Orders{Layout: s.layout(c), Orders: list}
-		if next != nil {
-			view.Older = nextURL(c, *next, limit)
-		}
+		view := views.Orders{Layout: s.layout(c), Orders: list, Older: nextURL(c, next, limit)}
 		s.renderPage(c, http.StatusOK, "orders.html", view)
 	default:
-		writePage(c, "orders", list, models.ViewOrder, next, limit)
+		c.JSON(http.StatusOK, pageJSON(c, "orders", list, models.ViewOrder, next, limit))
 	}
 }
 
@@ -171,9 +164,5 @@ func operationOf(c *gin.Context) billing.Operation {
 
 func (s *Server) getPayment(c *gin.Context) {
 	payment, err := s.shop.Payment(c.Request.Context(), currentUser(c).ID, c.Param("id"), c.Param("payment_id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, models.ViewPayment(payment))
+	s.reply(c, err, http.StatusOK, models.ViewPayment(payment))
 }

@@ -17,8 +17,7 @@ import (
 	"github.com/shop/shop/templates"
 )
 
-// Staff give refunds, by the API and the console's form; a shopper asks for
-// one, by the API and the order page's form.
+// Refunds: staff give them (API, console's form); a shopper asks for one (API, order page).
 
 const maxReason = 200 // characters
 
@@ -112,8 +111,7 @@ func (s *Server) createRefund(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		s.markPage(c, views.ConsolePath(c.Param("id")), templates.ActRefunded)
-		c.Redirect(http.StatusSeeOther, views.ConsolePath(c.Param("id")))
+		s.did(c, nil, views.ConsolePath(c.Param("id")), templates.ActRefunded)
 	default:
 		c.Header("Location", orderLocation(refund.OrderID)+"/refunds/"+refund.ID)
 		c.JSON(http.StatusCreated, models.ViewRefund(refund))
@@ -122,11 +120,7 @@ func (s *Server) createRefund(c *gin.Context) {
 
 func (s *Server) getRefund(c *gin.Context) {
 	refund, err := s.ledger.OrderRefund(c.Request.Context(), currentUser(c), c.Param("id"), c.Param("refund_id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, models.ViewRefund(refund))
+	s.reply(c, err, http.StatusOK, models.ViewRefund(refund))
 }
 
 type refundRequestJSON struct {

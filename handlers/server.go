@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"crypto/hkdf"
 	"crypto/sha256"
@@ -91,10 +92,7 @@ func NewServer(deps Deps) *Server {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	deps.Logger = slog.New(httpkit.RequestIDs(deps.Logger.Handler()))
+	deps.Logger = slog.New(httpkit.RequestIDs(cmp.Or(deps.Logger, slog.Default()).Handler()))
 	accts := must(accounts.NewAccounts(deps.DB, deps.BcryptCost))
 	if deps.LoginFailures > 0 {
 		accts.Throttle = &accounts.LoginThrottle{Failures: deps.LoginFailures, Window: deps.LoginFailureWindow, Now: deps.Now}
@@ -142,8 +140,7 @@ func scope(c *gin.Context) string {
 	return currentUser(c).ID
 }
 
-// must is v, or a panic at start-up: a template that does not parse, a
-// bcrypt cost out of range, a key HKDF cannot give.
+// must is v, or a panic at start-up: a template, a bcrypt cost, an HKDF key.
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -182,10 +179,9 @@ func (s *Server) observe(route string, outcome middleware.Outcome) {
 	}
 }
 
-// deriveKeys: the session secret, which every instance shares and the
-// database never holds, yields the keys that sign pushed answers and that
-// key the requests' hashes (which then tell nothing of passwords); none
-// without a configured secret, which no other instance would share.
+// deriveKeys: the session secret, shared by every instance and never in the
+// database, yields the keys that sign pushed answers and key the requests'
+// hashes (which then tell nothing of passwords); none without a configured one.
 func deriveKeys(secret []byte) (push, digest []byte) {
 	if len(secret) == 0 {
 		return nil, nil

@@ -63,12 +63,10 @@ func (s *Server) staffListOrders(c *gin.Context) {
 	case err != nil:
 		s.fail(c, err)
 	case isPage(c):
-		if next != nil {
-			view.Older = nextURL(c, *next, limit)
-		}
+		view.Older = nextURL(c, next, limit)
 		s.renderPage(c, http.StatusOK, "staff_orders.html", view)
 	default:
-		writePage(c, "orders", list, staffOrderOf, next, limit)
+		c.JSON(http.StatusOK, pageJSON(c, "orders", list, staffOrderOf, next, limit))
 	}
 }
 
@@ -79,11 +77,7 @@ func (s *Server) staffGetOrder(c *gin.Context) {
 		return
 	}
 	h, err := s.shop.OrderHistory(c.Request.Context(), c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, struct {
+	s.reply(c, err, http.StatusOK, struct {
 		staffOrderJSON
 		RefundRequests []refundRequestJSON `json:"refund_requests"`
 	}{staffOrderOf(h.OrderOfUser), each(h.Requests, refundRequestView)})
@@ -132,21 +126,12 @@ func (s *Server) staffDecline(c *gin.Context) {
 		return
 	}
 	_, err = s.ledger.DeclineRequest(middleware.Tx(c), currentUser(c), c.Param("id"), c.Param("request_id"), reason, s.deps.Now().UTC())
-	s.staffDid(c, err, templates.ActDeclined)
+	s.did(c, err, views.ConsolePath(c.Param("id")), templates.ActDeclined)
 }
 
 func (s *Server) staffCancel(c *gin.Context) {
 	_, err := s.payments.CancelAny(middleware.Tx(c), currentUser(c), c.Param("id"))
-	s.staffDid(c, err, templates.ActCancelled)
-}
-
-func (s *Server) staffDid(c *gin.Context, err error, act string) {
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.markPage(c, views.ConsolePath(c.Param("id")), act)
-	c.Redirect(http.StatusSeeOther, views.ConsolePath(c.Param("id")))
+	s.did(c, err, views.ConsolePath(c.Param("id")), templates.ActCancelled)
 }
 
 // Routes lists the server's routes, for the tests that try each.
@@ -160,16 +145,12 @@ func (s *Server) staffProductsPage(c *gin.Context) {
 // the operation's transaction, which holds the new count).
 func (s *Server) showStaffProducts(c *gin.Context, shop orders.Store, status int, n *views.Notice) {
 	products, err := shop.Products(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.StaffProducts{Layout: s.layout(c)}
 	for _, p := range products {
 		view.Products = append(view.Products, views.StaffProduct{Product: p, Key: uuid.NewString()})
 	}
 	view.Notice = n
-	s.renderPage(c, status, "staff_products.html", view)
+	s.show(c, err, status, "staff_products.html", view)
 }
 
 // staffRestock counts, receives or writes off a product's units on hand.
@@ -197,10 +178,6 @@ func (s *Server) staffRestock(c *gin.Context) {
 // staffDoubtsPage lists every attempt and refund in doubt, oldest first.
 func (s *Server) staffDoubtsPage(c *gin.Context) {
 	doubts, err := s.shop.Doubts(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.StaffDoubts{Layout: s.layout(c)}
 	if c.Query("asked") == stillInDoubt {
 		view.Notice = views.StillInDoubt
@@ -208,7 +185,7 @@ func (s *Server) staffDoubtsPage(c *gin.Context) {
 	for _, d := range doubts {
 		view.Doubts = append(view.Doubts, views.StaffDoubt{Doubt: d, Age: views.AgeWords(s.deps.Now().Sub(d.CreatedAt)), Key: uuid.NewString()})
 	}
-	s.renderPage(c, http.StatusOK, "staff_doubts.html", view)
+	s.show(c, err, http.StatusOK, "staff_doubts.html", view)
 }
 
 // stillInDoubt is the flag (asked=) that the provider could not answer.

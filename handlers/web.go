@@ -18,21 +18,16 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// The browser's pages, and how they are rendered. Every render of a form
-// embeds a fresh key in its hidden idempotency_key field: the middleware
-// makes a repeated submission of that form replay its first answer.
+// The browser's pages, and how they are rendered. Every form rendered embeds a
+// fresh key (idempotency_key): the middleware replays its first answer to a repeat.
 
 func (s *Server) home(c *gin.Context) {
 	products, err := s.shop.Products(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Home{Layout: s.layout(c), Key: uuid.NewString(), MaxQuantity: orders.MaxQuantity, MaxPending: s.shop.MaxPending}
 	for _, p := range products {
 		view.Lines = append(view.Lines, views.CatalogLine{Product: p}) // empty, not "0": typing 2 must not give 20
 	}
-	s.renderPage(c, http.StatusOK, "home.html", view)
+	s.show(c, err, http.StatusOK, "home.html", view)
 }
 
 const qtyPrefix = "qty-"
@@ -85,9 +80,8 @@ func unknownProducts(form map[string][]string, products []models.Product) bool {
 	return false
 }
 
-// ordered answers the checkout form: invalid, it comes back (422) with the
-// same key, nothing stored; short of stock (409), with what is left, and a
-// fresh key for the new order the shopper makes of it.
+// ordered answers the checkout form: invalid, it comes back (422) with the same
+// key, nothing stored; short of stock (409), with what is left and a fresh key.
 func (s *Server) ordered(c *gin.Context, form views.Home, order models.Order, err error) {
 	var invalid *models.Error
 	switch {
@@ -140,23 +134,19 @@ func (s *Server) paid(c *gin.Context, payment models.Payment, err error) {
 		s.refusedForm(c, http.StatusUnprocessableEntity, "Nothing was charged: choose a card to pay with, then press Pay.", func(view *views.Order, sent string) {
 			view.Key, view.MethodError = sent, "Choose a card to pay with."
 		})
-		return
 	case errors.Is(err, models.ErrOrderPaid):
-		s.markPage(c, views.OrderPath(c.Param("id")), views.AlreadyPaid)
+		s.did(c, nil, views.OrderPath(c.Param("id")), views.AlreadyPaid)
 	case err != nil:
 		s.fail(c, err)
-		return
-	}
-	if payment.Status == models.RequiresAction {
+	case payment.Status == models.RequiresAction:
 		c.Redirect(http.StatusSeeOther, payment.NextActionURL)
-		return
+	default:
+		c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
 	}
-	c.Redirect(http.StatusSeeOther, views.OrderPath(c.Param("id")))
 }
 
-// refusedByOrder shows the order page again with the refused cancel form:
-// with its key when nothing was stored under it, a fresh one after a final
-// answer, which was.
+// refusedByOrder shows the order page again with the refused cancel form: with
+// its key when nothing was stored under it, a fresh one after a final answer.
 func (s *Server) refusedByOrder(c *gin.Context, err error) {
 	p, words, final := s.answerOf(c, err)
 	s.refusedForm(c, p.Status, words.Text, func(view *views.Order, sent string) {
@@ -170,34 +160,25 @@ func (s *Server) refusedByOrder(c *gin.Context, err error) {
 // refusedForm shows the order page again with a refused form, and why.
 func (s *Server) refusedForm(c *gin.Context, status int, text string, keep func(view *views.Order, sent string)) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Order{Layout: s.layout(c), Order: order, Methods: s.cards()}
 	keep(&view, postForm(c).Get(middleware.FormKeyField))
 	view.Notice = views.Problem(text)
-	s.renderPage(c, status, "order.html", view)
+	s.show(c, err, status, "order.html", view)
 }
 
 // receiptPage is a paid order's receipt, made to be printed.
 func (s *Server) receiptPage(c *gin.Context) {
 	order, err := s.shop.Order(c.Request.Context(), currentUser(c).ID, c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	view := views.Receipt{Layout: s.layout(c), Order: order}
 	for _, p := range order.Payments {
 		if p.Status == models.Succeeded {
 			view.Charges = append(view.Charges, p)
 		}
 	}
-	if len(view.Charges) == 0 {
-		s.fail(c, problem.NotFound.With("This order has no receipt yet: it is not paid."))
-		return
+	if err == nil && len(view.Charges) == 0 {
+		err = problem.NotFound.With("This order has no receipt yet: it is not paid.")
 	}
-	s.renderPage(c, http.StatusOK, "receipt.html", view)
+	s.show(c, err, http.StatusOK, "receipt.html", view)
 }
 
 func (s *Server) layout(c *gin.Context) views.Layout {
@@ -244,16 +225,13 @@ func explain(c *gin.Context, words models.Words) views.Error {
 	case id != "" && strings.HasPrefix(c.FullPath(), "/orders/"):
 		links = []views.Link{{Href: views.OrderPath(id), Text: "Back to your order"}, mine}
 	}
-	view := views.Error{Heading: words.Heading, Links: links, RequestID: httpkit.RequestIDOf(c.Request.Context())}
-	if words.Retry != "" {
-		view.Retry = retryOf(c, words.Retry)
-	}
-	return view
+	return views.Error{Heading: words.Heading, Links: links, Retry: retryOf(c, words.Retry),
+		RequestID: httpkit.RequestIDOf(c.Request.Context())}
 }
 
-// retryOf is the failed form as it was sent, if it was one with a key.
+// retryOf is the failed form as it was sent, with a key, for an error that says to retry (label).
 func retryOf(c *gin.Context, label string) *views.RetryForm {
-	if c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
+	if label == "" || c.Request.Method != http.MethodPost || postForm(c).Get(middleware.FormKeyField) == "" {
 		return nil
 	}
 	r := &views.RetryForm{Action: c.Request.URL.Path, Label: label}
@@ -292,10 +270,15 @@ func (w *repeatMarker) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
-// markPage names in that cookie what a form's first answer found
-// (views.AlreadyPaid) or did (a console act), for the page at path.
-func (s *Server) markPage(c *gin.Context, path, what string) {
-	setCookie(c.Writer, s.secureCookies(c), repeatCookie, what, path, 60)
+// did answers a form that did act (a console act) or found it done
+// (views.AlreadyPaid): back to page, named in that cookie for it to say so.
+func (s *Server) did(c *gin.Context, err error, page, act string) {
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	setCookie(c.Writer, s.secureCookies(c), repeatCookie, act, page, 60)
+	c.Redirect(http.StatusSeeOther, page)
 }
 
 // takeRepeat reads the page's repeat cookie and deletes it: the page says it once.
@@ -309,8 +292,7 @@ func (s *Server) takeRepeat(c *gin.Context) string {
 }
 
 // problemPage documents the idempotency policy and every problem type (at
-// /problems), or one type. An unknown one is a 404: a page for a browser,
-// problem+json for an API client.
+// /problems), or one type; an unknown one is a 404 (problem+json unless HTML is accepted).
 func (s *Server) problemPage(c *gin.Context) {
 	view := views.Problems{Layout: s.layout(c), All: problem.All, Final: models.FinalTypes(), TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait}
 	for _, t := range problem.All {

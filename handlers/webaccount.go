@@ -68,8 +68,7 @@ func (s *Server) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
-// accountPage is what the shop remembers of the forms the shopper sent
-// (the developer's view: GET /api/v1/idempotency-keys).
+// accountPage is what the shop remembers of the forms sent (for developers: GET /api/v1/idempotency-keys).
 func (s *Server) accountPage(c *gin.Context) {
 	keys, err := s.idempotency.Keys(c.Request.Context(), currentUser(c).ID, 100)
 	if err != nil {
@@ -77,11 +76,7 @@ func (s *Server) accountPage(c *gin.Context) {
 		return
 	}
 	traces, err := s.trail.TracesOf(c.Request.Context(), currentUser(c).ID, each(keys, middleware.DerivedKeyOf))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "account.html", views.AccountOf(s.layout(c), keys, traces))
+	s.show(c, err, http.StatusOK, "account.html", views.AccountOf(s.layout(c), keys, traces))
 }
 
 func (s *Server) passwordPage(c *gin.Context) {
@@ -120,11 +115,7 @@ func (s *Server) changePassword(c *gin.Context) {
 // authenticationPage is the simulated provider's 3-D Secure test page.
 func (s *Server) authenticationPage(c *gin.Context) {
 	auth, err := s.payments.Authentication(c.Request.Context(), c.Param("charge"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderPage(c, http.StatusOK, "authenticate.html", views.Authenticate{Layout: s.layout(c), Auth: auth,
+	s.show(c, err, http.StatusOK, "authenticate.html", views.Authenticate{Layout: s.layout(c), Auth: auth,
 		Action: payments.AuthPath + auth.ChargeID, ReturnURL: payments.LocalPath(c.Query("return_url"))})
 }
 

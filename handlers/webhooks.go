@@ -29,10 +29,9 @@ const stripeScope = "stripe"
 
 const stripeEventKey = "shop.stripe_event"
 
-// verifyStripeEvent checks a delivery's signature and API version before
-// anything else (400 otherwise, nothing written), then names it for the
-// middleware: the event id as the key, the event's id and type as the
-// request, which a redelivery never changes (its delivery details may).
+// verifyStripeEvent checks a delivery's signature and API version first (400
+// otherwise, nothing written), then names it for the middleware: the event id as
+// the key, its id and type as the request, which a redelivery never changes.
 func (s *Server) verifyStripeEvent(c *gin.Context) {
 	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))
 	if err != nil {
@@ -49,11 +48,7 @@ func (s *Server) verifyStripeEvent(c *gin.Context) {
 		s.fail(c, p)
 		return
 	}
-	identity, err := json.Marshal(map[string]string{"id": event.ID, "type": string(event.Type)})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+	identity, _ := json.Marshal(map[string]string{"id": event.ID, "type": string(event.Type)}) // strings: never fails
 	c.Set(stripeEventKey, event)
 	c.Request.Header.Set("Idempotency-Key", event.ID)
 	c.Request.Header.Set("Content-Type", "application/json")
@@ -67,11 +62,7 @@ func (s *Server) stripeEvent(c *gin.Context) {
 	if read, ok := payments.StripeEvent(event); ok {
 		applied, err = s.payments.ApplyEvent(c.Request.Context(), middleware.Current(c).Tx, read)
 	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"received": true, "applied": applied})
+	s.reply(c, err, http.StatusOK, gin.H{"received": true, "applied": applied})
 }
 
 // webhookDeliveryJSON is one event owed to the merchant's endpoint.
@@ -120,20 +111,12 @@ func (s *Server) listWebhookDeliveries(c *gin.Context) {
 	deliveries, next, limit, err := readPage(c, isEventID, func(from *database.Position, limit int) ([]models.WebhookDelivery, bool, error) {
 		return notify.Deliveries(c.Request.Context(), s.deps.DB, from, limit)
 	}, func(d models.WebhookDelivery) cursor { return cursor{d.CreatedAt, d.ID} })
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	writePage(c, "webhook_deliveries", deliveries, webhookDeliveryView, next, limit)
+	s.reply(c, err, http.StatusOK, pageJSON(c, "webhook_deliveries", deliveries, webhookDeliveryView, next, limit))
 }
 
 func (s *Server) redeliverWebhook(c *gin.Context) {
 	d, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("id"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, webhookDeliveryView(d))
+	s.reply(c, err, http.StatusAccepted, webhookDeliveryView(d))
 }
 
 // deliveriesPage/{id} is the list after delivery id was sent again: a replay names it too.
@@ -158,13 +141,8 @@ func (s *Server) staffDeliveriesPage(c *gin.Context) {
 }
 
 func (s *Server) staffRedeliver(c *gin.Context) {
-	if _, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("delivery_id")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	page := deliveriesPage + "/" + c.Param("delivery_id")
-	s.markPage(c, page, redelivered)
-	c.Redirect(http.StatusSeeOther, page)
+	_, err := notify.Redeliver(c.Request.Context(), middleware.Tx(c), c.Param("delivery_id"))
+	s.did(c, err, deliveriesPage+"/"+c.Param("delivery_id"), redelivered)
 }
 
 // parkedLimit bounds the parked events listed: a handful is an incident,
