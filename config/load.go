@@ -66,10 +66,10 @@ func Load(getenv func(string) string) (Config, error) {
 			errs = append(errs, s.refuse(values[s.Name], nil)...)
 		}
 	}
-	errs = append(errs, c.check()...)
+	errs = append(errs, flatten(c.check())...)
 	if len(bad) == 0 {
 		// How settings bound one another means something only once each parsed.
-		errs = append(errs, c.checkTogether()...)
+		errs = append(errs, flatten(c.checkTogether())...)
 	}
 	if len(errs) > 0 {
 		return c, settingErrors(errs)
