@@ -121,9 +121,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 // fullJitter is capped exponential backoff with full jitter: the n-th wait
 // is drawn uniformly from [0, min(Max, Initial·2ⁿ)], so that clients
 // failed by one outage do not come back in step.
-type fullJitter struct {
-	ceiling *backoff.ExponentialBackOff
-}
+type fullJitter struct{ ceiling *backoff.ExponentialBackOff }
 
 func newFullJitter(p Policy) *fullJitter {
 	b := backoff.NewExponentialBackOff()

@@ -233,8 +233,7 @@ var stateNames = map[models.State]string{
 // StateName is a request's state in staff's words.
 func StateName(s models.State) string { return inWords(stateNames, s) }
 
-// RequestTitle and RequestAnswer are what the order page opens with while
-// the shopper's latest request for a refund is open or declined.
+// RequestTitle and RequestAnswer open the order page while the latest request is open or declined.
 func RequestTitle(r models.RefundRequest) string {
 	if r.State == models.RequestDeclined {
 		return "Your request for a refund was declined."
