@@ -356,11 +356,9 @@ func refundFacts(tx *gorm.DB, r models.Refund, outcome Outcome, late bool) error
 			return err
 		}
 	}
-	switch outcome.State {
-	case models.Succeeded:
-		return orders.Event(tx, outbox.OrderRefunded, r.ID, r.OrderID)
-	case models.Failed:
-		return orders.Event(tx, outbox.OrderRefundFailed, r.ID, r.OrderID)
+	events := map[models.State]string{models.Succeeded: outbox.OrderRefunded, models.Failed: outbox.OrderRefundFailed}
+	if event := events[outcome.State]; event != "" {
+		return orders.Event(tx, event, r.ID, r.OrderID)
 	}
 	return nil
 }
