@@ -206,25 +206,18 @@ func newBilling(cfg config.Config, db *gorm.DB, logger *slog.Logger, tracer trac
 // their development defaults.
 func newServer(cfg config.Config, db *gorm.DB, service *billing.Service, logger *slog.Logger, tracer trace.TracerProvider, series []prometheus.Collector, committed func()) *handlers.Server {
 	srv := handlers.NewServer(handlers.Deps{
-		DB:         db,
+		DB: db, Payments: service, Logger: logger, Tracer: tracer, TrustedProxies: cfg.TrustedProxies,
 		Collectors: series, Committed: committed, // the relay's gauges, and its wake-up after a commit
-		Payments:            service,
 		StripeWebhookSecret: cfg.StripeWebhookSecret,
 		TTL:                 cfg.IdempotencyTTL, Lease: cfg.IdempotencyLease, Wait: cfg.IdempotencyWait,
 		ReplayCacheBytes: cfg.ReplayCacheBytes(),
 		PushAnswers:      cfg.SessionSecret != "", // the pushes are signed with a key derived from it
-		SessionSecret:    []byte(cfg.SessionSecret),
-		SecureCookies:    cfg.Production(),
-		CORSOrigins:      cfg.CORSOrigins,
-		MetricsToken:     cfg.MetricsToken,
-		SessionIdle:      cfg.SessionIdle, SessionMaxAge: cfg.SessionMaxAge,
-		Logger:   logger,
+		SessionSecret:    []byte(cfg.SessionSecret), SecureCookies: cfg.Production(),
+		CORSOrigins: cfg.CORSOrigins, MetricsToken: cfg.MetricsToken,
+		SessionIdle: cfg.SessionIdle, SessionMaxAge: cfg.SessionMaxAge,
 		TokenTTL: cfg.TokenTTL, TokenCacheTTL: cfg.TokenCacheTTL,
-		OrderExpiry:          cfg.OrderExpiry,
-		MaxPendingOrders:     cfg.MaxPendingOrders,
-		CredentialsPerMinute: cfg.CredentialsPerMinute,
-		LoginFailures:        cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
-		Tracer: tracer, TrustedProxies: cfg.TrustedProxies,
+		OrderExpiry: cfg.OrderExpiry, MaxPendingOrders: cfg.MaxPendingOrders, CredentialsPerMinute: cfg.CredentialsPerMinute,
+		LoginFailures: cfg.LoginFailures, LoginFailureWindow: cfg.LoginFailureWindow,
 	})
 	if cfg.PaymentProvider == "stripe" && cfg.StripeWebhookSecret == "" {
 		logger.Warn("STRIPE_WEBHOOK_SECRET is not set, so Stripe's events are not received: a payment Stripe leaves processing, or answers with a 5xx, stays in doubt. Set it to the webhook endpoint's signing secret (whsec_…)")
@@ -262,9 +255,8 @@ func flushTraces(stop func(context.Context) error, logger *slog.Logger) {
 	}
 }
 
-// version names the build, from what the Go toolchain stamped into the
-// binary: the module's version ("(devel)" for a build from a checkout), the
-// VCS revision and its time, and whether the tree had changes.
+// version names the build as the Go toolchain stamped it: the module's
+// version ("(devel)" from a checkout), VCS revision, its time, and changes.
 func version(info *debug.BuildInfo, ok bool) string {
 	if !ok {
 		return "shop: no build information"

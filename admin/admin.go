@@ -105,10 +105,9 @@ func staff(ctx context.Context, dbs Databases, args []string, stdout io.Writer) 
 // stockUsage is what `shop stock` answers a command it does not know.
 const stockUsage = "usage: shop stock set SKU UNITS"
 
-// stock runs `shop stock set SKU UNITS`: the product's units on hand become
-// staff's count, whatever they were, so setting it again changes nothing.
-// Deliveries and write-offs, which add and take off, go through the console,
-// whose idempotency key counts a retried one once.
+// stock runs `shop stock set SKU UNITS`: units on hand become staff's count,
+// so setting it again changes nothing (deliveries and write-offs, which add
+// and take off, go through the console, under an idempotency key).
 func stock(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
 	if len(args) != 3 || args[0] != "set" {
 		return errors.New(stockUsage)

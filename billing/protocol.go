@@ -25,16 +25,9 @@ type Operation struct {
 // maxResolutions bounds the earlier requests one operation resolves.
 const maxResolutions = 3
 
-// flow is the one protocol for a provider request in doubt, with what each
-// use does at each step; R is the request's row, T the operation's answer.
-//
-//  1. The operation's own answer, if a run of it was settled already.
-//  2. begin: the hold and the request, committed before the provider is
-//     called; or an earlier request in doubt, resolved first (resolve.go).
-//  3. send under the request's provider key.
-//  4. settle through the operation's transaction; or settle failed on the
-//     provider's word that nothing was done; or, with no answer, let go of
-//     the hold and leave the request in doubt for whoever comes next.
+// flow is the one protocol for a provider request in doubt (requests.go),
+// with what each use does at each step (run, begin, first); R is the
+// request's row, T the operation's answer.
 type flow[R Row, T any] struct {
 	s *Service
 	// Names in metrics (by, prefix) and in logs (what, noun).
@@ -108,8 +101,7 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 		case own && state != models.Failed:
 			return row, resolved, true, nil // this operation's own answer, from a run that died
 		}
-		// Resolved (the operation's own, failed, is tried again under a new
-		// provider key).
+		// Resolved; the operation's own, failed, is tried again under a new key.
 	}
 }
 

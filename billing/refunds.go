@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -17,8 +18,8 @@ import (
 	"github.com/shop/shop/problem"
 )
 
-// given are the states of a refund that gives back; givingBack also those
-// that may (in doubt): their amount is no longer refundable.
+// given are the states of a refund that gives back; givingBack also in
+// doubt: their amount is no longer refundable.
 var (
 	given      = []models.State{models.Succeeded, models.Pending}
 	givingBack = []models.State{models.InDoubt, models.Succeeded, models.Pending}
@@ -185,10 +186,9 @@ func (s Ledger) SettleRefund(tx *gorm.DB, refund models.Refund, outcome Outcome,
 	return refund, refundFacts(tx, refund, outcome, false)
 }
 
-// settleLateRefund records a pending refund's end, or a refund made that
-// was recorded failed; but if its charge has nothing left, the money went
-// back twice: the refund is recorded Excess, for staff to recover, so the
-// books never show more given back than taken (exceedsCharge).
+// settleLateRefund records a pending refund's end, or a refund made that was
+// recorded failed: Excess, for staff to recover, if its charge had nothing
+// left, so the books never show more given back than taken.
 func (s Ledger) settleLateRefund(tx *gorm.DB, refund models.Refund, outcome Outcome, holder string, now time.Time) (Late, error) {
 	late := refund.State == models.Failed && outcome.State == models.Succeeded
 	if !late && (refund.State != models.Pending || outcome.State == models.Pending) {
@@ -331,15 +331,11 @@ func (s Ledger) DeclineRequest(tx *gorm.DB, by models.User, orderID, requestID, 
 		return models.RefundRequest{}, res.Error
 	}
 	if res.RowsAffected != 1 { // none such, or answered already
-		var n int64
-		err := tx.Model(&models.RefundRequest{}).Where("id = ? AND order_id = ?", requestID, orderID).Count(&n).Error
-		switch {
-		case err == nil && n == 0:
+		_, found, err := take[models.RefundRequest](tx.Where("id = ? AND order_id = ?", requestID, orderID))
+		if err == nil && !found {
 			err = models.ErrNotFound
-		case err == nil:
-			err = ErrNoOpenRequest
 		}
-		return models.RefundRequest{}, err
+		return models.RefundRequest{}, cmp.Or[error](err, ErrNoOpenRequest)
 	}
 	if err := audit.Audit(tx, audit.Entry{OrderID: orderID, Action: audit.ActionRequestDeclined, Actor: audit.UserActor(by), SubjectID: requestID, Reason: reason, At: now}); err != nil {
 		return models.RefundRequest{}, err
@@ -360,11 +356,9 @@ func refundFacts(tx *gorm.DB, r models.Refund, outcome Outcome, late bool) error
 			return err
 		}
 	}
-	switch outcome.State {
-	case models.Succeeded:
-		return orders.Event(tx, outbox.OrderRefunded, r.ID, r.OrderID)
-	case models.Failed:
-		return orders.Event(tx, outbox.OrderRefundFailed, r.ID, r.OrderID)
+	events := map[models.State]string{models.Succeeded: outbox.OrderRefunded, models.Failed: outbox.OrderRefundFailed}
+	if event := events[outcome.State]; event != "" {
+		return orders.Event(tx, event, r.ID, r.OrderID)
 	}
 	return nil
 }

@@ -83,12 +83,9 @@ func begin[R Row](db *gorm.DB, kind Kind, find orders.Whose, orderID, derivedKey
 		if !held {
 			return busy[R](tx, kind, order.ID)
 		}
-		err = tx.Where("order_id = ? AND state IN ?", order.ID, models.OpenStates).Order("created_at, id").Take(&begun.Row).Error
-		switch {
-		case err == nil:
-			begun.Unresolved = true
-			return nil
-		case !errors.Is(err, gorm.ErrRecordNotFound):
+		open, unresolved, err := take[R](tx.Where("order_id = ? AND state IN ?", order.ID, models.OpenStates).Order("created_at, id"))
+		if err != nil || unresolved {
+			begun = Begun[R]{Row: open, Unresolved: unresolved}
 			return err
 		}
 		req := models.Request{ID: uuid.NewString(), OrderID: order.ID, DerivedKey: derivedKey, State: models.InDoubt, SentAt: &now}

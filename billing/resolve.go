@@ -173,9 +173,9 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
 	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
 
-// ResolveNow resolves the attempt or refund id (kind orders.DoubtPayment
-// or DoubtRefund) as the reconciler would, for the staff user by (staff in
-// the database: it may send the request again).
+// ResolveNow resolves the attempt or refund id (kind orders.DoubtPayment or
+// DoubtRefund) as the reconciler would, for by, staff in the database now:
+// it may send the request again.
 func (s *Service) ResolveNow(ctx context.Context, by models.User, kind, id string) (models.State, error) {
 	if err := accounts.StaffNow(s.shop.DB.WithContext(ctx), by.ID); err != nil {
 		return "", err

@@ -20,8 +20,7 @@ import (
 type Config struct {
 	DB       *gorm.DB
 	Provider payments.Provider
-	// The idempotency middleware's lease, and its attempt timeout, which
-	// bounds one resolution's provider call.
+	// The idempotency middleware's lease and attempt timeout (one resolution's bound).
 	Lease, AttemptTimeout time.Duration
 	// RollForward is the window in which a request in doubt is sent again;
 	// never shorter than an attempt may live (AttemptTimeout + Lease).

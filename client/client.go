@@ -75,9 +75,8 @@ func NewKey() string { return uuid.NewString() }
 // (Idempotent-Replayed: true): the operation had happened already.
 func Replayed(res *http.Response) bool { return res.Header.Get("Idempotent-Replayed") == "true" }
 
-// GaveUpError is an operation whose tries or time ran out before a final
-// answer: it may have happened; sending it again with the same key and
-// body finds out, safely.
+// GaveUpError: tries or time ran out before a final answer. It may have
+// happened; sending it again with the same key and body finds out, safely.
 type GaveUpError struct {
 	Key   string         // the idempotency key every try carried; empty for a read
 	Tries int            // tries made
@@ -122,9 +121,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 // fullJitter is capped exponential backoff with full jitter: the n-th wait
 // is drawn uniformly from [0, min(Max, Initial·2ⁿ)], so that clients
 // failed by one outage do not come back in step.
-type fullJitter struct {
-	ceiling *backoff.ExponentialBackOff
-}
+type fullJitter struct{ ceiling *backoff.ExponentialBackOff }
 
 func newFullJitter(p Policy) *fullJitter {
 	b := backoff.NewExponentialBackOff()
@@ -178,12 +175,8 @@ func (d *Doer) try(req *http.Request, payload []byte) (*http.Response, error) {
 // try: after Retry-After when the server gives one, the backoff otherwise.
 func retryOf(r *http.Response) error {
 	after, hasAfter := retryAfter(r.Header)
-	switch {
-	case r.StatusCode >= 500:
-	case r.StatusCode == http.StatusTooManyRequests:
-	case r.StatusCode == http.StatusConflict && hasAfter:
-		// The key, or another payment of the order, is still in progress.
-	default:
+	// A 409 with Retry-After: the key, or another payment of the order, is still in progress.
+	if r.StatusCode < 500 && r.StatusCode != http.StatusTooManyRequests && (r.StatusCode != http.StatusConflict || !hasAfter) {
 		return nil
 	}
 	err := fmt.Errorf("%d %s", r.StatusCode, http.StatusText(r.StatusCode))

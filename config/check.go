@@ -44,75 +44,59 @@ var formats = map[string]func(string) bool{
 
 // check checks what the tags cannot: the database's URL, the secrets and
 // keys, and the receipts' mailer.
-func (c *Config) check() []error {
-	var errs []error
-	if err := database.CheckURL(c.DatabaseURL); err != nil {
-		errs = append(errs, err)
-	}
-	switch {
-	case c.SessionSecret == "" && c.Production():
-		errs = append(errs, errors.New("SESSION_SECRET is required when SHOP_ENV=production (make one with: openssl rand -hex 32)"))
-	case c.SessionSecret != "" && len(c.SessionSecret) < minSecret:
-		errs = append(errs, fmt.Errorf("SESSION_SECRET is %d characters: want at least %d (make one with: openssl rand -hex 32)", len(c.SessionSecret), minSecret))
-	}
-	if c.TokenCacheTTL > maxTokenCacheTTL {
-		errs = append(errs, fmt.Errorf("TOKEN_CACHE_TTL (%s) must be at most %s, or 0 for no cache: a revoked token keeps working that long on the other instances", c.TokenCacheTTL, maxTokenCacheTTL))
-	}
-	if _, err := notify.NewMailer(c.SMTPURL, c.MailDir); err != nil {
-		errs = append(errs, fmt.Errorf("SMTP_URL: %w", err))
+func (c *Config) check() error {
+	const makeOne = " (make one with: openssl rand -hex 32)"
+	_, mailer := notify.NewMailer(c.SMTPURL, c.MailDir)
+	errs := []error{database.CheckURL(c.DatabaseURL),
+		when(c.SessionSecret == "" && c.Production(), errors.New("SESSION_SECRET is required when SHOP_ENV=production"+makeOne)),
+		when(c.SessionSecret != "" && len(c.SessionSecret) < minSecret,
+			fmt.Errorf("SESSION_SECRET is %d characters: want at least %d%s", len(c.SessionSecret), minSecret, makeOne)),
+		when(c.TokenCacheTTL > maxTokenCacheTTL, fmt.Errorf("TOKEN_CACHE_TTL (%s) must be at most %s, or 0 for no cache: "+
+			"a revoked token keeps working that long on the other instances", c.TokenCacheTTL, maxTokenCacheTTL)),
+		when(mailer != nil, fmt.Errorf("SMTP_URL: %w", mailer)),
 	}
 	if c.WebhookURL != "" {
-		key, err := notify.ParseSecret(c.WebhookSecret)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("WEBHOOK_SECRET (required with WEBHOOK_URL): %w", err))
-		}
-		c.WebhookKey = key
+		var err error
+		c.WebhookKey, err = notify.ParseSecret(c.WebhookSecret)
+		errs = append(errs, when(err != nil, fmt.Errorf("WEBHOOK_SECRET (required with WEBHOOK_URL): %w", err)))
 	}
-	return append(errs, c.checkStripe()...)
+	return errors.Join(append(errs, c.checkStripe())...)
+}
+
+// when is err if broken, else nil: one rule of a check.
+func when(broken bool, err error) error {
+	if broken {
+		return err
+	}
+	return nil
 }
 
 // checkStripe checks the secrets of Stripe, which come from the
 // environment only; a live key needs SHOP_ENV=production.
-func (c *Config) checkStripe() []error {
-	var errs []error
-	if c.PaymentProvider == "stripe" {
-		switch key := c.StripeSecretKey; {
-		case key == "":
-			errs = append(errs, errors.New("STRIPE_SECRET_KEY is required when PAYMENT_PROVIDER=stripe (a test key, sk_test_…)"))
-		case strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_"):
-			if !c.Production() {
-				errs = append(errs, errors.New("STRIPE_SECRET_KEY is a live key: refused unless SHOP_ENV=production"))
-			}
-		case !strings.HasPrefix(key, "sk_test_") && !strings.HasPrefix(key, "rk_test_"):
-			errs = append(errs, errors.New("STRIPE_SECRET_KEY must be a Stripe secret key (sk_test_… or sk_live_…)"))
-		}
-	}
-	if c.StripeWebhookSecret != "" && !strings.HasPrefix(c.StripeWebhookSecret, "whsec_") {
-		errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET must be an endpoint signing secret (whsec_…)"))
-	}
-	return errs
+func (c *Config) checkStripe() error {
+	key, stripe := c.StripeSecretKey, c.PaymentProvider == "stripe"
+	live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+	test := strings.HasPrefix(key, "sk_test_") || strings.HasPrefix(key, "rk_test_")
+	return errors.Join(
+		when(stripe && key == "", errors.New("STRIPE_SECRET_KEY is required when PAYMENT_PROVIDER=stripe (a test key, sk_test_…)")),
+		when(stripe && live && !c.Production(), errors.New("STRIPE_SECRET_KEY is a live key: refused unless SHOP_ENV=production")),
+		when(stripe && key != "" && !live && !test, errors.New("STRIPE_SECRET_KEY must be a Stripe secret key (sk_test_… or sk_live_…)")),
+		when(c.StripeWebhookSecret != "" && !strings.HasPrefix(c.StripeWebhookSecret, "whsec_"),
+			errors.New("STRIPE_WEBHOOK_SECRET must be an endpoint signing secret (whsec_…)")))
 }
 
 // checkTogether checks how the settings bound one another, and fills in
 // the timeouts that follow from them.
-func (c *Config) checkTogether() []error {
-	var errs []error
-	if c.TokenTTL == 0 {
-		errs = append(errs, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token"))
-	}
-	if c.LoginFailures > 0 && c.LoginFailureWindow <= 0 {
-		errs = append(errs, fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", c.LoginFailureWindow))
-	}
-	if c.SessionIdle > c.SessionMaxAge {
-		errs = append(errs, fmt.Errorf("SESSION_IDLE_TIMEOUT (%s) must be at most SESSION_MAX_AGE (%s)", c.SessionIdle, c.SessionMaxAge))
-	}
-	if c.OutboxLease < 2*c.OutboxPollInterval {
-		errs = append(errs, fmt.Errorf("OUTBOX_LEASE (%s) must be at least twice OUTBOX_POLL_INTERVAL (%s): the relay renews its lease as it polls", c.OutboxLease, c.OutboxPollInterval))
-	}
-	if err := c.checkTimeouts(); err != nil {
-		errs = append(errs, err)
-	}
-	return errs
+func (c *Config) checkTogether() error {
+	return errors.Join(
+		when(c.TokenTTL == 0, errors.New("TOKEN_TTL must be positive: a token that expires at once is no token")),
+		when(c.LoginFailures > 0 && c.LoginFailureWindow <= 0,
+			fmt.Errorf("LOGIN_FAILURE_WINDOW (%s) must be positive when LOGIN_FAILURES is set", c.LoginFailureWindow)),
+		when(c.SessionIdle > c.SessionMaxAge,
+			fmt.Errorf("SESSION_IDLE_TIMEOUT (%s) must be at most SESSION_MAX_AGE (%s)", c.SessionIdle, c.SessionMaxAge)),
+		when(c.OutboxLease < 2*c.OutboxPollInterval, fmt.Errorf("OUTBOX_LEASE (%s) must be at least twice OUTBOX_POLL_INTERVAL (%s): "+
+			"the relay renews its lease as it polls", c.OutboxLease, c.OutboxPollInterval)),
+		c.checkTimeouts())
 }
 
 // checkTimeouts checks the idempotency and HTTP timeouts against one

@@ -23,9 +23,7 @@ type Config struct {
 	IdempotencyCacheBytes int64         `env:"IDEMPOTENCY_CACHE_BYTES" envDefault:"67108864" want:"a whole number of bytes, 0 for no cache, such as 67108864 (64 MiB)" doc:"Memory each instance keeps completed answers in; 0 turns the cache off."`
 
 	TokenTTL time.Duration `env:"TOKEN_TTL" envDefault:"720h" doc:"How long a bearer token stays valid."`
-	// TokenCacheTTL is how long a token revoked elsewhere may still work
-	// here: seconds are harmless, and spare a busy client's later requests
-	// the token's and user's reads.
+	// TokenCacheTTL: seconds of a revoked token working elsewhere are harmless, and spare a busy client's reads.
 	TokenCacheTTL time.Duration `env:"TOKEN_CACHE_TTL" envDefault:"5s" doc:"How long an instance trusts a bearer-token lookup (at most 1m); 0 turns the cache off."`
 
 	PaymentProvider     string        `env:"PAYMENT_PROVIDER" envDefault:"simulated" oneof:"simulated stripe" doc:"The payment provider: simulated (built in) or stripe."`

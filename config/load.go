@@ -66,10 +66,10 @@ func Load(getenv func(string) string) (Config, error) {
 			errs = append(errs, s.refuse(values[s.Name], nil)...)
 		}
 	}
-	errs = append(errs, c.check()...)
+	errs = append(errs, flatten(c.check())...)
 	if len(bad) == 0 {
 		// How settings bound one another means something only once each parsed.
-		errs = append(errs, c.checkTogether()...)
+		errs = append(errs, flatten(c.checkTogether())...)
 	}
 	if len(errs) > 0 {
 		return c, settingErrors(errs)
@@ -107,10 +107,9 @@ func (s Setting) want() string {
 	return ""
 }
 
-// valid reports whether v keeps the row's tags: no number or duration is
-// negative unless min says so, none above max; a string is one of oneof's
-// words, and of the format its is tag names, when the row has them. (A log
-// level, an int of its own type, has its own words.)
+// valid reports whether v keeps the row's tags: a number or duration within
+// min (0 unless set) and max; a string one of oneof's words and of the is
+// tag's format. (A log level, an int of its own type, has its own words.)
 func (s Setting) valid(v reflect.Value) bool {
 	switch {
 	case v.CanInt() && (v.Type() == reflect.TypeFor[time.Duration]() || v.Type().PkgPath() == ""):

@@ -24,9 +24,8 @@ const PagePolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img
 const ReferencePolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"worker-src blob:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// SecurityHeaders sets unrolled/secure's headers on every answer: policy,
-// nosniff, X-Frame-Options DENY and a Referrer-Policy that keeps paths in
-// the shop. Without host and TLS checks, it never refuses a request.
+// SecurityHeaders sets policy, nosniff, X-Frame-Options DENY and a same-origin
+// Referrer-Policy (unrolled/secure, with no host or TLS check: it never refuses).
 func SecurityHeaders(policy string) gin.HandlerFunc {
 	headers := secure.New(secure.Options{
 		ContentSecurityPolicy: policy,
@@ -41,9 +40,8 @@ func SecurityHeaders(policy string) gin.HandlerFunc {
 	}
 }
 
-// What a page of an allowed origin may send to the API (the API's methods,
-// and Content-Type, since browsers do not send application/json unasked),
-// and read of its answers.
+// What an allowed origin's page may send to the API (Content-Type: browsers
+// do not send application/json unasked), and read of its answers.
 var (
 	CORSMethods        = []string{http.MethodGet, http.MethodPost, http.MethodDelete}
 	corsRequestHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", RequestIDHeader}
@@ -54,13 +52,11 @@ var (
 // long an origin taken off the list may go on sending requests.
 const corsMaxAge = 10 * time.Minute
 
-// CrossOriginAPI lets the pages of origins, and of no other, call the API
-// under prefix from a browser (gin-contrib/cors): it answers their
-// preflights, which carry neither token nor key, before any route does,
-// and marks their answers readable. No credentials mode: the API takes
-// bearer tokens, never cookies. Any other origin passes as if CORS were
-// off (no Access-Control-* header; a preflight gets the API's 405), not
-// the library's empty 403.
+// CrossOriginAPI lets the pages of origins, and no other, call the API under
+// prefix from a browser (gin-contrib/cors): preflights, which carry no token
+// or key, are answered before any route. No credentials mode: the API takes
+// bearer tokens. Any other origin passes as if CORS were off (a preflight
+// gets the API's 405), not the library's empty 403.
 func CrossOriginAPI(prefix string, origins []string) gin.HandlerFunc {
 	allow := cors.New(cors.Config{
 		AllowOrigins:  origins,

@@ -26,10 +26,9 @@ const maxRequestID = 64 // bytes of a client's own id
 
 type requestIDKey struct{}
 
-// RequestID names the request, in its context and its answer's header:
-// the client's own id when it is a token, else a new uuid. The header is
-// set on the real writer, which the idempotency middleware never stores:
-// a replay carries the id of the request it answers.
+// RequestID names the request, in its context and answer's header: the
+// client's id when a token, else a new uuid. Set on the real writer, which
+// the idempotency middleware never stores: a replay carries its own id.
 func RequestID(c *gin.Context) {
 	id := c.GetHeader(RequestIDHeader)
 	if !isToken(id) {
@@ -78,10 +77,9 @@ func (h requestIDs) WithGroup(name string) slog.Handler {
 	return requestIDs{h.Handler.WithGroup(name)}
 }
 
-// TrustProxies makes c.ClientIP() the connection's peer or, when the peer
-// is one of proxies, the rightmost address in X-Forwarded-For that is not
-// (left of it, the client writes what it likes). With no proxies no
-// forwarded header is read; X-Real-IP never is, since a proxy that does
+// TrustProxies makes c.ClientIP() the peer or, when the peer is one of
+// proxies, the rightmost X-Forwarded-For address that is not (left of it the
+// client writes what it likes). X-Real-IP is never read: a proxy that does
 // not set it passes on the client's.
 func TrustProxies(r *gin.Engine, proxies []netip.Prefix) {
 	r.ForwardedByClientIP = true

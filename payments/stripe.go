@@ -23,9 +23,8 @@ import (
 // carried out: it is sent again under the same key, never under another.
 var ErrInDoubt = errors.New("the payment provider did not say whether it charged")
 
-// Stripe charges through Stripe's PaymentIntents API (one PaymentIntent per
-// charge, created and confirmed in one call) and refunds through its
-// Refunds API, under the request's key as Stripe's Idempotency-Key.
+// Stripe charges through PaymentIntents (one per charge, created and confirmed
+// at once) and refunds through Refunds, under the request's Idempotency-Key.
 type Stripe struct{ client *stripe.Client }
 
 // StripeConfig configures the Stripe provider; APIBase (for stripe-mock),
@@ -47,18 +46,13 @@ func NewStripe(cfg StripeConfig) *Stripe {
 	if cfg.APIBase != "" {
 		backend.URL = stripe.String(strings.TrimRight(cfg.APIBase, "/"))
 	}
-	client := cfg.HTTPClient
-	if tracing.On(cfg.Tracer) {
-		// stripe-go's own client, when none is given: an 80-second timeout.
-		traced := http.Client{Timeout: 80 * time.Second}
-		if client != nil {
-			traced = *client
+	if cfg.HTTPClient != nil || tracing.On(cfg.Tracer) {
+		client := http.Client{Timeout: 80 * time.Second} // stripe-go's own, when none is given
+		if cfg.HTTPClient != nil {
+			client = *cfg.HTTPClient
 		}
-		traced.Transport = tracing.Transport(traced.Transport, cfg.Tracer)
-		client = &traced
-	}
-	if client != nil {
-		backend.HTTPClient = client
+		client.Transport = tracing.Transport(client.Transport, cfg.Tracer)
+		backend.HTTPClient = &client
 	}
 	api := stripe.GetBackendWithConfig(stripe.APIBackend, backend)
 	return &Stripe{client: stripe.NewClient(cfg.SecretKey, stripe.WithBackends(&stripe.Backends{API: api, Connect: api, Uploads: api, MeterEvents: api}))}
@@ -167,8 +161,7 @@ func chargeOfIntent(intent *stripe.PaymentIntent) (Charge, error) {
 			return Charge{ID: intent.ID, Status: models.RequiresAction, NextActionURL: next.RedirectToURL.URL}, nil
 		}
 	}
-	// processing, requires_capture, an action without a page…: not final
-	// yet; a webhook or a later resolution learns the outcome.
+	// processing, requires_capture, an action without a page…: a webhook or a later resolution learns the outcome.
 	return Charge{}, fmt.Errorf("%w: PaymentIntent %s is %s", ErrInDoubt, intent.ID, intent.Status)
 }
 

@@ -5,6 +5,7 @@ package templates
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -45,8 +46,7 @@ func Parse() (Pages, error) {
 	return pages, nil
 }
 
-// Render renders the page into a buffer first, so that a template error
-// sends an error page instead of half a page.
+// Render renders into a buffer, so a template error sends an error page, not half a page.
 func (p Pages) Render(name string, data any) ([]byte, error) {
 	var buf bytes.Buffer
 	err := p[name].ExecuteTemplate(&buf, "base", data)
@@ -92,8 +92,8 @@ var statusNames = map[string]string{
 	models.OrderRefunded: "Refunded", models.OrderCancelled: "Cancelled",
 }
 
-// cards are the test cards: one name each, for the pay form and a
-// payment's history alike, and what choosing one does, for the pay form.
+// cards are the test cards' names (pay form and history alike) and what
+// choosing one does (pay form).
 var cards = map[string]struct{ name, does string }{
 	payments.MethodVisa:              {"Test Visa card", " (is charged)"},
 	payments.MethodMastercard:        {"Test Mastercard", " (is charged)"},
@@ -113,8 +113,7 @@ func cardName(value string) string {
 	return "Test card “" + strings.TrimPrefix(value, "pm_card_") + "”"
 }
 
-// paymentSentence is one payment of the order's history, in a shopper's
-// words, with the bank's reason for a decline.
+// paymentSentence is one payment of the order's history, in a shopper's words.
 func paymentSentence(p models.Payment) string {
 	amount, card := models.Money(p.AmountCents, p.Currency), cardName(p.PaymentMethod)
 	if p.Status == models.RequiresAction {
@@ -155,10 +154,7 @@ func refundSentence(o models.Order, r models.Refund) string {
 // RefundTitle is the outcome of the order's latest refund, as the order
 // page opens with it: "Refunded $12.00 to your Test Visa card."
 func RefundTitle(o models.Order, r models.Refund) string {
-	card, amount := "card", models.Money(r.AmountCents, r.Currency)
-	if charged := chargedCard(o); charged != "" {
-		card = charged
-	}
+	card, amount := cmp.Or(chargedCard(o), "card"), models.Money(r.AmountCents, r.Currency)
 	if r.State == models.Pending {
 		return "Refund of " + amount + " on its way to your " + card + "."
 	}
@@ -188,8 +184,7 @@ func requestSentence(r models.RefundRequest) string {
 	return text + ": the shop's staff will answer it."
 }
 
-// AskedForRefund is the start of a sentence on a request for a refund:
-// who asked and, when they said, why.
+// AskedForRefund starts a sentence on a request: who asked and, if said, why.
 func AskedForRefund(who string, r models.RefundRequest) string {
 	if r.Reason != "" {
 		return who + " asked for a refund (" + r.Reason + ")"
@@ -197,8 +192,7 @@ func AskedForRefund(who string, r models.RefundRequest) string {
 	return who + " asked for a refund"
 }
 
-// The console's acts, as their handlers mark them done on the order's
-// console page; a replay of one is marked with Again after it.
+// The console's acts as their handlers mark them done; a replay, with Again.
 const (
 	ActRefunded  = "refunded"
 	ActDeclined  = "declined"
@@ -206,10 +200,8 @@ const (
 	Again        = " again"
 )
 
-// StaffDid is what the console's order page opens with after a staff
-// member's act on the order (as marked), naming the order and the amount
-// of r, its latest refund, and, when its form was sent again, that it was
-// done once.
+// StaffDid is what the console's order page opens with after staff's act
+// (as marked) on the order, r its latest refund; also, when sent twice.
 func StaffDid(marked string, o models.Order, r *models.Refund) (title, also string) {
 	act, twice := strings.CutSuffix(marked, Again)
 	order, total := "order #"+strconv.FormatInt(o.Number, 10), models.Money(o.TotalCents, o.Currency)
@@ -241,8 +233,7 @@ var stateNames = map[models.State]string{
 // StateName is a request's state in staff's words.
 func StateName(s models.State) string { return inWords(stateNames, s) }
 
-// RequestTitle and RequestAnswer are what the order page opens with while
-// the shopper's latest request for a refund is open or declined.
+// RequestTitle and RequestAnswer open the order page while the latest request is open or declined.
 func RequestTitle(r models.RefundRequest) string {
 	if r.State == models.RequestDeclined {
 		return "Your request for a refund was declined."
