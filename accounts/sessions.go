@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/shop/shop/models"
 	"gorm.io/gorm"
 )
 
@@ -48,11 +49,7 @@ func (s Sessions) Start(ctx context.Context, userID string, now time.Time) (stri
 func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Session, error) {
 	db := s.DB.WithContext(ctx)
 	var session Session
-	err := db.Where("token_hash = ?", hashToken(token)).Take(&session).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Session{}, ErrSessionEnded
-	}
-	if err != nil {
+	if err := models.NotFoundAs(db.Where("token_hash = ?", hashToken(token)).Take(&session).Error, ErrSessionEnded); err != nil {
 		return Session{}, err
 	}
 	now = now.UTC()

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
 )
@@ -181,6 +182,14 @@ var (
 	ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
 		Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})
 )
+
+// NotFoundAs is err, with GORM's "no such row" told as missing, the caller's error for it.
+func NotFoundAs(err, missing error) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return missing
+	}
+	return err
+}
 
 // IsUnstorableText reports PostgreSQL refusing a text value (a NUL, or
 // bytes not UTF-8: SQLSTATE 22021): the client's mistake, not the server's.

@@ -2,7 +2,6 @@ package orders
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -190,11 +189,7 @@ func AnyOrder(db *gorm.DB, id string) (models.Order, error) {
 	if err := KnownID(id); err != nil {
 		return models.Order{}, err
 	}
-	err := db.Where("id = ?", id).Take(&order).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Order{}, models.ErrNotFound
-	}
-	return order, err
+	return order, models.NotFoundAs(db.Where("id = ?", id).Take(&order).Error, models.ErrNotFound)
 }
 
 // KnownID is ErrNotFound for an id that is no UUID, so that no query is
@@ -214,4 +209,20 @@ func (s Store) withLines(db *gorm.DB) *gorm.DB {
 		Preload("Refunds", func(db *gorm.DB) *gorm.DB {
 			return db.Where("state IN ?", []models.State{models.Succeeded, models.Pending}).Order("created_at, id")
 		})
+}
+
+// Event records the event of one fact of the order (factID: its row's id):
+// the order as the API shows it once the fact is written.
+func Event(tx *gorm.DB, typ, factID, orderID string) error {
+	order, err := AnyOrder(Store{}.withLines(tx), orderID)
+	if err != nil {
+		return err
+	}
+	return orderEvent(tx, typ, factID, order)
+}
+
+// orderEvent records the event of a fact of order, which must be whole, as
+// a placed order is in memory: placing one reads nothing back.
+func orderEvent(tx *gorm.DB, typ, factID string, order models.Order) error {
+	return outbox.Record(tx, typ, factID, order.ID, models.ViewOrder(order))
 }

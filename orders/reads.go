@@ -6,7 +6,6 @@ package orders
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
-	"gorm.io/gorm"
 )
 
 // OrdersPage lists up to limit of the user's orders with their lines,
@@ -37,10 +35,7 @@ func (s Store) Payment(ctx context.Context, userID, orderID, paymentID string) (
 	}
 	var payment models.Payment
 	err = db.Where("id = ? AND order_id = ?", paymentID, order.ID).Take(&payment).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Payment{}, models.ErrNotFound
-	}
-	return payment, err
+	return payment, models.NotFoundAs(err, models.ErrNotFound)
 }
 
 // RefundRequests are the order's requests for a refund, oldest first.
