@@ -72,11 +72,14 @@ type migrationLock struct{}
 const migrationLockID = 7243190515
 
 func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrationLockID)
-	return err
+	return advisory(ctx, conn, "pg_advisory_lock")
 }
 
 func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", migrationLockID)
+	return advisory(ctx, conn, "pg_advisory_unlock")
+}
+
+func advisory(ctx context.Context, conn *sql.Conn, call string) error {
+	_, err := conn.ExecContext(ctx, "SELECT "+call+"($1)", migrationLockID)
 	return err
 }

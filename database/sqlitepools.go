@@ -12,12 +12,10 @@ import (
 )
 
 // sqlitePools is an SQLite database as two connection pools over one file.
-// Transactions, and statements outside one that are not a SELECT, go to the
-// writer: one connection, so writers queue in this process instead of
-// sleeping in SQLite's busy handler (steps of up to 100 ms, seconds for a
-// write nobody else held). SELECTs outside a transaction go to the
-// query-only readers, which WAL mode lets read beside the writer. Other
-// processes on the file still meet this one in the busy handler.
+// Transactions and writes go to the writer: one connection, so writers
+// queue in this process instead of sleeping in SQLite's busy handler (steps
+// of up to 100 ms). SELECTs outside a transaction go to the query-only
+// readers, which WAL mode lets read beside the writer.
 type sqlitePools struct {
 	writer, readers *sql.DB
 	group           *groupCommitter // the writer's transactions, in batches

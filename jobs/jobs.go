@@ -81,10 +81,9 @@ func report[N int | int64](ctx context.Context, logger *slog.Logger, n N, err er
 	}
 }
 
-// StartRelay runs the outbox's relay until stop is called or ctx ends; stop
-// waits for it, then closes the consumers, built here once: receipts always,
-// webhooks with a WEBHOOK_URL, JetStream with a NATS_URL. The relay is for
-// /metrics and for the server, which wakes it when it commits.
+// StartRelay runs the outbox's relay, to receipts, webhooks (WEBHOOK_URL) and
+// JetStream (NATS_URL), until stop is called or ctx ends; stop waits for it,
+// then closes the consumers. The server wakes the relay when it commits.
 func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
 	if err != nil {

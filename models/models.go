@@ -115,10 +115,8 @@ func (o Order) Charged() bool { return slices.Contains(ChargedStates, o.Status) 
 // AwaitingAction is the order's payment that waits for the shopper to
 // authenticate, if any.
 func (o Order) AwaitingAction() *Payment {
-	for i, p := range o.Payments {
-		if p.Status == RequiresAction {
-			return &o.Payments[i]
-		}
+	if i := slices.IndexFunc(o.Payments, func(p Payment) bool { return p.Status == RequiresAction }); i >= 0 {
+		return &o.Payments[i]
 	}
 	return nil
 }
@@ -126,12 +124,7 @@ func (o Order) AwaitingAction() *Payment {
 // PaymentInDoubt reports an attempt of the order still waiting for the
 // provider's outcome: the order cannot be charged again until it is known.
 func (o Order) PaymentInDoubt() bool {
-	for _, a := range o.Attempts {
-		if a.State == InDoubt {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(o.Attempts, func(a PaymentAttempt) bool { return a.State == InDoubt })
 }
 
 // OrderItem is one line of an order, the product's name and price copied.
