@@ -1,9 +1,8 @@
 package database
 
 // Group commit on SQLite: the transactions queued for the one writer share
-// one COMMIT (one fsync), each in a savepoint of its own, so one that rolls
-// back undoes only its own writes. A Commit returns only once the shared
-// COMMIT is on disk: nothing is answered before it is durable.
+// one COMMIT (one fsync), each in a savepoint of its own. A Commit returns
+// only once the shared COMMIT is on disk: nothing is answered before.
 
 import (
 	"context"

@@ -34,9 +34,8 @@ var OpenStates = []State{InDoubt, RequiresAction}
 func (s State) Open() bool { return slices.Contains(OpenStates, s) }
 
 // Request is what a payment attempt and a refund share: one request to the
-// provider under ProviderKey, committed with the order's hold before the
-// call, so that no crash or lost reply leaves money moved the shop does not
-// know about.
+// provider under ProviderKey, committed with the order's hold before the call,
+// so that no crash or lost reply leaves money moved the shop does not know of.
 type Request struct {
 	ID      string `gorm:"primaryKey;size:36"`
 	OrderID string `gorm:"size:36;not null;index"`

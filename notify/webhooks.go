@@ -192,10 +192,9 @@ func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit in
 
 func attemptsInOrder(db *gorm.DB) *gorm.DB { return db.Order("id") }
 
-// Redeliver makes a delivery due at once, whatever its state (one more
-// failure fails one whose attempts ran out), and lets go of a sender's claim:
-// a post in flight records its attempt but cannot mark the delivery done over
-// the redelivery. It answers the delivery as it stands, or models.ErrNotFound.
+// Redeliver makes a delivery due at once, whatever its state, and lets go of
+// a sender's claim: a post in flight records its attempt but cannot mark the
+// delivery done over the redelivery. Unknown: models.ErrNotFound.
 func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
 	var d models.WebhookDelivery
 	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,

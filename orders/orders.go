@@ -110,10 +110,9 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 // FirstOrderNumber is a shop's first order number: "Order #1001".
 const FirstOrderNumber = 1001
 
-// nextOrderNumber takes the next order number in the order's transaction:
-// from a sequence on PostgreSQL, so instances never wait for it (a rollback
-// leaves a gap); on SQLite the highest plus one, free until the order
-// commits since the transaction holds the write lock from BEGIN.
+// nextOrderNumber is a sequence's on PostgreSQL, so instances never wait for
+// it (a rollback leaves a gap); on SQLite the highest plus one, safe since the
+// transaction holds the write lock from BEGIN.
 func nextOrderNumber(tx *gorm.DB) (int64, error) {
 	var n int64
 	if database.IsPostgres(tx) {

@@ -30,10 +30,8 @@ type JetStream struct {
 const JetStreamConsumer = "nats"
 
 // NewJetStream connects to NATS at url and creates the stream (subjects
-// <prefix>.>) if it is missing. Once connected, it never gives up on the
-// server (nats.go stops after 60 tries): it reconnects, backing off to 15 s,
-// and buffers no publish meanwhile: the relay publishes again once the
-// server is back. opts come last and may change all that.
+// <prefix>.>) if missing. It reconnects for ever, backing off to 15 s, and
+// buffers no publish meanwhile: the relay publishes again once NATS is back.
 func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.Option) (*JetStream, error) {
 	reconnect := func(n int) time.Duration { return outbox.Backoff(n, 250*time.Millisecond, 15*time.Second) }
 	conn, err := nats.Connect(url, append([]nats.Option{nats.Name("shop outbox"), nats.MaxReconnects(-1),
@@ -73,9 +71,8 @@ func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) er
 }
 
 // HandleBatch publishes the events asynchronously, in order, and waits for
-// the stream's acks: an event is done once acked. While the server is away
-// it publishes nothing and answers outbox.ErrUnavailable for each, as for a
-// publish the server's loss cut short.
+// the stream's acks. While the server is away it answers outbox.ErrUnavailable
+// for each, as for a publish the server's loss cut short.
 func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox.Event) []error {
 	outcomes := make([]error, len(events))
 	if !j.conn.IsConnected() {
