@@ -54,9 +54,8 @@ func Throttled(what string, wait time.Duration) *ThrottledError {
 	return e
 }
 
-// checkFailures slows down or refuses a log-in to an account from an
-// address that failed too often. A refused log-in is not a failure: it
-// does not extend the refusal.
+// checkFailures slows down or refuses a log-in to an account from an address
+// that failed too often; a refusal is no failure, so it does not extend itself.
 func (a Accounts) checkFailures(ctx context.Context, email, address string) error {
 	t := a.Throttle
 	if t == nil {

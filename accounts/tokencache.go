@@ -29,8 +29,7 @@ func NewTokenCache(ttl time.Duration) *TokenCache {
 }
 
 // lookUp is what the cache knows, at now, of the token with this hash: a
-// lookup made less than TTL ago, or a revocation made here, never undone. A
-// nil cache knows nothing.
+// lookup younger than TTL, or a revocation made here; a nil cache knows nothing.
 func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 	if c == nil {
 		return tokenLookup{}, false

@@ -200,9 +200,8 @@ func (a Accounts) UserByID(ctx context.Context, id string) (models.User, error) 
 	return user, models.NotFoundAs(a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error, models.ErrNotFound)
 }
 
-// SetRole gives the user with the email the role, and reports whether that
-// changed anything; an error names an email no user has. The staff command
-// calls it, nothing on the web.
+// SetRole gives the user with the email the role (for the staff command), and
+// reports whether that changed anything; an error names an email no user has.
 func SetRole(ctx context.Context, db *gorm.DB, email string, role models.Role) (bool, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	var found int64

@@ -124,9 +124,8 @@ type Trail struct {
 
 func Cents(n int64) *int64 { return &n }
 
-// Traces are the rows a user's operations left, by the keys they carried:
-// orders and refunds by DerivedKey, payments by ProviderKey; and every
-// order's number by id, since an operation may name any order.
+// Traces are the rows a user's operations left, by the keys they carried
+// (DerivedKey, a payment's ProviderKey), and every order's number by id.
 type Traces struct {
 	Orders   map[string]models.Order
 	Payments map[string]models.Payment

@@ -63,9 +63,8 @@ func (p *sqlitePools) QueryRowContext(ctx context.Context, query string, args ..
 	return row
 }
 
-// BeginTx begins a member of the group committer's batch (groupcommit.go)
-// on the writer. The options are SQLite's defaults whatever opts says: a
-// savepoint has none.
+// BeginTx begins a member of the group committer's batch on the writer, with
+// SQLite's default options whatever opts says: a savepoint has none.
 func (p *sqlitePools) BeginTx(ctx context.Context, _ *sql.TxOptions) (gorm.ConnPool, error) {
 	m, err := p.group.begin(ctx)
 	if err != nil {
@@ -78,9 +77,8 @@ func (p *sqlitePools) BeginTx(ctx context.Context, _ *sql.TxOptions) (gorm.ConnP
 // this process's queue and in SQLite's busy handler, together.
 const sqliteBusyTimeout = 15 * time.Second
 
-// startBy starts a write (a statement, or a transaction) on a context that
-// ends if it has not started by deadline. Once started, the write lives on
-// ctx alone: a transaction or rows outlast the start.
+// startBy starts a write (a statement, or a transaction) on a context that ends
+// if it has not started by deadline; once started, it lives on ctx alone.
 func startBy[T any](ctx context.Context, deadline time.Time, start func(context.Context) (T, error)) (T, error) {
 	bounded, cancel := context.WithCancel(ctx)
 	var settled atomic.Bool

@@ -25,9 +25,8 @@ import (
 	"github.com/shop/shop/outbox/publish"
 )
 
-// Sweep is the minute's clean-up every instance runs (expired keys and
-// sessions, orders left unpaid past OrderExpiry): each order is expired
-// once, however many instances run it at once.
+// Sweep is the minute's clean-up every instance runs: expired keys and
+// sessions, and orders left unpaid past OrderExpiry, each expired once.
 type Sweep struct {
 	// Keys is the idempotency middleware, which counts the keys it deletes by route.
 	Keys interface {
@@ -53,9 +52,8 @@ func (s Sweep) once(ctx context.Context) {
 	report(ctx, s.Logger, sessions, err, "sweep sessions", "swept sessions that ran out", "deleted")
 }
 
-// Reconcile resolves payment attempts left in doubt, at start-up and then
-// every interval, so that a charge the provider took is recorded even if
-// nobody retries; every == 0 turns it off.
+// Reconcile resolves payment attempts left in doubt, at start-up and every
+// interval, so that a charge the provider took is recorded; 0 turns it off.
 func Reconcile(ctx context.Context, service *billing.Service, every time.Duration, logger *slog.Logger) {
 	if every > 0 {
 		everyFromNow(ctx, every, func(ctx context.Context) {

@@ -164,9 +164,8 @@ const (
 	RequestDeclined  RequestState = "declined"
 )
 
-// RefundRequest is a shopper asking for their paid order to be refunded:
-// staff give the refund (which fulfils it) or decline it. An order has at
-// most one request open.
+// RefundRequest is a shopper asking for their paid order to be refunded, which
+// staff give (fulfilling it) or decline. An order has at most one open.
 type RefundRequest struct {
 	ID        string       `gorm:"primaryKey;size:36"`
 	OrderID   string       `gorm:"size:36;not null;index"`
@@ -183,9 +182,8 @@ type RefundRequest struct {
 
 func (RefundRequest) TableName() string { return "refund_requests" }
 
-// Receipt is one email sent to a shopper for one event (order.paid or
-// order.refunded). Its MessageID is derived from the event id, so a resend
-// after a crash is the same message.
+// Receipt is one email sent to a shopper for one event; its MessageID is
+// derived from the event id, so a resend after a crash is the same message.
 type Receipt struct {
 	EventID   string `gorm:"primaryKey;size:100"`
 	OrderID   string `gorm:"size:36;not null"`
@@ -196,9 +194,8 @@ type Receipt struct {
 
 func (Receipt) TableName() string { return "receipts" }
 
-// DeliveryState is how a webhook delivery stands: pending until the
-// merchant's endpoint accepts it (2xx), or failed once it has refused or
-// timed out WEBHOOK_MAX_ATTEMPTS times.
+// DeliveryState is how a webhook delivery stands: pending until the endpoint
+// accepts it (2xx), failed once refused or timed out WEBHOOK_MAX_ATTEMPTS times.
 type DeliveryState string
 
 const (
@@ -207,9 +204,8 @@ const (
 	DeliveryFailed    DeliveryState = "failed"
 )
 
-// WebhookDelivery is one event owed to the merchant's endpoint; its ID is
-// the event's, sent as webhook-id, so the merchant can drop a duplicate.
-// ClaimedBy holds it while one sender posts it, until ClaimedUntil.
+// WebhookDelivery is one event owed to the merchant's endpoint, its ID the
+// event's (webhook-id), held by one sender (ClaimedBy) until ClaimedUntil.
 type WebhookDelivery struct {
 	ID            string        `gorm:"primaryKey;size:100"`
 	EventType     string        `gorm:"size:40;not null"`

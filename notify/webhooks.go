@@ -64,9 +64,8 @@ func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
 		State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 }
 
-// Sender posts the deliveries due to the merchant's endpoint, signed, each
-// by one sender at a time (a claim); a refusal (non-2xx) or a timeout is tried
-// again after a Backoff, until MaxAttempts fail the delivery.
+// Sender posts the deliveries due, signed, each claimed by one sender; a
+// refusal (non-2xx) or a timeout is tried again after a Backoff, MaxAttempts times.
 type Sender struct {
 	DB                  *gorm.DB
 	URL                 string
@@ -223,9 +222,8 @@ func ParseSecret(s string) ([]byte, error) {
 	return key, nil
 }
 
-// Sign is the Standard Webhooks signature of one message (held to the
-// specification's test vector: no library for it is served to this build):
-// "v1," and the base64 of HMAC-SHA256, keyed with the secret, of "id.timestamp.body".
+// Sign is the Standard Webhooks signature (held to the specification's test
+// vector): "v1," and the base64 of HMAC-SHA256, keyed, of "id.timestamp.body".
 func Sign(key []byte, id string, at time.Time, body []byte) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(id + "." + strconv.FormatInt(at.Unix(), 10) + "."))

@@ -140,9 +140,8 @@ func (s Store) write(tx *gorm.DB, order *models.Order) error {
 	return send()
 }
 
-// countPending counts the order among the shopper's orders holding units,
-// refused beyond s.MaxPending: one conditional statement on the user's row,
-// so that two instances never both take the last place.
+// countPending counts the order among the shopper's unpaid ones, refused beyond
+// s.MaxPending: one conditional update, so two instances never both take the last place.
 func (s Store) countPending(tx *gorm.DB, userID string) error {
 	q := tx.Table("users").Where("id = ?", userID)
 	if s.MaxPending > 0 {

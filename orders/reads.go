@@ -1,8 +1,7 @@
 package orders
 
 // The reads of orders: the shopper's, and the staff's (every user's orders,
-// one order's whole history, the requests in doubt) that the console's pages
-// and the staff API share.
+// one order's whole history, the requests in doubt).
 
 import (
 	"context"
@@ -132,9 +131,8 @@ func (s Store) emails(ctx context.Context, ids []string) (map[string]string, err
 	return emails, err
 }
 
-// OrderHistory is one order as staff see it: its shopper, every refund
-// whatever its state, the shopper's requests, its audit trail, and the
-// emails of the users its rows name, by id.
+// OrderHistory is one order as staff see it: its shopper, every refund, the
+// refund requests, its audit trail, and the emails of the users its rows name.
 type OrderHistory struct {
 	OrderOfUser
 	AllRefunds []models.Refund

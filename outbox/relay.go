@@ -234,9 +234,8 @@ func (r *Relay) release(consumer string) {
 }
 
 var (
-	// ErrUnavailable is what a consumer answers when nothing can go through
-	// now, whatever the event (its broker is away): the relay hands it the
-	// same events again once it is back, and counts no attempt against them.
+	// ErrUnavailable: the consumer can take nothing now (its broker is away);
+	// the relay hands the same events again once it is back, counting no attempt.
 	ErrUnavailable = errors.New("the consumer is unavailable")
 	// errLeaseLost ends a pass whose lease another instance took: that one goes on.
 	errLeaseLost = errors.New("the lease passed to another instance")
@@ -244,9 +243,8 @@ var (
 	errCutOff = errors.New("cut off at the lease's end")
 )
 
-// Backoff is the wait after the n-th failure in a row (n ≥ 1): first,
-// doubling up to ceiling, its upper half random so that those who failed
-// together do not come back together (retries, webhooks, NATS reconnects).
+// Backoff is the wait after the n-th failure in a row (n ≥ 1): first, doubling up
+// to ceiling, its upper half random so that those who failed together part.
 func Backoff(n int, first, ceiling time.Duration) time.Duration {
 	d := ceiling
 	if n >= 1 && n < 40 && first<<(n-1) > 0 && first<<(n-1) < ceiling {
