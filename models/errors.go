@@ -1,8 +1,8 @@
 package models
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,12 +62,7 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string {
-	if e.Type.Slug != "" {
-		return e.Type.Slug + ": " + e.Message
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
+func (e *Error) Error() string { return cmp.Or(e.Type.Slug, string(e.Code)) + ": " + e.Message }
 
 // With is the error with another message, as when the bank says why it declined.
 func (e *Error) With(message string) *Error {

@@ -89,8 +89,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	}
 	now := s.Now().UTC()
 	var ids []string
-	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
-		Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
+	err := s.claimable(ctx, now).Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
 	sent := 0
 	for _, id := range ids {
 		if err != nil || ctx.Err() != nil {
@@ -105,9 +104,10 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	return sent, err
 }
 
-// due selects the pending deliveries whose attempt is due at now.
-func due(db *gorm.DB, now time.Time) *gorm.DB {
-	return db.Model(&models.WebhookDelivery{}).Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now)
+// claimable selects the pending deliveries due at now that no other sender holds.
+func (s *Sender) claimable(ctx context.Context, now time.Time) *gorm.DB {
+	return s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).
+		Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now).Where(deliveryClaim.Free(s.name, now))
 }
 
 var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
@@ -116,8 +116,7 @@ var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 // it is not due any more (another sender took it, or made its attempt).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.Now().UTC()
-	res := due(s.DB.WithContext(ctx), now).Where("id = ?", id).Where(deliveryClaim.Free(s.name, now)).
-		Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
+	res := s.claimable(ctx, now).Where("id = ?", id).Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return nil, res.Error
 	}

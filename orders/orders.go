@@ -1,3 +1,5 @@
+// Package orders places, reads, cancels and expires orders, and keeps the
+// stock their lines reserve and the events their facts record.
 package orders
 
 import (
@@ -69,7 +71,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	for _, p := range products {
 		byID[p.ID] = p
 	}
-	order := models.Order{ID: uuid.NewString(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey}
+	order := models.Order{ID: uuid.NewString(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey,
+		StockReserved: true}
 	for i, item := range items {
 		p, ok := byID[item.ProductID]
 		if !ok {
@@ -90,12 +93,10 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if err := s.countPending(tx, userID); err != nil {
 		return models.Order{}, err
 	}
-	order.StockReserved = true
-	number, err := nextOrderNumber(tx)
-	if err != nil {
+	var err error
+	if order.Number, err = nextOrderNumber(tx); err != nil {
 		return models.Order{}, err
 	}
-	order.Number = number
 	if err := s.write(tx, &order); err != nil {
 		return models.Order{}, err
 	}
