@@ -72,7 +72,6 @@ func (s Sessions) End(ctx context.Context, id int64) error {
 	return s.DB.WithContext(ctx).Delete(&Session{}, id).Error
 }
 
-// EndAllOf ends every session of the user.
 func (s Sessions) EndAllOf(ctx context.Context, userID string) error {
 	return s.DB.WithContext(ctx).Where("user_id = ?", userID).Delete(&Session{}).Error
 }

@@ -54,7 +54,6 @@ func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
 }
 
-// Action is what an audit entry records.
 type Action string
 
 // The acts of users.

@@ -98,5 +98,4 @@ func startBy[T any](ctx context.Context, deadline time.Time, start func(context.
 // statement.
 func (p *sqlitePools) GetDBConn() (*sql.DB, error) { return p.writer, nil }
 
-// Close closes both pools.
 func (p *sqlitePools) Close() error { return errors.Join(p.readers.Close(), p.writer.Close()) }

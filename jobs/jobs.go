@@ -39,7 +39,6 @@ type Sweep struct {
 	Logger      *slog.Logger
 }
 
-// Run sweeps every minute until ctx ends.
 func (s Sweep) Run(ctx context.Context) { loop.Every(ctx, time.Minute, s.once) }
 
 func (s Sweep) once(ctx context.Context) {
@@ -63,7 +62,6 @@ func Reconcile(ctx context.Context, service *billing.Service, every time.Duratio
 	}
 }
 
-// everyFromNow works at once, then every interval until ctx ends.
 func everyFromNow(ctx context.Context, every time.Duration, work func(context.Context)) {
 	work(ctx)
 	loop.Every(ctx, every, work)

@@ -56,7 +56,6 @@ type Words struct {
 	Outcome string // ends the Activity line of a form that got this answer
 }
 
-// FieldError names one invalid input field.
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`

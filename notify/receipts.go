@@ -85,7 +85,6 @@ func MessageID(eventID, domain string) string {
 	return strings.NewReplacer(":", ".", "@", ".").Replace(eventID) + "@" + domain
 }
 
-// receiptData is what a receipt says.
 type receiptData struct {
 	Subject, Amount, Total, Refunded, OrderURL string
 	Number                                     int64

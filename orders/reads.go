@@ -115,7 +115,6 @@ func (s Store) AllOrdersPage(ctx context.Context, f OrderFilter, p *database.Pos
 	return orders, more, err
 }
 
-// emails are the emails of the users with the ids, by id.
 func (s Store) emails(ctx context.Context, ids []string) (map[string]string, error) {
 	var users []models.User
 	slices.Sort(ids)
@@ -190,7 +189,6 @@ type Doubt struct {
 	CreatedAt   time.Time
 }
 
-// Kinds of a Doubt.
 const (
 	DoubtPayment = "payment"
 	DoubtRefund  = "refund"

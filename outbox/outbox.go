@@ -111,7 +111,6 @@ func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect fun
 	})
 }
 
-// Processed reports whether consumer has acted on eventID.
 func Processed(ctx context.Context, db *gorm.DB, consumer, eventID string) (bool, error) {
 	var n int64
 	err := db.WithContext(ctx).Model(&inboxRow{}).Where("consumer = ? AND event_id = ?", consumer, eventID).Count(&n).Error

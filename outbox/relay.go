@@ -30,7 +30,6 @@ type Relay struct {
 	cfg       RelayConfig
 }
 
-// RelayConfig is how a relay polls, leases and retries.
 type RelayConfig struct {
 	Interval time.Duration // between two polls, when nothing wakes the relay (OUTBOX_POLL_INTERVAL)
 	Lease    time.Duration // a consumer's lease without renewal: the longest a dead instance's consumers wait (OUTBOX_LEASE)
@@ -42,7 +41,6 @@ type RelayConfig struct {
 	Logger              *slog.Logger
 }
 
-// NewRelay is a relay of db's events to the consumers.
 func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
 	if cfg.Backoff == 0 {
 		cfg.Backoff, cfg.MaxBackoff = time.Second, 30*time.Minute

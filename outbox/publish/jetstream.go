@@ -123,5 +123,4 @@ func (j *JetStream) acked(ctx context.Context, ack jetstream.PubAckFuture) error
 	return err
 }
 
-// Close closes the connection to NATS.
 func (j *JetStream) Close() { j.conn.Close() }
