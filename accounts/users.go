@@ -215,10 +215,9 @@ func SetRole(ctx context.Context, db *gorm.DB, email string, role models.Role) (
 	return res.RowsAffected > 0, res.Error
 }
 
-// StaffNow refuses (models.ErrForbidden) a user who is not staff in the
-// database as tx reads it, whatever a cached lookup says: a staff act that
-// moves money or stock calls it in its own transaction, so that a removal
-// made on any instance is seen at once.
+// StaffNow refuses (models.ErrForbidden) a user who is not staff as tx reads
+// the database, whatever a cache says: a staff act that moves money or stock
+// calls it in its own transaction, so a removal on any instance is seen at once.
 func StaffNow(tx *gorm.DB, userID string) error {
 	var n int64
 	if err := tx.Model(&models.User{}).Where("id = ? AND role = ?", userID, models.Staff).Count(&n).Error; err != nil {

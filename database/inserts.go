@@ -37,9 +37,8 @@ func collect(db *gorm.DB) {
 	b.vars = append(b.vars, db.Statement.Vars...)
 }
 
-// Batched is tx for its inserts (only Create may be called on it), and
-// send, which writes them: in one statement on PostgreSQL; on SQLite each
-// at once, leaving send nothing to do.
+// Batched is tx for its inserts (Create only), and send, which writes them in
+// one statement on PostgreSQL; on SQLite each goes at once and send does nothing.
 func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
 	if !IsPostgres(tx) || tx.Callback().Create().Get(batchCallback) == nil {
 		return tx, func() error { return nil }

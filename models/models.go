@@ -50,9 +50,8 @@ const (
 // IsStaff reports whether the user is one of the shop's staff.
 func (u User) IsStaff() bool { return u.Role == Staff }
 
-// APIToken is a bearer token of a user; only its SHA-256 is stored, so a
-// leaked database leaks no working token. It works until ExpiresAt (one
-// without, from before tokens expired, works no more) or its revocation.
+// APIToken is a bearer token of a user, stored as its SHA-256 alone (a leaked
+// database leaks no working token). It works until ExpiresAt or its revocation.
 type APIToken struct {
 	ID        uint      `gorm:"primaryKey"`
 	UserID    string    `gorm:"size:36;not null;index"`
@@ -78,9 +77,8 @@ type Product struct {
 // OnHand is the units the shop has.
 func (p Product) OnHand() int { return p.Stock + p.Held }
 
-// Order is one checkout. DerivedKey, the request's key as the idempotency
-// middleware derived it, is unique: a re-run of the same operation never
-// creates a second order, even if every other guard failed.
+// Order is one checkout. DerivedKey, the request's key as the middleware derived
+// it, is unique: a re-run never creates a second order, whatever else failed.
 type Order struct {
 	ID         string      `gorm:"primaryKey;size:36"`
 	Number     int64       `gorm:"uniqueIndex"` // "Order #1042": sequential from FirstOrderNumber
@@ -138,9 +136,8 @@ type OrderItem struct {
 	Quantity       int    `gorm:"not null"`
 }
 
-// Payment is one attempt the provider answered, declined ones included.
-// ProviderKey is the idempotency key the provider was called with: unique,
-// so a re-run records the provider's deduplicated answer at most once.
+// Payment is one attempt the provider answered, declined ones included; its
+// unique ProviderKey records the provider's deduplicated answer at most once.
 type Payment struct {
 	ID               string    `gorm:"primaryKey;size:36"`
 	OrderID          string    `gorm:"size:36;not null;index"`

@@ -81,10 +81,8 @@ type OrderJSON struct {
 }
 
 func ViewPayment(p Payment) PaymentJSON {
-	return PaymentJSON{
-		ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
-		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason, CreatedAt: p.CreatedAt.UTC(),
-	}
+	return PaymentJSON{ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
+		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason, CreatedAt: p.CreatedAt.UTC()}
 }
 
 func ViewRefund(r Refund) RefundJSON {

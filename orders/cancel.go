@@ -65,13 +65,11 @@ func (s Store) cancelOrder(tx *gorm.DB, find Whose, reason, orderID string, now 
 		return models.Order{}, err
 	}
 	cancelled, err := cancel(tx, tx, orderID, reason, audit.Actor{}, now)
+	if err == nil && !cancelled {
+		err = whyNotCancelled(tx, orderID)
+	}
 	if err != nil {
 		return models.Order{}, err
-	}
-	if !cancelled {
-		if err := whyNotCancelled(tx, orderID); err != nil {
-			return models.Order{}, err
-		}
 	}
 	return find(s.withLines(tx), orderID)
 }

@@ -18,11 +18,10 @@ import (
 // batch bounds the events one read takes for a consumer; the next read takes the rest.
 const batch = 100
 
-// Relay hands every event to each consumer, in seq order, until Handle
-// returns nil; a failed event waits for its retry while later ones go on.
-// Every instance runs one; a consumer's lease lets one instance at a time
-// hand it its events. A lapsed lease (a kill -9) lets another instance hand
-// again what was not in the inbox yet, which Once absorbs.
+// Relay hands every event to each consumer, in seq order, until Handle returns
+// nil; a failed event waits for its retry while later ones go on. A consumer's
+// lease lets one instance at a time hand it its events; a lapsed one (kill -9)
+// lets another hand again what was not in the inbox yet, which Once absorbs.
 type Relay struct {
 	db        *gorm.DB
 	consumers []Consumer

@@ -16,10 +16,9 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// JetStream publishes every event to a JetStream stream, on <prefix>.<type>
-// (shop.order.paid), with the event's id as Nats-Msg-Id: a publish repeated
-// after a crash between the ack and the inbox's mark is dropped by the
-// stream's duplicate window (two minutes unless the stream says otherwise).
+// JetStream publishes every event on <prefix>.<type> (shop.order.paid), its id
+// as Nats-Msg-Id: a publish repeated after a crash between the ack and the
+// inbox's mark is dropped by the stream's duplicate window.
 type JetStream struct {
 	conn   *nats.Conn
 	js     jetstream.JetStream
