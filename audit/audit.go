@@ -43,7 +43,6 @@ func UserActor(u models.User) Actor {
 	return Actor{Kind: ActorShopper, UserID: &id}
 }
 
-// By is one of the shop's own actors.
 func By(kind ActorKind) Actor { return Actor{Kind: kind} }
 
 type actorKey struct{}

@@ -116,7 +116,8 @@ var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 // it is not due any more (another sender took it, or made its attempt).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.Now().UTC()
-	res := s.claimable(ctx, now).Where("id = ?", id).Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
+	res := s.claimable(ctx, now).Where("id = ?", id).
+		Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return nil, res.Error
 	}

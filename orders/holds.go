@@ -29,7 +29,8 @@ func TakeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, e
 // TakeHoldFrom is TakeHold that also takes the hold over from from.
 func TakeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time) (bool, error) {
 	res := q.Model(&models.Order{}).Where("id = ?", orderID).
-		Where("held_by IS NULL OR held_by IN ? OR held_until <= ?", []string{holder, from}, now).Updates(map[string]any{"held_by": holder, "held_until": until})
+		Where("held_by IS NULL OR held_by IN ? OR held_until <= ?", []string{holder, from}, now).
+		Updates(map[string]any{"held_by": holder, "held_until": until})
 	return res.RowsAffected == 1, res.Error
 }
 

@@ -64,7 +64,6 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
-// Handle publishes one event: a batch of one.
 func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	return j.HandleBatch(ctx, db, []outbox.Event{ev})[0]
 }
