@@ -35,10 +35,9 @@ type PasswordChange struct {
 }
 
 // ChangePassword sets the user's password to change.New when change.Current
-// is theirs (else EINVALID, and a failed log-in), ends all their sessions
-// (this one may be a thief's copy) and bearer tokens, and returns a new
-// session for the browser. Checks and bcrypt come first; only then is tx
-// called, for every write: they commit as one, with no lock held through bcrypt.
+// is theirs (else EINVALID, and a failed log-in), ends all their sessions and
+// bearer tokens, and returns a new session for the browser. tx is called after
+// bcrypt, for every write: they commit as one, with no lock held through bcrypt.
 func (a Accounts) ChangePassword(ctx context.Context, tx func() *gorm.DB, user models.User, change PasswordChange, now time.Time) (string, error) {
 	if err := a.checkFailures(ctx, user.Email, change.Address); err != nil {
 		return "", err

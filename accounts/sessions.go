@@ -5,12 +5,12 @@ import (
 	"errors"
 	"time"
 
+	"github.com/shop/shop/models"
 	"gorm.io/gorm"
 )
 
-// Session is a browser signed in as a user. The browser holds a random
-// 256-bit token; the server keeps only its SHA-256, so that a copy of the
-// table signs no one in.
+// Session is a browser signed in as a user by a random 256-bit token, of
+// which the server keeps only the SHA-256: a copy of the table signs no one in.
 type Session struct {
 	ID                    int64
 	TokenHash, UserID     string
@@ -22,9 +22,8 @@ type Session struct {
 // ended by a log-out or a password change, or run out).
 var ErrSessionEnded = errors.New("the session has ended")
 
-// Sessions starts, finds and ends browser sessions. A session ends when it
-// is ended, after Idle without a request, or MaxAge after it began,
-// whichever comes first. Times are the caller's clock, kept in UTC.
+// Sessions starts, finds and ends browser sessions: one ends when ended, after
+// Idle without a request, or MaxAge after it began. Times are kept in UTC.
 type Sessions struct {
 	DB           *gorm.DB
 	Idle, MaxAge time.Duration
@@ -49,10 +48,7 @@ func (s Sessions) Lookup(ctx context.Context, token string, now time.Time) (Sess
 	db := s.DB.WithContext(ctx)
 	var session Session
 	err := db.Where("token_hash = ?", hashToken(token)).Take(&session).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Session{}, ErrSessionEnded
-	}
-	if err != nil {
+	if err := models.NotFoundAs(err, ErrSessionEnded); err != nil {
 		return Session{}, err
 	}
 	now = now.UTC()
@@ -76,7 +72,6 @@ func (s Sessions) End(ctx context.Context, id int64) error {
 	return s.DB.WithContext(ctx).Delete(&Session{}, id).Error
 }
 
-// EndAllOf ends every session of the user.
 func (s Sessions) EndAllOf(ctx context.Context, userID string) error {
 	return s.DB.WithContext(ctx).Where("user_id = ?", userID).Delete(&Session{}).Error
 }

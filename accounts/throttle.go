@@ -21,9 +21,8 @@ type LoginFailure struct {
 // LoginThrottle slows, then refuses, the log-ins to an account from an
 // address that failed too often within Window — from that address only, so
 // that who knows an email cannot lock its owner out (OWASP). Half of Failures
-// pass; each after doubles the wait (1 s, 2 s, 4 s…); at Failures, refused
-// until the oldest leaves the window. Unknown emails count alike: a refusal
-// tells nothing about which accounts exist.
+// pass, each after doubles the wait (1 s, 2 s…); at Failures, refused until
+// the oldest leaves the window. Unknown emails count alike.
 type LoginThrottle struct {
 	Failures int
 	Window   time.Duration
@@ -55,9 +54,8 @@ func Throttled(what string, wait time.Duration) *ThrottledError {
 	return e
 }
 
-// checkFailures slows down or refuses a log-in to an account from an
-// address that failed too often. A refused log-in is not a failure: it
-// does not extend the refusal.
+// checkFailures slows down or refuses a log-in to an account from an address
+// that failed too often; a refusal is no failure, so it does not extend itself.
 func (a Accounts) checkFailures(ctx context.Context, email, address string) error {
 	t := a.Throttle
 	if t == nil {

@@ -7,10 +7,9 @@ import (
 	"github.com/shop/shop/models"
 )
 
-// TokenCache keeps this instance's successful bearer-token lookups, by the
-// token's hash, for TTL on the server's clock. A failed lookup is never kept,
-// so a token issued since, on any instance, works at once; a hit still checks
-// the token's expiry; a revocation made here is kept, to work here at once.
+// TokenCache keeps this instance's successful bearer-token lookups for TTL. A
+// failed lookup is never kept, so a token issued on any instance works at
+// once; a hit still checks expiry; a revocation made here works here at once.
 type TokenCache struct {
 	ttl     time.Duration
 	lookups *otter.Cache[string, tokenLookup]
@@ -30,8 +29,7 @@ func NewTokenCache(ttl time.Duration) *TokenCache {
 }
 
 // lookUp is what the cache knows, at now, of the token with this hash: a
-// lookup made less than TTL ago, or a revocation made here, never undone. A
-// nil cache knows nothing.
+// lookup younger than TTL, or a revocation made here; a nil cache knows nothing.
 func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 	if c == nil {
 		return tokenLookup{}, false

@@ -3,12 +3,14 @@
 package accounts
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/mail"
 	"strings"
 	"time"
@@ -148,14 +150,8 @@ func (a Accounts) TokenUser(ctx context.Context, token string, now time.Time) (m
 // readToken is TokenUser from the database.
 func (a Accounts) readToken(ctx context.Context, hash string, now time.Time) (models.APIToken, models.User, error) {
 	var t models.APIToken
-	err := a.DB.WithContext(ctx).Where("token_hash = ?", hash).Take(&t).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.APIToken{}, models.User{}, models.ErrBadToken
-	}
-	if err != nil {
-		return models.APIToken{}, models.User{}, err
-	}
-	if err := refusal(t, now); err != nil {
+	err := models.NotFoundAs(a.DB.WithContext(ctx).Where("token_hash = ?", hash).Take(&t).Error, models.ErrBadToken)
+	if err := cmp.Or(err, refusal(t, now)); err != nil {
 		return models.APIToken{}, models.User{}, err
 	}
 	user, err := a.UserByID(ctx, t.UserID)
@@ -201,9 +197,34 @@ func hashToken(token string) string {
 // UserByID finds the user a session names; ErrNotFound when the account is gone.
 func (a Accounts) UserByID(ctx context.Context, id string) (models.User, error) {
 	var user models.User
-	err := a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.User{}, models.ErrNotFound
+	return user, models.NotFoundAs(a.DB.WithContext(ctx).Where("id = ?", id).Take(&user).Error, models.ErrNotFound)
+}
+
+// SetRole gives the user with the email the role (for the staff command), and
+// reports whether that changed anything; an error names an email no user has.
+func SetRole(ctx context.Context, db *gorm.DB, email string, role models.Role) (bool, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	var found int64
+	if err := db.WithContext(ctx).Model(&models.User{}).Where("email = ?", email).Count(&found).Error; err != nil {
+		return false, err
 	}
-	return user, err
+	if found == 0 {
+		return false, fmt.Errorf("no user has the email %q: sign up first", email)
+	}
+	res := db.WithContext(ctx).Exec("UPDATE users SET role = ? WHERE email = ? AND role <> ?", role, email, role)
+	return res.RowsAffected > 0, res.Error
+}
+
+// StaffNow refuses (models.ErrForbidden) a user who is not staff as tx reads
+// the database, whatever a cache says: a staff act that moves money or stock
+// calls it in its own transaction, so a removal on any instance is seen at once.
+func StaffNow(tx *gorm.DB, userID string) error {
+	var n int64
+	if err := tx.Model(&models.User{}).Where("id = ? AND role = ?", userID, models.Staff).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return models.ErrForbidden
+	}
+	return nil
 }

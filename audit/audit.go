@@ -1,3 +1,6 @@
+// Package audit records who did what: one entry per act, written in the
+// act's own transaction with its actor, read back as an order's history, a
+// shopper's activity and the traces of a user's operations.
 package audit
 
 import (
@@ -40,7 +43,6 @@ func UserActor(u models.User) Actor {
 	return Actor{Kind: ActorShopper, UserID: &id}
 }
 
-// By is one of the shop's own actors.
 func By(kind ActorKind) Actor { return Actor{Kind: kind} }
 
 type actorKey struct{}
@@ -51,7 +53,6 @@ func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
 }
 
-// Action is what an audit entry records.
 type Action string
 
 // The acts of users.
@@ -123,3 +124,54 @@ type Trail struct {
 }
 
 func Cents(n int64) *int64 { return &n }
+
+// Traces are the rows a user's operations left, by the keys they carried
+// (DerivedKey, a payment's ProviderKey), and every order's number by id.
+type Traces struct {
+	Orders   map[string]models.Order
+	Payments map[string]models.Payment
+	Refunds  map[string]models.Refund
+	Numbers  map[string]int64
+}
+
+// TracesOf finds the user's orders, payments and refunds written under refs.
+func (s Trail) TracesOf(ctx context.Context, userID string, refs []string) (Traces, error) {
+	t := Traces{Orders: map[string]models.Order{}, Payments: map[string]models.Payment{}, Refunds: map[string]models.Refund{}, Numbers: map[string]int64{}}
+	if len(refs) == 0 {
+		return t, nil
+	}
+	db := s.DB.WithContext(ctx)
+	var orders []models.Order
+	if err := db.Where("user_id = ? AND derived_key IN ?", userID, refs).Find(&orders).Error; err != nil {
+		return t, err
+	}
+	for _, o := range orders {
+		t.Orders[o.DerivedKey] = o
+	}
+	var numbered []models.Order
+	if err := db.Select("id", "number").Where("user_id = ?", userID).Find(&numbered).Error; err != nil {
+		return t, err
+	}
+	for _, o := range numbered {
+		t.Numbers[o.ID] = o.Number
+	}
+	var payments []models.Payment
+	err := db.Select("payments.*").Joins("JOIN orders ON orders.id = payments.order_id").
+		Where("orders.user_id = ? AND payments.provider_key IN ?", userID, refs).Find(&payments).Error
+	if err != nil {
+		return t, err
+	}
+	for _, p := range payments {
+		t.Payments[p.ProviderKey] = p
+	}
+	var refunds []models.Refund
+	err = db.Select("refunds.*").Joins("JOIN orders ON orders.id = refunds.order_id").
+		Where("orders.user_id = ? AND refunds.derived_key IN ?", userID, refs).Order("refunds.created_at").Find(&refunds).Error
+	if err != nil {
+		return t, err
+	}
+	for _, r := range refunds {
+		t.Refunds[r.DerivedKey] = r // the last attempt of the operation
+	}
+	return t, nil
+}

@@ -1,3 +1,5 @@
+// Package database opens the shop's database (SQLite with group commit, or
+// PostgreSQL), migrates it, and pages its reads.
 package database
 
 import (
@@ -18,7 +20,6 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// Options are how Open's connections behave.
 type Options struct {
 	// GroupCommit is the most transactions one SQLite commit holds
 	// (SQLITE_GROUP_COMMIT); 0 or 1, each its own. PostgreSQL ignores it.
@@ -140,5 +141,4 @@ func sqlitePath(databaseURL string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite:"), "file:")
 }
 
-// IsPostgres reports whether db talks to PostgreSQL.
 func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }

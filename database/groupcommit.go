@@ -1,9 +1,8 @@
 package database
 
 // Group commit on SQLite: the transactions queued for the one writer share
-// one COMMIT (one fsync), each in a savepoint of its own, so one that rolls
-// back undoes only its own writes. A Commit returns only once the shared
-// COMMIT is on disk: nothing is answered before it is durable.
+// one COMMIT (one fsync), each in a savepoint of its own. A Commit returns
+// only once the shared COMMIT is on disk: nothing is answered before.
 
 import (
 	"context"
@@ -42,9 +41,8 @@ type batch struct {
 	committed int // members whose savepoint was released
 }
 
-// begin waits for the token, opens the shared transaction if none is open,
-// and begins a member in a savepoint. The token and SQLite's write lock
-// share one bound, sqliteBusyTimeout: a queue must not make a write wait longer.
+// begin waits for the token, opens the shared transaction if none is, and
+// begins a member in a savepoint, all within sqliteBusyTimeout, as a write would.
 func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 	deadline := time.Now().Add(sqliteBusyTimeout)
 	if err := g.acquire(ctx, deadline); err != nil {
@@ -75,9 +73,8 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 	return m, nil
 }
 
-// acquire takes the token, waiting in line until deadline. A waiter that
-// gives up leaves the line, or, if the token reached it meanwhile, passes
-// it on as a member would.
+// acquire takes the token, waiting in line until deadline. A waiter that gives
+// up leaves the line, or passes on the token if it reached it meanwhile.
 func (g *groupCommitter) acquire(ctx context.Context, deadline time.Time) error {
 	g.mu.Lock()
 	if !g.held {
@@ -111,10 +108,9 @@ func (g *groupCommitter) acquire(ctx context.Context, deadline time.Time) error 
 	return err
 }
 
-// release ends a member's turn: while others wait and the batch has room,
-// the token passes on with the transaction open; otherwise the batch
-// commits first. Choosing and passing are one step under mu, so that a
-// waiter leaving the line in between is never handed an open batch.
+// release ends a member's turn: the token passes on with the transaction open
+// while others wait and the batch has room, or the batch commits first. Both
+// are one step under mu: a waiter leaving the line is never handed an open batch.
 func (g *groupCommitter) release() {
 	for {
 		g.mu.Lock()
@@ -251,9 +247,8 @@ func (m *member) check() error {
 }
 
 // run runs a statement on the shared transaction without the member's
-// cancellation: SQLite answers an interrupted write by rolling back the
-// whole transaction, every member's with it. A member whose context ends
-// is rolled back between statements instead.
+// cancellation (SQLite rolls back the whole transaction on an interrupt): a
+// member whose context ends is rolled back between statements instead.
 func run[T any](m *member, ctx context.Context, statement func(ctx context.Context) (T, error)) (T, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -276,9 +271,8 @@ func (m *member) QueryContext(ctx context.Context, query string, args ...any) (*
 	return run(m, ctx, func(ctx context.Context) (*sql.Rows, error) { return m.tx.QueryContext(ctx, query, args...) })
 }
 
-// QueryRowContext on an ended member returns a row from a closed pool,
-// whose Scan reports an error (sql.Row cannot carry one of ours); nothing
-// reaches the shared transaction, which may be another member's by then.
+// QueryRowContext on an ended member returns a closed pool's row, whose Scan
+// fails, so that nothing reaches the shared transaction, maybe another member's.
 func (m *member) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	row, err := run(m, ctx, func(ctx context.Context) (*sql.Row, error) { return m.tx.QueryRowContext(ctx, query, args...), nil })
 	if err != nil {

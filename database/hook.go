@@ -2,7 +2,6 @@
 
 package database
 
-// beforeCommit runs just before a shared COMMIT of that many committed
-// transactions: the package's one fault point, empty but in the test
-// build -tags groupcrash (hook_groupcrash.go).
+// beforeCommit, before a shared COMMIT, is empty but in the test build
+// -tags groupcrash (hook_groupcrash.go): the package's one fault point.
 func beforeCommit(committed int) {}

@@ -9,11 +9,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// A batch sends a transaction's inserts in one round trip on PostgreSQL:
-// each Create made through Batched is built, not sent (GORM's dry run), and
-// send writes them all as one data-modifying CTE. Nothing an INSERT returns
-// is read back, so a batch is for rows nothing reads in the transaction. On
-// SQLite a statement is no round trip: Batched is the transaction itself.
+// A batch sends a transaction's inserts in one round trip on PostgreSQL: each
+// Create through Batched is built, not sent (GORM's dry run), and send writes
+// them as one data-modifying CTE; nothing an INSERT returns is read back.
 
 // batchCallback collects the inserts of a batch (registered by Open).
 const batchCallback = "database:batch"
@@ -39,9 +37,8 @@ func collect(db *gorm.DB) {
 	b.vars = append(b.vars, db.Statement.Vars...)
 }
 
-// Batched is tx for its inserts (only Create may be called on it), and
-// send, which writes them: in one statement on PostgreSQL; on SQLite each
-// at once, leaving send nothing to do.
+// Batched is tx for its inserts (Create only), and send, which writes them in
+// one statement on PostgreSQL; on SQLite each goes at once and send does nothing.
 func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
 	if !IsPostgres(tx) || tx.Callback().Create().Get(batchCallback) == nil {
 		return tx, func() error { return nil }

@@ -23,12 +23,11 @@ func Migrate(db *gorm.DB) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	_, err = p.Up(ctx)
+	_, err = p.Up(context.Background())
 	if err != nil && !IsPostgres(db) {
 		// SQLite has no lock across goose's read of the versions: an instance
 		// that lost the race to apply a migration tries again, and finds it applied.
-		_, err = p.Up(ctx)
+		_, err = p.Up(context.Background())
 	}
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -64,19 +63,21 @@ func migrator(db *gorm.DB) (*goose.Provider, error) {
 	return goose.NewProvider(dialect, sqlDB, fsys, opts...)
 }
 
-// migrationLock is the advisory lock the release before took to migrate,
-// so instances of the two never migrate at once. pg_advisory_lock waits;
-// goose's own locker polls a second at a time, slow for tests' many schemas.
+// migrationLock is the advisory lock the release before took to migrate: it
+// waits, where goose's own locker polls a second at a time, slow for tests.
 type migrationLock struct{}
 
 const migrationLockID = 7243190515
 
 func (migrationLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrationLockID)
-	return err
+	return advisory(ctx, conn, "pg_advisory_lock")
 }
 
 func (migrationLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", migrationLockID)
+	return advisory(ctx, conn, "pg_advisory_unlock")
+}
+
+func advisory(ctx context.Context, conn *sql.Conn, call string) error {
+	_, err := conn.ExecContext(ctx, "SELECT "+call+"($1)", migrationLockID)
 	return err
 }

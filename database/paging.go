@@ -6,9 +6,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// Position is where a page of a newest-first listing ended: its last row's
-// creation time and id. The next page starts strictly after it, so rows
-// inserted meanwhile (newer) neither repeat nor shift what follows.
+// Position is where a page of a newest-first listing ended (its last row's time
+// and id): the next starts strictly after, so newer rows neither repeat nor shift it.
 type Position struct {
 	CreatedAt time.Time
 	ID        string

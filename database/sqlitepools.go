@@ -12,12 +12,10 @@ import (
 )
 
 // sqlitePools is an SQLite database as two connection pools over one file.
-// Transactions, and statements outside one that are not a SELECT, go to the
-// writer: one connection, so writers queue in this process instead of
-// sleeping in SQLite's busy handler (steps of up to 100 ms, seconds for a
-// write nobody else held). SELECTs outside a transaction go to the
-// query-only readers, which WAL mode lets read beside the writer. Other
-// processes on the file still meet this one in the busy handler.
+// Transactions and writes go to the writer: one connection, so writers
+// queue in this process instead of sleeping in SQLite's busy handler (steps
+// of up to 100 ms). SELECTs outside a transaction go to the query-only
+// readers, which WAL mode lets read beside the writer.
 type sqlitePools struct {
 	writer, readers *sql.DB
 	group           *groupCommitter // the writer's transactions, in batches
@@ -65,9 +63,8 @@ func (p *sqlitePools) QueryRowContext(ctx context.Context, query string, args ..
 	return row
 }
 
-// BeginTx begins a member of the group committer's batch (groupcommit.go)
-// on the writer. The options are SQLite's defaults whatever opts says: a
-// savepoint has none.
+// BeginTx begins a member of the group committer's batch on the writer, with
+// SQLite's default options whatever opts says: a savepoint has none.
 func (p *sqlitePools) BeginTx(ctx context.Context, _ *sql.TxOptions) (gorm.ConnPool, error) {
 	m, err := p.group.begin(ctx)
 	if err != nil {
@@ -80,9 +77,8 @@ func (p *sqlitePools) BeginTx(ctx context.Context, _ *sql.TxOptions) (gorm.ConnP
 // this process's queue and in SQLite's busy handler, together.
 const sqliteBusyTimeout = 15 * time.Second
 
-// startBy starts a write (a statement, or a transaction) on a context that
-// ends if it has not started by deadline. Once started, the write lives on
-// ctx alone: a transaction or rows outlast the start.
+// startBy starts a write (a statement, or a transaction) on a context that ends
+// if it has not started by deadline; once started, it lives on ctx alone.
 func startBy[T any](ctx context.Context, deadline time.Time, start func(context.Context) (T, error)) (T, error) {
 	bounded, cancel := context.WithCancel(ctx)
 	var settled atomic.Bool
@@ -102,5 +98,4 @@ func startBy[T any](ctx context.Context, deadline time.Time, start func(context.
 // statement.
 func (p *sqlitePools) GetDBConn() (*sql.DB, error) { return p.writer, nil }
 
-// Close closes both pools.
 func (p *sqlitePools) Close() error { return errors.Join(p.readers.Close(), p.writer.Close()) }

@@ -25,9 +25,8 @@ import (
 	"github.com/shop/shop/outbox/publish"
 )
 
-// Sweep is the minute's clean-up every instance runs (expired keys and
-// sessions, orders left unpaid past OrderExpiry): each order is expired
-// once, however many instances run it at once.
+// Sweep is the minute's clean-up every instance runs: expired keys and
+// sessions, and orders left unpaid past OrderExpiry, each expired once.
 type Sweep struct {
 	// Keys is the idempotency middleware, which counts the keys it deletes by route.
 	Keys interface {
@@ -40,7 +39,6 @@ type Sweep struct {
 	Logger      *slog.Logger
 }
 
-// Run sweeps every minute until ctx ends.
 func (s Sweep) Run(ctx context.Context) { loop.Every(ctx, time.Minute, s.once) }
 
 func (s Sweep) once(ctx context.Context) {
@@ -53,9 +51,8 @@ func (s Sweep) once(ctx context.Context) {
 	report(ctx, s.Logger, sessions, err, "sweep sessions", "swept sessions that ran out", "deleted")
 }
 
-// Reconcile resolves payment attempts left in doubt, at start-up and then
-// every interval, so that a charge the provider took is recorded even if
-// nobody retries; every == 0 turns it off.
+// Reconcile resolves payment attempts left in doubt, at start-up and every
+// interval, so that a charge the provider took is recorded; 0 turns it off.
 func Reconcile(ctx context.Context, service *billing.Service, every time.Duration, logger *slog.Logger) {
 	if every > 0 {
 		everyFromNow(ctx, every, func(ctx context.Context) {
@@ -65,7 +62,6 @@ func Reconcile(ctx context.Context, service *billing.Service, every time.Duratio
 	}
 }
 
-// everyFromNow works at once, then every interval until ctx ends.
 func everyFromNow(ctx context.Context, every time.Duration, work func(context.Context)) {
 	work(ctx)
 	loop.Every(ctx, every, work)
@@ -81,10 +77,9 @@ func report[N int | int64](ctx context.Context, logger *slog.Logger, n N, err er
 	}
 }
 
-// StartRelay runs the outbox's relay until stop is called or ctx ends; stop
-// waits for it, then closes the consumers, built here once: receipts always,
-// webhooks with a WEBHOOK_URL, JetStream with a NATS_URL. The relay is for
-// /metrics and for the server, which wakes it when it commits.
+// StartRelay runs the outbox's relay, to receipts, webhooks (WEBHOOK_URL) and
+// JetStream (NATS_URL), until stop is called or ctx ends; stop waits for it,
+// then closes the consumers. The server wakes the relay when it commits.
 func StartRelay(ctx context.Context, cfg config.Config, db *gorm.DB, logger *slog.Logger) (stop func(), relay *outbox.Relay, err error) {
 	mailer, err := notify.NewMailer(cfg.SMTPURL, cfg.MailDir)
 	if err != nil {

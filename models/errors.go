@@ -1,11 +1,12 @@
 package models
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/problem"
 )
@@ -55,18 +56,12 @@ type Words struct {
 	Outcome string // ends the Activity line of a form that got this answer
 }
 
-// FieldError names one invalid input field.
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string {
-	if e.Type.Slug != "" {
-		return e.Type.Slug + ": " + e.Message
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
+func (e *Error) Error() string { return cmp.Or(e.Type.Slug, string(e.Code)) + ": " + e.Message }
 
 // With is the error with another message, as when the bank says why it declined.
 func (e *Error) With(message string) *Error {
@@ -181,6 +176,14 @@ var (
 	ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
 		Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})
 )
+
+// NotFoundAs is err, with GORM's "no such row" told as missing, the caller's error for it.
+func NotFoundAs(err, missing error) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return missing
+	}
+	return err
+}
 
 // IsUnstorableText reports PostgreSQL refusing a text value (a NUL, or
 // bytes not UTF-8: SQLSTATE 22021): the client's mistake, not the server's.

@@ -50,9 +50,8 @@ const (
 // IsStaff reports whether the user is one of the shop's staff.
 func (u User) IsStaff() bool { return u.Role == Staff }
 
-// APIToken is a bearer token of a user; only its SHA-256 is stored, so a
-// leaked database leaks no working token. It works until ExpiresAt (one
-// without, from before tokens expired, works no more) or its revocation.
+// APIToken is a bearer token of a user, stored as its SHA-256 alone (a leaked
+// database leaks no working token). It works until ExpiresAt or its revocation.
 type APIToken struct {
 	ID        uint      `gorm:"primaryKey"`
 	UserID    string    `gorm:"size:36;not null;index"`
@@ -78,9 +77,8 @@ type Product struct {
 // OnHand is the units the shop has.
 func (p Product) OnHand() int { return p.Stock + p.Held }
 
-// Order is one checkout. DerivedKey, the request's key as the idempotency
-// middleware derived it, is unique: a re-run of the same operation never
-// creates a second order, even if every other guard failed.
+// Order is one checkout. DerivedKey, the request's key as the middleware derived
+// it, is unique: a re-run never creates a second order, whatever else failed.
 type Order struct {
 	ID         string      `gorm:"primaryKey;size:36"`
 	Number     int64       `gorm:"uniqueIndex"` // "Order #1042": sequential from FirstOrderNumber
@@ -115,10 +113,8 @@ func (o Order) Charged() bool { return slices.Contains(ChargedStates, o.Status) 
 // AwaitingAction is the order's payment that waits for the shopper to
 // authenticate, if any.
 func (o Order) AwaitingAction() *Payment {
-	for i, p := range o.Payments {
-		if p.Status == RequiresAction {
-			return &o.Payments[i]
-		}
+	if i := slices.IndexFunc(o.Payments, func(p Payment) bool { return p.Status == RequiresAction }); i >= 0 {
+		return &o.Payments[i]
 	}
 	return nil
 }
@@ -126,12 +122,7 @@ func (o Order) AwaitingAction() *Payment {
 // PaymentInDoubt reports an attempt of the order still waiting for the
 // provider's outcome: the order cannot be charged again until it is known.
 func (o Order) PaymentInDoubt() bool {
-	for _, a := range o.Attempts {
-		if a.State == InDoubt {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(o.Attempts, func(a PaymentAttempt) bool { return a.State == InDoubt })
 }
 
 // OrderItem is one line of an order, the product's name and price copied.
@@ -145,9 +136,8 @@ type OrderItem struct {
 	Quantity       int    `gorm:"not null"`
 }
 
-// Payment is one attempt the provider answered, declined ones included.
-// ProviderKey is the idempotency key the provider was called with: unique,
-// so a re-run records the provider's deduplicated answer at most once.
+// Payment is one attempt the provider answered, declined ones included; its
+// unique ProviderKey records the provider's deduplicated answer at most once.
 type Payment struct {
 	ID               string    `gorm:"primaryKey;size:36"`
 	OrderID          string    `gorm:"size:36;not null;index"`
@@ -171,9 +161,8 @@ const (
 	RequestDeclined  RequestState = "declined"
 )
 
-// RefundRequest is a shopper asking for their paid order to be refunded:
-// staff give the refund (which fulfils it) or decline it. An order has at
-// most one request open.
+// RefundRequest is a shopper asking for their paid order to be refunded, which
+// staff give (fulfilling it) or decline. An order has at most one open.
 type RefundRequest struct {
 	ID        string       `gorm:"primaryKey;size:36"`
 	OrderID   string       `gorm:"size:36;not null;index"`
@@ -189,3 +178,56 @@ type RefundRequest struct {
 }
 
 func (RefundRequest) TableName() string { return "refund_requests" }
+
+// Receipt is one email sent to a shopper for one event; its MessageID is
+// derived from the event id, so a resend after a crash is the same message.
+type Receipt struct {
+	EventID   string `gorm:"primaryKey;size:100"`
+	OrderID   string `gorm:"size:36;not null"`
+	MessageID string `gorm:"size:200;not null"`
+	Recipient string `gorm:"size:254;not null"`
+	SentAt    time.Time
+}
+
+func (Receipt) TableName() string { return "receipts" }
+
+// DeliveryState is how a webhook delivery stands: pending until the endpoint
+// accepts it (2xx), failed once refused or timed out WEBHOOK_MAX_ATTEMPTS times.
+type DeliveryState string
+
+const (
+	DeliveryPending   DeliveryState = "pending"
+	DeliveryDelivered DeliveryState = "delivered"
+	DeliveryFailed    DeliveryState = "failed"
+)
+
+// WebhookDelivery is one event owed to the merchant's endpoint, its ID the
+// event's (webhook-id), held by one sender (ClaimedBy) until ClaimedUntil.
+type WebhookDelivery struct {
+	ID            string        `gorm:"primaryKey;size:100"`
+	EventType     string        `gorm:"size:40;not null"`
+	OrderID       string        `gorm:"size:36;not null"`
+	Body          string        `gorm:"not null"`
+	State         DeliveryState `gorm:"size:16;not null"`
+	Attempts      int           `gorm:"not null"`
+	NextAttemptAt time.Time
+	ClaimedBy     *string `gorm:"size:40"`
+	ClaimedUntil  *time.Time
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+	AttemptLog    []WebhookAttempt `gorm:"foreignKey:DeliveryID"`
+}
+
+func (WebhookDelivery) TableName() string { return "webhook_deliveries" }
+
+// WebhookAttempt is one POST of a delivery: its status (0 when none came)
+// and its error, if it failed.
+type WebhookAttempt struct {
+	ID          int64  `gorm:"primaryKey;autoIncrement"`
+	DeliveryID  string `gorm:"size:100;not null"`
+	AttemptedAt time.Time
+	StatusCode  int    `gorm:"not null"`
+	Error       string `gorm:"not null"`
+}
+
+func (WebhookAttempt) TableName() string { return "webhook_attempts" }

@@ -5,11 +5,9 @@ import (
 	"time"
 )
 
-// State is where a request stands with the provider: in doubt from before
-// the call until the provider answers; then succeeded, declined (a charge),
-// pending (a refund on its way back), failed (nothing done, nor ever under
-// its key), or excess. A charge that requires action holds its order as
-// one in doubt does, until the provider says how it ended.
+// State is where a request stands with the provider: in doubt from before the
+// call until it answers; then succeeded, declined (a charge), pending (a refund
+// on its way), failed (nothing done, nor ever under its key), or excess.
 type State string
 
 const (
@@ -34,15 +32,13 @@ var OpenStates = []State{InDoubt, RequiresAction}
 func (s State) Open() bool { return slices.Contains(OpenStates, s) }
 
 // Request is what a payment attempt and a refund share: one request to the
-// provider under ProviderKey, committed with the order's hold before the
-// call, so that no crash or lost reply leaves money moved the shop does not
-// know about.
+// provider under ProviderKey, committed with the order's hold before the call,
+// so that no crash or lost reply leaves money moved the shop does not know of.
 type Request struct {
 	ID      string `gorm:"primaryKey;size:36"`
 	OrderID string `gorm:"size:36;not null;index"`
-	// DerivedKey is the operation's; ProviderKey is it numbered after
-	// requests the provider refused, so that a request with other
-	// parameters never reuses a key the provider has seen.
+	// DerivedKey is the operation's; ProviderKey is it numbered after refused
+	// requests, so that other parameters never reuse a key the provider has seen.
 	DerivedKey  string `gorm:"size:80;not null;index"`
 	ProviderKey string `gorm:"size:90;not null;uniqueIndex"`
 	State       State  `gorm:"size:16;not null;index"`
@@ -63,9 +59,8 @@ func (r Request) LastSent() time.Time {
 	return r.CreatedAt
 }
 
-// PaymentAttempt is one charge request to the provider: one in doubt is
-// resolved by sending it again under its own key, which the provider
-// answers with the first outcome. Succeeded and declined ones have a Payment.
+// PaymentAttempt is one charge request; one in doubt is resolved by sending it
+// again under its own key. Succeeded and declined ones have a Payment.
 type PaymentAttempt struct {
 	Request
 	AmountCents      int64  `gorm:"not null"`

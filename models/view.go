@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The order as the API's answers and the outbox's events show it.
 
@@ -78,10 +81,8 @@ type OrderJSON struct {
 }
 
 func ViewPayment(p Payment) PaymentJSON {
-	return PaymentJSON{
-		ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
-		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason, CreatedAt: p.CreatedAt.UTC(),
-	}
+	return PaymentJSON{ID: p.ID, OrderID: p.OrderID, Status: p.Status, AmountCents: p.AmountCents, Currency: p.Currency,
+		ProviderChargeID: p.ProviderChargeID, DeclineReason: p.DeclineReason, CreatedAt: p.CreatedAt.UTC()}
 }
 
 func ViewRefund(r Refund) RefundJSON {
@@ -113,4 +114,17 @@ func views[T, V any](rows []T, view func(T) V) []V {
 		out = append(out, view(r))
 	}
 	return out
+}
+
+// Money is an amount in a shopper's words: $12.50, or 12.50 EUR.
+func Money(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	amount := fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100)
+	if currency == "USD" {
+		return "$" + amount
+	}
+	return amount + " " + currency
 }

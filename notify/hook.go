@@ -2,7 +2,6 @@
 
 package notify
 
-// afterSend is the point between a receipt's send and its record, where a
-// crash is the case a resend covers; a test build (-tags notifycrash,
-// hook_crash.go) dies there. In the shop it does nothing.
+// afterSend, between a receipt's send and its record, does nothing but in
+// the test build -tags notifycrash (hook_crash.go), which dies there.
 func afterSend(string) {}

@@ -51,9 +51,8 @@ func (Receipts) Types() []string { return []string{outbox.OrderPaid, outbox.Orde
 
 func (Receipts) Name() string { return "receipts" }
 
-// Handle sends the receipt of the event, then records it (the inbox and a
-// receipts row, in one transaction). A crash between the two sends it
-// again, as the same message: its Message-ID is the event's id.
+// Handle sends the receipt, then records it (the inbox and a receipts row):
+// a crash between the two sends it again, as the same message (Message-ID).
 func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	if !slices.Contains(r.Types(), ev.Type) {
 		return nil
@@ -69,8 +68,7 @@ func (r Receipts) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) erro
 		var refused *mail.SendError
 		if errors.As(err, &refused) && !refused.IsTemp() && ctx.Err() == nil {
 			// Refused for good (a 5xx: no such mailbox): sending it again would
-			// only hold up later receipts. The relay marks the event; no
-			// receipt row says it was sent.
+			// only hold up later receipts; no receipt row says it was sent.
 			cmp.Or(r.Logger, slog.Default()).Error("notify: the mail server refused a receipt for good; not sending it again",
 				"event", ev.ID, "err", err)
 			return nil
@@ -87,7 +85,6 @@ func MessageID(eventID, domain string) string {
 	return strings.NewReplacer(":", ".", "@", ".").Replace(eventID) + "@" + domain
 }
 
-// receiptData is what a receipt says.
 type receiptData struct {
 	Subject, Amount, Total, Refunded, OrderURL string
 	Number                                     int64

@@ -64,9 +64,8 @@ func delivery(ev outbox.Event, now time.Time) *models.WebhookDelivery {
 		State: models.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 }
 
-// Sender posts the deliveries due to the merchant's endpoint, signed, each
-// by one sender at a time (a claim); a refusal (non-2xx) or a timeout is tried
-// again after a Backoff, until MaxAttempts fail the delivery.
+// Sender posts the deliveries due, signed, each claimed by one sender; a
+// refusal (non-2xx) or a timeout is tried again after a Backoff, MaxAttempts times.
 type Sender struct {
 	DB                  *gorm.DB
 	URL                 string
@@ -90,8 +89,7 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	}
 	now := s.Now().UTC()
 	var ids []string
-	err := due(s.DB.WithContext(ctx), now).Where(deliveryClaim.Free(s.name, now)).
-		Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
+	err := s.claimable(ctx, now).Order("next_attempt_at").Limit(20).Pluck("id", &ids).Error
 	sent := 0
 	for _, id := range ids {
 		if err != nil || ctx.Err() != nil {
@@ -106,9 +104,10 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	return sent, err
 }
 
-// due selects the pending deliveries whose attempt is due at now.
-func due(db *gorm.DB, now time.Time) *gorm.DB {
-	return db.Model(&models.WebhookDelivery{}).Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now)
+// claimable selects the pending deliveries due at now that no other sender holds.
+func (s *Sender) claimable(ctx context.Context, now time.Time) *gorm.DB {
+	return s.DB.WithContext(ctx).Model(&models.WebhookDelivery{}).
+		Where("state = ? AND next_attempt_at <= ?", models.DeliveryPending, now).Where(deliveryClaim.Free(s.name, now))
 }
 
 var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
@@ -117,7 +116,7 @@ var deliveryClaim = outbox.Lease{Holder: "claimed_by", Until: "claimed_until"}
 // it is not due any more (another sender took it, or made its attempt).
 func (s *Sender) claim(ctx context.Context, id string) (*models.WebhookDelivery, error) {
 	now := s.Now().UTC()
-	res := due(s.DB.WithContext(ctx), now).Where("id = ?", id).Where(deliveryClaim.Free(s.name, now)).
+	res := s.claimable(ctx, now).Where("id = ?", id).
 		Updates(map[string]any{"claimed_by": s.name, "claimed_until": now.Add(2*s.Timeout + 5*time.Second)})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return nil, res.Error
@@ -192,10 +191,9 @@ func Deliveries(ctx context.Context, db *gorm.DB, p *database.Position, limit in
 
 func attemptsInOrder(db *gorm.DB) *gorm.DB { return db.Order("id") }
 
-// Redeliver makes a delivery due at once, whatever its state (one more
-// failure fails one whose attempts ran out), and lets go of a sender's claim:
-// a post in flight records its attempt but cannot mark the delivery done over
-// the redelivery. It answers the delivery as it stands, or models.ErrNotFound.
+// Redeliver makes a delivery due at once, whatever its state, and lets go of
+// a sender's claim: a post in flight records its attempt but cannot mark the
+// delivery done over the redelivery. Unknown: models.ErrNotFound.
 func Redeliver(ctx context.Context, tx *gorm.DB, id string) (models.WebhookDelivery, error) {
 	var d models.WebhookDelivery
 	res := tx.WithContext(ctx).Model(&d).Where("id = ?", id).Updates(map[string]any{"state": models.DeliveryPending,
@@ -224,9 +222,8 @@ func ParseSecret(s string) ([]byte, error) {
 	return key, nil
 }
 
-// Sign is the Standard Webhooks signature of one message (held to the
-// specification's test vector: no library for it is served to this build):
-// "v1," and the base64 of HMAC-SHA256, keyed with the secret, of "id.timestamp.body".
+// Sign is the Standard Webhooks signature (held to the specification's test
+// vector): "v1," and the base64 of HMAC-SHA256, keyed, of "id.timestamp.body".
 func Sign(key []byte, id string, at time.Time, body []byte) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(id + "." + strconv.FormatInt(at.Unix(), 10) + "."))

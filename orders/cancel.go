@@ -16,12 +16,10 @@ import (
 // expireBatch bounds one sweep; the next takes the rest.
 const expireBatch = 500
 
-// cancellable narrows q to the orders that may be cancelled at now, the one
-// rule of the shopper's cancel, the staff's and the expiry sweep: pending,
-// held by no live operation, with no payment attempt open (a charge may
-// still land on any other). On PostgreSQL an UPDATE that waited re-checks
-// the row's own conditions, not the NOT EXISTS: enough, because an attempt
-// opens only under a live hold, which the re-check refuses.
+// cancellable narrows q to the orders that may be cancelled at now (the
+// shopper's cancel, the staff's, the expiry sweep): pending, held by no live
+// operation, with no payment attempt open. On PostgreSQL an UPDATE that waited
+// re-checks the row, not the NOT EXISTS: enough, as an attempt opens only under a live hold.
 func cancellable(q *gorm.DB, now time.Time) *gorm.DB {
 	q = q.Where("orders.status = ?", models.OrderPending)
 	return HoldFree(q, now).
@@ -67,13 +65,11 @@ func (s Store) cancelOrder(tx *gorm.DB, find Whose, reason, orderID string, now 
 		return models.Order{}, err
 	}
 	cancelled, err := cancel(tx, tx, orderID, reason, audit.Actor{}, now)
+	if err == nil && !cancelled {
+		err = whyNotCancelled(tx, orderID)
+	}
 	if err != nil {
 		return models.Order{}, err
-	}
-	if !cancelled {
-		if err := whyNotCancelled(tx, orderID); err != nil {
-			return models.Order{}, err
-		}
 	}
 	return find(s.withLines(tx), orderID)
 }

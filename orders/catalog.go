@@ -36,8 +36,7 @@ func Seed(db *gorm.DB) error {
 	}
 	// No conflict target: PostgreSQL checks a target's index alone, and two
 	// instances racing would then break on the primary key instead.
-	err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&products).Error
-	if err != nil {
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&products).Error; err != nil {
 		return fmt.Errorf("seed catalog: %w", err)
 	}
 	return nil

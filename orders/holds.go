@@ -28,8 +28,7 @@ func TakeHold(q *gorm.DB, orderID, holder string, now, until time.Time) (bool, e
 
 // TakeHoldFrom is TakeHold that also takes the hold over from from.
 func TakeHoldFrom(q *gorm.DB, orderID, holder, from string, now, until time.Time) (bool, error) {
-	res := q.Model(&models.Order{}).
-		Where("id = ?", orderID).
+	res := q.Model(&models.Order{}).Where("id = ?", orderID).
 		Where("held_by IS NULL OR held_by IN ? OR held_until <= ?", []string{holder, from}, now).
 		Updates(map[string]any{"held_by": holder, "held_until": until})
 	return res.RowsAffected == 1, res.Error
@@ -48,15 +47,13 @@ func Released() map[string]any { return map[string]any{"held_by": nil, "held_unt
 // ExtendHold moves the end of holder's hold, if holder still has it: an
 // operation slow but alive keeps the order.
 func ExtendHold(ctx context.Context, db *gorm.DB, orderID, holder string, until time.Time) error {
-	return db.WithContext(ctx).Model(&models.Order{}).
-		Where("id = ? AND held_by = ?", orderID, holder).
+	return db.WithContext(ctx).Model(&models.Order{}).Where("id = ? AND held_by = ?", orderID, holder).
 		Update("held_until", until).Error
 }
 
 // ReleaseHold lets go of holder's hold on the order, if it still has it.
 func ReleaseHold(ctx context.Context, db *gorm.DB, orderID, holder string) error {
-	return db.WithContext(ctx).Model(&models.Order{}).
-		Where("id = ? AND held_by = ?", orderID, holder).
+	return db.WithContext(ctx).Model(&models.Order{}).Where("id = ? AND held_by = ?", orderID, holder).
 		Updates(Released()).Error
 }
 

@@ -1,8 +1,9 @@
+// Package orders places, reads, cancels and expires orders, and keeps the
+// stock their lines reserve and the events their facts record.
 package orders
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -70,7 +71,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	for _, p := range products {
 		byID[p.ID] = p
 	}
-	order := models.Order{ID: uuid.NewString(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey}
+	order := models.Order{ID: uuid.NewString(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey,
+		StockReserved: true}
 	for i, item := range items {
 		p, ok := byID[item.ProductID]
 		if !ok {
@@ -91,12 +93,10 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if err := s.countPending(tx, userID); err != nil {
 		return models.Order{}, err
 	}
-	order.StockReserved = true
-	number, err := nextOrderNumber(tx)
-	if err != nil {
+	var err error
+	if order.Number, err = nextOrderNumber(tx); err != nil {
 		return models.Order{}, err
 	}
-	order.Number = number
 	if err := s.write(tx, &order); err != nil {
 		return models.Order{}, err
 	}
@@ -111,10 +111,9 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 // FirstOrderNumber is a shop's first order number: "Order #1001".
 const FirstOrderNumber = 1001
 
-// nextOrderNumber takes the next order number in the order's transaction:
-// from a sequence on PostgreSQL, so instances never wait for it (a rollback
-// leaves a gap); on SQLite the highest plus one, free until the order
-// commits since the transaction holds the write lock from BEGIN.
+// nextOrderNumber is a sequence's on PostgreSQL, so instances never wait for
+// it (a rollback leaves a gap); on SQLite the highest plus one, safe since the
+// transaction holds the write lock from BEGIN.
 func nextOrderNumber(tx *gorm.DB) (int64, error) {
 	var n int64
 	if database.IsPostgres(tx) {
@@ -142,9 +141,8 @@ func (s Store) write(tx *gorm.DB, order *models.Order) error {
 	return send()
 }
 
-// countPending counts the order among the shopper's orders holding units,
-// refused beyond s.MaxPending: one conditional statement on the user's row,
-// so that two instances never both take the last place.
+// countPending counts the order among the shopper's unpaid ones, refused beyond
+// s.MaxPending: one conditional update, so two instances never both take the last place.
 func (s Store) countPending(tx *gorm.DB, userID string) error {
 	q := tx.Table("users").Where("id = ?", userID)
 	if s.MaxPending > 0 {
@@ -190,11 +188,7 @@ func AnyOrder(db *gorm.DB, id string) (models.Order, error) {
 	if err := KnownID(id); err != nil {
 		return models.Order{}, err
 	}
-	err := db.Where("id = ?", id).Take(&order).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Order{}, models.ErrNotFound
-	}
-	return order, err
+	return order, models.NotFoundAs(db.Where("id = ?", id).Take(&order).Error, models.ErrNotFound)
 }
 
 // KnownID is ErrNotFound for an id that is no UUID, so that no query is
@@ -214,4 +208,20 @@ func (s Store) withLines(db *gorm.DB) *gorm.DB {
 		Preload("Refunds", func(db *gorm.DB) *gorm.DB {
 			return db.Where("state IN ?", []models.State{models.Succeeded, models.Pending}).Order("created_at, id")
 		})
+}
+
+// Event records the event of one fact of the order (factID: its row's id):
+// the order as the API shows it once the fact is written.
+func Event(tx *gorm.DB, typ, factID, orderID string) error {
+	order, err := AnyOrder(Store{}.withLines(tx), orderID)
+	if err != nil {
+		return err
+	}
+	return orderEvent(tx, typ, factID, order)
+}
+
+// orderEvent records the event of a fact of order, which must be whole, as
+// a placed order is in memory: placing one reads nothing back.
+func orderEvent(tx *gorm.DB, typ, factID string, order models.Order) error {
+	return outbox.Record(tx, typ, factID, order.ID, models.ViewOrder(order))
 }

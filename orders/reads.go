@@ -1,12 +1,10 @@
 package orders
 
 // The reads of orders: the shopper's, and the staff's (every user's orders,
-// one order's whole history, the requests in doubt) that the console's pages
-// and the staff API share.
+// one order's whole history, the requests in doubt).
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
-	"gorm.io/gorm"
 )
 
 // OrdersPage lists up to limit of the user's orders with their lines,
@@ -37,10 +34,7 @@ func (s Store) Payment(ctx context.Context, userID, orderID, paymentID string) (
 	}
 	var payment models.Payment
 	err = db.Where("id = ? AND order_id = ?", paymentID, order.ID).Take(&payment).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.Payment{}, models.ErrNotFound
-	}
-	return payment, err
+	return payment, models.NotFoundAs(err, models.ErrNotFound)
 }
 
 // RefundRequests are the order's requests for a refund, oldest first.
@@ -121,7 +115,6 @@ func (s Store) AllOrdersPage(ctx context.Context, f OrderFilter, p *database.Pos
 	return orders, more, err
 }
 
-// emails are the emails of the users with the ids, by id.
 func (s Store) emails(ctx context.Context, ids []string) (map[string]string, error) {
 	var users []models.User
 	slices.Sort(ids)
@@ -137,9 +130,8 @@ func (s Store) emails(ctx context.Context, ids []string) (map[string]string, err
 	return emails, err
 }
 
-// OrderHistory is one order as staff see it: its shopper, every refund
-// whatever its state, the shopper's requests, its audit trail, and the
-// emails of the users its rows name, by id.
+// OrderHistory is one order as staff see it: its shopper, every refund, the
+// refund requests, its audit trail, and the emails of the users its rows name.
 type OrderHistory struct {
 	OrderOfUser
 	AllRefunds []models.Refund
@@ -197,7 +189,6 @@ type Doubt struct {
 	CreatedAt   time.Time
 }
 
-// Kinds of a Doubt.
 const (
 	DoubtPayment = "payment"
 	DoubtRefund  = "refund"

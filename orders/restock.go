@@ -23,7 +23,6 @@ const (
 
 const MaxUnits = 1_000_000 // the most units one change may name
 
-// ErrUnknownSKU: no product of the catalog has the SKU.
 var ErrUnknownSKU = errors.New("no product has this SKU")
 
 // StockChange is one change of the units on hand of the product with SKU,

@@ -11,11 +11,10 @@ import (
 	"gorm.io/gorm"
 )
 
-// reserve moves each line's quantity from its product's stock to held, one
-// conditional statement a line, so stock never goes below 0 however many
-// orders race for the last unit; any line short makes the order an
-// ErrOutOfStock naming each. Lines go in product id order, so two orders
-// lock the rows they share in the same order (PostgreSQL) and never deadlock.
+// reserve moves each line's quantity from stock to held, one conditional
+// statement a line, so stock never goes below 0; a line short makes an
+// ErrOutOfStock naming each. Lines go in product id order, so two orders lock
+// the rows they share in the same order (PostgreSQL) and never deadlock.
 func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	lines := slices.Clone(items)
 	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
@@ -63,11 +62,10 @@ func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error
 	return e
 }
 
-// release lets the order's units go from held, once: only the statement
-// that clears stock_reserved, while its status is one of statuses, moves
-// them, so a second cancel, expiry or charge moves nothing. A cancelled
-// order's units go back on sale (back); a paid order's leave the shop. The
-// user's row goes before the products, as CreateOrder takes them.
+// release lets the order's units go from held, once: only the statement that
+// clears stock_reserved (status in statuses) moves them. A cancelled order's
+// go back on sale (back); a paid order's leave the shop. The user's row goes
+// before the products, as CreateOrder takes them.
 func release(tx *gorm.DB, orderID string, statuses []string, update map[string]any, back bool) error {
 	update["stock_reserved"] = false
 	res := tx.Model(&models.Order{}).Where("id = ? AND status IN ? AND stock_reserved", orderID, statuses).Updates(update)

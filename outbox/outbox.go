@@ -54,9 +54,8 @@ func EventID(typ, factID string) string { return typ + ":" + factID }
 // SplitEventID is EventID's inverse; ok is false for anything else.
 func SplitEventID(id string) (typ, factID string, ok bool) { return strings.Cut(id, ":") }
 
-// Record writes the event of one fact through tx, the fact's transaction.
-// Its id comes from the fact's row, so a re-run of the fact writes no second
-// event (the unique index on events.id). data is the order as the API shows it.
+// Record writes the event of one fact through tx, the fact's transaction; its
+// id comes from the fact's row, so a re-run writes no second event (unique id).
 func Record(tx *gorm.DB, typ, factID, orderID string, data any) error {
 	now := time.Now().UTC()
 	ev := Event{ID: EventID(typ, factID), Type: typ, OrderID: orderID, CreatedAt: now}
@@ -112,7 +111,6 @@ func Once(ctx context.Context, db *gorm.DB, consumer, eventID string, effect fun
 	})
 }
 
-// Processed reports whether consumer has acted on eventID.
 func Processed(ctx context.Context, db *gorm.DB, consumer, eventID string) (bool, error) {
 	var n int64
 	err := db.WithContext(ctx).Model(&inboxRow{}).Where("consumer = ? AND event_id = ?", consumer, eventID).Count(&n).Error

@@ -18,12 +18,10 @@ import (
 // batch bounds the events one read takes for a consumer; the next read takes the rest.
 const batch = 100
 
-// Relay hands every event to each consumer, in seq order, until Handle
-// returns nil; a failed event waits for its retry while later ones go on.
-// Every instance runs one; a consumer's lease (migration 9) lets one
-// instance at a time hand it its events. A lease whose holder stops renewing
-// it (a kill -9) lapses, and another instance hands again what was not in
-// the inbox yet, which Once, or JetStream's duplicate window, absorbs.
+// Relay hands every event to each consumer, in seq order, until Handle returns
+// nil; a failed event waits for its retry while later ones go on. A consumer's
+// lease lets one instance at a time hand it its events; a lapsed one (kill -9)
+// lets another hand again what was not in the inbox yet, which Once absorbs.
 type Relay struct {
 	db        *gorm.DB
 	consumers []Consumer
@@ -31,7 +29,6 @@ type Relay struct {
 	cfg       RelayConfig
 }
 
-// RelayConfig is how a relay polls, leases and retries.
 type RelayConfig struct {
 	Interval time.Duration // between two polls, when nothing wakes the relay (OUTBOX_POLL_INTERVAL)
 	Lease    time.Duration // a consumer's lease without renewal: the longest a dead instance's consumers wait (OUTBOX_LEASE)
@@ -43,7 +40,6 @@ type RelayConfig struct {
 	Logger              *slog.Logger
 }
 
-// NewRelay is a relay of db's events to the consumers.
 func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
 	if cfg.Backoff == 0 {
 		cfg.Backoff, cfg.MaxBackoff = time.Second, 30*time.Minute
@@ -107,8 +103,7 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 }
 
 // pass hands the consumer, batch by batch, the events whose turn has come,
-// while this instance holds its lease; an unavailable consumer, or a lease
-// lost, ends it.
+// while this instance holds its lease.
 func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 	for {
 		held := !until.IsZero()
@@ -139,10 +134,9 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 }
 
 // hand hands the events to a Batcher all at once, to any other consumer one
-// by one, and reports each handed event's outcome (nil: done). Each call
-// renews the lease first and is cut off at its end, so that an instance
-// taking the consumer over does not act beside it. A lost lease, or an
-// unavailable consumer, stops it early with an error.
+// by one, and reports each one's outcome (nil: done). Each call renews the
+// lease first and is cut off at its end, so that an instance taking the
+// consumer over does not act beside it.
 func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) ([]error, error) {
 	all := make([]Event, len(events))
 	for i, ev := range events {
@@ -177,9 +171,8 @@ func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *t
 }
 
 // Lease is a row's "held by whom, until when", in two of its columns: a
-// consumer's lease (the relay's), a webhook delivery's claim by one sender.
-// The rule, once: a holder may take the lease when nobody holds it, when it
-// holds it already, or when its time is up; taking it is one write on that
+// consumer's lease, a webhook delivery's claim. A holder may take it when
+// nobody holds it, it holds it already, or its time is up: one write on that
 // condition, so that two holders never both take it.
 type Lease struct {
 	Holder, Until string // the columns
@@ -199,13 +192,11 @@ type leaseRow struct {
 
 func (leaseRow) TableName() string { return "outbox_leases" }
 
-// consumerLease is a leaseRow's Lease, named as an upsert's condition may name it.
 var consumerLease = Lease{Holder: "outbox_leases.holder", Until: "outbox_leases.held_until"}
 
-// lease is the consumer's lease for this instance, held until held: taken
-// if free, renewed once half spent. It reports until when this instance
-// holds it; zero when another does. It reads before it writes: on SQLite,
-// every write waits for the one writer.
+// lease takes the consumer's lease if free, or renews this instance's once
+// half spent, and reports until when it holds it (zero: another does). It
+// reads before it writes: on SQLite, every write waits for the one writer.
 func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (time.Time, error) {
 	now := time.Now().UTC()
 	if held.Sub(now) > r.cfg.Lease/2 {
@@ -240,20 +231,17 @@ func (r *Relay) release(consumer string) {
 }
 
 var (
-	// ErrUnavailable is what a consumer answers when nothing can go through
-	// now, whatever the event (its broker is away): the relay hands it the
-	// same events again once it is back, and counts no attempt against them.
+	// ErrUnavailable: the consumer can take nothing now (its broker is away);
+	// the relay hands the same events again once it is back, counting no attempt.
 	ErrUnavailable = errors.New("the consumer is unavailable")
 	// errLeaseLost ends a pass whose lease another instance took: that one goes on.
 	errLeaseLost = errors.New("the lease passed to another instance")
-	// errCutOff is an event whose handling the lease's end, or the relay's
-	// stop, cut off: not the event's fault, so no attempt is counted.
+	// errCutOff: the lease's end, or the relay's stop, cut the handling off; no attempt counts.
 	errCutOff = errors.New("cut off at the lease's end")
 )
 
-// Backoff is the wait after the n-th failure in a row (n ≥ 1): first,
-// doubling up to ceiling, its upper half random so that those who failed
-// together do not come back together (retries, webhooks, NATS reconnects).
+// Backoff is the wait after the n-th failure in a row (n ≥ 1): first, doubling up
+// to ceiling, its upper half random so that those who failed together part.
 func Backoff(n int, first, ceiling time.Duration) time.Duration {
 	d := ceiling
 	if n >= 1 && n < 40 && first<<(n-1) > 0 && first<<(n-1) < ceiling {

@@ -49,9 +49,8 @@ func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending
 
 // settle records what came of the events handed: the done ones in the inbox
 // first, so that a failure that cannot be written does not hand them again;
-// the failed ones due again after a backoff, or parked once out of attempts.
-// One cut off, or whose consumer was unavailable, is neither: no attempt
-// counts. The writes outlive a cancelled ctx, to record what a stopping relay did.
+// the failed ones due after a backoff, or parked once out of attempts (one
+// cut off or unavailable counts no attempt). The writes outlive ctx's end.
 func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
 	db := r.db.WithContext(context.WithoutCancel(ctx))
 	now := time.Now().UTC()
@@ -101,9 +100,8 @@ func (r *Relay) settle(ctx context.Context, consumer string, events []pending, o
 	return nil
 }
 
-// sweep forgets the failures of the consumer's events that are in its
-// inbox: a consumer that records its effect itself (Once) and is stopped
-// before settle leaves a schedule behind. The relay sweeps when it takes a lease.
+// sweep forgets the failures of the consumer's events in its inbox, which a
+// consumer that records its own effect (Once) leaves if stopped before settle.
 func (r *Relay) sweep(ctx context.Context, consumer string) error {
 	return r.db.WithContext(ctx).Where("consumer = ? AND EXISTS (SELECT 1 FROM inbox i "+
 		"WHERE i.consumer = outbox_retries.consumer AND i.event_id = outbox_retries.event_id)", consumer).Delete(&retryRow{}).Error

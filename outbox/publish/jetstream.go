@@ -16,10 +16,9 @@ import (
 	"github.com/shop/shop/outbox"
 )
 
-// JetStream publishes every event to a JetStream stream, on <prefix>.<type>
-// (shop.order.paid), with the event's id as Nats-Msg-Id: a publish repeated
-// after a crash between the ack and the inbox's mark is dropped by the
-// stream's duplicate window (two minutes unless the stream says otherwise).
+// JetStream publishes every event on <prefix>.<type> (shop.order.paid), its id
+// as Nats-Msg-Id: a publish repeated after a crash between the ack and the
+// inbox's mark is dropped by the stream's duplicate window.
 type JetStream struct {
 	conn   *nats.Conn
 	js     jetstream.JetStream
@@ -30,10 +29,8 @@ type JetStream struct {
 const JetStreamConsumer = "nats"
 
 // NewJetStream connects to NATS at url and creates the stream (subjects
-// <prefix>.>) if it is missing. Once connected, it never gives up on the
-// server (nats.go stops after 60 tries): it reconnects, backing off to 15 s,
-// and buffers no publish meanwhile: the relay publishes again once the
-// server is back. opts come last and may change all that.
+// <prefix>.>) if missing. It reconnects for ever, backing off to 15 s, and
+// buffers no publish meanwhile: the relay publishes again once NATS is back.
 func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.Option) (*JetStream, error) {
 	reconnect := func(n int) time.Duration { return outbox.Backoff(n, 250*time.Millisecond, 15*time.Second) }
 	conn, err := nats.Connect(url, append([]nats.Option{nats.Name("shop outbox"), nats.MaxReconnects(-1),
@@ -67,15 +64,13 @@ func NewJetStream(ctx context.Context, url, stream, prefix string, opts ...nats.
 
 func (j *JetStream) Name() string { return JetStreamConsumer }
 
-// Handle publishes one event: a batch of one.
 func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) error {
 	return j.HandleBatch(ctx, db, []outbox.Event{ev})[0]
 }
 
 // HandleBatch publishes the events asynchronously, in order, and waits for
-// the stream's acks: an event is done once acked. While the server is away
-// it publishes nothing and answers outbox.ErrUnavailable for each, as for a
-// publish the server's loss cut short.
+// the stream's acks. While the server is away it answers outbox.ErrUnavailable
+// for each, as for a publish the server's loss cut short.
 func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox.Event) []error {
 	outcomes := make([]error, len(events))
 	if !j.conn.IsConnected() {
@@ -126,5 +121,4 @@ func (j *JetStream) acked(ctx context.Context, ack jetstream.PubAckFuture) error
 	return err
 }
 
-// Close closes the connection to NATS.
 func (j *JetStream) Close() { j.conn.Close() }
