@@ -175,6 +175,10 @@ func init() {
 		problem.TooLarge: unreadable, problem.MalformedRequest: unreadable, problem.KeyMissing: unreadable, problem.KeyInvalid: unreadable,
 		problem.ServiceUnavailable: {Heading: "The shop is busy", Retry: "Try again",
 			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."},
+		problem.Conflict: {Heading: "Not possible now",
+			Text: "Where this order or request stands does not allow it, so nothing was done. Look at the order to see where it stands."},
+		problem.ProviderUnavailable: {Heading: "The card provider is not answering", Retry: "Try again",
+			Text: "The card provider is not answering right now, so nothing was charged or refunded. Try again in a moment: nothing is ever done twice."},
 		problem.Internal: {Heading: "Something went wrong", Retry: "Try again",
 			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."},
 	} {

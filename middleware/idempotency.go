@@ -3,7 +3,7 @@
 // answers every repeat with the original response. It knows nothing about
 // orders or payments.
 //
-// Create its table (IdempotencyKey, table.go), then mount it with New and
+// Create its table (IdempotencyKey, store.go), then mount it with New and
 // Require after authentication (Config.Scope names who owns the keys), in
 // front of each route that must happen once. A request brings its key in
 // the Idempotency-Key header, or a form in its FormKeyField field. The

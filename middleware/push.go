@@ -149,8 +149,10 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		if conn == nil {
 			conn, name, err = p.connect(ctx)
 		}
-		if payloads := p.encode(name, batch); err == nil && len(payloads) > 0 {
-			_, err = conn.Exec(ctx, "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", name, payloads)
+		if err == nil {
+			if payloads := p.encode(name, batch); len(payloads) > 0 {
+				_, err = conn.Exec(ctx, "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", name, payloads)
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			p.logger.Warn("idempotency: push completed answers", "err", err, "dropped", len(batch))

@@ -99,14 +99,20 @@ func Declare(e *Error) *Error {
 	return e
 }
 
-// Declared is the first named error of a problem type, or nil.
+// Declared is a problem type's words: the HTTP layer's own for the type (a
+// declaration without a message) when it has one, else its first named
+// error, or nil. A type several errors share, in other words, needs its own.
 func Declared(uri string) *Error {
+	var first *Error
 	for _, e := range declared {
-		if e.Type.URI() == uri {
+		if e.Type.URI() == uri && e.Message == "" {
 			return e
 		}
+		if e.Type.URI() == uri && first == nil {
+			first = e
+		}
 	}
-	return nil
+	return first
 }
 
 // FinalTypes are the problem types of the final errors.

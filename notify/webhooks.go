@@ -75,8 +75,8 @@ type Sender struct {
 	Backoff, MaxBackoff time.Duration // before the second attempt; between any two
 	Logger              *slog.Logger
 	Client              *http.Client
-	// Now is the clock of claims and backoffs, not of the signatures'
-	// timestamps, which the merchant holds to its own clock.
+	// Now (required: time.Now in production) is the clock of claims and
+	// backoffs, not of the signatures' timestamps, which the merchant holds to its own clock.
 	Now  func() time.Time
 	name string
 }
