@@ -14,12 +14,19 @@ import (
 )
 
 // Operation is the idempotent operation a payment or a refund runs in: Tx
-// is committed with its stored answer, and OnLeaseExtended runs fn at each
-// extension of its lease, so that the order's hold lasts as long.
+// is committed with its stored answer; Holder names this run of it, the
+// order's holder, whose hold the middleware extends with the key's lease
+// (ExtendHold).
 type Operation struct {
-	DerivedKey      string
-	Tx              func() *gorm.DB
-	OnLeaseExtended func(fn func(ctx context.Context, until time.Time) error)
+	DerivedKey, Holder string
+	Tx                 func() *gorm.DB
+}
+
+// ExtendHold moves the end of holder's hold on its order to until: the
+// middleware's hook (middleware.Config.ExtendHolds), at each extension of
+// the lease of the operation whose run holder is.
+func (s *Service) ExtendHold(ctx context.Context, holder string, until time.Time) error {
+	return orders.ExtendHold(ctx, s.shop.DB, holder, until)
 }
 
 // maxResolutions bounds the earlier requests one operation resolves.
@@ -55,15 +62,11 @@ func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begi
 	if answer, ok, err := f.answerOf(ctx, op.DerivedKey); err != nil || ok {
 		return answer, err
 	}
-	holder := orders.NewHolder(op.DerivedKey)
-	op.OnLeaseExtended(func(ctx context.Context, until time.Time) error {
-		return orders.ExtendHold(ctx, f.s.shop.DB, orderID, holder, until)
-	})
-	row, answer, answered, err := f.begin(ctx, op, orderID, holder, begin)
+	row, answer, answered, err := f.begin(ctx, op, orderID, op.Holder, begin)
 	if answered || err != nil {
 		return answer, err
 	}
-	return f.first(ctx, op, row, holder)
+	return f.first(ctx, op, row, op.Holder)
 }
 
 // begin records the operation's request, once the earlier ones in doubt

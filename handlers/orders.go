@@ -159,7 +159,7 @@ func (s *Server) createPayment(c *gin.Context) {
 // middleware's own, so that the service never calls back into a handler.
 func operationOf(c *gin.Context) billing.Operation {
 	op := middleware.Current(c)
-	return billing.Operation{DerivedKey: op.DerivedKey(), Tx: op.Tx, OnLeaseExtended: op.OnLeaseExtended}
+	return billing.Operation{DerivedKey: op.DerivedKey(), Holder: op.Holder(), Tx: op.Tx}
 }
 
 func (s *Server) getPayment(c *gin.Context) {

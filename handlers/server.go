@@ -116,7 +116,7 @@ func NewServer(deps Deps) *Server {
 	s.idempotency = middleware.New(middleware.Config{
 		DB: deps.DB, TTL: deps.TTL, Lease: deps.Lease, Wait: deps.Wait, Now: deps.Now, CacheBytes: deps.ReplayCacheBytes,
 		PushAnswers: deps.PushAnswers, PushSecret: push, DigestKey: digest,
-		Scope: scope, Refuse: s.refuse, Observe: s.observe, Logger: deps.Logger,
+		Scope: scope, Refuse: s.refuse, Observe: s.observe, ExtendHolds: deps.Payments.ExtendHold, Logger: deps.Logger,
 	})
 	s.metrics.Registry.MustRegister(s.payments.Collectors()...)
 	s.metrics.Registry.MustRegister(pushesRefused(s.idempotency))

@@ -107,6 +107,8 @@ type harness struct {
 	logs io.Writer
 	// digestKey is the middleware's Config.DigestKey.
 	digestKey []byte
+	// extendHolds is the middleware's Config.ExtendHolds.
+	extendHolds func(ctx context.Context, holder string, until time.Time) error
 	// outcomes records what the middleware observed, in order.
 	outcomes struct {
 		sync.Mutex
@@ -125,6 +127,9 @@ func withMode(m Mode) option                { return func(h *harness) { h.mode =
 func withFirst(f gin.HandlerFunc) option    { return func(h *harness) { h.first = f } }
 func withLogs(w io.Writer) option           { return func(h *harness) { h.logs = w } }
 func withDigestKey(k []byte) option         { return func(h *harness) { h.digestKey = k } }
+func withExtendHolds(f func(ctx context.Context, holder string, until time.Time) error) option {
+	return func(h *harness) { h.extendHolds = f }
+}
 func withRefuse(r func(*gin.Context, Refusal)) option {
 	return func(h *harness) { h.refuse = r }
 }
@@ -183,7 +188,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		DB: db, TTL: time.Hour, Lease: h.lease, Wait: h.wait, Timeout: h.timeout, Now: h.now,
 		Scope:  func(c *gin.Context) string { return c.GetString(userKey) },
 		Refuse: h.refuse,
-		Logger: logger, DigestKey: h.digestKey,
+		Logger: logger, DigestKey: h.digestKey, ExtendHolds: h.extendHolds,
 		Observe: func(_ string, o Outcome) {
 			h.outcomes.Lock()
 			defer h.outcomes.Unlock()

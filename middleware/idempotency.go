@@ -37,10 +37,11 @@
 //   - committed before the call out whenever a crash must not forget it, so
 //     that a re-run, or a reconciler, asks the provider what became of the
 //     attempt rather than charging anew;
-//   - fenced by a hold of its own (on the order, say), extended with the
-//     lease through Operation.OnLeaseExtended and checked by every later
-//     write, since the owner token fences Tx only; and let go, in its own
-//     write, when it answers without keeping Tx's writes.
+//   - fenced by a hold of its own (on the order, say), named by
+//     Operation.Holder, extended with the lease by Config.ExtendHolds and
+//     checked by every later write, since the owner token fences Tx only;
+//     and let go, in its own write, when it answers without keeping Tx's
+//     writes.
 //
 // A route is mounted in one of two modes:
 //
@@ -100,6 +101,10 @@ type Config struct {
 	// application's words; problem+json when nil. The middleware aborts.
 	Refuse  func(*gin.Context, Refusal)
 	Observe func(route string, outcome Outcome) // told each Outcome, for metrics; optional
+	// ExtendHolds moves the end of the holds a run of a two-phase operation took under its name
+	// (Operation.Holder) to its lease's new end, at each extension until the transaction
+	// begins, once the derived key went out; optional.
+	ExtendHolds func(ctx context.Context, holder string, until time.Time) error
 	// CacheBytes bounds the replay cache in bytes: DefaultCacheBytes if 0, none if < 0.
 	CacheBytes  int64
 	PushAnswers bool // on PostgreSQL, with a PushSecret, push answers to other instances

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -62,6 +63,65 @@ func TestHeartbeatKeepsASlowHandlersLease(t *testing.T) {
 	h.wantKeys("alice/slow=completed")
 	if n := h.heartbeats.extends.Load(); n != 4 {
 		t.Fatalf("%d lease extensions, want the 4 ticked", n)
+	}
+}
+
+// A hold the handler took under its run's name (a payment's on its order)
+// lasts as long as the lease: each extension hands Config.ExtendHolds the
+// run's Holder and the lease's new end, nothing else. A retry is another
+// run of the same operation: its holder has the same derived key and
+// another token, so that a run that lost its lease fences none of its
+// successor's writes.
+func TestHeartbeatExtendsTheRunsHoldsWithItsLease(t *testing.T) {
+	type extension struct {
+		holder string
+		until  time.Time
+	}
+	extended, holders := make(chan extension, 4), make(chan string, 2)
+	var g *gate
+	h := newHarness(t, withDrivenHeartbeat(), withExtendHolds(func(_ context.Context, holder string, until time.Time) error {
+		extended <- extension{holder, until}
+		return nil
+	}), withHooks(hooks{
+		before: func(c *gin.Context, run int) {
+			holders <- Current(c).Holder()
+			g.block(c, run)
+		},
+		after: func(c *gin.Context, run int) {
+			if run == 1 {
+				c.Set(statusKey, http.StatusServiceUnavailable) // released: the retry runs again
+			}
+		},
+	}))
+	g = newGate(t, 2)
+	c := call{key: "hold", body: `{}`}
+
+	wantAnswer(t, h.do(c), http.StatusServiceUnavailable, false)
+	first := testkit.Recv(t, holders, "the first run's holder")
+	testkit.Recv(t, h.heartbeats.started, "the first run's heartbeat")
+	done := h.async(c)
+	second := testkit.Recv(t, holders, "the retry's holder")
+	testkit.Recv(t, g.entered, "the retry in the handler")
+	beat := testkit.Recv(t, h.heartbeats.started, "the retry's heartbeat")
+	derived := h.wantRuns("/widgets/1", 2)
+	if first == second || !strings.HasPrefix(first, derived[0]+"/") || !strings.HasPrefix(second, derived[1]+"/") {
+		t.Fatalf("holders %q then %q; want two runs of %q", first, second, derived[0])
+	}
+	for range 2 {
+		h.clock.Advance(beat.every)
+		if n := h.heartbeats.beat(t, beat); n != 1 {
+			t.Fatalf("the extension changed %d key rows, want 1", n)
+		}
+		got := testkit.Recv(t, extended, "the hold's extension")
+		if k, _ := h.key("alice", "hold"); got.holder != second || !got.until.Equal(k.LockedUntil) {
+			t.Fatalf("extended %q until %v; want %q until the lease's end %v", got.holder, got.until, second, k.LockedUntil)
+		}
+	}
+	g.release(2)
+	wantAnswer(t, testkit.Recv(t, done, "the retry's answer"), http.StatusCreated, false)
+	h.wantWidgets(derived[1] + "#2")
+	if len(extended) != 0 {
+		t.Fatalf("%d extensions more than the 2 ticked", len(extended))
 	}
 }
 

@@ -3,12 +3,9 @@ package middleware
 // The handler's side of an operation (its contract: the package documentation).
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
@@ -26,8 +23,6 @@ type operation struct {
 	handedOut                      atomic.Bool // the derived key has left the middleware
 	// stopHeartbeat stops the heartbeat and waits: when the transaction begins, and at the end.
 	stopHeartbeat func()
-	mu            sync.Mutex
-	onExtend      []func(ctx context.Context, until time.Time) error
 }
 
 func current(c *gin.Context) *operation {
@@ -57,14 +52,6 @@ func (o Operation) Tx() *gorm.DB {
 	return o.op.tx
 }
 
-// OnLeaseExtended has fn run with the lease's new end at each extension until the transaction
-// begins: for a hold of the handler's own (a payment's on its order) that must last as long.
-func (o Operation) OnLeaseExtended(fn func(ctx context.Context, until time.Time) error) {
-	o.op.mu.Lock()
-	defer o.op.mu.Unlock()
-	o.op.onExtend = append(o.op.onExtend, fn)
-}
-
 // DerivedKey is the key to pass downstream and store on business rows: one per operation.
 func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 
@@ -72,6 +59,21 @@ func DerivedKey(c *gin.Context) string { return Current(c).DerivedKey() }
 func (o Operation) DerivedKey() string {
 	o.op.handedOut.Store(true)
 	return DerivedKeyOf(o.op.key)
+}
+
+// Holder names this run of the operation (a retry or a takeover is another): the derived key
+// and a token of the run. A hold of the handler's own (a payment's on its order) named by it
+// lasts as long as the lease: Config.ExtendHolds extends it with each extension.
+func (o Operation) Holder() string {
+	o.op.handedOut.Store(true)
+	return o.op.holder()
+}
+
+// holder is the run's name: its token is the key's owner token's digest, not the token, which
+// fences the key's row.
+func (op *operation) holder() string {
+	run := sha256.Sum256([]byte(op.key.OwnerToken))
+	return DerivedKeyOf(op.key) + "/" + hex.EncodeToString(run[:8])
 }
 
 // DerivedKeyOf is the derived key of the operation a key row names.

@@ -5,7 +5,6 @@ package middleware
 import (
 	"context"
 	"crypto/sha256"
-	"slices"
 	"sync"
 	"time"
 
@@ -32,10 +31,10 @@ func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha2
 	return true
 }
 
-// heartbeat extends the lease (and runs OnLeaseExtended) every third of it up to Timeout, so that
-// only a dead or hung attempt lets it pass; it stops once the key is no longer ours. It is stopped
-// before the handler's transaction begins: an extension waiting on its locks would wait forever
-// (local writes only, the transaction is short next to a lease).
+// heartbeat extends the lease (and, once the derived key went out, the run's holds: ExtendHolds)
+// every third of it up to Timeout, so that only a dead or hung attempt lets it pass; it stops once
+// the key is no longer ours. It is stopped before the handler's transaction begins: an extension
+// waiting on its locks would wait forever (local writes only, the transaction is short next to a lease).
 func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -51,21 +50,17 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 				return
 			case <-ticks:
 			}
-			held, err := m.store.extend(ctx, op.key, m.now().Add(m.cfg.Lease))
+			until := m.now().Add(m.cfg.Lease)
+			held, err := m.store.extend(ctx, op.key, until)
 			switch {
 			case err != nil:
 				m.cfg.Logger.ErrorContext(ctx, "extend idempotency lease", "err", err, "route", op.key.Route)
 			case !held:
 				m.cfg.Logger.WarnContext(ctx, "idempotency lease lost while the handler ran", "route", op.key.Route)
 				return
-			default:
-				op.mu.Lock()
-				onExtend := slices.Clone(op.onExtend)
-				op.mu.Unlock()
-				for _, fn := range onExtend {
-					if err := fn(ctx, m.now().Add(m.cfg.Lease)); err != nil {
-						m.cfg.Logger.ErrorContext(ctx, "extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
-					}
+			case m.cfg.ExtendHolds != nil && op.handedOut.Load():
+				if err := m.cfg.ExtendHolds(ctx, op.holder(), until); err != nil {
+					m.cfg.Logger.ErrorContext(ctx, "extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
 				}
 			}
 		}

@@ -44,11 +44,11 @@ func AwaitingHolder(requestID string) string { return AwaitingPrefix + requestID
 // Released is the update that lets go of an order's hold.
 func Released() map[string]any { return map[string]any{"held_by": nil, "held_until": nil} }
 
-// ExtendHold moves the end of holder's hold, if holder still has it: an
-// operation slow but alive keeps the order.
-func ExtendHold(ctx context.Context, db *gorm.DB, orderID, holder string, until time.Time) error {
-	return db.WithContext(ctx).Model(&models.Order{}).Where("id = ? AND held_by = ?", orderID, holder).
-		Update("held_until", until).Error
+// ExtendHold moves the end of holder's holds, which an operation's run took
+// under the middleware's name for it: one update through the held_by index
+// (migration 14), at each extension of the run's lease.
+func ExtendHold(ctx context.Context, db *gorm.DB, holder string, until time.Time) error {
+	return db.WithContext(ctx).Model(&models.Order{}).Where("held_by = ?", holder).Update("held_until", until).Error
 }
 
 // ReleaseHold lets go of holder's hold on the order, if it still has it.
@@ -57,8 +57,9 @@ func ReleaseHold(ctx context.Context, db *gorm.DB, orderID, holder string) error
 		Updates(Released()).Error
 }
 
-// NewHolder names one run: who it is (an operation's derived key,
-// "reconciler", a webhook event's id) and a random token of the run.
+// NewHolder names one run: who it is ("reconciler", a webhook event's id)
+// and a random token of the run. An operation's run is named by the
+// middleware (its derived key and a token of the run), which extends its hold.
 func NewHolder(who string) string {
 	return who + "/" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
 }

@@ -122,7 +122,7 @@ func (b *blockingProvider) Charge(ctx context.Context, req payments.ChargeReques
 }
 
 // A payment slower than the lease keeps both its key and its hold on the
-// order: the heartbeat extends them together. Another payment of the order
+// order: the heartbeat extends them together, to the same end. Another payment of the order
 // with another key, sent after the first lease would have run out, is told
 // a payment is in progress instead of charging the order a second time.
 // The heartbeat ticks on real time (every third of a short lease), but the
@@ -154,6 +154,9 @@ func TestSlowPaymentKeepsItsHoldOnTheOrder(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		l := e.leases("slow", orderID)
 		if l.key.After(now) && l.hold.After(now) {
+			if !l.hold.Equal(l.key) {
+				t.Fatalf("the key is held until %v, the order until %v: want the hold to end with the lease", l.key, l.hold)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -83,6 +83,10 @@ var addedColumns = map[string]map[string]any{
 	"payment_attempts": {"checked_at": nil},
 }
 
+// addedIndexes are the indexes migrations after 1 add to the last
+// release's tables.
+var addedIndexes = map[string][]string{"orders": {"idx_orders_held_by"}}
+
 // schemaQueries describe a schema, leaving out goose's own table: every
 // table's and index's definition on SQLite (as SQLite keeps the CREATE
 // statement, without IF NOT EXISTS); columns, indexes, constraints and
@@ -215,13 +219,20 @@ func rowsOf(t *testing.T, db *gorm.DB) []string {
 
 // rewindToLastRelease makes a database the migrations made, and this
 // release used, into one the last release made, its rows kept: without the
-// tables and columns later migrations added, nor goose's table. Its schema is then
+// tables, columns and indexes later migrations added, nor goose's table. Its schema is then
 // exactly the one the last release's AutoMigrate makes.
 func rewindToLastRelease(t *testing.T, db *gorm.DB) {
 	t.Helper()
 	for table, columns := range addedColumns {
 		for column := range columns {
 			if err := db.Exec(fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", table, column)).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for table, indexes := range addedIndexes {
+		for _, index := range indexes {
+			if err := db.Migrator().DropIndex(table, index); err != nil {
 				t.Fatal(err)
 			}
 		}
