@@ -86,17 +86,14 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		s.deps.Logger.ErrorContext(c.Request.Context(), "request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
-	words = views.ShopperWords[strings.TrimPrefix(p.Type, "/problems/")]
-	if d := models.Declared(p.Type); d != nil {
-		final = d.Final
-	}
 	if e != nil {
-		words, final = cmp.Or(views.WordsOf(e), words), e.Final
+		words = views.WordsOf(e)
 	}
+	final = cmp.Or(e, models.Declared(p.Type), &models.Error{}).Final
 	if final {
 		middleware.Final(c)
 	}
-	return p, cmp.Or(words, views.ShopperWords[problem.Internal.Slug]), final
+	return p, cmp.Or(words, views.ShopperWords[strings.TrimPrefix(p.Type, "/problems/")], views.ShopperWords[problem.Internal.Slug]), final
 }
 
 // unreachable reports a database not reached, or lost during the request:
