@@ -164,25 +164,16 @@ func (f *flow[R, T]) counted(outcome Outcome, err error) (Outcome, error) {
 // (EarlierUnconfirmed), or refused it before doing anything (Unavailable).
 // Each is answered 502 and releases the operation's key, for a retry.
 var (
-	ErrUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
+	ErrUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed,
 		Message: "The payment provider did not confirm the charge. Retry with the same key: the provider recognises the retry, so it never charges twice."})
-	ErrEarlierUnconfirmed = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Shopper: paymentConfirming,
-		Message: models.ErrPaymentInDoubt.Message})
-	ErrProviderUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
-		Message: "The payment provider is unavailable; nothing was charged. Retry with the same key.",
-		Shopper: models.Words{Heading: "The payment did not go through", Retry: "Try again",
-			Text: "The payment service is not answering right now. Nothing was charged, try again in a moment: you will never be charged twice."}})
-	paymentConfirming = models.Words{Heading: "Your payment is being confirmed", Retry: "Try again",
-		Text: "The card provider has not yet told us whether your payment went through. You will not be charged twice: look at the order again in a moment, or try again to ask once more."}
+	ErrEarlierUnconfirmed  = models.Declare(&models.Error{Type: problem.PaymentUnconfirmed, Message: models.ErrPaymentInDoubt.Message})
+	ErrProviderUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable, Name: "payment-unavailable",
+		Message: "The payment provider is unavailable; nothing was charged. Retry with the same key."})
 
-	ErrRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+	ErrRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed,
 		Message: "The payment provider did not confirm the refund. Retry with the same key: the provider recognises the retry, so it never refunds twice."})
-	ErrEarlierRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed, Shopper: refundConfirming,
+	ErrEarlierRefundUnconfirmed = models.Declare(&models.Error{Type: problem.RefundUnconfirmed,
 		Message: "An earlier refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."})
-	ErrRefundUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable,
-		Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key.",
-		Shopper: models.Words{Heading: "The refund did not go through", Retry: "Try again",
-			Text: "The card provider is not answering right now. Nothing was refunded; try again in a moment: nothing is ever refunded twice."}})
-	refundConfirming = models.Words{Heading: "Your refund is being confirmed", Retry: "Try again",
-		Text: "The card provider has not yet told us whether your refund went through. Nothing is refunded twice: look at the order again in a moment, or try again to ask once more."}
+	ErrRefundUnavailable = models.Declare(&models.Error{Type: problem.ProviderUnavailable, Name: "refund-unavailable",
+		Message: "The payment provider is unavailable; nothing was refunded. Retry with the same key."})
 )

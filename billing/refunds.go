@@ -280,8 +280,8 @@ func (s Ledger) OrderRefund(ctx context.Context, user models.User, orderID, refu
 }
 
 // ErrRequestOpen: the order has a request open; not final.
-var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Message: "A refund of this order was already requested; the shop's staff will answer it.",
-	Shopper: models.Words{Heading: "Already requested", Text: "You have already asked for a refund of this order; the shop's staff will answer it."}})
+var ErrRequestOpen = models.Declare(&models.Error{Type: problem.Conflict, Name: "request-open",
+	Message: "A refund of this order was already requested; the shop's staff will answer it."})
 
 // RequestRefund records the user's request for a refund of their order.
 func (s Ledger) RequestRefund(tx *gorm.DB, userID, orderID, reason string, now time.Time) (models.RefundRequest, error) {
@@ -310,8 +310,8 @@ func fulfilRequest(tx *gorm.DB, refund models.Refund) error {
 }
 
 // ErrNoOpenRequest: staff declined a request answered meanwhile.
-var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Message: "This refund request is no longer open: it was answered already.",
-	Shopper: models.Words{Heading: "Already answered", Text: "This refund request was already answered; nothing was changed."}})
+var ErrNoOpenRequest = models.Declare(&models.Error{Type: problem.Conflict, Name: "request-answered",
+	Message: "This refund request is no longer open: it was answered already."})
 
 // DeclineRequest records that the staff user by declines the order's open
 // request for a refund, with a reason.

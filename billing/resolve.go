@@ -170,8 +170,8 @@ func (f *flow[R, T]) reconcile(ctx context.Context) (int, error) {
 
 // ErrNotInDoubt: staff asked about a request not in doubt (any more), or
 // being resolved right now; nothing was asked.
-var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider.",
-	Shopper: models.Words{Heading: "Nothing to ask", Text: "This request is no longer in doubt, or is being resolved right now; nothing was asked of the provider."}})
+var ErrNotInDoubt = models.Declare(&models.Error{Type: problem.Conflict, Name: "not-in-doubt",
+	Message: "This request is not in doubt, or is being resolved right now: nothing was asked of the provider."})
 
 // ResolveNow resolves the attempt or refund id (kind orders.DoubtPayment or
 // DoubtRefund) as the reconciler would, for by, staff in the database now:

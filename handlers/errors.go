@@ -64,9 +64,10 @@ func (s *Server) show(c *gin.Context, err error, status int, name string, view a
 	s.renderPage(c, status, name, view)
 }
 
-// answerOf is the problem err answers and how a shopper is told it; the one
-// place that declares an answer final, stored and replayed for its key.
-func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words models.Words, final bool) {
+// answerOf is the problem err answers and how a shopper is told it (in its
+// named error's words, else its type's, else as internal); the one place
+// that declares an answer final, stored and replayed for its key.
+func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words views.Words, final bool) {
 	var e *models.Error
 	var throttled *accounts.ThrottledError
 	switch {
@@ -85,13 +86,14 @@ func (s *Server) answerOf(c *gin.Context, err error) (p *problem.Problem, words 
 		s.deps.Logger.ErrorContext(c.Request.Context(), "request failed", "err", err, "route", c.FullPath())
 		p = problem.Internal.With("The request could not be processed; it is safe to retry with the same idempotency key.")
 	}
-	if e == nil || e.Shopper.Heading == "" {
-		e = cmp.Or(models.Declared(p.Type), models.Declared(problem.Internal.URI()))
+	if e != nil {
+		words = views.WordsOf(e)
 	}
-	if e.Final {
+	final = cmp.Or(e, models.Declared(p.Type), &models.Error{}).Final
+	if final {
 		middleware.Final(c)
 	}
-	return p, e.Shopper, e.Final
+	return p, cmp.Or(words, views.ShopperWords[strings.TrimPrefix(p.Type, "/problems/")], views.ShopperWords[problem.Internal.Slug]), final
 }
 
 // unreachable reports a database not reached, or lost during the request:
@@ -154,34 +156,4 @@ func (s *Server) refuse(c *gin.Context, r middleware.Refusal) {
 	p := problem.Type{Slug: r.Type, Status: r.Status, Title: r.Title}.With(r.Detail)
 	p.RetryAfter = r.RetryAfter
 	s.fail(c, p)
-}
-
-// The shopper's words for the middleware's and the handlers' refusals.
-func init() {
-	stillWorking := models.Words{Heading: "Still working on it", Retry: "Check again",
-		Text: "Your earlier submission of this form is still being processed. Nothing was done twice. Wait a moment, then check again: you will see how it ended."}
-	unreadable := models.Words{Heading: "The form could not be read",
-		Text: "The form arrived damaged or incomplete, so nothing was done. Open the page again and send it again."}
-	for t, words := range map[problem.Type]models.Words{
-		problem.KeyReused: {Heading: "This form was already sent",
-			Text: "This form was already sent with different contents. So that nothing is done that you did not mean, nothing was done this time. Your first submission stands: check your orders, or start again from a fresh form."},
-		problem.KeyInProgress: stillWorking, problem.KeyLeaseLost: stillWorking,
-		problem.Unauthorized: {Heading: "Please log in",
-			Text: "You need to be logged in for this. Your session may have ended: log in, then send the form again."},
-		problem.TooManyRequests: {Heading: "Too many attempts",
-			Text: "There were too many attempts to sign up or log in. Wait a little, then try again."},
-		problem.CrossOrigin: {Heading: "Refused: sent from another site",
-			Text: "This form was sent from another website, so the shop refused it. Nothing was done."},
-		problem.TooLarge: unreadable, problem.MalformedRequest: unreadable, problem.KeyMissing: unreadable, problem.KeyInvalid: unreadable,
-		problem.ServiceUnavailable: {Heading: "The shop is busy", Retry: "Try again",
-			Text: "The shop could not finish this just now. Please try again in a moment: sending the form again never does anything twice."},
-		problem.Conflict: {Heading: "Not possible now",
-			Text: "Where this order or request stands does not allow it, so nothing was done. Look at the order to see where it stands."},
-		problem.ProviderUnavailable: {Heading: "The card provider is not answering", Retry: "Try again",
-			Text: "The card provider is not answering right now, so nothing was charged or refunded. Try again in a moment: nothing is ever done twice."},
-		problem.Internal: {Heading: "Something went wrong", Retry: "Try again",
-			Text: "Something went wrong on our side. Please try again: sending the form again never does anything twice."},
-	} {
-		models.Declare(&models.Error{Type: t, Shopper: words})
-	}
 }

@@ -58,7 +58,7 @@ func (s *Server) staffListOrders(c *gin.Context) {
 	var e *models.Error
 	switch {
 	case isPage(c) && errors.As(err, &e) && e.Type == problem.InvalidParameter:
-		view.Notice = views.Problem(e.Shopper.Text)
+		view.Notice = views.Problem(views.WordsOf(e).Text)
 		s.renderPage(c, http.StatusBadRequest, "staff_orders.html", view)
 	case err != nil:
 		s.fail(c, err)

@@ -98,7 +98,7 @@ func (s *Server) ordered(c *gin.Context, form views.Home, order models.Order, er
 			}
 		}
 		form.Key = uuid.NewString()
-		form.Notice = views.Problem(models.ErrOutOfStock.Shopper.Text)
+		form.Notice = views.Problem(views.WordsOf(models.ErrOutOfStock).Text)
 		s.renderPage(c, http.StatusConflict, "home.html", form)
 	case errors.As(err, &invalid) && invalid.Code == models.EINVALID:
 		// The catalog changed under the form: the details are the API's words.
@@ -210,7 +210,7 @@ func (s *Server) renderPage(c *gin.Context, status int, name string, data any) {
 }
 
 // explain is an error page in the error's own words, with where to go next.
-func explain(c *gin.Context, words models.Words) views.Error {
+func explain(c *gin.Context, words views.Words) views.Error {
 	shop, mine := views.Link{Href: "/", Text: "Back to the catalog"}, views.Link{Href: "/orders", Text: "My orders"}
 	links := []views.Link{mine, shop}
 	id := c.Param("id")
@@ -297,7 +297,7 @@ func (s *Server) problemPage(c *gin.Context) {
 	view := views.Problems{Layout: s.layout(c), All: problem.All, Final: models.FinalTypes(), TTL: s.deps.TTL, Lease: s.deps.Lease, Wait: s.deps.Wait}
 	for _, t := range problem.All {
 		if t.Slug == c.Param("slug") {
-			view.Type, view.Error = &t, models.Declared(t.URI())
+			view.Type, view.Words = &t, views.ShopperWords[t.Slug]
 		}
 	}
 	if view.Type == nil && c.Param("slug") != "" {

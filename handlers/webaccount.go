@@ -35,9 +35,9 @@ func (s *Server) signedIn(c *gin.Context, page string, in credentials, user mode
 	var invalid *models.Error
 	switch {
 	case errors.Is(err, models.ErrEmailTaken):
-		view.Notice = views.Problem(models.ErrEmailTaken.Shopper.Text)
+		view.Notice = views.Problem(views.WordsOf(models.ErrEmailTaken).Text)
 	case errors.Is(err, models.ErrBadCredentials):
-		view.Notice = views.Problem(models.ErrBadCredentials.Shopper.Text)
+		view.Notice = views.Problem(views.WordsOf(models.ErrBadCredentials).Text)
 	case page == "signup.html" && errors.As(err, &invalid) && invalid.Code == models.EINVALID:
 		view.Notice = views.Problem("Please correct the fields below.")
 		for _, f := range invalid.Fields {

@@ -24,8 +24,8 @@ func TestActivityTellsEveryFinalAnswer(t *testing.T) {
 	told := map[string]bool{}
 	check := func(form string, e *models.Error) {
 		told[e.Type.Slug] = true
-		if !e.Final || e.Shopper.Outcome == "" || e.Shopper.Text == "" || e.Shopper.Retry != "" {
-			t.Errorf("%s on %s: final %v, words %+v; want final, told, with no retry", e.Type.Slug, form, e.Final, e.Shopper)
+		if words := views.WordsOf(e); !e.Final || words.Outcome == "" || words.Text == "" || words.Retry != "" {
+			t.Errorf("%s on %s: final %v, words %+v; want final, told, with no retry", e.Type.Slug, form, e.Final, words)
 		}
 	}
 	check("/payments", models.ErrPaymentDeclined) // told by its trace
@@ -33,8 +33,8 @@ func TestActivityTellsEveryFinalAnswer(t *testing.T) {
 	for suffix, finals := range views.StoredRefusals {
 		for _, e := range finals {
 			check(suffix, e)
-			if e.Shopper.Outcome != finals[0].Shopper.Outcome {
-				t.Errorf("%s: answers told apart (%q, %q), which the Activity page cannot", suffix, finals[0].Shopper.Outcome, e.Shopper.Outcome)
+			if first, this := views.WordsOf(finals[0]).Outcome, views.WordsOf(e).Outcome; this != first {
+				t.Errorf("%s: answers told apart (%q, %q), which the Activity page cannot", suffix, first, this)
 			}
 		}
 	}
@@ -49,12 +49,12 @@ func TestActivityTellsEveryFinalAnswer(t *testing.T) {
 // of a refund in its own words, not a payment's.
 func TestRefundErrorsAreToldAsRefunds(t *testing.T) {
 	for _, e := range []*models.Error{billing.ErrRefundUnconfirmed, billing.ErrEarlierRefundUnconfirmed, billing.ErrRefundUnavailable} {
-		if text := e.Shopper.Heading + " " + e.Shopper.Text; strings.Contains(text, "charged") || strings.Contains(text, "payment ") || !strings.Contains(text, "refund") {
+		if text := views.WordsOf(e).Heading + " " + views.WordsOf(e).Text; strings.Contains(text, "charged") || strings.Contains(text, "payment ") || !strings.Contains(text, "refund") {
 			t.Errorf("%s is told in a payment's words: %q", e.Type.Slug, text)
 		}
 	}
 	for _, typ := range []problem.Type{problem.KeyReused, problem.Internal} {
-		if text := models.Declared(typ.URI()).Shopper.Text; strings.Contains(text, "charged") {
+		if text := views.ShopperWords[typ.Slug].Text; strings.Contains(text, "charged") {
 			t.Errorf("%s, which any form may get, speaks of charges: %q", typ.Slug, text)
 		}
 	}

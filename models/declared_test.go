@@ -3,7 +3,8 @@ package models_test
 import (
 	"testing"
 
-	_ "github.com/shop/shop/handlers" // declares the HTTP layer's words of a type
+	_ "github.com/shop/shop/handlers" // declares, through its imports, every named error
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/problem"
 )
@@ -16,9 +17,7 @@ import (
 func TestAProblemTypesWordsDoNotDependOnDeclarationOrder(t *testing.T) {
 	byType := map[string][]*models.Error{}
 	for _, e := range models.DeclaredErrors() {
-		if e.Message != "" {
-			byType[e.Type.URI()] = append(byType[e.Type.URI()], e)
-		}
+		byType[e.Type.URI()] = append(byType[e.Type.URI()], e)
 	}
 	for uri, errs := range byType {
 		for _, e := range errs {
@@ -31,8 +30,38 @@ func TestAProblemTypesWordsDoNotDependOnDeclarationOrder(t *testing.T) {
 		if len(byType[typ.URI()]) < 2 {
 			t.Errorf("%s: %d named errors, want several (else this check is moot)", typ.Slug, len(byType[typ.URI()]))
 		}
-		if d := models.Declared(typ.URI()); d == nil || d.Message != "" || d.Shopper.Heading == "" {
-			t.Errorf("%s: its page shows %+v, want words of its own, not one of its errors'", typ.Slug, d)
+		if words := views.ShopperWords[typ.Slug]; words.Heading == "" {
+			t.Errorf("%s: its page shows %+v, want words of its own, not one of its errors'", typ.Slug, words)
+		}
+	}
+}
+
+// Every named error has words in the HTTP layer's table, but the token's,
+// which only the API gets; its copies (With, ForNow) keep them; and every
+// entry of the table tells a named error or a problem type: a new error
+// without words, or words left of an error gone, fail here.
+func TestEveryNamedErrorHasWords(t *testing.T) {
+	apiOnly := map[*models.Error]bool{models.ErrTokenExpired: true, models.ErrTokenRevoked: true}
+	slugs, told := map[string]bool{}, map[string]bool{}
+	for _, typ := range problem.All {
+		slugs[typ.Slug], told[typ.Slug] = true, true
+	}
+	for _, e := range models.DeclaredErrors() {
+		words := views.WordsOf(e)
+		if !apiOnly[e] && (words.Heading == "" || words.Text == "") {
+			t.Errorf("%s %q (%q) has no words in views.ShopperWords", e.Type.Slug, e.Name, e.Message)
+		}
+		if views.WordsOf(e.With("another message")) != words || views.WordsOf(e.ForNow()) != words {
+			t.Errorf("%s %q: a copy of it is told otherwise", e.Type.Slug, e.Name)
+		}
+		if slugs[e.Name] && e.Name != e.Type.Slug {
+			t.Errorf("%s: its name %q is another problem type's", e.Type.Slug, e.Name)
+		}
+		told[e.Name] = true
+	}
+	for key := range views.ShopperWords {
+		if !told[key] {
+			t.Errorf("views.ShopperWords[%q] tells no named error and no problem type", key)
 		}
 	}
 }

@@ -22,16 +22,17 @@ const (
 )
 
 // Error is a failure the client can act on; anything else is internal. A
-// named error says where it is declared all that is told of it.
+// named error says where it is declared all that is told of it but its
+// words, which the HTTP layer keeps by its Name.
 type Error struct {
 	Code    Code
 	Message string
 	Fields  []FieldError
 	Type    problem.Type // the zero Type answers by Code
+	Name    string       // tells it from the other errors of its Type; "" is the Type's slug
 	// Final: execution began and the same request would get this answer
 	// again, so it is stored and replayed for its key, not released.
 	Final      bool
-	Shopper    Words
 	RetryAfter int        // seconds, when set
 	Payment    *Payment   // the declined payment of a payment-declined answer
 	Shortages  []Shortage // the lines an out-of-stock answer could not cover
@@ -44,16 +45,6 @@ type Shortage struct {
 	Name      string
 	Left      int
 	Asked     int
-}
-
-// Words tell an error to a shopper, on the browser's pages and the Activity page.
-type Words struct {
-	Heading string // the error page's heading
-	Text    string // what happened, what was not done, what to do next
-	// Retry labels the button that sends the form again; "" when that is
-	// not the answer (always so for a final answer).
-	Retry   string
-	Outcome string // ends the Activity line of a form that got this answer
 }
 
 type FieldError struct {
@@ -89,8 +80,8 @@ func DeclinedError(p Payment) *Error {
 	return e
 }
 
-// declared are the named errors, so that a problem type's words and
-// finality can be found from the type.
+// declared are the named errors, so that a problem type's finality can be
+// found from the type.
 var declared []*Error
 
 // Declare records a named error, once, where it is defined.
@@ -99,20 +90,15 @@ func Declare(e *Error) *Error {
 	return e
 }
 
-// Declared is a problem type's words: the HTTP layer's own for the type (a
-// declaration without a message) when it has one, else its first named
-// error, or nil. A type several errors share, in other words, needs its own.
+// Declared is a named error of the problem type at uri, or nil: the named
+// errors of a type are all final or none (models/declared_test.go).
 func Declared(uri string) *Error {
-	var first *Error
 	for _, e := range declared {
-		if e.Type.URI() == uri && e.Message == "" {
+		if e.Type.URI() == uri {
 			return e
 		}
-		if e.Type.URI() == uri && first == nil {
-			first = e
-		}
 	}
-	return first
+	return nil
 }
 
 // FinalTypes are the problem types of the final errors.
@@ -129,58 +115,35 @@ func FinalTypes() []problem.Type {
 // The named errors of the domain. Those not final may get another answer
 // later: nothing was done, and the state that refused may change.
 var (
-	ErrOrderPaid = Declare(&Error{Type: problem.OrderPaid, Final: true, Message: "This order is already paid.",
-		Shopper: Words{Heading: "Already paid", Text: "An earlier payment of this order went through (from another tab or window, or one that was being confirmed), so nothing was charged to the card you chose here.",
-			Outcome: paidOrCancelled}})
-	ErrPaidNotCancellable = Declare(&Error{Type: problem.OrderPaid, Final: true, Message: "This order is paid, so it cannot be cancelled: refund it instead.",
-		Shopper: Words{Heading: "Already paid", Text: "This order is paid, so it cannot be cancelled. Refunds are given by the shop's staff: contact us.",
-			Outcome: "the order had already been paid, so it was not cancelled"}})
-	ErrOrderCancelled = Declare(&Error{Type: problem.OrderCancelled, Final: true, Message: "This order was cancelled, so it cannot be paid; nothing was charged.",
-		Shopper: Words{Heading: "This order was cancelled", Text: "This order was cancelled, so it cannot be paid, and nothing was charged. You can place a new order from the catalog.",
-			Outcome: paidOrCancelled}})
-	ErrPaymentDeclined = Declare(&Error{Type: problem.PaymentDeclined, Final: true, Message: "Your card was declined.",
-		Shopper: Words{Heading: "Your card was declined", Text: "Nothing was charged: choose another card and pay again.",
-			Outcome: "the card was declined, so nothing was charged"}})
+	ErrOrderPaid          = Declare(&Error{Type: problem.OrderPaid, Final: true, Message: "This order is already paid."})
+	ErrPaidNotCancellable = Declare(&Error{Type: problem.OrderPaid, Name: "paid-not-cancellable", Final: true, Message: "This order is paid, so it cannot be cancelled: refund it instead."})
+	ErrOrderCancelled     = Declare(&Error{Type: problem.OrderCancelled, Final: true, Message: "This order was cancelled, so it cannot be paid; nothing was charged."})
+	ErrPaymentDeclined    = Declare(&Error{Type: problem.PaymentDeclined, Final: true, Message: "Your card was declined."})
 	// ErrRefundExceeds counts the refunds made and in progress.
-	ErrRefundExceeds = Declare(&Error{Type: problem.RefundExceeds, Final: true, Message: "The amount is more than what can still be refunded on this order.",
-		Shopper: Words{Heading: "More than is left to refund", Text: "That is more than can still be refunded on this order; nothing was refunded.",
-			Outcome: "it was more than could still be refunded, so nothing was refunded"}})
-	ErrRefundFailed = Declare(&Error{Type: problem.RefundFailed, Final: true, Message: "The refund could not be sent to the card.",
-		Shopper: Words{Heading: "The refund could not be sent to your card", Text: "The card provider refused it (the card's account may be closed), so nothing was given back. Contact us to be paid back another way.",
-			Outcome: "the card provider refused it, so nothing was given back"}})
-	ErrOrderNotPaid = Declare(&Error{Type: problem.OrderNotPaid, Message: "This order is not paid, so there is nothing to refund.",
-		Shopper: Words{Heading: "Not paid", Text: "This order is not paid, so there is nothing to refund."}})
+	ErrRefundExceeds = Declare(&Error{Type: problem.RefundExceeds, Final: true, Message: "The amount is more than what can still be refunded on this order."})
+	ErrRefundFailed  = Declare(&Error{Type: problem.RefundFailed, Final: true, Message: "The refund could not be sent to the card."})
+	ErrOrderNotPaid  = Declare(&Error{Type: problem.OrderNotPaid, Message: "This order is not paid, so there is nothing to refund."})
 
-	ErrPaymentInProgress = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "Another payment of this order is in progress; retry shortly.",
-		Shopper: Words{Heading: "Another payment or refund is under way", Text: "Another payment or refund of this order is being processed right now, so nothing was done. Wait a moment, then look at the order again."}})
+	ErrPaymentInProgress = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "Another payment of this order is in progress; retry shortly."})
 	// ErrPaymentInDoubt: the order cannot be charged again until its last
 	// payment is confirmed, by the next payment of the order or the reconciler.
-	ErrPaymentInDoubt = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last payment of this order is being confirmed with the payment provider; nothing more was charged. Try again in a moment.",
-		Shopper: Words{Heading: "Your last payment is being confirmed", Text: "The card provider has not yet told us whether the last payment of this order went through, so nothing more was done. Look at the order again in a moment."}})
-	ErrPaymentAwaiting = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last payment of this order waits for the cardholder to authenticate it; nothing more was charged. Retry once it has ended.",
-		Shopper: Words{Heading: "Authenticate to pay", Text: "The last payment of this order waits for you to authenticate it with your card provider, so nothing more was done. Open the order to authenticate."}})
-	ErrRefundInDoubt = Declare(&Error{Type: problem.PaymentInProgress, RetryAfter: 1, Message: "The last refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment.",
-		Shopper: Words{Heading: "Your last refund is being confirmed", Text: "The card provider has not yet told us whether the last refund of this order went through, so nothing more was refunded. Look at the order again in a moment."}})
-	ErrOutOfStock = Declare(&Error{Type: problem.OutOfStock, Message: "There is not enough in stock for this order; nothing was ordered.",
-		Shopper: Words{Heading: "Not enough in stock", Text: "Someone bought the last units first, so there is not enough left for your order, and nothing was ordered. Lower the quantities marked, or remove them, and place the order again."}})
-	ErrTooManyPendingOrders = Declare(&Error{Type: problem.TooManyPendingOrders, Message: "You have too many unpaid orders; nothing was ordered. Pay or cancel one of them first.",
-		Shopper: Words{Heading: "Too many unpaid orders", Text: "You already have as many unpaid orders as we keep at once, and nothing was ordered. Pay or cancel one of them, then place this order again."}})
-	ErrEmailTaken = Declare(&Error{Type: problem.EmailTaken, Message: "An account with this email already exists.",
-		Shopper: Words{Heading: "Email already registered", Text: "An account with this email already exists. Log in instead."}})
+	ErrPaymentInDoubt       = Declare(&Error{Type: problem.PaymentInProgress, Name: "payment-in-doubt", RetryAfter: 1, Message: "The last payment of this order is being confirmed with the payment provider; nothing more was charged. Try again in a moment."})
+	ErrPaymentAwaiting      = Declare(&Error{Type: problem.PaymentInProgress, Name: "payment-awaiting", RetryAfter: 1, Message: "The last payment of this order waits for the cardholder to authenticate it; nothing more was charged. Retry once it has ended."})
+	ErrRefundInDoubt        = Declare(&Error{Type: problem.PaymentInProgress, Name: "refund-in-doubt", RetryAfter: 1, Message: "The last refund of this order is being confirmed with the payment provider; nothing more was refunded. Try again in a moment."})
+	ErrOutOfStock           = Declare(&Error{Type: problem.OutOfStock, Message: "There is not enough in stock for this order; nothing was ordered."})
+	ErrTooManyPendingOrders = Declare(&Error{Type: problem.TooManyPendingOrders, Message: "You have too many unpaid orders; nothing was ordered. Pay or cancel one of them first."})
+	ErrEmailTaken           = Declare(&Error{Type: problem.EmailTaken, Message: "An account with this email already exists."})
 	// ErrBadCredentials: wrong email or password, or an unknown token.
-	ErrBadCredentials = Declare(&Error{Type: problem.BadCredentials, Message: "The email or password is wrong.",
-		Shopper: Words{Heading: "Wrong email or password", Text: "Wrong email or password."}})
+	ErrBadCredentials = Declare(&Error{Type: problem.BadCredentials, Message: "The email or password is wrong."})
 	// ErrBadToken: a bearer token this server never issued.
 	ErrBadToken = &Error{Code: EUNAUTHORIZED, Message: "The bearer token is not valid."}
 	// ErrTokenExpired: TOKEN_TTL after it was issued.
 	ErrTokenExpired = Declare(&Error{Type: problem.TokenExpired, Message: "The bearer token has expired. Get a new one from POST /api/v1/tokens."})
 	ErrTokenRevoked = Declare(&Error{Type: problem.TokenRevoked, Message: "The bearer token was revoked. Get a new one from POST /api/v1/tokens."})
 	// ErrNotFound: missing, or someone else's.
-	ErrNotFound = Declare(&Error{Type: problem.NotFound, Message: "Not found.",
-		Shopper: Words{Heading: "Page not found", Text: "There is no such page, or it belongs to another account."}})
+	ErrNotFound = Declare(&Error{Type: problem.NotFound, Message: "Not found."})
 	// ErrForbidden: a shopper asking for what only staff may do.
-	ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this.",
-		Shopper: Words{Heading: "Not allowed", Text: "Only the shop's staff may do this; nothing was done."}})
+	ErrForbidden = Declare(&Error{Type: problem.Forbidden, Message: "Only the shop's staff may do this."})
 )
 
 // NotFoundAs is err, with GORM's "no such row" told as missing, the caller's error for it.
@@ -197,6 +160,3 @@ func IsUnstorableText(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22021" // character_not_in_repertoire
 }
-
-// paidOrCancelled: the Activity page cannot tell these two apart by the status.
-const paidOrCancelled = "the order had already been paid or was cancelled, so nothing was charged"

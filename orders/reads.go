@@ -56,6 +56,10 @@ var orderStatuses = []string{models.OrderPending, models.OrderPaid, models.Order
 // OrderStatuses are the statuses an order may have, as a filter offers them.
 func OrderStatuses() []string { return slices.Clone(orderStatuses) }
 
+// ErrOrderFilter: a search the console cannot read, with the fields at fault.
+var ErrOrderFilter = models.Declare(&models.Error{Type: problem.InvalidParameter, Name: "order-filter",
+	Message: "q must be an order number or an email, and status one of " + strings.Join(orderStatuses, ", ") + "."})
+
 // ParseOrderFilter reads a search (an order number, "#1042" or "1042", or a
 // shopper's email) and a status, or names the fields at fault.
 func ParseOrderFilter(q, status string) (OrderFilter, error) {
@@ -74,9 +78,9 @@ func ParseOrderFilter(q, status string) (OrderFilter, error) {
 	}
 	f.Status = status
 	if fields != nil {
-		return OrderFilter{}, &models.Error{Type: problem.InvalidParameter, Fields: fields,
-			Message: "q must be an order number or an email, and status one of " + strings.Join(orderStatuses, ", ") + ".",
-			Shopper: models.Words{Heading: "Nothing to find", Text: "Search by an order number (such as 1042) or a shopper's email, and pick a status from the list."}}
+		e := *ErrOrderFilter
+		e.Fields = fields
+		return OrderFilter{}, &e
 	}
 	return f, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shop/shop/handlers/views"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
 )
@@ -60,7 +61,8 @@ func TestEveryFinalAnswerIsToldFinalOnFormsAndActivity(t *testing.T) {
 	walked := map[string]bool{}
 	for _, w := range finalWalks {
 		walked[w.err.Type.Slug] = true
-		t.Run(w.err.Type.Slug+"/"+w.err.Shopper.Heading, func(t *testing.T) {
+		words := views.WordsOf(w.err)
+		t.Run(w.err.Type.Slug+"/"+words.Heading, func(t *testing.T) {
 			_, ids, s := signedIn(t)
 			path, form := w.form(t, s, ids[0])
 			first := s.post(path, form)
@@ -72,7 +74,7 @@ func TestEveryFinalAnswerIsToldFinalOnFormsAndActivity(t *testing.T) {
 			if w.err == models.ErrOrderPaid {
 				role = "status" // not the shopper's fault: another tab paid
 			}
-			hasNotice(t, page, role, w.err.Shopper.Text)
+			hasNotice(t, page, role, words.Text)
 			for _, retry := range []string{`class="retry"`, "try again", "send it again"} {
 				if strings.Contains(strings.ToLower(string(page.Body)), retry) {
 					t.Fatalf("a final answer's page says %q: %s", retry, page.Body)
@@ -85,8 +87,8 @@ func TestEveryFinalAnswerIsToldFinalOnFormsAndActivity(t *testing.T) {
 			if strings.Contains(activity, "send it again") {
 				t.Fatalf("the Activity page calls a final answer retryable: %s", activity)
 			}
-			if w.told && !strings.Contains(activity, " — "+w.err.Shopper.Outcome+" (you sent it twice; it happened once).") {
-				t.Fatalf("the Activity page does not say %q: %s", w.err.Shopper.Outcome, activity)
+			if w.told && !strings.Contains(activity, " — "+words.Outcome+" (you sent it twice; it happened once).") {
+				t.Fatalf("the Activity page does not say %q: %s", words.Outcome, activity)
 			}
 		})
 	}

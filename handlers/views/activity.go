@@ -148,7 +148,7 @@ func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) s
 	case k.State != middleware.KeyCompleted:
 		return "still being worked on"
 	case refused != nil:
-		result = refused.Shopper.Outcome
+		result = WordsOf(refused).Outcome
 	case k.Status >= http.StatusBadRequest:
 		result = refusalOf(k.Route)
 	}
@@ -165,7 +165,7 @@ func resultOf(k middleware.IdempotencyKey, done string, refused *models.Error) s
 func refusalOf(route string) string {
 	for suffix, finals := range StoredRefusals {
 		if strings.HasSuffix(route, suffix) {
-			return finals[0].Shopper.Outcome
+			return WordsOf(finals[0]).Outcome
 		}
 	}
 	return "it was refused, and nothing was done"

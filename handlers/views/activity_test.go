@@ -24,7 +24,7 @@ func TestActivityTellsAPaymentByItsState(t *testing.T) {
 		{released, models.InDoubt, "Tried to pay for order #1001", "it did not go through"},
 		{released, models.Failed, "Tried to pay for order #1001", "it did not go through"},
 		{completed, models.Succeeded, "Paid order #1001", "done"},
-		{completed, models.Declined, "Tried to pay order #1001", models.ErrPaymentDeclined.Shopper.Outcome},
+		{completed, models.Declined, "Tried to pay order #1001", WordsOf(models.ErrPaymentDeclined).Outcome},
 	} {
 		traces := audit.Traces{
 			Payments: map[string]models.Payment{middleware.DerivedKeyOf(c.key): {OrderID: "o1", Status: c.status}},

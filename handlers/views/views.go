@@ -46,7 +46,7 @@ func (n Notice) Role() string {
 func Problem(text string) *Notice { return &Notice{Kind: Failure, Text: text} }
 
 // Told is an error's words as a page opens with them.
-func Told(kind NoticeKind, words models.Words, also string) *Notice {
+func Told(kind NoticeKind, words Words, also string) *Notice {
 	return &Notice{Kind: kind, Title: words.Heading + ".", Text: words.Text, Also: also}
 }
 
@@ -122,7 +122,7 @@ type (
 	Problems struct {
 		Layout
 		Type             *problem.Type
-		Error            *models.Error // declared for Type: how a shopper is told it
+		Words            Words // how a shopper is told a problem of Type
 		All, Final       []problem.Type
 		TTL, Lease, Wait time.Duration
 	}
@@ -180,7 +180,7 @@ func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated 
 	case req != nil && req.State != models.RequestFulfilled:
 		return &Notice{Kind: Info, Title: templates.RequestTitle(*req), Text: templates.RequestAnswer(*req), Also: twice}
 	case order.Status == models.OrderPaid && repeated == AlreadyPaid:
-		return Told(Info, models.ErrOrderPaid.Shopper, "")
+		return Told(Info, WordsOf(models.ErrOrderPaid), "")
 	case order.Status == models.OrderPaid:
 		return &Notice{Kind: Success, Title: "Paid.", Text: "Thank you for your order: the payment went through.", Also: twice}
 	case order.AwaitingAction() != nil:
@@ -190,7 +190,7 @@ func OrderOutcome(order models.Order, requests []models.RefundRequest, repeated 
 	case lastAttemptFailed(order):
 		return &Notice{Kind: Failure, Title: "Your last payment did not go through.", Text: "The card provider never took it, so nothing was charged. Choose a card and pay again.", Also: twice}
 	case last != nil && last.Status == models.Declined:
-		n := Told(Failure, models.ErrPaymentDeclined.Shopper, twice)
+		n := Told(Failure, WordsOf(models.ErrPaymentDeclined), twice)
 		n.Text = templates.DeclineReason(last.DeclineReason) + n.Text
 		return n
 	case twice != "":
