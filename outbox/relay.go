@@ -103,31 +103,32 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 }
 
 // pass hands the consumer, batch by batch, the events whose turn has come,
-// while this instance holds its lease.
-func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
+// while this instance holds its lease, until none is left. A batch is settled
+// while the next is read (leaving it out) and handed; the settles are in order.
+func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) (err error) {
+	settling := []int64{0} // the seqs of the batch being settled, and 0 (no event's): NOT IN needs one
+	settled := make(chan error, 1)
+	settled <- nil
+	defer func() { err = cmp.Or(<-settled, err) }()
 	for {
-		held := !until.IsZero()
-		var err error
 		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 			return err
 		}
-		if !held {
-			if err := r.sweep(ctx, c.Name()); err != nil {
-				return err
-			}
-		}
-		events, err := due(ctx, r.db, c, time.Now().UTC())
-		if err != nil {
+		events, err := due(ctx, r.db, c, time.Now().UTC(), settling)
+		if err != nil || len(events) == 0 {
 			return err
 		}
 		outcomes, err := r.hand(ctx, c, events, until)
-		if err := r.settle(ctx, c.Name(), events, outcomes); err != nil {
-			return err
+		err = cmp.Or(<-settled, err)
+		settling = settling[:1]
+		for _, ev := range events {
+			settling = append(settling, ev.Seq)
 		}
+		go func() { settled <- r.settle(ctx, c.Name(), events, outcomes) }()
 		if errors.Is(err, errLeaseLost) {
 			return nil // the other instance goes on
 		}
-		if err != nil || len(events) < batch {
+		if err != nil {
 			return err
 		}
 	}
@@ -137,7 +138,7 @@ func (r *Relay) pass(ctx context.Context, c Consumer, until *time.Time) error {
 // by one, and reports each one's outcome (nil: done). Each call renews the
 // lease first and is cut off at its end, so that an instance taking the
 // consumer over does not act beside it.
-func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) ([]error, error) {
+func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *time.Time) (outcomes []error, err error) {
 	all := make([]Event, len(events))
 	for i, ev := range events {
 		all[i] = ev.Event
@@ -146,9 +147,7 @@ func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *t
 	if b, ok := c.(Batcher); ok {
 		handle, size = func(ctx context.Context, evs []Event) []error { return b.HandleBatch(ctx, r.db, evs) }, batch
 	}
-	var outcomes []error
 	for chunk := range slices.Chunk(all, size) {
-		var err error
 		if *until, err = r.lease(ctx, c.Name(), *until); err != nil || until.IsZero() {
 			return outcomes, cmp.Or(err, errLeaseLost)
 		}
@@ -194,9 +193,10 @@ func (leaseRow) TableName() string { return "outbox_leases" }
 
 var consumerLease = Lease{Holder: "outbox_leases.holder", Until: "outbox_leases.held_until"}
 
-// lease takes the consumer's lease if free, or renews this instance's once
-// half spent, and reports until when it holds it (zero: another does). It
-// reads before it writes: on SQLite, every write waits for the one writer.
+// lease takes the consumer's lease if free (and sweeps, when this instance
+// held none), or renews this instance's once half spent, and reports until
+// when it holds it (zero: another does). It reads before it writes: on
+// SQLite, every write waits for the one writer.
 func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (time.Time, error) {
 	now := time.Now().UTC()
 	if held.Sub(now) > r.cfg.Lease/2 {
@@ -217,6 +217,9 @@ func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (tim
 	if res.Error != nil || res.RowsAffected == 0 {
 		return time.Time{}, res.Error
 	}
+	if held.IsZero() {
+		return row.HeldUntil, r.sweep(ctx, consumer)
+	}
 	return row.HeldUntil, nil
 }
 
@@ -224,8 +227,7 @@ func (r *Relay) lease(ctx context.Context, consumer string, held time.Time) (tim
 func (r *Relay) release(consumer string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := r.db.WithContext(ctx).Where("consumer = ? AND holder = ?", consumer, r.cfg.Holder).Delete(&leaseRow{}).Error
-	if err != nil {
+	if err := r.db.WithContext(ctx).Where("consumer = ? AND holder = ?", consumer, r.cfg.Holder).Delete(&leaseRow{}).Error; err != nil {
 		r.cfg.Logger.Warn("outbox: give back the consumer's lease; it lapses by itself", "consumer", consumer, "err", err)
 	}
 }

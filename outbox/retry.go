@@ -39,20 +39,21 @@ func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 }
 
 // due reads, in seq order, up to batch unhandled events whose turn has
-// come: never failed, or due again and not parked.
-func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time) ([]pending, error) {
+// come: never failed, or due again and not parked; none of settling's seqs.
+func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time, settling []int64) ([]pending, error) {
 	var events []pending
 	err := unhandled(db.WithContext(ctx), c).Where("r.event_id IS NULL OR (r.parked_at IS NULL AND r.next_attempt_at <= ?)", now).
-		Select("events.*, COALESCE(r.attempts, 0) AS attempts").Order("events.seq").Limit(batch).Scan(&events).Error
+		Where("events.seq NOT IN ?", settling).Select("events.*, COALESCE(r.attempts, 0) AS attempts").Order("events.seq").Limit(batch).Scan(&events).Error
 	return events, err
 }
 
-// settle records what came of the events handed: the done ones in the inbox
-// first, so that a failure that cannot be written does not hand them again;
-// the failed ones due after a backoff, or parked once out of attempts (one
-// cut off or unavailable counts no attempt). The writes outlive ctx's end.
+// settle records what came of the events handed, one statement a write: the
+// done ones in the inbox first, so that a failure that cannot be written does
+// not hand them again (their old failures, forgotten next, count for nothing
+// once they are in it); the failed ones due after a backoff, or parked once out
+// of attempts (one cut off or unavailable counts no attempt). The writes outlive ctx's end.
 func (r *Relay) settle(ctx context.Context, consumer string, events []pending, outcomes []error) error {
-	db := r.db.WithContext(context.WithoutCancel(ctx))
+	db := r.db.WithContext(context.WithoutCancel(ctx)).Session(&gorm.Session{SkipDefaultTransaction: true})
 	now := time.Now().UTC()
 	var done []inboxRow
 	var retried []string
@@ -75,13 +76,12 @@ func (r *Relay) settle(ctx context.Context, consumer string, events []pending, o
 		}
 	}
 	if len(done) > 0 {
-		err := db.Transaction(func(tx *gorm.DB) error {
-			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&done).Error; err != nil || len(retried) == 0 {
-				return err
-			}
-			return tx.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error
-		})
-		if err != nil {
+		if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&done).Error; err != nil {
+			return err
+		}
+	}
+	if len(retried) > 0 {
+		if err := db.Delete(&retryRow{}, "consumer = ? AND event_id IN ?", consumer, retried).Error; err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +69,85 @@ func (s *natsServer) kill() {
 		_ = s.cmd.Wait()
 		s.cmd = nil
 	}
+}
+
+// freeze stops the server's process (SIGSTOP): its connections stay up,
+// and nothing it is sent is answered, until thaw.
+func (s *natsServer) freeze() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+func (s *natsServer) thaw() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// logLines is a logger's output, one line a write, each sent with the time it came.
+type logLines chan loggedLine
+
+type loggedLine struct {
+	at   time.Time
+	line string
+}
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- loggedLine{time.Now(), string(p)}:
+	default:
+	}
+	return len(p), nil
+}
+
+// A broker that stops answering, its connection still up, leaves the relay
+// waiting for acks no longer than its lease of the consumer: the pass ends
+// by the lease's end, not at the publishes' ack timeout (10 s), so that an
+// instance that takes the consumer over never publishes beside it. Nothing
+// is marked published meanwhile; once the broker answers again, each event
+// is in the stream once.
+func TestAPublishWaitingForAcksEndsByTheLeasesEnd(t *testing.T) {
+	broker := newNATSServer(t)
+	e := newEnv(t)
+	stream, prefix := "LEASED", "leased.shop"
+	js, err := publish.NewJetStream(t.Context(), broker.url(), stream, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	const lease = 2 * time.Second
+	logs := make(logLines, 100)
+	relay := outbox.NewRelay(e.db, []outbox.Consumer{js}, outbox.RelayConfig{Interval: 20 * time.Millisecond, Lease: lease,
+		Holder: "leased", MaxAttempts: 1000, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	ctx, cancel := context.WithCancel(t.Context())
+	relaying := make(chan struct{})
+	go func() { defer close(relaying); relay.Run(ctx) }()
+	defer func() { cancel(); <-relaying }()
+
+	e.shopperOrder("acked@example.com")
+	untilRelayed(t, e.db, js.Name(), 2)
+	broker.freeze()
+	defer broker.thaw()
+	committed := time.Now()
+	e.shopperOrder("unacked@example.com")
+	for ended := false; !ended; {
+		select {
+		case l := <-logs:
+			if ended = strings.Contains(l.line, "consumer failed"); ended && l.at.Sub(committed) > lease+2*time.Second {
+				t.Fatalf("the pass ended %s after the commit, waiting for acks past its lease of %s: %s", l.at.Sub(committed), lease, l.line)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("no pass ended within 15 s of the commit while the broker answered nothing")
+		}
+	}
+	if n := e.count("inbox", "consumer = ?", js.Name()); n != 2 {
+		t.Fatalf("%d events marked published while the broker answered nothing; want the 2 from before", n)
+	}
+	broker.thaw()
+	untilRelayed(t, e.db, js.Name(), 4)
+	conn, err := nats.Connect(broker.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	check, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&jetStream{t: t, js: check, stream: stream, prefix: prefix}).onceEach(eventsOf(t, e.db))
 }
 
 // The broker is killed while orders are placed and paid, and stays away

@@ -69,8 +69,9 @@ func (j *JetStream) Handle(ctx context.Context, db *gorm.DB, ev outbox.Event) er
 }
 
 // HandleBatch publishes the events asynchronously, in order, and waits for
-// the stream's acks. While the server is away it answers outbox.ErrUnavailable
-// for each, as for a publish the server's loss cut short.
+// the stream's acks until ctx ends (the relay's lease: sooner than the acks'
+// timeout). While the server is away it answers outbox.ErrUnavailable for
+// each, as for a publish the server's loss cut short.
 func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox.Event) []error {
 	outcomes := make([]error, len(events))
 	if !j.conn.IsConnected() {
@@ -84,10 +85,6 @@ func (j *JetStream) HandleBatch(ctx context.Context, _ *gorm.DB, events []outbox
 	for i, ev := range events {
 		msg := &nats.Msg{Subject: j.prefix + "." + ev.Type, Data: []byte(ev.Body)}
 		acks[i], outcomes[i] = j.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
-	}
-	select {
-	case <-j.js.PublishAsyncComplete():
-	case <-ctx.Done():
 	}
 	for i, ack := range acks {
 		if ack != nil {
