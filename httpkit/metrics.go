@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,6 +25,18 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
+	series      sync.Map // of a request's labels to its two series, so that a request hashes no label
+}
+
+// labels are a request's series: its route template, method and status.
+type labels struct {
+	route, method string
+	status        int
+}
+
+type requestSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
 }
 
 func NewMetrics() *Metrics {
@@ -51,9 +64,15 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	labels := []string{Route(c), methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status())}
-	m.requests.WithLabelValues(labels...).Inc()
-	m.latency.WithLabelValues(labels...).Observe(time.Since(start).Seconds())
+	l := labels{Route(c), methodLabel(c.Request.Method), c.Writer.Status()}
+	s, ok := m.series.Load(l)
+	if !ok {
+		status := strconv.Itoa(l.status)
+		s, _ = m.series.LoadOrStore(l, requestSeries{m.requests.WithLabelValues(l.route, l.method, status),
+			m.latency.WithLabelValues(l.route, l.method, status)})
+	}
+	s.(requestSeries).requests.Inc()
+	s.(requestSeries).latency.Observe(time.Since(start).Seconds())
 }
 
 // methodLabel is "other" for a method a client makes up, so that made-up
