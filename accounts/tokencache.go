@@ -14,15 +14,8 @@ import (
 // once; a hit still checks expiry; a revocation made here works here at once.
 type TokenCache struct {
 	ttl     time.Duration
-	lookups *otter.Cache[tokenSum, tokenLookup]
+	lookups *otter.Cache[[sha256.Size]byte, tokenLookup] // by the token's SHA-256: the row's token_hash is its hex
 }
-
-// tokenSum is a token's SHA-256, the cache's key; its hex is the row's token_hash.
-type tokenSum [sha256.Size]byte
-
-func sumToken(token string) tokenSum { return sha256.Sum256([]byte(token)) }
-
-func (s tokenSum) hash() string { return hex.EncodeToString(s[:]) }
 
 // tokenLookup is a token and its user as read at read, or a revocation made here.
 type tokenLookup struct {
@@ -34,12 +27,12 @@ type tokenLookup struct {
 // NewTokenCache makes a cache that trusts a lookup for ttl. It holds 10,000
 // lookups (a few megabytes); beyond, the least useful are read again when used.
 func NewTokenCache(ttl time.Duration) *TokenCache {
-	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[tokenSum, tokenLookup]{MaximumSize: 10_000})}
+	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[[sha256.Size]byte, tokenLookup]{MaximumSize: 10_000})}
 }
 
 // lookUp is what the cache knows, at now, of the token with this sum: a
 // lookup younger than TTL, or a revocation made here; a nil cache knows nothing.
-func (c *TokenCache) lookUp(sum tokenSum, now time.Time) (tokenLookup, bool) {
+func (c *TokenCache) lookUp(sum [sha256.Size]byte, now time.Time) (tokenLookup, bool) {
 	if c == nil {
 		return tokenLookup{}, false
 	}
@@ -51,7 +44,7 @@ func (c *TokenCache) lookUp(sum tokenSum, now time.Time) (tokenLookup, bool) {
 
 // keep records a successful lookup, unless this instance revoked the token
 // meanwhile: a lookup read before the revocation must not bring it back.
-func (c *TokenCache) keep(sum tokenSum, l tokenLookup) {
+func (c *TokenCache) keep(sum [sha256.Size]byte, l tokenLookup) {
 	if c == nil {
 		return
 	}
@@ -68,10 +61,8 @@ func (c *TokenCache) revoked(t models.APIToken, at time.Time) {
 	if c == nil {
 		return
 	}
-	var sum tokenSum
-	if _, err := hex.Decode(sum[:], []byte(t.TokenHash)); err != nil {
-		return // not a hash this shop wrote: no lookup is kept under it
-	}
+	var sum [sha256.Size]byte // the key: the token's SHA-256, whose hex the row keeps
+	_, _ = hex.Decode(sum[:], []byte(t.TokenHash))
 	t.RevokedAt = &at
 	c.lookups.Set(sum, tokenLookup{token: t, read: at})
 }

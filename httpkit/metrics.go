@@ -25,18 +25,7 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
-	series      sync.Map // of a request's labels to its two series, so that a request hashes no label
-}
-
-// labels are a request's series: its route template, method and status.
-type labels struct {
-	route, method string
-	status        int
-}
-
-type requestSeries struct {
-	requests prometheus.Counter
-	latency  prometheus.Observer
+	series      sync.Map // a request's labels to its two series: no label is hashed per request
 }
 
 func NewMetrics() *Metrics {
@@ -64,15 +53,22 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
+	type labels struct {
+		route, method string
+		status        int
+	}
+	type series struct {
+		prometheus.Counter
+		prometheus.Observer
+	}
 	l := labels{Route(c), methodLabel(c.Request.Method), c.Writer.Status()}
 	s, ok := m.series.Load(l)
 	if !ok {
 		status := strconv.Itoa(l.status)
-		s, _ = m.series.LoadOrStore(l, requestSeries{m.requests.WithLabelValues(l.route, l.method, status),
-			m.latency.WithLabelValues(l.route, l.method, status)})
+		s, _ = m.series.LoadOrStore(l, series{m.requests.WithLabelValues(l.route, l.method, status), m.latency.WithLabelValues(l.route, l.method, status)})
 	}
-	s.(requestSeries).requests.Inc()
-	s.(requestSeries).latency.Observe(time.Since(start).Seconds())
+	s.(series).Inc()
+	s.(series).Observe(time.Since(start).Seconds())
 }
 
 // methodLabel is "other" for a method a client makes up, so that made-up

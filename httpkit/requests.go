@@ -119,8 +119,7 @@ func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerF
 		if c.Writer.Status() >= http.StatusInternalServerError {
 			level = slog.LevelError
 		}
-		ctx := c.Request.Context()
-		if !logger.Enabled(ctx, level) {
+		if !logger.Enabled(c.Request.Context(), level) {
 			return
 		}
 		attrs := append(make([]slog.Attr, 0, 9),
@@ -136,6 +135,6 @@ func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerF
 		if key := middleware.RedactedKey(c); key != "" {
 			attrs = append(attrs, slog.String("idempotency_key", key), slog.Bool("replayed", middleware.Replayed(c)))
 		}
-		logger.LogAttrs(ctx, level, "request", attrs...)
+		logger.LogAttrs(c.Request.Context(), level, "request", attrs...)
 	}
 }
