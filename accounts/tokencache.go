@@ -1,6 +1,8 @@
 package accounts
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -12,7 +14,7 @@ import (
 // once; a hit still checks expiry; a revocation made here works here at once.
 type TokenCache struct {
 	ttl     time.Duration
-	lookups *otter.Cache[string, tokenLookup]
+	lookups *otter.Cache[[sha256.Size]byte, tokenLookup] // by the token's SHA-256: the row's token_hash is its hex
 }
 
 // tokenLookup is a token and its user as read at read, or a revocation made here.
@@ -25,16 +27,16 @@ type tokenLookup struct {
 // NewTokenCache makes a cache that trusts a lookup for ttl. It holds 10,000
 // lookups (a few megabytes); beyond, the least useful are read again when used.
 func NewTokenCache(ttl time.Duration) *TokenCache {
-	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[string, tokenLookup]{MaximumSize: 10_000})}
+	return &TokenCache{ttl: ttl, lookups: otter.Must(&otter.Options[[sha256.Size]byte, tokenLookup]{MaximumSize: 10_000})}
 }
 
-// lookUp is what the cache knows, at now, of the token with this hash: a
+// lookUp is what the cache knows, at now, of the token with this sum: a
 // lookup younger than TTL, or a revocation made here; a nil cache knows nothing.
-func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
+func (c *TokenCache) lookUp(sum [sha256.Size]byte, now time.Time) (tokenLookup, bool) {
 	if c == nil {
 		return tokenLookup{}, false
 	}
-	l, ok := c.lookups.GetIfPresent(hash)
+	l, ok := c.lookups.GetIfPresent(sum)
 	// A clock set back makes a lookup stale, not younger.
 	fresh := l.token.RevokedAt != nil || !now.Before(l.read) && now.Sub(l.read) < c.ttl
 	return l, ok && fresh
@@ -42,11 +44,11 @@ func (c *TokenCache) lookUp(hash string, now time.Time) (tokenLookup, bool) {
 
 // keep records a successful lookup, unless this instance revoked the token
 // meanwhile: a lookup read before the revocation must not bring it back.
-func (c *TokenCache) keep(hash string, l tokenLookup) {
+func (c *TokenCache) keep(sum [sha256.Size]byte, l tokenLookup) {
 	if c == nil {
 		return
 	}
-	c.lookups.Compute(hash, func(old tokenLookup, found bool) (tokenLookup, otter.ComputeOp) {
+	c.lookups.Compute(sum, func(old tokenLookup, found bool) (tokenLookup, otter.ComputeOp) {
 		if found && old.token.RevokedAt != nil {
 			return old, otter.CancelOp
 		}
@@ -59,6 +61,8 @@ func (c *TokenCache) revoked(t models.APIToken, at time.Time) {
 	if c == nil {
 		return
 	}
+	var sum [sha256.Size]byte // the key: the token's SHA-256, whose hex the row keeps
+	_, _ = hex.Decode(sum[:], []byte(t.TokenHash))
 	t.RevokedAt = &at
-	c.lookups.Set(t.TokenHash, tokenLookup{token: t, read: at})
+	c.lookups.Set(sum, tokenLookup{token: t, read: at})
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,6 +25,7 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
+	series      sync.Map // a request's labels to its two series: no label is hashed per request
 }
 
 func NewMetrics() *Metrics {
@@ -51,9 +53,22 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	labels := []string{Route(c), methodLabel(c.Request.Method), strconv.Itoa(c.Writer.Status())}
-	m.requests.WithLabelValues(labels...).Inc()
-	m.latency.WithLabelValues(labels...).Observe(time.Since(start).Seconds())
+	type labels struct {
+		route, method string
+		status        int
+	}
+	type series struct {
+		prometheus.Counter
+		prometheus.Observer
+	}
+	l := labels{Route(c), methodLabel(c.Request.Method), c.Writer.Status()}
+	s, ok := m.series.Load(l)
+	if !ok {
+		status := strconv.Itoa(l.status)
+		s, _ = m.series.LoadOrStore(l, series{m.requests.WithLabelValues(l.route, l.method, status), m.latency.WithLabelValues(l.route, l.method, status)})
+	}
+	s.(series).Inc()
+	s.(series).Observe(time.Since(start).Seconds())
 }
 
 // methodLabel is "other" for a method a client makes up, so that made-up

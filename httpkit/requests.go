@@ -119,14 +119,16 @@ func AccessLog(logger *slog.Logger, user func(*gin.Context) string) gin.HandlerF
 		if c.Writer.Status() >= http.StatusInternalServerError {
 			level = slog.LevelError
 		}
-		attrs := []slog.Attr{
+		if !logger.Enabled(c.Request.Context(), level) {
+			return
+		}
+		attrs := append(make([]slog.Attr, 0, 9),
 			slog.String("method", clip(c.Request.Method, maxLoggedMethod)),
 			slog.String("route", Route(c)),
 			slog.String("path", clip(c.Request.URL.Path, maxLoggedPath)),
 			slog.Int("status", c.Writer.Status()),
 			slog.Duration("duration", time.Since(start)),
-			slog.String("client_ip", c.ClientIP()),
-		}
+			slog.String("client_ip", c.ClientIP()))
 		if id := user(c); id != "" {
 			attrs = append(attrs, slog.String("user_id", id))
 		}

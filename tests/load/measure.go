@@ -41,8 +41,9 @@ type config struct {
 	// Rounds: the compared phases (every phase but the warm-up and the
 	// storms) run interleaved in this many slices, so that a machine
 	// getting busier or the tables growing does not favour one of them.
-	Rounds     int
-	CPUProfile string // of the first slice of fresh orders with the middleware
+	Rounds       int
+	CPUProfile   string // of the first slice of ProfilePhase
+	ProfilePhase string
 	// MemoryOps: after the storms, fresh orders until the instance with the
 	// middleware has completed this many operations, then its memory.
 	MemoryOps       int
@@ -435,7 +436,7 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 				b.mu.Unlock()
 			}
 			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
-			if r == 0 && s.name == phaseFresh && cfg.CPUProfile != "" {
+			if r == 0 && s.name == cfg.ProfilePhase && cfg.CPUProfile != "" {
 				if err := profiled(cfg.CPUProfile, run); err != nil {
 					return err
 				}
