@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-contrib/cors"
 	"github.com/gin-gonic/gin"
+	"github.com/unrolled/secure"
 
 	"github.com/shop/shop/middleware"
 )
@@ -24,15 +25,17 @@ const ReferencePolicy = "default-src 'self'; script-src 'self'; style-src 'self'
 	"worker-src blob:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // SecurityHeaders sets policy, nosniff, X-Frame-Options DENY and a same-origin
-// Referrer-Policy. The values are made once: each answer's header is given the
-// same clipped slices, which an append by a later writer copies, never changes.
+// Referrer-Policy (unrolled/secure, with no host or TLS check: it never refuses).
 func SecurityHeaders(policy string) gin.HandlerFunc {
-	headers := map[string][]string{"Content-Security-Policy": {policy}, "X-Content-Type-Options": {"nosniff"},
-		"X-Frame-Options": {"DENY"}, "Referrer-Policy": {"same-origin"}}
+	headers := secure.New(secure.Options{
+		ContentSecurityPolicy: policy,
+		ContentTypeNosniff:    true,
+		FrameDeny:             true,
+		ReferrerPolicy:        "same-origin",
+	})
 	return func(c *gin.Context) {
-		h := c.Writer.Header()
-		for name, values := range headers {
-			h[name] = slices.Clip(values)
+		if err := headers.Process(c.Writer, c.Request); err != nil {
+			c.Abort()
 		}
 	}
 }
