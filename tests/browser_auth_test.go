@@ -36,7 +36,7 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 		chromedp.Click("form.catalog button"),
 		chromedp.WaitVisible(`form[action$="/payments"]`),
 		chromedp.Click(`input[value="`+payments.MethodAuthentication+`"]`),
-		doubleClick(`form[action$="/payments"] button`, clickGap),
+		doubleClick(`form[action$="/payments"] button`, counter.firstHeld()),
 		chromedp.WaitVisible(`button[value="complete"]`),
 	))
 	if e.charges() != 0 || e.count("simulated_charges", "status = ?", "requires_action") != 1 {
@@ -60,10 +60,10 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 		t.Fatalf("Pay again from the back button led to %s (first %s), %d requests at the provider; want the same page, 1", again, authPage, e.count("simulated_charges"))
 	}
 	counter.mu.Lock()
-	counter.second = make(chan struct{})
+	counter.second, counter.first = make(chan struct{}), nil
 	counter.mu.Unlock()
 	must(t, chromedp.Do(ctx,
-		doubleClick(`button[value="complete"]`, clickGap),
+		doubleClick(`button[value="complete"]`, counter.firstHeld()),
 		chromedp.WaitVisible(`main .status-paid`),
 	))
 	text, err := chromedp.Run(ctx, chromedp.Text(`main [role="status"]`))

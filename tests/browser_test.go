@@ -102,6 +102,17 @@ type postCounter struct {
 	mu     sync.Mutex
 	posts  map[string]int
 	second chan struct{} // closed when the second held POST arrives
+	first  chan struct{} // closed when the first held POST arrives (firstHeld)
+}
+
+// firstHeld is closed once the first held POST has reached the server.
+func (p *postCounter) firstHeld() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.first == nil {
+		p.first = make(chan struct{})
+	}
+	return p.first
 }
 
 func (p *postCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +123,7 @@ func (p *postCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 		switch {
 		case p.held(r.URL.Path) && n == 1:
+			close(p.firstHeld())
 			// Bounded: without a second submission the test fails on the
 			// count of submissions instead of hanging.
 			select {
@@ -152,12 +164,15 @@ func signUp(base, email string) chromedp.Action[chromedp.Void] {
 
 // clickGap is the time between the two clicks of a double-click: a quick
 // person's. Chromium drops a second submission that arrives in the same
-// instant as the first, so the test leaves the gap a hand would.
+// instant as the first, before its request has left, so the second click
+// also waits for the first submission to reach the server (held there), as
+// a hand does on a busy machine.
 const clickGap = 50 * time.Millisecond
 
 // doubleClick is a real double-click: two presses and releases at the
-// button's centre, the second with click count 2, gap apart.
-func doubleClick(sel string, gap time.Duration) chromedp.Action[chromedp.Void] {
+// button's centre, the second with click count 2, clickGap after the first
+// submission arrived (sent: at most 10 s).
+func doubleClick(sel string, sent <-chan struct{}) chromedp.Action[chromedp.Void] {
 	return chromedp.QueryAfter(sel, func(ctx context.Context, t *chromedp.Target, nodes []*chromedp.Node) (chromedp.Void, error) {
 		var none chromedp.Void
 		if _, err := cdp.Call(ctx, t, dom.ScrollIntoViewIfNeeded, dom.ScrollIntoViewIfNeededParams{NodeID: nodes[0].NodeID}); err != nil {
@@ -171,7 +186,11 @@ func doubleClick(sel string, gap time.Duration) chromedp.Action[chromedp.Void] {
 		x, y := (q[0]+q[2]+q[4]+q[6])/4, (q[1]+q[3]+q[5]+q[7])/4
 		for clicks := 1; clicks <= 2; clicks++ {
 			if clicks == 2 {
-				time.Sleep(gap)
+				select {
+				case <-sent:
+				case <-time.After(10 * time.Second):
+				}
+				time.Sleep(clickGap)
 			}
 			if _, err := chromedp.MouseClickXY(x, y, chromedp.ClickCount(clicks))(ctx, t); err != nil {
 				return none, err
@@ -205,7 +224,7 @@ func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
 		chromedp.SetValue(qty(ids[1]), "1"),
 	))
 	must(t, chromedp.Do(ctx,
-		doubleClick("form.catalog button", clickGap),
+		doubleClick("form.catalog button", counter.firstHeld()),
 		chromedp.WaitVisible("main .status"),
 	))
 	orderURL, err := chromedp.Run(ctx, chromedp.Location())
@@ -244,7 +263,7 @@ func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {
 		chromedp.Navigate(orderURL),
 		chromedp.WaitVisible(`form[action$="/payments"]`),
 		chromedp.Click(`input[value="pm_card_visa"]`),
-		doubleClick(`form[action$="/payments"] button`, clickGap),
+		doubleClick(`form[action$="/payments"] button`, counter.firstHeld()),
 		chromedp.WaitVisible(`main .status-paid`),
 	))
 	text, err = chromedp.Run(ctx, chromedp.Text(`main [role="status"]`))
