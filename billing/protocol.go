@@ -22,9 +22,8 @@ type Operation struct {
 	Tx                 func() *gorm.DB
 }
 
-// ExtendHold moves the end of holder's hold on its order to until: the
-// middleware's hook (middleware.Config.ExtendHolds), at each extension of
-// the lease of the operation whose run holder is.
+// ExtendHold moves the end of holder's hold to until: the middleware's
+// ExtendHolds, at each extension of the lease of holder's operation.
 func (s *Service) ExtendHold(ctx context.Context, holder string, until time.Time) error {
 	return orders.ExtendHold(ctx, s.shop.DB, holder, until)
 }

@@ -64,16 +64,10 @@ func (o Operation) DerivedKey() string {
 // Holder names this run of the operation (a retry or a takeover is another): the derived key
 // and a token of the run. A hold of the handler's own (a payment's on its order) named by it
 // lasts as long as the lease: Config.ExtendHolds extends it with each extension.
+// Its token is the owner token's digest: the owner token itself fences the key's row.
 func (o Operation) Holder() string {
-	o.op.handedOut.Store(true)
-	return o.op.holder()
-}
-
-// holder is the run's name: its token is the key's owner token's digest, not the token, which
-// fences the key's row.
-func (op *operation) holder() string {
-	run := sha256.Sum256([]byte(op.key.OwnerToken))
-	return DerivedKeyOf(op.key) + "/" + hex.EncodeToString(run[:8])
+	run := sha256.Sum256([]byte(o.op.key.OwnerToken))
+	return o.DerivedKey() + "/" + hex.EncodeToString(run[:8])
 }
 
 // DerivedKeyOf is the derived key of the operation a key row names.

@@ -59,7 +59,7 @@ func (m *Idempotency) heartbeat(ctx context.Context, op *operation) func() {
 				m.cfg.Logger.WarnContext(ctx, "idempotency lease lost while the handler ran", "route", op.key.Route)
 				return
 			case m.cfg.ExtendHolds != nil && op.handedOut.Load():
-				if err := m.cfg.ExtendHolds(ctx, op.holder(), until); err != nil {
+				if err := m.cfg.ExtendHolds(ctx, Operation{op}.Holder(), until); err != nil {
 					m.cfg.Logger.ErrorContext(ctx, "extend a hold with the idempotency lease", "err", err, "route", op.key.Route)
 				}
 			}
