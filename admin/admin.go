@@ -1,4 +1,4 @@
-// Package admin runs the operator's subcommands: migrate, stock set and staff add|remove.
+// Package admin runs the operator's subcommands: migrate, stock set|split and staff add|remove.
 package admin
 
 import (
@@ -21,6 +21,7 @@ import (
 // Usage lists the subcommands, one a line, as `shop help` shows them.
 const Usage = `  migrate [up|status]     apply the pending migrations (up, the default) and list them all
   stock set SKU UNITS     set a product's units on hand to UNITS, as counted
+  stock split SKU SLOTS   spread a product's stock over SLOTS rows for a flash sale (1: one row)
   staff add|remove EMAIL  make a user staff, or a shopper again`
 
 // Databases opens the database as configured: Open as it is, Prepare
@@ -103,31 +104,41 @@ func staff(ctx context.Context, dbs Databases, args []string, stdout io.Writer) 
 }
 
 // stockUsage is what `shop stock` answers a command it does not know.
-const stockUsage = "usage: shop stock set SKU UNITS"
+const stockUsage = "usage: shop stock set SKU UNITS | shop stock split SKU SLOTS"
 
 // stock runs `shop stock set SKU UNITS`: units on hand become staff's count,
 // so setting it again changes nothing (deliveries and write-offs, which add
-// and take off, go through the console, under an idempotency key).
+// and take off, go through the console, under an idempotency key); and
+// `shop stock split SKU SLOTS`, as idempotent.
 func stock(ctx context.Context, dbs Databases, args []string, stdout io.Writer) error {
-	if len(args) != 3 || args[0] != "set" {
+	if len(args) != 3 || args[0] != "set" && args[0] != "split" {
 		return errors.New(stockUsage)
 	}
-	units, err := strconv.Atoi(args[2])
-	if err != nil || units < 0 {
-		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
+	n, err := strconv.Atoi(args[2])
+	if err != nil || n < 0 {
+		return fmt.Errorf("stock %s: %s must be a whole number, 0 or more, not %q (%s)", args[0], map[string]string{"set": "UNITS", "split": "SLOTS"}[args[0]], args[2], stockUsage)
 	}
 	db, closeDB, err := dbs.Prepare()
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	p, err := orders.Store{DB: db}.SetStock(ctx, args[1], units)
+	store := orders.Store{DB: db}
+	change := store.SetStock
+	if args[0] == "split" {
+		change = store.SplitStock
+	}
+	p, err := change(ctx, args[1], n)
 	if errors.Is(err, orders.ErrUnknownSKU) {
-		return fmt.Errorf("stock set: %w (see GET /api/v1/products for the SKUs)", err)
+		return fmt.Errorf("stock %s: %w (see GET /api/v1/products for the SKUs)", args[0], err)
 	}
 	if err != nil {
-		return fmt.Errorf("stock set: %w", err)
+		return fmt.Errorf("stock %s: %w", args[0], err)
 	}
-	fmt.Fprintf(stdout, "%s (%s): %d on hand, %d held by unpaid orders, %d for sale\n", p.SKU, p.Name, p.OnHand(), p.Held, p.Stock)
+	said := fmt.Sprintf("%s (%s): %d on hand, %d held by unpaid orders, %d for sale", p.SKU, p.Name, p.OnHand(), p.Held, p.Stock)
+	if args[0] == "split" {
+		said += fmt.Sprintf(", over %d slots", p.StockSlots)
+	}
+	fmt.Fprintln(stdout, said)
 	return nil
 }

@@ -70,8 +70,11 @@ type Product struct {
 	Currency   string `gorm:"size:3;not null"`
 	// Stock is what a shopper can buy (available), never below 0; Held is
 	// what unpaid orders reserved. On hand is their sum, as Shopify counts.
-	Stock int `gorm:"not null"`
-	Held  int `gorm:"not null"`
+	// Both are sums over the product's StockSlots: its own row (slot 0) and,
+	// for a product split for a flash sale, rows of stock_slots.
+	Stock      int `gorm:"not null"`
+	Held       int `gorm:"not null"`
+	StockSlots int `gorm:"not null;default:1"`
 }
 
 // OnHand is the units the shop has.
@@ -134,6 +137,7 @@ type OrderItem struct {
 	Name           string `gorm:"size:200;not null"`
 	UnitPriceCents int64  `gorm:"not null"`
 	Quantity       int    `gorm:"not null"`
+	Slot           int    `gorm:"not null;default:0"` // the stock slot holding its units
 }
 
 // Payment is one attempt the provider answered, declined ones included; its

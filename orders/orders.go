@@ -36,8 +36,11 @@ type ItemInput struct {
 
 func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	var products []models.Product
-	err := s.DB.WithContext(ctx).Order("name").Find(&products).Error
-	return products, err
+	db := s.DB.WithContext(ctx)
+	if err := db.Order("name").Find(&products).Error; err != nil {
+		return nil, err
+	}
+	return products, withSlots(db, products)
 }
 
 // CreateOrder checks the items against the catalog, writes the order and
@@ -84,7 +87,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		} else if order.Currency != p.Currency {
 			fields = append(fields, models.FieldError{Field: fmt.Sprintf("items[%d].product_id", i), Message: "is priced in another currency than the rest of the order"})
 		}
-		order.Items = append(order.Items, models.OrderItem{ProductID: p.ID, SKU: p.SKU, Name: p.Name, UnitPriceCents: p.PriceCents, Quantity: item.Quantity})
+		order.Items = append(order.Items, models.OrderItem{ProductID: p.ID, SKU: p.SKU, Name: p.Name, UnitPriceCents: p.PriceCents,
+			Quantity: item.Quantity, Slot: pickSlot(p)})
 		order.TotalCents += p.PriceCents * int64(item.Quantity)
 	}
 	if fields != nil {

@@ -59,8 +59,8 @@ func (s Store) Restock(tx *gorm.DB, by models.User, c StockChange, now time.Time
 	return p, audit.Audit(tx, audit.Entry{Action: audit.ActionRestocked, Actor: audit.UserActor(by), SubjectID: p.ID, Reason: said, At: now})
 }
 
-// changeStock makes the change, one conditional statement on the
-// product's stock, and reads the product back.
+// changeStock makes the change on the product's stock, all its slots locked,
+// and answers the product as changed.
 func changeStock(tx *gorm.DB, c StockChange) (models.Product, error) {
 	c.Reason = strings.TrimSpace(c.Reason)
 	least := 1
@@ -73,30 +73,30 @@ func changeStock(tx *gorm.DB, c StockChange) (models.Product, error) {
 	case c.Kind != Count && c.Reason == "":
 		return models.Product{}, models.Invalid(models.FieldError{Field: "reason", Message: "must say why the units were " + strings.ReplaceAll(c.Kind, "-", " ")})
 	}
-	q := tx.Model(&models.Product{}).Where("sku = ?", c.SKU)
-	var res *gorm.DB
+	p, rows, err := lockSlots(tx, "sku", c.SKU)
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, fmt.Errorf("%w: %q", ErrUnknownSKU, c.SKU)
+	}
+	if err != nil {
+		return p, err
+	}
+	total := p.Stock
 	switch c.Kind {
 	case Count:
-		res = q.Where("held <= ?", c.Units).Update("stock", gorm.Expr("? - held", c.Units))
+		if c.Units < p.Held {
+			return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is less than the %d held by unpaid orders: cancel some of them first", p.Held)})
+		}
+		total = c.Units - p.Held
 	case Received:
-		res = q.Update("stock", gorm.Expr("stock + ?", c.Units))
+		total += c.Units
 	case WrittenOff:
-		res = q.Where("stock >= ?", c.Units).Update("stock", gorm.Expr("stock - ?", c.Units))
+		if c.Units > p.Stock {
+			return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is more than the %d for sale: units held by unpaid orders cannot be written off", p.Stock)})
+		}
+		total -= c.Units
 	default:
-		return models.Product{}, models.Invalid(models.FieldError{Field: "change", Message: fmt.Sprintf("must be %s, %s or %s", Count, Received, WrittenOff)})
+		return p, models.Invalid(models.FieldError{Field: "change", Message: fmt.Sprintf("must be %s, %s or %s", Count, Received, WrittenOff)})
 	}
-	if res.Error != nil {
-		return models.Product{}, res.Error
-	}
-	var p models.Product
-	err := tx.Where("sku = ?", c.SKU).Take(&p).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return p, fmt.Errorf("%w: %q", ErrUnknownSKU, c.SKU)
-	case err != nil || res.RowsAffected == 1:
-		return p, err
-	case c.Kind == Count:
-		return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is less than the %d held by unpaid orders: cancel some of them first", p.Held)})
-	}
-	return p, models.Invalid(models.FieldError{Field: "stock", Message: fmt.Sprintf("is more than the %d for sale: units held by unpaid orders cannot be written off", p.Stock)})
+	p.Stock = total
+	return p, spread(tx, p.ID, rows, p.StockSlots, total, -1, 0)
 }

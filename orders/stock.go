@@ -6,38 +6,62 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/shop/shop/database"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/outbox"
 	"gorm.io/gorm"
 )
 
-// reserve moves each line's quantity from stock to held, one conditional
-// statement a line, so stock never goes below 0; a line short makes an
-// ErrOutOfStock naming each. Lines go in product id order, so two orders lock
-// the rows they share in the same order (PostgreSQL) and never deadlock.
+// reserve moves each line's quantity from stock to held in the line's slot,
+// one conditional statement a line, so stock never goes below 0; a slot
+// short rebalances its product's slots, and a product short makes an
+// ErrOutOfStock naming each. Lines go in product id order, so two orders
+// lock the rows they share in the same order (PostgreSQL) and never deadlock.
 func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	lines := slices.Clone(items)
 	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
 	var short []models.Shortage
 	for _, it := range lines {
-		res := tx.Model(&models.Product{}).Where("id = ? AND stock >= ?", it.ProductID, it.Quantity).
-			Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 1 {
-			continue
-		}
-		var left int
-		if err := tx.Model(&models.Product{}).Where("id = ?", it.ProductID).Select("stock").Scan(&left).Error; err != nil {
+		taken, err := take(tx, it)
+		if err != nil {
 			return err
 		}
-		short = append(short, models.Shortage{ProductID: it.ProductID, Name: it.Name, Left: left, Asked: it.Quantity})
+		if taken {
+			continue
+		}
+		ok, left, err := rebalance(tx, it)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			short = append(short, models.Shortage{ProductID: it.ProductID, Name: it.Name, Left: left, Asked: it.Quantity})
+		}
 	}
 	if short != nil {
 		return outOfStock(items, short)
 	}
 	return nil
+}
+
+// take moves the line's quantity from stock to held in its slot, if the slot
+// has enough: one conditional statement. On PostgreSQL, a slot beyond the
+// product's own row is tried in a savepoint, undone when short: an UPDATE
+// that waited for another order keeps its lock on the row even when it then
+// finds too few units, and rebalance, which locks the product's rows in slot
+// order, must hold none of the later ones, or two orders deadlock.
+func take(tx *gorm.DB, it models.OrderItem) (bool, error) {
+	undo := it.Slot > 0 && database.IsPostgres(tx)
+	if undo {
+		if err := tx.SavePoint("stock_slot").Error; err != nil {
+			return false, err
+		}
+	}
+	res := slotRow(tx, it.ProductID, it.Slot).Where("stock >= ?", it.Quantity).
+		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
+	if res.Error != nil || res.RowsAffected == 1 || !undo {
+		return res.RowsAffected == 1, res.Error
+	}
+	return false, tx.RollbackTo("stock_slot").Error
 }
 
 // outOfStock is the ErrOutOfStock naming the lines short and what is left.
@@ -62,7 +86,7 @@ func outOfStock(items []models.OrderItem, short []models.Shortage) *models.Error
 	return e
 }
 
-// release lets the order's units go from held, once: only the statement that
+// release lets the order's units go from held, in the slots that hold them, once: only the statement that
 // clears stock_reserved (status in statuses) moves them. A cancelled order's
 // go back on sale (back); a paid order's leave the shop. The user's row goes
 // before the products, as CreateOrder takes them.
@@ -84,7 +108,7 @@ func release(tx *gorm.DB, orderID string, statuses []string, update map[string]a
 		if back {
 			units["stock"] = gorm.Expr("stock + ?", it.Quantity)
 		}
-		if err := tx.Model(&models.Product{}).Where("id = ?", it.ProductID).Updates(units).Error; err != nil {
+		if err := slotRow(tx, it.ProductID, it.Slot).Updates(units).Error; err != nil {
 			return err
 		}
 	}

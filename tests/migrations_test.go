@@ -26,7 +26,7 @@ import (
 // the reference migration 1 must match.
 func autoMigrateLastRelease(t *testing.T, db *gorm.DB) {
 	t.Helper()
-	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &lastReleaseProduct{}, &lastReleaseOrder{}, &models.OrderItem{},
+	err := db.AutoMigrate(&models.User{}, &models.APIToken{}, &lastReleaseProduct{}, &lastReleaseOrder{}, &lastReleaseOrderItem{},
 		&models.Payment{}, &models.PaymentAttempt{}, &models.Refund{}, &middleware.IdempotencyKey{},
 		&payments.SimulatedCharge{}, &payments.SimulatedRefund{}, &accounts.LoginFailure{}, &accounts.AddressMinute{})
 	if err == nil && database.IsPostgres(db) {
@@ -58,7 +58,7 @@ type lastReleaseOrder struct {
 	Currency      string                  `gorm:"size:3;not null"`
 	TotalCents    int64                   `gorm:"not null"`
 	DerivedKey    string                  `gorm:"size:80;not null;uniqueIndex"`
-	Items         []models.OrderItem      `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
+	Items         []lastReleaseOrderItem  `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
 	Payments      []models.Payment        `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
 	Attempts      []models.PaymentAttempt `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
 	Refunds       []models.Refund         `gorm:"foreignKey:OrderID;constraint:OnDelete:CASCADE"`
@@ -70,13 +70,27 @@ type lastReleaseOrder struct {
 
 func (lastReleaseOrder) TableName() string { return "orders" }
 
+// lastReleaseOrderItem is the last release's line (migration 15 gave it its stock slot).
+type lastReleaseOrderItem struct {
+	ID             uint   `gorm:"primaryKey"`
+	OrderID        string `gorm:"size:36;not null;index"`
+	ProductID      string `gorm:"size:36;not null"`
+	SKU            string `gorm:"size:64;not null"`
+	Name           string `gorm:"size:200;not null"`
+	UnitPriceCents int64  `gorm:"not null"`
+	Quantity       int    `gorm:"not null"`
+}
+
+func (lastReleaseOrderItem) TableName() string { return "order_items" }
+
 // addedTables are the tables migrations after 1 add.
-var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts", "outbox_retries"}
+var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts", "outbox_retries", "stock_slots"}
 
 // addedColumns are the columns migrations after 1 add to the last
 // release's tables, with the value each gives the rows already there.
 var addedColumns = map[string]map[string]any{
-	"products":         {"stock": int64(10000), "held": int64(0)},
+	"products":         {"stock": int64(10000), "held": int64(0), "stock_slots": int64(1)},
+	"order_items":      {"slot": int64(0)},
 	"orders":           {"cancel_reason": "", "restocked_at": nil, "stock_reserved": false},
 	"users":            {"role": "shopper", "pending_orders": int64(0)},
 	"refunds":          {"created_by": nil},

@@ -6,13 +6,19 @@ import (
 	"gorm.io/gorm"
 )
 
+// slotUnits is every row of units: each product's own (slot 0) and those of
+// its other stock slots.
+const slotUnits = `units AS (SELECT id AS product_id, 0 AS slot, stock, held FROM products
+  UNION ALL SELECT product_id, slot, stock, held FROM stock_slots)`
+
 // stockRules are queries that must find nothing, as moneyRules.
 var stockRules = []struct{ name, query string }{
 	{"a cancelled order whose units did not come back", `SELECT id FROM orders WHERE status = 'cancelled' AND stock_reserved`},
 	{"an order not cancelled whose units came back", `SELECT id FROM orders WHERE status <> 'cancelled' AND restocked_at IS NOT NULL`},
 	{"a paid order still holding units", `SELECT id FROM orders WHERE status IN ('paid', 'partially_refunded', 'refunded') AND stock_reserved`},
-	{"a product whose held is not the units of its live unpaid orders", `SELECT p.id FROM products p
-  WHERE p.held <> (SELECT COALESCE(SUM(i.quantity), 0) FROM order_items i JOIN orders o ON o.id = i.order_id WHERE i.product_id = p.id AND o.stock_reserved)`},
+	{"a product whose held, in one of its slots, is not the units its live unpaid orders hold there", `WITH ` + slotUnits + `
+  SELECT u.product_id FROM units u WHERE u.held <> (SELECT COALESCE(SUM(i.quantity), 0) FROM order_items i JOIN orders o ON o.id = i.order_id
+    WHERE i.product_id = u.product_id AND i.slot = u.slot AND o.stock_reserved)`},
 	{"a shopper whose count of unpaid orders is wrong", `SELECT u.id FROM users u
   WHERE u.pending_orders <> (SELECT COUNT(*) FROM orders o WHERE o.user_id = u.id AND o.stock_reserved)`},
 }
@@ -28,9 +34,10 @@ func AuditStock(db *gorm.DB, had map[string]int) ([]string, error) {
 		ID                string
 		Stock, Held, Sold int
 	}
-	err := db.Raw(`SELECT p.id, p.stock, p.held, COALESCE(SUM(CASE WHEN o.status IN ('paid', 'partially_refunded', 'refunded') THEN i.quantity END), 0) AS sold
-  FROM products p LEFT JOIN order_items i ON i.product_id = p.id LEFT JOIN orders o ON o.id = i.order_id
-  GROUP BY p.id, p.stock, p.held`).Scan(&rows).Error
+	err := db.Raw(`WITH ` + slotUnits + `, totals AS (SELECT product_id, SUM(stock) AS stock, SUM(held) AS held FROM units GROUP BY product_id)
+  SELECT t.product_id AS id, t.stock, t.held, COALESCE(SUM(CASE WHEN o.status IN ('paid', 'partially_refunded', 'refunded') THEN i.quantity END), 0) AS sold
+  FROM totals t LEFT JOIN order_items i ON i.product_id = t.product_id LEFT JOIN orders o ON o.id = i.order_id
+  GROUP BY t.product_id, t.stock, t.held`).Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}

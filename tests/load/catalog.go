@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/orders"
 )
 
 // The catalogs an order buys from (-catalog).
@@ -55,6 +57,13 @@ func (b *bench) setCatalog() error {
 	}
 	if err := db.Model(&models.Product{}).Where("id IN ?", ids).Update("stock", math.MaxInt32).Error; err != nil {
 		return fmt.Errorf("stock: %w", err)
+	}
+	for _, p := range b.products {
+		if b.cfg.Catalog != catalogSpread && b.cfg.StockSlots > 1 {
+			if _, err := (orders.Store{DB: db}).SplitStock(context.Background(), p.SKU, b.cfg.StockSlots); err != nil {
+				return fmt.Errorf("stock slots: %w", err)
+			}
+		}
 	}
 	b.orderBody = orderOf(b.products[0].ID, b.products[1].ID)
 	return nil

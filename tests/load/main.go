@@ -44,6 +44,7 @@ func main() {
 	flag.StringVar(&cfg.Markdown, "markdown", "", "also write the results as a Markdown section to this file")
 	flag.StringVar(&cfg.Label, "label", "", "the database's name in the Markdown section and the JSON")
 	flag.StringVar(&cfg.Catalog, "catalog", cfg.Catalog, "what orders buy: hot (the same two products, as every phase) or spread (two of 64 products at random; only with -fresh-only or -bare-only)")
+	flag.IntVar(&cfg.StockSlots, "stock-slots", cfg.StockSlots, "split the hot catalog's products over this many stock slots, as `shop stock split` does for a flash sale; 1: one row each")
 	flag.BoolVar(&cfg.FreshOnly, "fresh-only", false, "run the warm-up and the fresh orders alone, in their rounds")
 	flag.BoolVar(&cfg.BareOnly, "bare-only", false, "run the warm-up and the bare SQL of the fresh path alone, in their rounds; -figure is the bare SQL's")
 	flag.StringVar(&cfg.BareWrites, "bare-writes", cfg.BareWrites, "what the bare SQL writes: full (all a fresh order writes) or none (no stock reservation, no outbox event)")

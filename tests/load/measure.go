@@ -58,6 +58,7 @@ type config struct {
 	// and no outbox event: scripts/bench's price of stock and events, in
 	// the database.
 	Catalog    string
+	StockSlots int // the hot catalog's products split over this many stock slots (shop stock split)
 	FreshOnly  bool
 	BareOnly   bool
 	BareWrites string
@@ -80,7 +81,7 @@ type config struct {
 }
 
 func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot,
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot, StockSlots: 1,
 		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1}
 }
 
