@@ -68,7 +68,8 @@ func collect(db *gorm.DB) {
 }
 
 // Batched is tx for its inserts (Create only), and send, which writes them
-// in one statement.
+// in one statement. tx is a transaction: on SQLite, the INSERTs of one Exec
+// are all or nothing only within one.
 func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
 	if tx.Callback().Create().Get(batchCallback) == nil {
 		return tx, func() error { return nil }
