@@ -44,7 +44,7 @@ func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := db.Callback().Create().After("gorm:create").Register(batchCallback, collect); err != nil {
+	if err := registerBatch(db); err != nil {
 		return nil, err
 	}
 	sqlDB, err := db.DB()
@@ -89,6 +89,9 @@ func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error
 	var db *gorm.DB
 	if err == nil {
 		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
+	}
+	if err == nil {
+		err = registerBatch(db)
 	}
 	if err != nil {
 		pools.Close()

@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -244,5 +245,49 @@ func TestAWaiterThatGivesUpDoesNotHoldUpTheBatch(t *testing.T) {
 	}
 	if err := <-insertThen(db, 2, 0, true); err != nil {
 		t.Fatalf("the next transaction: %v", err)
+	}
+}
+
+// row is a row of the table rows, for Batched.
+type row struct {
+	ID     int
+	Parent *int
+}
+
+// A batch is one Exec in its member's savepoint: one that fails midway (a
+// duplicate key, after an insert that succeeded) is undone by its member's
+// rollback alone, and the batch of the member queued behind it commits.
+func TestABatchThatFailsMidwayIsUndoneWithItsMemberAlone(t *testing.T) {
+	db, g := groupDB(t, 8)
+	if err := db.Exec(`INSERT INTO rows (id) VALUES (1)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	batch := func(tx *gorm.DB, ids ...int) error {
+		inserts, send := Batched(tx)
+		for _, id := range ids {
+			if err := inserts.Create(&row{ID: id}).Error; err != nil {
+				return err
+			}
+		}
+		return send()
+	}
+	first := db.Begin()
+	later := make(chan error, 1)
+	go func() { later <- db.Transaction(func(tx *gorm.DB) error { return batch(tx, 4, 5) }) }()
+	untilWaiting(t, g, 1)
+	if err := batch(first, 2, 1, 3); !errors.Is(err, gorm.ErrDuplicatedKey) {
+		t.Fatalf("a batch with a duplicate key: %v, want %v", err, gorm.ErrDuplicatedKey)
+	}
+	if err := first.Rollback().Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-later; err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, db); fmt.Sprint(got) != "[1 4 5]" {
+		t.Fatalf("rows %v, want [1 4 5]: the failed batch undone, the later one kept", got)
+	}
+	if commits, ops := g.commits.Load(), g.operations.Load(); commits != 1 || ops != 1 {
+		t.Fatalf("%d commits for %d transactions, want 1 for 1", commits, ops)
 	}
 }

@@ -27,8 +27,9 @@ import (
 // (one conditional UPDATE a line, in the products' order, the last write,
 // as the app takes it) and the completion. Not run: authentication, the
 // product read, the shopper's count of unpaid orders, HTTP and the JSON.
-// On PostgreSQL the app sends the audit entry, the order, its lines and
-// the event as one statement (database.Batched); here they are four. What the database can do of this work is the limit the app is
+// The app sends the audit entry, the order, its lines and the event
+// together (database.Batched: one statement on PostgreSQL, one Exec on
+// SQLite); here they are four. What the database can do of this work is the limit the app is
 // measured against.
 //
 // With -bare-writes none, the reservation and the event are left out (the
