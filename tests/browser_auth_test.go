@@ -36,7 +36,7 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 		chromedp.Click("form.catalog button"),
 		chromedp.WaitVisible(`form[action$="/payments"]`),
 		chromedp.Click(`input[value="`+payments.MethodAuthentication+`"]`),
-		doubleClick(`form[action$="/payments"] button`, counter.firstHeld()),
+		doubleClick(`form[action$="/payments"] button`, counter),
 		chromedp.WaitVisible(`button[value="complete"]`),
 	))
 	if e.charges() != 0 || e.count("simulated_charges", "status = ?", "requires_action") != 1 {
@@ -63,7 +63,7 @@ func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
 	counter.second, counter.first = make(chan struct{}), nil
 	counter.mu.Unlock()
 	must(t, chromedp.Do(ctx,
-		doubleClick(`button[value="complete"]`, counter.firstHeld()),
+		doubleClick(`button[value="complete"]`, counter),
 		chromedp.WaitVisible(`main .status-paid`),
 	))
 	text, err := chromedp.Run(ctx, chromedp.Text(`main [role="status"]`))

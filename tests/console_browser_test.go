@@ -39,7 +39,7 @@ func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
 		chromedp.WaitVisible("#refund-reason"),
 		chromedp.SendKeys("#refund-amount", "2.50"),
 		chromedp.SendKeys("#refund-reason", "Arrived broken"),
-		doubleClick(`form[action$="/refunds"] button`, counter.firstHeld()),
+		doubleClick(`form[action$="/refunds"] button`, counter),
 		chromedp.WaitVisible("main .status"),
 	))
 	location, err := chromedp.Run(ctx, chromedp.Location())

@@ -76,7 +76,7 @@ const (
 // bareFresh places one order of the user's in bare SQL. Its key row holds
 // what the app's would: the first order's answer, with this order's id.
 func (b *bench) bareFresh(ctx context.Context, userID string) error {
-	key, orderID := uuid.NewString(), uuid.NewString()
+	key, orderID := uuid.NewString(), uuid.Must(uuid.NewV7()).String() // as orders.CreateOrder makes it
 	found, err := b.exists(ctx, b.bare.find, userID, key)
 	if err != nil || found {
 		return fmt.Errorf("find key: found %v, %v", found, err)
