@@ -58,6 +58,9 @@ func TestStockSetCommand(t *testing.T) {
 	if _, err := shop("stock", "split", "VINYL-LTD", "1"); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.Table("stock_slots").Order("slot").Pluck("stock", &rows).Error; err != nil || fmt.Sprint(rows) != "[0 0 0]" {
+		t.Fatalf("gathered into one row, the other slots hold %v (%v), want none", rows, err)
+	}
 	var stock int
 	if err := db.Table("products").Where("sku = ?", "VINYL-LTD").Select("stock").Scan(&stock).Error; err != nil || stock != 12 {
 		t.Fatalf("stock %d (%v), want 12", stock, err)

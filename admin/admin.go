@@ -115,8 +115,11 @@ func stock(ctx context.Context, dbs Databases, args []string, stdout io.Writer) 
 		return errors.New(stockUsage)
 	}
 	n, err := strconv.Atoi(args[2])
-	if err != nil || n < 0 {
-		return fmt.Errorf("stock %s: %s must be a whole number, 0 or more, not %q (%s)", args[0], map[string]string{"set": "UNITS", "split": "SLOTS"}[args[0]], args[2], stockUsage)
+	switch {
+	case args[0] == "set" && (err != nil || n < 0):
+		return fmt.Errorf("stock set: UNITS must be a whole number, 0 or more, not %q (%s)", args[2], stockUsage)
+	case err != nil: // split: SplitStock says which numbers of slots it takes
+		return fmt.Errorf("stock split: SLOTS must be a whole number, not %q (%s)", args[2], stockUsage)
 	}
 	db, closeDB, err := dbs.Prepare()
 	if err != nil {

@@ -16,6 +16,9 @@ import (
 )
 
 // Limits of one order: no shopper holds a product's whole stock with one.
+// On PostgreSQL each line of a split product may keep a savepoint's
+// subtransaction until COMMIT: PostgreSQL caches 64 a backend, so MaxLines
+// stays below that.
 const (
 	MinQuantity = 1
 	MaxQuantity = 10
@@ -36,11 +39,8 @@ type ItemInput struct {
 
 func (s Store) Products(ctx context.Context) ([]models.Product, error) {
 	var products []models.Product
-	db := s.DB.WithContext(ctx)
-	if err := db.Order("name").Find(&products).Error; err != nil {
-		return nil, err
-	}
-	return products, withSlots(db, products)
+	err := withSlots(s.DB.WithContext(ctx)).Order("products.name").Find(&products).Error
+	return products, err
 }
 
 // CreateOrder checks the items against the catalog, writes the order and
@@ -60,6 +60,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		if item.Quantity < MinQuantity || item.Quantity > MaxQuantity {
 			fields = append(fields, models.FieldError{Field: field + ".quantity", Message: fmt.Sprintf("must be between %d and %d", MinQuantity, MaxQuantity)})
 		}
+		// Each product once: reserve then takes at most one slot of a
+		// product, which keeps its lock order (orders/slots.go) deadlock-free.
 		if seen[item.ProductID] {
 			fields = append(fields, models.FieldError{Field: field + ".product_id", Message: "is listed twice"})
 		}

@@ -76,9 +76,10 @@ func lockSlots(tx *gorm.DB, column, value string) (models.Product, []units, erro
 
 // spread sets the product's units for sale to total, shared evenly over its
 // slots below active (the others keep none), and adds take to the held
-// units of slot takeFrom: one statement a row that changes.
+// units of slot takeFrom: one statement a row that changes. A slot to take
+// from that has no row is an error: its units would be lost.
 func spread(tx *gorm.DB, productID string, rows []units, active, total int, takeFrom, take int) error {
-	n := 0
+	n, took := 0, take == 0
 	for _, r := range rows {
 		if r.Slot < active {
 			n++
@@ -100,6 +101,7 @@ func spread(tx *gorm.DB, productID string, rows []units, active, total int, take
 		}
 		if r.Slot == takeFrom && take > 0 {
 			update["held"] = gorm.Expr("held + ?", take)
+			took = true
 		}
 		if len(update) == 0 {
 			continue
@@ -107,6 +109,9 @@ func spread(tx *gorm.DB, productID string, rows []units, active, total int, take
 		if err := slotRow(tx, productID, r.Slot).Updates(update).Error; err != nil {
 			return err
 		}
+	}
+	if !took {
+		return fmt.Errorf("stock slot %d of product %s has no row", takeFrom, productID)
 	}
 	return nil
 }
@@ -127,7 +132,7 @@ func rebalance(tx *gorm.DB, it models.OrderItem) (ok bool, left int, err error) 
 // slots (1 gathers them back into its own row), in a transaction of its own.
 func (s Store) SplitStock(ctx context.Context, sku string, n int) (p models.Product, err error) {
 	if n < 1 || n > MaxStockSlots {
-		return p, fmt.Errorf("the slots must be from 1 to %d, not %d", MaxStockSlots, n)
+		return p, fmt.Errorf("SLOTS must be from 1 to %d, not %d", MaxStockSlots, n)
 	}
 	err = s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var rows []units
@@ -157,22 +162,11 @@ func (s Store) SplitStock(ctx context.Context, sku string, n int) (p models.Prod
 	return p, err
 }
 
-// withSlots makes each product's Stock and Held the sums over all its rows.
-func withSlots(db *gorm.DB, products []models.Product) error {
-	var sums []struct {
-		ProductID   string
-		Stock, Held int
-	}
-	if err := db.Model(&stockSlot{}).Select("product_id, SUM(stock) AS stock, SUM(held) AS held").Group("product_id").Find(&sums).Error; err != nil {
-		return err
-	}
-	for _, sum := range sums {
-		for i := range products {
-			if products[i].ID == sum.ProductID {
-				products[i].Stock += sum.Stock
-				products[i].Held += sum.Held
-			}
-		}
-	}
-	return nil
+// withSlots reads products with their Stock and Held summed over all their
+// rows, in one statement (one snapshot).
+func withSlots(db *gorm.DB) *gorm.DB {
+	return db.Model(&models.Product{}).
+		Select("products.id, products.sku, products.name, products.price_cents, products.currency, products.stock_slots, " +
+			"products.stock + COALESCE(s.stock, 0) AS stock, products.held + COALESCE(s.held, 0) AS held").
+		Joins("LEFT JOIN (SELECT product_id, SUM(stock) AS stock, SUM(held) AS held FROM stock_slots GROUP BY product_id) s ON s.product_id = products.id")
 }

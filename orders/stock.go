@@ -108,8 +108,12 @@ func release(tx *gorm.DB, orderID string, statuses []string, update map[string]a
 		if back {
 			units["stock"] = gorm.Expr("stock + ?", it.Quantity)
 		}
-		if err := slotRow(tx, it.ProductID, it.Slot).Updates(units).Error; err != nil {
-			return err
+		res := slotRow(tx, it.ProductID, it.Slot).Updates(units)
+		if res.Error == nil && res.RowsAffected != 1 {
+			return fmt.Errorf("stock slot %d of product %s has no row: its units would be lost", it.Slot, it.ProductID)
+		}
+		if res.Error != nil {
+			return res.Error
 		}
 	}
 	return nil

@@ -195,7 +195,8 @@ func doubleClick(sel string, c *postCounter) chromedp.Action[chromedp.Void] {
 // pressUntil clicks at x, y (the click count of a double-click's press)
 // until its submission arrived (arrived closes): a starved Chromium may drop
 // a press, so it is pressed again, as a hand would, only when none arrived in
-// 3 s (one that did would make a submission too many), at most 4 times.
+// 3 s (one that did would make a submission too many), at most 3 times
+// (within the 10 s the server holds the first submission).
 func pressUntil(ctx context.Context, t *chromedp.Target, x, y float64, count int, arrived <-chan struct{}) error {
 	for press := 0; ; press++ {
 		if _, err := chromedp.MouseClickXY(x, y, chromedp.ClickCount(count))(ctx, t); err != nil {
@@ -205,8 +206,8 @@ func pressUntil(ctx context.Context, t *chromedp.Target, x, y float64, count int
 		case <-arrived:
 			return nil
 		case <-time.After(3 * time.Second):
-			if press == 3 {
-				return nil
+			if press == 2 {
+				return nil // the test fails on its count of submissions
 			}
 		}
 	}

@@ -3,10 +3,13 @@ package tests
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
+	"github.com/shop/shop/payments"
 )
 
 // slotUnits is the units of each of the product's rows, by slot: its own
@@ -33,10 +36,9 @@ func wantSlots(t *testing.T, e *env, productID string, stock, held int) []slotUn
 	}
 	products, err := orders.Store{DB: e.db}.Products(t.Context())
 	must(t, err)
-	for _, p := range products {
-		if p.ID == productID && (p.Stock != stock || p.Held != held) {
-			t.Fatalf("the catalog says %d for sale and %d held, want %d and %d", p.Stock, p.Held, stock, held)
-		}
+	i := slices.IndexFunc(products, func(p models.Product) bool { return p.ID == productID })
+	if i < 0 || products[i].Stock != stock || products[i].Held != held {
+		t.Fatalf("the catalog says %+v, want %d for sale and %d held", products, stock, held)
 	}
 	return rows
 }
@@ -119,8 +121,8 @@ func TestASplitProductSellsEveryUnitOnce(t *testing.T) {
 
 // Orders of two split products, few units each, race: every slot runs
 // short again and again, so orders rebalance while others take, cancel and
-// are paid. None fails (a deadlock would be a 500), and every unit is
-// accounted for.
+// pay. None fails (on PostgreSQL a deadlock would be a 500), the lines drew
+// many slots, and every unit is accounted for, slot by slot.
 func TestSplitProductsUnderRaceNeitherDeadlockNorLoseUnits(t *testing.T) {
 	e := newEnv(t)
 	store := orders.Store{DB: e.db}
@@ -150,7 +152,16 @@ func TestSplitProductsUnderRaceNeitherDeadlockNorLoseUnits(t *testing.T) {
 					if c := e.do(e.cancelRequest(token, id, fmt.Sprintf("race-slots-cancel-%d", i), `{}`)); c.Status != http.StatusOK {
 						failed <- fmt.Sprintf("cancel: %d %s", c.Status, c.Body)
 					}
-				case r.Status != http.StatusCreated && r.Status != http.StatusConflict:
+				case r.Status == http.StatusCreated && j == 0:
+					id := r.json(t)["id"].(string)
+					if p := e.do(e.payRequest(token, id, fmt.Sprintf("race-slots-pay-%d", i), payments.MethodVisa)); p.Status != http.StatusCreated {
+						failed <- fmt.Sprintf("pay: %d %s", p.Status, p.Body)
+					}
+				case r.Status == http.StatusConflict:
+					if typ, _ := r.json(t)["type"].(string); typ != "/problems/out-of-stock" {
+						failed <- fmt.Sprintf("order: 409 %s, want out-of-stock", r.Body)
+					}
+				case r.Status != http.StatusCreated:
 					failed <- fmt.Sprintf("order: %d %s", r.Status, r.Body)
 				}
 			}
@@ -163,7 +174,12 @@ func TestSplitProductsUnderRaceNeitherDeadlockNorLoseUnits(t *testing.T) {
 		t.Error(f)
 	}
 	wantStockIdentity(t, e.db, had)
-	if e.count("orders") < 10 {
-		t.Fatalf("only %d orders placed", e.count("orders"))
+	if e.count("orders") < 10 || e.count("orders", "status = ?", models.OrderPaid) == 0 {
+		t.Fatalf("%d orders placed, %d paid: too few to have raced", e.count("orders"), e.count("orders", "status = ?", models.OrderPaid))
+	}
+	var slots int64
+	must(t, e.db.Table("order_items").Distinct("slot").Count(&slots).Error)
+	if slots < 4 {
+		t.Fatalf("the lines drew %d distinct slots of 8, want many", slots)
 	}
 }
