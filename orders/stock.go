@@ -17,17 +17,41 @@ import (
 // short rebalances its product's slots, and a product short makes an
 // ErrOutOfStock naming each. Lines go in product id order, so two orders
 // lock the rows they share in the same order (PostgreSQL) and never deadlock.
+//
+// On PostgreSQL the lines from the first in a slot beyond its product's own
+// row are taken after one savepoint: an UPDATE that waited for another order
+// keeps its lock on the row even when it then finds too few units, and
+// rebalance, which locks a product's rows in slot order, must hold none of
+// the later ones, or two orders deadlock. A short slot there undoes them all
+// to the savepoint, and they are taken again by rebalance, in order.
 func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	lines := slices.Clone(items)
 	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
 	var short []models.Shortage
-	for _, it := range lines {
-		taken, err := take(tx, it)
-		if err != nil {
-			return err
-		}
-		if taken {
-			continue
+	saved, slow := -1, false // the first line after the savepoint; whether all go through rebalance
+	for i := 0; i < len(lines); i++ {
+		it := lines[i]
+		if !slow {
+			if saved < 0 && it.Slot > 0 && database.IsPostgres(tx) {
+				if err := tx.SavePoint("stock_slots").Error; err != nil {
+					return err
+				}
+				saved = i
+			}
+			taken, err := take(tx, it)
+			if err != nil {
+				return err
+			}
+			if taken {
+				continue
+			}
+			if saved >= 0 {
+				if err := tx.RollbackTo("stock_slots").Error; err != nil {
+					return err
+				}
+				i, slow = saved-1, true
+				continue
+			}
 		}
 		ok, left, err := rebalance(tx, it)
 		if err != nil {
@@ -44,24 +68,11 @@ func reserve(tx *gorm.DB, items []models.OrderItem) error {
 }
 
 // take moves the line's quantity from stock to held in its slot, if the slot
-// has enough: one conditional statement. On PostgreSQL, a slot beyond the
-// product's own row is tried in a savepoint, undone when short: an UPDATE
-// that waited for another order keeps its lock on the row even when it then
-// finds too few units, and rebalance, which locks the product's rows in slot
-// order, must hold none of the later ones, or two orders deadlock.
+// has enough: one conditional statement.
 func take(tx *gorm.DB, it models.OrderItem) (bool, error) {
-	undo := it.Slot > 0 && database.IsPostgres(tx)
-	if undo {
-		if err := tx.SavePoint("stock_slot").Error; err != nil {
-			return false, err
-		}
-	}
 	res := slotRow(tx, it.ProductID, it.Slot).Where("stock >= ?", it.Quantity).
 		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
-	if res.Error != nil || res.RowsAffected == 1 || !undo {
-		return res.RowsAffected == 1, res.Error
-	}
-	return false, tx.RollbackTo("stock_slot").Error
+	return res.RowsAffected == 1, res.Error
 }
 
 // outOfStock is the ErrOutOfStock naming the lines short and what is left.
