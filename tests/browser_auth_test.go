@@ -18,7 +18,7 @@ import (
 // until the second leaves the browser, and the shopper lands on the order
 // page, paid, with one charge in the provider's ledger.
 func TestBrowserAuthenticationDoubleClickedChargesOnce(t *testing.T) {
-	ctx := newBrowser(t)
+	ctx := newBrowser(t, withoutScripts)
 	e := newEnv(t, withLatency(50*time.Millisecond))
 	held := func(path string) bool {
 		return strings.HasSuffix(path, "/payments") || strings.HasPrefix(path, payments.AuthPath)

@@ -40,9 +40,9 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], extra...),
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -161,6 +161,12 @@ func signUp(base, email string) chromedp.Action[chromedp.Void] {
 		chromedp.WaitVisible("form.catalog"),
 	)
 }
+
+// withoutScripts launches a browser with JavaScript off in every renderer
+// it makes: scripts(false) is the tab's, and a navigation that swaps the
+// renderer could run a page's scripts before it applies again (the submit
+// handler that disables a form's buttons then drops a double-click's second).
+var withoutScripts = chromedp.Flag("blink-settings", "scriptEnabled=false")
 
 // clickGap is the time between the two clicks of a double-click: a quick
 // person's. Chromium drops a second submission that arrives in the same

@@ -19,7 +19,7 @@ import (
 // provider's ledger too; the shopper's open request is fulfilled, and the
 // shopper's order page shows the refund.
 func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
-	ctx := newBrowser(t)
+	ctx := newBrowser(t, withoutScripts)
 	e, ids, s := signedIn(t, withLatency(150*time.Millisecond))
 	orderPath := paidOrder(t, s, ids[0], payments.MethodVisa)
 	s.post(orderPath+"/refund-requests", url.Values{"idempotency_key": {keyOfForm(t, s.get(orderPath), orderPath+"/refund-requests")}, "reason": {"Arrived broken"}})
@@ -30,7 +30,6 @@ func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
 	console := "/staff/orders/" + strings.TrimPrefix(orderPath, "/orders/")
 
 	must(t, chromedp.Do(ctx,
-		scripts(false),
 		signUp(srv.URL, "staff@example.com"),
 	))
 	e.makeStaff("staff@example.com")

@@ -15,7 +15,7 @@ import (
 // the line marked and a fresh key, and once corrected it is placed; then
 // the catalog says the product is sold out and takes no quantity for it.
 func TestBrowserCheckoutReservesOnce(t *testing.T) {
-	ctx := newBrowser(t)
+	ctx := newBrowser(t, withoutScripts)
 	e := newEnv(t, withLatency(150*time.Millisecond))
 	tote := stockOf(t, e.db, "TOTE-CNV", 3)
 	checkout := func(path string) bool { return path == "/orders" }
