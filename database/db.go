@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -57,6 +58,23 @@ func Open(databaseURL string, o Options) (*gorm.DB, error) {
 	return db, nil
 }
 
+// connectWriter connects the writer, which switches the file to WAL mode.
+// The switch takes the file alone and SQLite answers busy at once, without
+// its busy handler, when another process opens or migrates the same new file
+// at that moment (two instances started together): tried again until the
+// busy timeout.
+func connectWriter(writer *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for {
+		err := writer.Ping()
+		var busy sqlite3.Error
+		if err == nil || !errors.As(err, &busy) || busy.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // openSQLite opens the file in WAL mode as sqlitePools: one writer, whose
 // transactions begin IMMEDIATE, and a pool of query-only readers.
 func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error) {
@@ -85,7 +103,7 @@ func openSQLite(path string, cfg *gorm.Config, groupCommit int) (*gorm.DB, error
 	pools.readers.SetMaxIdleConns(20)
 	pools.readers.SetConnMaxIdleTime(5 * time.Minute)
 	// The writer connects first, so the file is in WAL mode before a reader opens it.
-	err := pools.writer.Ping()
+	err := connectWriter(pools.writer)
 	var db *gorm.DB
 	if err == nil {
 		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pools}), cfg)
