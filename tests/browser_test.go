@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -42,7 +44,7 @@ func chromium(t *testing.T) string {
 
 func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], extra...),
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -57,6 +59,7 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Con
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1100, 900),
 	)
+	opts = append(opts, extra...) // last: a test's window size wins
 	// A bound for a browser that hangs, not a speed target: the audit walks
 	// every page and outcome (40 and more, each in two schemes and at two
 	// widths), and took past 90 s on two loaded cores.
@@ -177,7 +180,8 @@ const clickGap = 50 * time.Millisecond
 
 // doubleClick is a real double-click: two presses and releases at the
 // button's centre, the second with click count 2, clickGap after the first
-// submission reached the server (held there).
+// submission reached the server (held there). If the second never arrives,
+// it fails with what the browser did meanwhile (its POSTs and navigations).
 func doubleClick(sel string, c *postCounter) chromedp.Action[chromedp.Void] {
 	return chromedp.QueryAfter(sel, func(ctx context.Context, t *chromedp.Target, nodes []*chromedp.Node) (chromedp.Void, error) {
 		var none chromedp.Void
@@ -190,11 +194,15 @@ func doubleClick(sel string, c *postCounter) chromedp.Action[chromedp.Void] {
 		}
 		q := box.Quads[0]
 		x, y := (q[0]+q[2]+q[4]+q[6])/4, (q[1]+q[3]+q[5]+q[7])/4
-		if err := pressUntil(ctx, t, x, y, 1, c.firstHeld()); err != nil {
+		seen := watch(ctx)
+		if err := pressUntil(ctx, t, x, y, 1, c.firstHeld(), seen); err != nil {
 			return none, err
 		}
 		time.Sleep(clickGap)
-		return none, pressUntil(ctx, t, x, y, 2, c.second)
+		if err := pressUntil(ctx, t, x, y, 2, c.second, seen); err != nil {
+			return none, err
+		}
+		return none, nil
 	}, chromedp.NodeVisible)
 }
 
@@ -203,20 +211,61 @@ func doubleClick(sel string, c *postCounter) chromedp.Action[chromedp.Void] {
 // a press, so it is pressed again, as a hand would, only when none arrived in
 // 3 s (one that did would make a submission too many), at most 3 times
 // (within the 10 s the server holds the first submission).
-func pressUntil(ctx context.Context, t *chromedp.Target, x, y float64, count int, arrived <-chan struct{}) error {
+func pressUntil(ctx context.Context, t *chromedp.Target, x, y float64, count int, arrived <-chan struct{}, seen *browserLog) error {
 	for press := 0; ; press++ {
+		seen.add("press %d (click count %d) at %.0f,%.0f", press+1, count, x, y)
 		if _, err := chromedp.MouseClickXY(x, y, chromedp.ClickCount(count))(ctx, t); err != nil {
 			return err
 		}
+		seen.add("press %d dispatched", press+1)
 		select {
 		case <-arrived:
 			return nil
 		case <-time.After(3 * time.Second):
 			if press == 2 {
-				return nil // the test fails on its count of submissions
+				return fmt.Errorf("no submission reached the server after 3 presses of click count %d; the browser did:\n%s", count, seen)
 			}
 		}
 	}
+}
+
+// browserLog records, with times, the presses and what the browser started.
+type browserLog struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+}
+
+// watch records the tab's POSTs and navigations from now on.
+func watch(ctx context.Context) *browserLog {
+	l := &browserLog{start: time.Now()}
+	_ = chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if ev.Request.Method == http.MethodPost {
+				l.add("POST %s sent", ev.Request.URL)
+			}
+		case *network.EventLoadingFailed:
+			l.add("request failed: %s (canceled %v)", ev.ErrorText, ev.Canceled)
+		case *cdppage.EventFrameRequestedNavigation:
+			l.add("navigation requested: %s (%s, %s)", ev.URL, ev.Reason, ev.Disposition)
+		case *cdppage.EventFrameNavigated:
+			l.add("navigated: %s", ev.Frame.URL)
+		}
+	})
+	return l
+}
+
+func (l *browserLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("%6dms ", time.Since(l.start).Milliseconds())+fmt.Sprintf(format, args...))
+}
+
+func (l *browserLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 func TestBrowserCheckoutSurvivesDoubleClicksAndTheBackButton(t *testing.T) {

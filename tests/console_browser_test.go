@@ -19,7 +19,9 @@ import (
 // provider's ledger too; the shopper's open request is fulfilled, and the
 // shopper's order page shows the refund.
 func TestBrowserConsoleDoubleClickedRefundRefundsOnce(t *testing.T) {
-	ctx := newBrowser(t, withoutScripts)
+	// Tall enough that the Refund button needs no scrolling, as on the
+	// other double-click tests (a scrolled page is one thing fewer to vary).
+	ctx := newBrowser(t, withoutScripts, chromedp.WindowSize(1100, 1400))
 	e, ids, s := signedIn(t, withLatency(150*time.Millisecond))
 	orderPath := paidOrder(t, s, ids[0], payments.MethodVisa)
 	s.post(orderPath+"/refund-requests", url.Values{"idempotency_key": {keyOfForm(t, s.get(orderPath), orderPath+"/refund-requests")}, "reason": {"Arrived broken"}})
