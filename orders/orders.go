@@ -68,8 +68,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		seen[item.ProductID] = true
 		ids = append(ids, item.ProductID)
 	}
-	var products []models.Product
-	if err := tx.Where("id IN ?", ids).Find(&products).Error; err != nil {
+	products, number, err := productsAndNumber(tx, ids)
+	if err != nil {
 		return models.Order{}, err
 	}
 	byID := make(map[string]models.Product, len(products))
@@ -80,7 +80,7 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	// pages (orders, and the order id of lines, audit entries and events)
 	// instead of each dirtying pages of its own. It tells when the order was
 	// made, as the order itself does.
-	order := models.Order{ID: newOrderID(), UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey,
+	order := models.Order{ID: newOrderID(), Number: number, UserID: userID, Status: models.OrderPending, DerivedKey: derivedKey,
 		StockReserved: true}
 	for i, item := range items {
 		p, ok := byID[item.ProductID]
@@ -101,10 +101,6 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		return models.Order{}, models.Invalid(fields...)
 	}
 	if err := s.countPending(tx, userID); err != nil {
-		return models.Order{}, err
-	}
-	var err error
-	if order.Number, err = nextOrderNumber(tx); err != nil {
 		return models.Order{}, err
 	}
 	if err := s.write(tx, &order); err != nil {
@@ -128,17 +124,32 @@ func newOrderID() string {
 // FirstOrderNumber is a shop's first order number: "Order #1001".
 const FirstOrderNumber = 1001
 
-// nextOrderNumber is a sequence's on PostgreSQL, so instances never wait for
-// it (a rollback leaves a gap); on SQLite the highest plus one, safe since the
-// transaction holds the write lock from BEGIN.
-func nextOrderNumber(tx *gorm.DB) (int64, error) {
-	var n int64
+// productsAndNumber reads the products an order lists and, in the same
+// statement, the order's number: a sequence's on PostgreSQL, so instances
+// never wait for it (an order refused or rolled back leaves a gap, as a
+// sequence does anyway); on SQLite the highest plus one, safe since the
+// transaction holds the write lock from BEGIN. The number is a CTE's,
+// computed once however many products there are (none listed: no number,
+// and the order is refused).
+func productsAndNumber(tx *gorm.DB, ids []string) ([]models.Product, int64, error) {
+	next := fmt.Sprintf("SELECT COALESCE(MAX(number), %d) + 1 AS number FROM orders", FirstOrderNumber-1)
 	if database.IsPostgres(tx) {
-		err := tx.Raw("SELECT nextval('order_numbers')").Scan(&n).Error
-		return n, err
+		next = "SELECT nextval('order_numbers') AS number"
 	}
-	err := tx.Raw("SELECT COALESCE(MAX(number), ?) + 1 FROM orders", FirstOrderNumber-1).Scan(&n).Error
-	return n, err
+	var rows []struct {
+		models.Product `gorm:"embedded"`
+		Number         int64
+	}
+	err := tx.Raw("WITH next AS MATERIALIZED ("+next+") SELECT products.*, next.number FROM products, next WHERE products.id IN ?", ids).
+		Scan(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, 0, err
+	}
+	products := make([]models.Product, len(rows))
+	for i, r := range rows {
+		products[i] = r.Product
+	}
+	return products, rows[0].Number, nil
 }
 
 // write writes the placed order, its lines, its audit entry and its event

@@ -71,8 +71,12 @@ func statementName(sql string) string {
 		return strings.Join(names, "; ")
 	}
 	words := strings.Fields(sql)
-	if strings.EqualFold(words[0], "WITH") {
-		return "WITH" + strings.Join(intoTables(words), ",")
+	if strings.EqualFold(words[0], "WITH") { // the tables it writes, or else reads
+		tables := tablesAfter(words, "INTO")
+		if tables == nil {
+			tables = tablesAfter(words, "FROM")
+		}
+		return "WITH" + strings.Join(tables, ",")
 	}
 	for i, w := range words[:len(words)-1] {
 		if strings.EqualFold(w, "FROM") || strings.EqualFold(w, "INTO") || i == 0 && strings.EqualFold(w, "UPDATE") {
@@ -83,12 +87,13 @@ func statementName(sql string) string {
 	return strings.ToUpper(words[0]) + " " + call
 }
 
-// intoTables are the tables a statement inserts into, each " table".
-func intoTables(words []string) []string {
+// tablesAfter are the tables a statement names after keyword (INTO: the
+// tables it inserts into), each " table".
+func tablesAfter(words []string, keyword string) []string {
 	var tables []string
 	for i, w := range words[:len(words)-1] {
-		if strings.EqualFold(w, "INTO") {
-			tables = append(tables, " "+strings.Trim(words[i+1], "`\""))
+		if strings.EqualFold(w, keyword) {
+			tables = append(tables, " "+strings.Trim(words[i+1], "`\",()"))
 		}
 	}
 	return tables
@@ -126,9 +131,8 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		false: {
 			"SELECT idempotency_keys", // the key: a miss
 			"INSERT idempotency_keys", // the claim, in the order's transaction
-			"SELECT products",
-			"UPDATE users",  // the shopper's count of unpaid orders
-			"SELECT orders", // the order number
+			"WITH orders, products",   // the order number (the highest plus one) and the products
+			"UPDATE users",            // the shopper's count of unpaid orders
 			// one Exec of four inserts, both lines in one
 			"INSERT audit_entries; INSERT orders; INSERT order_items; INSERT events",
 			"UPDATE products", "UPDATE products", // the reservation, a line each
@@ -137,9 +141,8 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		true: {
 			"SELECT idempotency_keys",
 			"INSERT idempotency_keys",
-			"SELECT products",
+			"WITH products", // nextval, and the products
 			"UPDATE users",
-			"SELECT nextval",
 			"WITH audit_entries, orders, order_items, events", // one statement
 			"UPDATE products", "UPDATE products",
 			"UPDATE idempotency_keys",
