@@ -79,6 +79,7 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 	var until time.Time // of this instance's lease of the consumer
 	away := false       // the consumer is unavailable: said once, not at every poll
 	for {
+		began := time.Now()
 		err := r.pass(ctx, c, &until)
 		switch {
 		case ctx.Err() != nil:
@@ -98,9 +99,21 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 			return
 		case <-ticker.C:
 		case <-wake:
+			// A wake follows every commit: under load, one look a wakeGap
+			// hands on what many commits wrote, instead of one look each
+			// (each reads the consumer's unhandled events, and on SQLite
+			// takes CPU from the one writer).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(began.Add(wakeGap))):
+			}
 		}
 	}
 }
+
+// wakeGap is the least time from a pass to the next one a wake starts.
+const wakeGap = 50 * time.Millisecond
 
 // pass hands the consumer, batch by batch, the events whose turn has come,
 // while this instance holds its lease, until none is left. A batch is settled
