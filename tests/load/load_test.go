@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop/shop/database"
+	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/internal/testkit"
+	"github.com/shop/shop/orders"
 )
 
 // The harness, tiny: every phase does some work, in two interleaved rounds,
@@ -212,5 +216,39 @@ func TestLoadPeer(t *testing.T) {
 		if !honest && (rep.phases[phaseHit].failed != replays || len(rep.audit.problems()) == 0) {
 			t.Fatalf("a peer that makes a new order on each retry: %d of %d replays failed, audit %v", rep.phases[phaseHit].failed, replays, rep.audit.problems())
 		}
+	}
+}
+
+// -shop: the harness drives a shop it did not start (here one served
+// beside it on the same database; scripts/bench runs the shop's binary):
+// the users and stock it prepared are the shop's, the fresh orders and
+// their replays go over HTTP, and the audit counts them in the database.
+func TestLoadDrivesAShopItDidNotStart(t *testing.T) {
+	url := testkit.URL(t)
+	db := testkit.Open(t, url)
+	if err := errors.Join(database.Migrate(db), orders.Seed(db)); err != nil { // as main does at start
+		t.Fatal(err)
+	}
+	server := handlers.NewServer(shopDeps(db))
+	srv := httptest.NewServer(server)
+	t.Cleanup(func() { srv.Close(); _ = server.Close(context.Background()) })
+	cfg := config{DatabaseURL: url, Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, Rounds: 2, Catalog: catalogHot, StockSlots: 4,
+		FreshOnly: true, Replays: true, Shop: srv.URL}
+	rep, err := measureProcess(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := rep.audit.problems(); len(problems) > 0 {
+		t.Fatalf("audit: %v", problems)
+	}
+	if rep.phases[phaseFresh].ops == 0 || rep.phases[phaseHit].ops == 0 {
+		t.Fatalf("%d fresh orders, %d replays: want both", rep.phases[phaseFresh].ops, rep.phases[phaseHit].ops)
+	}
+	var orders int64
+	if err := db.Table("orders").Count(&orders).Error; err != nil || orders != int64(rep.phases[phaseWarmup].ops+rep.phases[phaseFresh].ops) {
+		t.Fatalf("%d orders in the shop's database (%v), want the warm-up's and the fresh phase's %d", orders, err, rep.phases[phaseWarmup].ops+rep.phases[phaseFresh].ops)
+	}
+	if _, err := measureProcess(context.Background(), config{DatabaseURL: url, Shop: srv.URL, Phase: time.Millisecond, Workers: 1, Rounds: 1}); err == nil {
+		t.Error("-shop without -fresh-only -replays: want an error")
 	}
 }

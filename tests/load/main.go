@@ -52,6 +52,7 @@ func main() {
 	flag.IntVar(&cfg.GroupCommit, "group-commit", cfg.GroupCommit, "the most atomic operations one SQLite commit holds, on every pool the harness opens; 1: group commit off")
 	flag.BoolVar(&cfg.Replays, "replays", false, "with -fresh-only, also replay the fresh orders' keys on the instance that made them (replay (hit)), in the same rounds")
 	flag.StringVar(&cfg.Peer, "peer", "", "drive the peer at this base URL (../shared/peer-fiber) instead of the shop, as -fresh-only -replays drives the shop (peer.go)")
+	flag.StringVar(&cfg.Shop, "shop", "", "drive the shop's own binary running at this base URL over -db (the same database), as -peer drives the peer, with -fresh-only -replays (process.go)")
 	flag.IntVar(&cfg.Instances, "instances", cfg.Instances, "with -fresh-only: the instances over the one database the fresh orders go to (worker w to instance w mod n), each on a pool of its own")
 	flag.StringVar(&cfg.JSON, "json", "", "also write each phase's figures, and the fresh orders' latencies, as JSON to this file (for the charts)")
 	flag.Parse()
@@ -76,8 +77,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	measured := measure
-	if cfg.Peer != "" {
+	switch {
+	case cfg.Peer != "":
 		measured = measurePeer
+	case cfg.Shop != "":
+		measured = measureProcess
 	}
 	rep, err := measured(ctx, cfg)
 	if err != nil {

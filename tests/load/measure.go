@@ -71,9 +71,11 @@ type config struct {
 	// Replays: with FreshOnly, the replays of the fresh orders' keys on
 	// the instance that made them run in the same rounds. Peer: the base
 	// URL of the peer to drive instead of the shop (peer.go). Both for
-	// scripts/bench's shop beside its peer.
+	// scripts/bench's shop beside its peer. Shop: the base URL of the
+	// shop's own binary to drive, over DatabaseURL (process.go).
 	Replays bool
 	Peer    string
+	Shop    string
 	// Instances: with FreshOnly, the fresh orders go to this many
 	// instances over the one database, worker w to instance w mod
 	// Instances, each on a pool of its own: scripts/bench's scale-out.
@@ -316,16 +318,7 @@ func measureBench(ctx context.Context, cfg config) (*bench, *report, error) {
 	if err := b.setCatalog(); err != nil {
 		return nil, nil, err
 	}
-	def := settings.Default() // the settings main runs with when none is set
-	b.deps = handlers.Deps{
-		DB: db, Payments: simulated(db), TTL: def.IdempotencyTTL, Lease: def.IdempotencyLease, Wait: def.IdempotencyWait,
-		ReplayCacheBytes: def.ReplayCacheBytes(), OrderExpiry: def.OrderExpiry, TokenTTL: def.TokenTTL,
-		TokenCacheTTL: def.TokenCacheTTL, SessionIdle: def.SessionIdle, SessionMaxAge: def.SessionMaxAge,
-		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler),
-		// One SESSION_SECRET for every instance, as a deployment has: pushes
-		// are signed with a key derived from it.
-		SessionSecret: []byte(uuid.NewString()),
-	}
+	b.deps = shopDeps(db)
 	var servers []*shop
 	defer func() { _ = b.stop(servers) }()
 	pushing := b.deps
@@ -770,6 +763,19 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 		b.users[name] = append(b.users[name], user{u.ID, token})
 	}
 	return nil
+}
+
+// shopDeps are an instance's over db, with the settings main runs with
+// when none is set, and one SESSION_SECRET for every instance, as a
+// deployment has (pushes are signed with a key derived from it).
+func shopDeps(db *gorm.DB) handlers.Deps {
+	def := settings.Default()
+	return handlers.Deps{
+		DB: db, Payments: simulated(db), TTL: def.IdempotencyTTL, Lease: def.IdempotencyLease, Wait: def.IdempotencyWait,
+		ReplayCacheBytes: def.ReplayCacheBytes(), OrderExpiry: def.OrderExpiry, TokenTTL: def.TokenTTL,
+		TokenCacheTTL: def.TokenCacheTTL, SessionIdle: def.SessionIdle, SessionMaxAge: def.SessionMaxAge,
+		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler), SessionSecret: []byte(uuid.NewString()),
+	}
 }
 
 // simulated is a payments service on the simulated provider over db, as

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/shop/shop/database"
+)
+
+// measureProcess drives the shop's own binary, a process of its own at
+// cfg.Shop over the database cfg.DatabaseURL names, as measurePeer drives
+// the peer: the same client, workers, warm-up and rounds of fresh orders
+// and their replays. The harness only prepares the database the shop
+// already migrated (its users and their tokens, the hot catalog's stock and
+// slots) and audits it afterwards, as measure does: the shop shares no Go
+// runtime with the client, as the peer does not.
+func measureProcess(ctx context.Context, cfg config) (*report, error) {
+	if !cfg.FreshOnly || !cfg.Replays || cfg.Catalog == catalogSpread || cfg.Instances > 1 {
+		return nil, errors.New("-shop: only with -fresh-only -replays, on the hot catalog, one instance")
+	}
+	db, err := cfg.open()
+	if err != nil {
+		return nil, err
+	}
+	defer database.Close(db)
+	b := &bench{cfg: cfg, db: db, postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
+		began: time.Now().UTC().Add(-time.Second), client: cfg.client(), next: map[*shop]int{},
+		unpaid: map[string][][]order{unpaidOnce: make([][]order, cfg.Workers), unpaidStorm: make([][]order, cfg.Workers)}}
+	defer b.client.CloseIdleConnections()
+	if err := b.setCatalog(); err != nil {
+		return nil, err
+	}
+	b.once = &shop{url: strings.TrimSuffix(cfg.Shop, "/")}
+	b.placing = []*shop{b.once}
+	for _, name := range []string{phaseWarmup, phaseFresh} {
+		if err := b.signUp(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	rep := &report{database: "SQLite", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
+	if b.postgres {
+		rep.database = "PostgreSQL"
+	}
+	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
+	if b.first.status == 0 {
+		return nil, errors.New("the warm-up made no order on the shop at " + cfg.Shop)
+	}
+	if err := b.rounds(ctx, rep, []step{{phaseFresh, b.fresh(phaseFresh)}, {phaseHit, b.replayHit}}); err != nil {
+		return nil, err
+	}
+	rep.commits, rep.committed = 0, 0 // the harness's pool's: the shop commits in its own process
+	rep.audit, err = b.settledAudit(ctx, rep)
+	return rep, err
+}
+
+// settledAudit is the audit once the running shop has written its replay
+// counts (it flushes them every second, and stops with the harness done):
+// tried again every half second, for at most 5 s, while it finds a problem.
+func (b *bench) settledAudit(ctx context.Context, rep *report) (audit, error) {
+	for try := 0; ; try++ {
+		a, err := b.audit(ctx, rep)
+		if err != nil || len(a.problems()) == 0 || try == 10 {
+			return a, err
+		}
+		select {
+		case <-ctx.Done():
+			return a, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
