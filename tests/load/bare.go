@@ -49,7 +49,8 @@ ON CONFLICT (scope, "key") DO UPDATE SET
 WHERE idempotency_keys.expires_at <= excluded.created_at AND (idempotency_keys.state = 'completed' OR idempotency_keys.locked_until <= excluded.created_at)`
 	// bareReserve is orders/stock.go's reserve, a line.
 	bareReserve = `UPDATE "products" SET "stock"=stock - ? WHERE id = ? AND stock >= ?`
-	// The order number (orders/orders.go nextOrderNumber), on each database.
+	// The order number, on each database (orders/orders.go productsAndNumber
+	// reads it with the products; the bare SQL reads it alone).
 	bareNumberSQLite   = `SELECT COALESCE(MAX(number), ?) + 1 FROM orders`
 	bareNumberPostgres = `SELECT nextval('order_numbers')`
 	// bareAudit is audit.Audit's entry of a placed order.
