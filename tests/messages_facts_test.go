@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,5 +270,55 @@ func TestAPlacedOrdersEventIsTheOrderAsTheAPIShowsIt(t *testing.T) {
 		if got, _ := json.Marshal(w); string(got) != string(data) {
 			t.Errorf("the event's data differs from %s:\nevent %s\n%s   %s", name, data, name, got)
 		}
+	}
+}
+
+// A wake follows every commit: a burst of them, one every 2 ms for half a
+// second (a busy instance's commits), starts a look for events at most once
+// every 50 ms, not once a wake, and the event committed during the burst is
+// still handed, without waiting for the poll.
+func TestABurstOfWakesStartsFewLooks(t *testing.T) {
+	db := testkit.Open(t, testkit.URL(t))
+	if err := database.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	var looks atomic.Int64
+	if err := db.Callback().Row().After("gorm:row").Register("test:looks", func(tx *gorm.DB) {
+		if tx.Statement.Table == "events" {
+			looks.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := &ignoring{handed: map[string]int{}}
+	relay := outbox.NewRelay(db, []outbox.Consumer{c}, outbox.RelayConfig{Interval: time.Hour, Lease: time.Minute, Holder: "burst", Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // its first look, at start
+	before := looks.Load()
+	if err := db.Transaction(func(tx *gorm.DB) error {
+		return outbox.Record(tx, outbox.OrderPlaced, "burst-fact", "order", map[string]int{"n": 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	for range 250 {
+		relay.Wake()
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the last wake's look
+	// 250 wakes over about 0.5 s (longer on a loaded machine): at most one
+	// look every 50 ms, each at most two queries (the events, then none
+	// left); a look a wake would be hundreds.
+	most := 2 * (int64(time.Since(began)/(50*time.Millisecond)) + 2)
+	if n := looks.Load() - before; n > most || n == 0 {
+		t.Fatalf("250 wakes started %d queries of the events, want %d at most (a look every 50 ms)", n, most)
+	}
+	cancel()
+	<-done
+	if c.handed[outbox.EventID(outbox.OrderPlaced, "burst-fact")] != 1 {
+		t.Fatalf("the event committed during the burst was handed %v times, want once", c.handed)
 	}
 }
