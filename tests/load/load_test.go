@@ -251,4 +251,12 @@ func TestLoadDrivesAShopItDidNotStart(t *testing.T) {
 	if _, err := measureProcess(context.Background(), config{DatabaseURL: url, Shop: srv.URL, Phase: time.Millisecond, Workers: 1, Rounds: 1}); err == nil {
 		t.Error("-shop without -fresh-only -replays: want an error")
 	}
+	for what, bad := range map[string]config{
+		"-shop without -db": {Shop: srv.URL, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
+		"-shop with -peer":  {Shop: srv.URL, Peer: srv.URL, DatabaseURL: url, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
+	} {
+		if err := run(context.Background(), bad, io.Discard); err == nil {
+			t.Errorf("%s: want an error", what)
+		}
+	}
 }

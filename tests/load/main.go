@@ -15,6 +15,7 @@
 //
 //	go run ./tests/load                                  # SQLite in a temporary directory
 //	go run ./tests/load -db 'postgres://…/loaddb?sslmode=disable'
+//	go run ./tests/load -shop http://127.0.0.1:8080 -db data/shop.db -fresh-only -replays   # the shop's binary, running
 package main
 
 import (
@@ -23,11 +24,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
+
+	settings "github.com/shop/shop/config"
+	"github.com/shop/shop/database"
 )
 
 func main() {
@@ -63,6 +70,9 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
 	if cfg.DatabaseURL == "" {
 		dir, err := os.MkdirTemp("", "shop-load-")
 		if err != nil {
@@ -105,6 +115,96 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if problems := rep.audit.problems(); len(problems) > 0 {
 		return errors.New("audit failed: " + fmt.Sprint(problems))
+	}
+	return nil
+}
+
+// config is the run's settings, the flags main reads.
+type config struct {
+	DatabaseURL string
+	Phase       time.Duration
+	Ops         int
+	Workers     int
+	StormK      int
+	// Rounds: the compared phases (every phase but the warm-up and the
+	// storms) run interleaved in this many slices, so that a machine
+	// getting busier or the tables growing does not favour one of them.
+	Rounds       int
+	CPUProfile   string // of the first slice of ProfilePhase
+	ProfilePhase string
+	// MemoryOps: after the storms, fresh orders until the instance with the
+	// middleware has completed this many operations, then its memory.
+	MemoryOps       int
+	Markdown, Label string
+	// Catalog: what the orders buy (catalog.go). FreshOnly: the warm-up
+	// and the fresh orders alone, in their rounds (no other phase, no
+	// storms, no memory), whose figure goes to Figure: scripts/bench's
+	// shop on the hot and the spread catalog, and its group commit on and
+	// off. BareOnly: the warm-up and the bare SQL of the fresh path alone,
+	// whose figure goes to Figure instead; BareWrites: what the bare SQL
+	// writes (bare.go), everything a fresh order writes or no reservation
+	// and no outbox event: scripts/bench's price of stock and events, in
+	// the database.
+	Catalog    string
+	StockSlots int // the hot catalog's products split over this many stock slots (shop stock split)
+	FreshOnly  bool
+	BareOnly   bool
+	BareWrites string
+	Figure     string
+	// GroupCommit: the most atomic operations one SQLite commit holds, for
+	// every pool the harness opens (database.Options); 0 or 1 is group
+	// commit off, and defaults() starts from SQLITE_GROUP_COMMIT's. JSON: the file the phases go to for the charts.
+	GroupCommit int
+	JSON        string
+	// Replays: with FreshOnly, the replays of the fresh orders' keys on
+	// the instance that made them run in the same rounds. Peer: the base
+	// URL of the peer to drive instead of the shop (peer.go). Both for
+	// scripts/bench's shop beside its peer. Shop: the base URL of the
+	// shop's own binary to drive, over DatabaseURL (process.go).
+	Replays bool
+	Peer    string
+	Shop    string
+	// Instances: with FreshOnly, the fresh orders go to this many
+	// instances over the one database, worker w to instance w mod
+	// Instances, each on a pool of its own: scripts/bench's scale-out.
+	Instances int
+}
+
+func defaults() config {
+	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot, StockSlots: 1,
+		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1}
+}
+
+// open opens a connection pool on the database, with the group commit asked.
+func (c config) open() (*gorm.DB, error) {
+	return database.Open(c.DatabaseURL, database.Options{GroupCommit: c.GroupCommit})
+}
+
+// client is the one HTTP client every phase sends through.
+func (c config) client() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 4 * c.Workers * c.StormK, MaxIdleConnsPerHost: 2 * c.Workers * c.StormK,
+	}}
+}
+
+// check refuses the flags that do not go together, and -shop without the
+// database it runs over.
+func (c config) check() error {
+	switch {
+	case c.Peer != "" && c.Shop != "":
+		return errors.New("-peer or -shop, not both")
+	case c.Shop != "" && (!c.FreshOnly || !c.Replays || c.Catalog == catalogSpread || c.Instances > 1):
+		return errors.New("-shop: only with -fresh-only -replays, on the hot catalog, one instance")
+	case c.Shop != "" && c.DatabaseURL == "":
+		return errors.New("-shop: -db names the database the shop runs over, which the harness prepares and audits")
+	case c.FreshOnly && c.BareOnly:
+		return errors.New("-fresh-only or -bare-only, not both")
+	case c.Replays && (!c.FreshOnly || c.Catalog == catalogSpread):
+		return errors.New("-replays: only with -fresh-only, on the hot catalog (a replay sends the hot catalog's body)")
+	case c.Instances > 1 && (!c.FreshOnly || c.Replays):
+		return errors.New("-instances: more than 1 only with -fresh-only, without -replays")
+	case c.BareWrites != "" && c.BareWrites != bareWritesFull && c.BareWrites != bareWritesNone:
+		return fmt.Errorf("-bare-writes %q: %s or %s", c.BareWrites, bareWritesFull, bareWritesNone)
 	}
 	return nil
 }

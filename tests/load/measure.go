@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime/pprof"
@@ -23,81 +21,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/accounts"
-	"github.com/shop/shop/billing"
-	settings "github.com/shop/shop/config"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/handlers"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/orders"
-	"github.com/shop/shop/payments"
 )
-
-type config struct {
-	DatabaseURL string
-	Phase       time.Duration
-	Ops         int
-	Workers     int
-	StormK      int
-	// Rounds: the compared phases (every phase but the warm-up and the
-	// storms) run interleaved in this many slices, so that a machine
-	// getting busier or the tables growing does not favour one of them.
-	Rounds       int
-	CPUProfile   string // of the first slice of ProfilePhase
-	ProfilePhase string
-	// MemoryOps: after the storms, fresh orders until the instance with the
-	// middleware has completed this many operations, then its memory.
-	MemoryOps       int
-	Markdown, Label string
-	// Catalog: what the orders buy (catalog.go). FreshOnly: the warm-up
-	// and the fresh orders alone, in their rounds (no other phase, no
-	// storms, no memory), whose figure goes to Figure: scripts/bench's
-	// shop on the hot and the spread catalog, and its group commit on and
-	// off. BareOnly: the warm-up and the bare SQL of the fresh path alone,
-	// whose figure goes to Figure instead; BareWrites: what the bare SQL
-	// writes (bare.go), everything a fresh order writes or no reservation
-	// and no outbox event: scripts/bench's price of stock and events, in
-	// the database.
-	Catalog    string
-	StockSlots int // the hot catalog's products split over this many stock slots (shop stock split)
-	FreshOnly  bool
-	BareOnly   bool
-	BareWrites string
-	Figure     string
-	// GroupCommit: the most atomic operations one SQLite commit holds, for
-	// every pool the harness opens (database.Options); 0 or 1 is group
-	// commit off, and defaults() starts from SQLITE_GROUP_COMMIT's. JSON: the file the phases go to for the charts.
-	GroupCommit int
-	JSON        string
-	// Replays: with FreshOnly, the replays of the fresh orders' keys on
-	// the instance that made them run in the same rounds. Peer: the base
-	// URL of the peer to drive instead of the shop (peer.go). Both for
-	// scripts/bench's shop beside its peer. Shop: the base URL of the
-	// shop's own binary to drive, over DatabaseURL (process.go).
-	Replays bool
-	Peer    string
-	Shop    string
-	// Instances: with FreshOnly, the fresh orders go to this many
-	// instances over the one database, worker w to instance w mod
-	// Instances, each on a pool of its own: scripts/bench's scale-out.
-	Instances int
-}
-
-func defaults() config {
-	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot, StockSlots: 1,
-		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1}
-}
-
-// open opens a connection pool on the database, with the group commit asked.
-func (c config) open() (*gorm.DB, error) {
-	return database.Open(c.DatabaseURL, database.Options{GroupCommit: c.GroupCommit})
-}
-
-// client is the one HTTP client every phase sends through.
-func (c config) client() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 4 * c.Workers * c.StormK, MaxIdleConnsPerHost: 2 * c.Workers * c.StormK,
-	}}
-}
 
 // phase is what one kind of work measured.
 type phase struct {
@@ -137,41 +65,6 @@ func (p phase) percentile(q float64) time.Duration {
 		return 0
 	}
 	return p.latencies[min(len(p.latencies)-1, int(q*float64(len(p.latencies))))]
-}
-
-// shop is one server on a loopback port.
-type shop struct {
-	url    string
-	server *handlers.Server
-	http   *http.Server
-	db     *gorm.DB     // its own connection pool, closed with it; nil when shared
-	served atomic.Int64 // requests it has answered
-}
-
-// start serves the server, through handler when it is not nil.
-func start(server *handlers.Server, handler http.Handler) (*shop, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	s := &shop{url: "http://" + ln.Addr().String(), server: server}
-	if handler == nil {
-		handler = server
-	}
-	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.served.Add(1)
-		handler.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(ln) }()
-	return s, nil
-}
-
-func (s *shop) stop(ctx context.Context) error {
-	err := errors.Join(s.http.Shutdown(ctx), s.server.Close(ctx))
-	if s.db != nil {
-		err = errors.Join(err, database.Close(s.db))
-	}
-	return err
 }
 
 // bench is one run: the database, the servers, the users of each phase
@@ -282,6 +175,9 @@ func measure(ctx context.Context, cfg config) (*report, error) {
 
 // measureBench is measure, with the bench it ran (for the harness's tests).
 func measureBench(ctx context.Context, cfg config) (*bench, *report, error) {
+	if err := cfg.check(); err != nil {
+		return nil, nil, err
+	}
 	db, err := cfg.open()
 	if err != nil {
 		return nil, nil, err
@@ -293,85 +189,100 @@ func measureBench(ctx context.Context, cfg config) (*bench, *report, error) {
 	if err := orders.Seed(db); err != nil {
 		return nil, nil, err
 	}
-	b := &bench{
-		cfg: cfg, db: db, pool: db.ConnPool.(pool), postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
-		began:  time.Now().UTC().Add(-time.Second),
-		client: cfg.client(), unpaid: map[string][][]order{}, next: map[*shop]int{},
-	}
-	b.bare = newBareSQL(b.postgres)
-	if cfg.FreshOnly && cfg.BareOnly {
-		return nil, nil, errors.New("-fresh-only or -bare-only, not both")
-	}
-	if cfg.Replays && (!cfg.FreshOnly || cfg.Catalog == catalogSpread) {
-		return nil, nil, errors.New("-replays: only with -fresh-only, on the hot catalog (a replay sends the hot catalog's body)")
-	}
-	if cfg.Instances > 1 && (!cfg.FreshOnly || cfg.Replays) {
-		return nil, nil, errors.New("-instances: more than 1 only with -fresh-only, without -replays")
-	}
-	if cfg.BareWrites != "" && cfg.BareWrites != bareWritesFull && cfg.BareWrites != bareWritesNone {
-		return nil, nil, fmt.Errorf("-bare-writes %q: %s or %s", cfg.BareWrites, bareWritesFull, bareWritesNone)
-	}
+	b := newBench(cfg, db)
+	b.pool, b.bare = db.ConnPool.(pool), newBareSQL(b.postgres)
 	defer b.client.CloseIdleConnections()
-	for _, pool := range []string{unpaidOnce, unpaidStorm} {
-		b.unpaid[pool] = make([][]order, cfg.Workers)
-	}
-	if err := b.setCatalog(); err != nil {
+	if err := b.prepare(ctx, phaseWarmup, phaseFresh, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory); err != nil {
 		return nil, nil, err
 	}
 	b.deps = shopDeps(db)
 	var servers []*shop
 	defer func() { _ = b.stop(servers) }()
-	pushing := b.deps
-	pushing.PushAnswers = true // as main runs the shop
-	if b.once, err = start(handlers.NewServer(pushing), nil); err != nil {
+	servers, err = b.startInstances()
+	if err != nil {
 		return nil, nil, err
 	}
-	servers = append(servers, b.once)
-	b.placing = []*shop{b.once}
-	for range cfg.Instances - 1 {
-		s, err := b.startSecond(true)
-		if err != nil {
-			return nil, nil, err
-		}
-		servers = append(servers, s)
-		b.placing = append(b.placing, s)
-	}
-	if b.other, err = b.startSecond(true); err != nil {
-		return nil, nil, err
-	}
-	servers = append(servers, b.other)
-	for _, name := range []string{phaseWarmup, phaseFresh, phaseBareSQL, phaseCeiling, phaseStorm, phaseMemory} {
-		if err := b.signUp(ctx, name); err != nil {
-			return nil, nil, err
-		}
-	}
-
-	rep := &report{database: "SQLite", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{},
-		groupCommit: cfg.GroupCommit}
-	if b.postgres {
-		rep.database = "PostgreSQL"
-	}
+	rep := b.newReport()
+	rep.groupCommit = cfg.GroupCommit
 	if cfg.BareOnly {
 		rep.figured = phaseBareSQL
 	}
-	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
-	if b.first.status == 0 {
-		return nil, nil, fmt.Errorf("the warm-up made no order: %v", rep.phases[phaseWarmup].failures)
-	}
-	// The ceiling answers what the first order was answered, byte for byte.
-	ceiling := handlers.NewServer(b.deps)
-	if b.ceiling, err = start(ceiling, ceilingOf(ceiling, b.first)); err != nil {
+	if err := b.warmUp(ctx, rep); err != nil {
 		return nil, nil, err
 	}
-	servers = append(servers, b.ceiling)
-	if b.cold, err = b.startSecond(false); err != nil {
+	more, err := b.startReplayers(ctx)
+	servers = append(servers, more...)
+	if err != nil {
 		return nil, nil, err
 	}
-	servers = append(servers, b.cold)
-	if err := b.connect(ctx, b.other, b.cold); err != nil {
+	if err := b.rounds(ctx, rep, b.steps()); err != nil {
 		return nil, nil, err
 	}
+	b.stormsAndMemory(ctx, rep)
+	stopped := servers
+	servers = nil
+	if err := b.stop(stopped); err != nil {
+		return nil, nil, err
+	}
+	rep.audit, err = b.audit(ctx, rep)
+	return b, rep, err
+}
 
+// newBench is a run over db (nil: the peer's, which the harness does not
+// open): no user yet, a run id of its own (for the users' emails), the
+// pools of unpaid orders empty.
+func newBench(cfg config, db *gorm.DB) *bench {
+	b := &bench{cfg: cfg, db: db, users: map[string][]user{}, run: uuid.NewString()[:8], began: time.Now().UTC().Add(-time.Second),
+		client: cfg.client(), unpaid: map[string][][]order{}, next: map[*shop]int{}}
+	if db != nil {
+		b.postgres = database.IsPostgres(db)
+	}
+	for _, pool := range []string{unpaidOnce, unpaidStorm} {
+		b.unpaid[pool] = make([][]order, cfg.Workers)
+	}
+	return b
+}
+
+// prepare writes straight to the database what the shop serves the run
+// from, in-process or not: the catalog's stock (and its slots), and the
+// phases' users with their tokens.
+func (b *bench) prepare(ctx context.Context, phases ...string) error {
+	if err := b.setCatalog(); err != nil {
+		return err
+	}
+	for _, name := range phases {
+		if err := b.signUp(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newReport is the run's report, its phases to come.
+func (b *bench) newReport() *report {
+	rep := &report{database: "SQLite", figured: phaseFresh, workers: b.cfg.Workers, stormK: b.cfg.StormK, rounds: max(1, b.cfg.Rounds), phases: map[string]phase{}}
+	switch {
+	case b.db == nil:
+		rep.database = "peer"
+	case b.postgres:
+		rep.database = "PostgreSQL"
+	}
+	return rep
+}
+
+// warmUp runs the warm-up's fresh orders, and fails if it made none: its
+// first answer is what the ceiling and the bare SQL answer.
+func (b *bench) warmUp(ctx context.Context, rep *report) error {
+	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), b.cfg.Phase, b.cfg.Ops)
+	if b.first.status == 0 {
+		return fmt.Errorf("the warm-up made no order on %s: %v", b.once.url, rep.phases[phaseWarmup].failures)
+	}
+	return nil
+}
+
+// steps are the phases the rounds interleave: all of them, or those of
+// -fresh-only (with -replays) or -bare-only.
+func (b *bench) steps() []step {
 	steps := []step{
 		{phaseFresh, b.fresh(phaseFresh)},
 		{phaseBareSQL, func(ctx context.Context, w, i int) (int, error) {
@@ -384,33 +295,32 @@ func measureBench(ctx context.Context, cfg config) (*bench, *report, error) {
 		{phasePay, b.pay},
 	}
 	switch {
-	case cfg.FreshOnly && cfg.Replays:
-		steps = []step{steps[0], {phaseHit, b.replayHit}}
-	case cfg.FreshOnly:
-		steps = steps[:1]
-	case cfg.BareOnly:
-		steps = steps[1:2]
+	case b.cfg.FreshOnly && b.cfg.Replays:
+		return []step{steps[0], {phaseHit, b.replayHit}}
+	case b.cfg.FreshOnly:
+		return steps[:1]
+	case b.cfg.BareOnly:
+		return steps[1:2]
 	}
-	if err := b.rounds(ctx, rep, steps); err != nil {
-		return nil, nil, err
+	return steps
+}
+
+// stormsAndMemory runs, after the rounds, the storms, then fresh orders
+// until the instance with the middleware has completed -memory operations,
+// and measures its memory; neither with -fresh-only or -bare-only.
+func (b *bench) stormsAndMemory(ctx context.Context, rep *report) {
+	cfg := b.cfg
+	if cfg.FreshOnly || cfg.BareOnly {
+		return
 	}
-	if !cfg.FreshOnly && !cfg.BareOnly {
-		rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
-		rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
-	}
-	if cfg.MemoryOps > 0 && !cfg.FreshOnly && !cfg.BareOnly {
+	rep.phases[phaseStorm] = b.phase(ctx, phaseStorm, b.stormOrder, cfg.Phase, cfg.Ops)
+	rep.phases[phasePayStorm] = b.phase(ctx, phasePayStorm, b.stormPayment, cfg.Phase, cfg.Ops)
+	if cfg.MemoryOps > 0 {
 		rep.memory.before = heapAfterGC()
 		left := max(0, cfg.MemoryOps-int(b.completed.Load()))
 		rep.phases[phaseMemory] = b.phase(ctx, phaseMemory, b.fresh(phaseMemory), 5*time.Minute, left)
 		rep.memory.measure(b)
 	}
-	stopped := servers
-	servers = nil
-	if err := b.stop(stopped); err != nil {
-		return nil, nil, err
-	}
-	rep.audit, err = b.audit(ctx, rep)
-	return b, rep, err
 }
 
 // rounds runs the steps interleaved, in rep.rounds slices of the phase's
@@ -465,35 +375,6 @@ func profiled(path string, work func()) error {
 	work()
 	pprof.StopCPUProfile()
 	return f.Close()
-}
-
-// startSecond starts another instance with the middleware: over the same
-// database, on a connection pool of its own, as another process would be;
-// taking the answers once pushes, or not.
-func (b *bench) startSecond(push bool) (*shop, error) {
-	db, err := b.cfg.open()
-	if err != nil {
-		return nil, err
-	}
-	deps := b.deps
-	deps.DB, deps.Payments, deps.PushAnswers = db, simulated(db), push
-	s, err := start(handlers.NewServer(deps), nil)
-	if err != nil {
-		return nil, errors.Join(err, database.Close(db))
-	}
-	s.db = db
-	return s, nil
-}
-
-// stop stops the servers, which flushes the replay counts they keep.
-func (b *bench) stop(servers []*shop) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		errs = append(errs, s.stop(ctx))
-	}
-	return errors.Join(errs...)
 }
 
 // fresh places an order with a new key on the instance with the middleware
@@ -763,27 +644,4 @@ func (b *bench) signUp(ctx context.Context, name string) error {
 		b.users[name] = append(b.users[name], user{u.ID, token})
 	}
 	return nil
-}
-
-// shopDeps are an instance's over db, with the settings main runs with
-// when none is set, and one SESSION_SECRET for every instance, as a
-// deployment has (pushes are signed with a key derived from it).
-func shopDeps(db *gorm.DB) handlers.Deps {
-	def := settings.Default()
-	return handlers.Deps{
-		DB: db, Payments: simulated(db), TTL: def.IdempotencyTTL, Lease: def.IdempotencyLease, Wait: def.IdempotencyWait,
-		ReplayCacheBytes: def.ReplayCacheBytes(), OrderExpiry: def.OrderExpiry, TokenTTL: def.TokenTTL,
-		TokenCacheTTL: def.TokenCacheTTL, SessionIdle: def.SessionIdle, SessionMaxAge: def.SessionMaxAge,
-		BcryptCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler), SessionSecret: []byte(uuid.NewString()),
-	}
-}
-
-// simulated is a payments service on the simulated provider over db, as
-// main builds one: the provider answers at once, so the phases measure the
-// shop.
-func simulated(db *gorm.DB) *billing.Service {
-	def := settings.Default()
-	return billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db, AuthExpiry: def.AuthExpiry},
-		Lease: def.IdempotencyLease, AttemptTimeout: def.AttemptTimeout(), RollForward: def.RollForward,
-		AuthExpiry: def.AuthExpiry, Logger: slog.New(slog.DiscardHandler)})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 )
 
@@ -18,15 +17,14 @@ const peerOrder = `{"items":[{"product_id":1,"quantity":2},{"product_id":2,"quan
 // have another id). Its database is the peer's own: what is audited is that
 // no operation failed.
 func measurePeer(ctx context.Context, cfg config) (*report, error) {
-	peer := &shop{url: strings.TrimSuffix(cfg.Peer, "/")}
-	b := &bench{cfg: cfg, client: cfg.client(), once: peer, placing: []*shop{peer}, orderBody: peerOrder,
-		users:  map[string][]user{phaseWarmup: make([]user, cfg.Workers), phaseFresh: make([]user, cfg.Workers)},
-		unpaid: map[string][][]order{unpaidOnce: make([][]order, cfg.Workers)}, next: map[*shop]int{}}
+	b := newBench(cfg, nil)
 	defer b.client.CloseIdleConnections()
-	rep := &report{database: "peer", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
-	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
-	if b.first.status == 0 {
-		return nil, fmt.Errorf("the warm-up made no order on the peer at %s: %v", cfg.Peer, rep.phases[phaseWarmup].failures)
+	b.once, b.orderBody = &shop{url: strings.TrimSuffix(cfg.Peer, "/")}, peerOrder
+	b.placing = []*shop{b.once}
+	b.users[phaseWarmup], b.users[phaseFresh] = make([]user, cfg.Workers), make([]user, cfg.Workers) // no token: the peer authenticates no one
+	rep := b.newReport()
+	if err := b.warmUp(ctx, rep); err != nil {
+		return nil, err
 	}
 	if err := b.rounds(ctx, rep, []step{{phaseFresh, b.fresh(phaseFresh)}, {phaseHit, b.replayHit}}); err != nil {
 		return nil, err

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/shop/shop/database"
 )
 
@@ -19,37 +17,29 @@ import (
 // slots) and audits it afterwards, as measure does: the shop shares no Go
 // runtime with the client, as the peer does not.
 func measureProcess(ctx context.Context, cfg config) (*report, error) {
-	if !cfg.FreshOnly || !cfg.Replays || cfg.Catalog == catalogSpread || cfg.Instances > 1 {
-		return nil, errors.New("-shop: only with -fresh-only -replays, on the hot catalog, one instance")
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Shop == "" {
+		return nil, errors.New("-shop: the base URL of the running shop")
 	}
 	db, err := cfg.open()
 	if err != nil {
 		return nil, err
 	}
 	defer database.Close(db)
-	b := &bench{cfg: cfg, db: db, postgres: database.IsPostgres(db), users: map[string][]user{}, run: uuid.NewString()[:8],
-		began: time.Now().UTC().Add(-time.Second), client: cfg.client(), next: map[*shop]int{},
-		unpaid: map[string][][]order{unpaidOnce: make([][]order, cfg.Workers), unpaidStorm: make([][]order, cfg.Workers)}}
+	b := newBench(cfg, db)
 	defer b.client.CloseIdleConnections()
-	if err := b.setCatalog(); err != nil {
+	if err := b.prepare(ctx, phaseWarmup, phaseFresh); err != nil {
 		return nil, err
 	}
 	b.once = &shop{url: strings.TrimSuffix(cfg.Shop, "/")}
 	b.placing = []*shop{b.once}
-	for _, name := range []string{phaseWarmup, phaseFresh} {
-		if err := b.signUp(ctx, name); err != nil {
-			return nil, err
-		}
+	rep := b.newReport()
+	if err := b.warmUp(ctx, rep); err != nil {
+		return nil, err
 	}
-	rep := &report{database: "SQLite", figured: phaseFresh, workers: cfg.Workers, stormK: cfg.StormK, rounds: max(1, cfg.Rounds), phases: map[string]phase{}}
-	if b.postgres {
-		rep.database = "PostgreSQL"
-	}
-	rep.phases[phaseWarmup] = b.phase(ctx, phaseWarmup, b.fresh(phaseWarmup), cfg.Phase, cfg.Ops)
-	if b.first.status == 0 {
-		return nil, errors.New("the warm-up made no order on the shop at " + cfg.Shop)
-	}
-	if err := b.rounds(ctx, rep, []step{{phaseFresh, b.fresh(phaseFresh)}, {phaseHit, b.replayHit}}); err != nil {
+	if err := b.rounds(ctx, rep, b.steps()); err != nil {
 		return nil, err
 	}
 	rep.commits, rep.committed = 0, 0 // the harness's pool's: the shop commits in its own process
