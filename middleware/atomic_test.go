@@ -222,7 +222,7 @@ func crashChild(databaseURL string) {
 func TestAtomicCrashMidTransactionLeavesNoClaim(t *testing.T) {
 	url := testkit.URL(t)
 	db := testkit.Open(t, url)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(append(Tables(), &widget{})...); err != nil {
 		t.Fatal(err)
 	}
 	child := exec.Command(os.Args[0], "-test.run=^$")

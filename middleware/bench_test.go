@@ -41,7 +41,7 @@ type benchSetup struct {
 func newBenchSetup(b *testing.B, wait time.Duration, opts ...func(*Config)) *benchSetup {
 	b.Helper()
 	db := testkit.NewDB(b)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(append(Tables(), &widget{})...); err != nil {
 		b.Fatal(err)
 	}
 	err := registerProbe(db)

@@ -33,7 +33,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "app.db")), &gorm.Config{})
 	if err == nil {
-		err = errors.Join(db.AutoMigrate(&middleware.IdempotencyKey{}), db.AutoMigrate(&note{}))
+		err = errors.Join(db.AutoMigrate(middleware.Tables()...), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)
@@ -219,7 +219,7 @@ func exampleDB() (*gorm.DB, func()) {
 	}
 	db, err := gorm.Open(sqlite.Open(filepath.Join(dir, "example.db")), &gorm.Config{})
 	if err == nil {
-		err = errors.Join(db.AutoMigrate(&middleware.IdempotencyKey{}), db.AutoMigrate(&note{}))
+		err = errors.Join(db.AutoMigrate(middleware.Tables()...), db.AutoMigrate(&note{}))
 	}
 	if err != nil {
 		panic(err)

@@ -165,7 +165,7 @@ func keyInProgress(tx *gorm.DB) bool {
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	db := testkit.NewDB(t)
-	if err := db.AutoMigrate(&IdempotencyKey{}, &widget{}); err != nil {
+	if err := db.AutoMigrate(append(Tables(), &widget{})...); err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{
@@ -451,6 +451,17 @@ func (h *harness) key(scope, key string) (IdempotencyKey, bool) {
 		h.t.Fatal(err)
 	}
 	return k, ok
+}
+
+// storedReplays is the replays the database holds for a key, as a listing reads them.
+func storedReplays(t *testing.T, db *gorm.DB, scope, key string) int {
+	t.Helper()
+	var n int
+	err := db.Raw(`SELECT `+replaysTotal+` FROM idempotency_keys `+replayCounts+` WHERE scope = ? AND "key" = ?`, scope, key).Row().Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func (h *harness) wantKeys(want ...string) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -102,16 +103,53 @@ func (r *replayCounter) loop(every time.Duration) {
 	}
 }
 
+// ReplayCount is how often a key's operation was replayed, in a row of its own, so that
+// counting a replay never rewrites the key's stored answer (a narrow row, not a wide one).
+// A row left by an earlier operation of the key counts for nothing; deleting the key
+// deletes its count. IdempotencyKey.Replays holds what a release before this table counted.
+type ReplayCount struct {
+	KeyID       uint           `gorm:"primaryKey;autoIncrement:false"`
+	Key         IdempotencyKey `gorm:"foreignKey:KeyID;constraint:OnDelete:CASCADE"`
+	OperationID string         `gorm:"size:36;not null"`
+	N           int            `gorm:"column:n;not null"`
+}
+
+// TableName is the table migration 16 creates.
+func (ReplayCount) TableName() string { return "idempotency_replays" }
+
+// Tables are the middleware's models, for an application's AutoMigrate.
+func Tables() []any { return []any{&IdempotencyKey{}, &ReplayCount{}} }
+
+// A read of keys joins replayCounts, and replaysTotal is then each key's replays.
+const (
+	replayCounts = `LEFT JOIN idempotency_replays r ON r.key_id = idempotency_keys.id AND r.operation_id = idempotency_keys.operation_id`
+	replaysTotal = `idempotency_keys.replays + COALESCE(r.n, 0)`
+)
+
 // The counts of a flush, as rows of a JSON document, on each database.
 const (
 	countsPostgres = `jsonb_to_recordset(?::jsonb) AS c(scope text, "key" text, op text, n bigint)`
 	countsSQLite   = `(SELECT value->>'scope' AS scope, value->>'key' AS "key", value->>'op' AS op, value->>'n' AS n
   FROM json_each(?)) AS c`
-	countedRow = `k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op`
+	// addCounts adds each count to its key's row of idempotency_replays, in the keys' order, so
+	// that two instances' flushes lock rows in one order and cannot deadlock; a row of an
+	// earlier operation of the key starts again.
+	addCounts = `INSERT INTO idempotency_replays AS r (key_id, operation_id, n)
+SELECT k.id, k.operation_id, c.n FROM idempotency_keys k, %s
+WHERE k.scope = c.scope AND k."key" = c."key" AND k.operation_id = c.op ORDER BY k.id
+ON CONFLICT (key_id) DO UPDATE SET
+  n = CASE WHEN r.operation_id = excluded.operation_id THEN r.n + excluded.n ELSE excluded.n END,
+  operation_id = excluded.operation_id`
 )
 
-// flush writes the pending counts in one update, or keeps them. On PostgreSQL the rows are
-// locked first, in one byte order, so that two instances' flushes cannot deadlock.
+type count struct {
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
+	Op    string `json:"op"`
+	N     int    `json:"n"`
+}
+
+// flush writes the pending counts in one statement, or keeps them.
 func (r *replayCounter) flush(ctx context.Context) error {
 	r.flushing.Lock()
 	defer r.flushing.Unlock()
@@ -122,25 +160,17 @@ func (r *replayCounter) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	counts := make([]map[string]any, 0, len(batch))
+	counts := make([]count, 0, len(batch))
 	for k, n := range batch {
-		counts = append(counts, map[string]any{"scope": k.scope, "key": k.key, "op": k.operationID, "n": n})
+		counts = append(counts, count{k.scope, k.key, k.operationID, n})
 	}
 	doc, err := json.Marshal(counts)
 	if err == nil {
-		err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			counted := countsSQLite
-			if _, ok := tx.Dialector.(*postgres.Dialector); ok {
-				counted = countsPostgres
-				lock := `SELECT 1 FROM idempotency_keys k, ` + counted + ` WHERE ` + countedRow +
-					` ORDER BY k.scope COLLATE "C", k."key" COLLATE "C" FOR UPDATE OF k`
-				if err := tx.Exec(lock, string(doc)).Error; err != nil {
-					return err
-				}
-			}
-			update := `UPDATE idempotency_keys AS k SET replays = replays + c.n FROM ` + counted + ` WHERE ` + countedRow
-			return tx.Exec(update, string(doc)).Error
-		})
+		counted := countsSQLite
+		if _, ok := r.db.Dialector.(*postgres.Dialector); ok {
+			counted = countsPostgres
+		}
+		err = r.db.WithContext(ctx).Exec(fmt.Sprintf(addCounts, counted), string(doc)).Error
 	}
 	if err != nil {
 		r.mu.Lock()

@@ -31,13 +31,15 @@ type IdempotencyKey struct {
 	Fingerprint string `gorm:"size:64;not null"`
 	RawDigest   []byte // digester.raw of the request that claimed the key
 	// Target is what a retry of a released key may not change (TargetOf).
-	Target           string    `gorm:"size:64;not null;default:''"`
-	State            string    `gorm:"size:16;not null"`
-	OwnerToken       string    `gorm:"size:36;not null"`
-	LockedUntil      time.Time `gorm:"not null"`
-	Status           int       `gorm:"not null;default:0"`
-	Headers          string    `gorm:"type:text"`
-	Body             []byte
+	Target      string    `gorm:"size:64;not null;default:''"`
+	State       string    `gorm:"size:16;not null"`
+	OwnerToken  string    `gorm:"size:36;not null"`
+	LockedUntil time.Time `gorm:"not null"`
+	Status      int       `gorm:"not null;default:0"`
+	Headers     string    `gorm:"type:text"`
+	Body        []byte
+	// Replays, as listed (KeysPage), is the count of ReplayCount too; the column alone is
+	// what a release before that table counted.
 	Replays          int       `gorm:"not null;default:0"`
 	CreatedAt        time.Time `gorm:"not null"`
 	ExpiresAt        time.Time `gorm:"not null;index"`
@@ -65,7 +67,7 @@ type store struct{ db *gorm.DB }
 func (s store) on(tx *gorm.DB) store { return store{db: tx} }
 
 const keyColumns = `id, scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state,
-  owner_token, locked_until, status, headers, body, replays, created_at, expires_at`
+  owner_token, locked_until, status, headers, body, created_at, expires_at`
 
 // find reads the key row, scanned by hand (reflection cost cold replays).
 func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, bool, error) {
@@ -73,7 +75,7 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 	var k IdempotencyKey
 	var headers sql.NullString
 	err := row.Scan(&k.ID, &k.Scope, &k.Key, &k.OperationID, &k.Method, &k.Route, &k.Fingerprint, &k.RawDigest, &k.Target, &k.State,
-		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.Replays, &k.CreatedAt, &k.ExpiresAt)
+		&k.OwnerToken, &k.LockedUntil, &k.Status, &headers, &k.Body, &k.CreatedAt, &k.ExpiresAt)
 	k.Headers = headers.String
 	if errors.Is(err, sql.ErrNoRows) {
 		return IdempotencyKey{}, false, nil
@@ -83,11 +85,13 @@ func (s store) find(ctx context.Context, scope, key string) (IdempotencyKey, boo
 
 func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int) ([]IdempotencyKey, error) {
 	keys := []IdempotencyKey{}
-	q := s.db.WithContext(ctx).Omit("body", "headers").Where("scope = ?", scope)
+	q := s.db.WithContext(ctx).Select(`idempotency_keys.id, scope, "key", idempotency_keys.operation_id, method, route, fingerprint, target,
+  state, owner_token, locked_until, status, `+replaysTotal+` AS replays, created_at, expires_at`).
+		Joins(replayCounts).Where("scope = ?", scope)
 	if p != nil {
-		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
+		q = q.Where("created_at < ? OR (created_at = ? AND idempotency_keys.id < ?)", p.CreatedAt, p.CreatedAt, p.ID)
 	}
-	err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&keys).Error
+	err := q.Order("created_at DESC, idempotency_keys.id DESC").Limit(limit).Find(&keys).Error
 	return keys, err
 }
 

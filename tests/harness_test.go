@@ -353,6 +353,19 @@ func (e *env) createOrder(token, k, body string) string {
 }
 
 // count counts rows of a table, with an optional condition.
+// replays is the replays the database holds for a key: its row's, from a
+// release before migration 16, and its operation's row of idempotency_replays.
+func (e *env) replays(key string) int {
+	e.t.Helper()
+	var n int
+	err := e.db.Raw(`SELECT k.replays + COALESCE(r.n, 0) FROM idempotency_keys k
+  LEFT JOIN idempotency_replays r ON r.key_id = k.id AND r.operation_id = k.operation_id WHERE k."key" = ?`, key).Row().Scan(&n)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
 func (e *env) count(table string, where ...any) int64 {
 	e.t.Helper()
 	var n int64

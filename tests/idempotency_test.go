@@ -69,9 +69,7 @@ func TestReplayReturnsTheOriginalAnswer(t *testing.T) {
 	if err := e.server.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var replays int
-	e.db.Table("idempotency_keys").Where(`"key" = ?`, "pay-1").Pluck("replays", &replays)
-	if replays != 1 {
+	if replays := e.replays("pay-1"); replays != 1 {
 		t.Fatalf("replays = %d, want 1", replays)
 	}
 }

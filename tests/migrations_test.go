@@ -84,7 +84,7 @@ type lastReleaseOrderItem struct {
 func (lastReleaseOrderItem) TableName() string { return "order_items" }
 
 // addedTables are the tables migrations after 1 add.
-var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts", "outbox_retries", "stock_slots"}
+var addedTables = []any{"sessions", "payment_actions", "refund_requests", "events", "inbox", "outbox_leases", "receipts", "webhook_deliveries", "webhook_attempts", "outbox_retries", "stock_slots", "idempotency_replays"}
 
 // addedColumns are the columns migrations after 1 add to the last
 // release's tables, with the value each gives the rows already there.
@@ -289,7 +289,7 @@ func TestLastReleaseDatabaseUpgradesInPlace(t *testing.T) {
 	}
 	// Their replays reach the rows off the request path, a flush a second:
 	// once both have, no flush can land between the two snapshots below.
-	until(t, "the replays counted", func() bool { return e.count("idempotency_keys", "replays > 0") == 2 })
+	until(t, "the replays counted", func() bool { return e.count("idempotency_replays", "n > 0") == 2 })
 	if stored := e.count("idempotency_keys", "state = ?", middleware.KeyCompleted); stored != int64(len(requests)+1) {
 		t.Fatalf("%d stored answers, want %d (the requests and the declined order)", stored, len(requests)+1)
 	}

@@ -65,7 +65,8 @@ func (b *bench) audit(ctx context.Context, rep *report) (audit, error) {
 	once, bare, ceiling := ids(phaseWarmup, phaseFresh, phaseStorm, phaseMemory), ids(phaseBareSQL), ids(phaseCeiling)
 	var replays int64
 	errs = append(errs, db.Table("idempotency_keys").Where("scope IN ?", once).
-		Select("COALESCE(SUM(replays), 0)").Scan(&replays).Error)
+		Joins("LEFT JOIN idempotency_replays r ON r.key_id = idempotency_keys.id AND r.operation_id = idempotency_keys.operation_id").
+		Select("COALESCE(SUM(idempotency_keys.replays + COALESCE(r.n, 0)), 0)").Scan(&replays).Error)
 	payments := "order_id IN (SELECT id FROM orders WHERE user_id IN ?)"
 	k := int64(b.cfg.StormK)
 	bareEvents := ops(phaseBareSQL)
