@@ -23,10 +23,12 @@ type retryRow struct {
 
 func (retryRow) TableName() string { return "outbox_retries" }
 
-// pending is an event not yet handled by a consumer, with the attempts it failed so far.
+// pending is an event not yet handled by a consumer, with the attempts it failed so far,
+// and whether it has a row of outbox_retries (failed, or retried by staff).
 type pending struct {
 	Event
 	Attempts int
+	Retried  bool
 }
 
 // unhandled selects the events of c's types not in c's inbox, joined to their retries (r).
@@ -40,10 +42,15 @@ func unhandled(db *gorm.DB, c Consumer) *gorm.DB {
 
 // due reads, in seq order, up to batch unhandled events whose turn has
 // come: never failed, or due again and not parked; none of settling's seqs.
-func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time, settling []int64) ([]pending, error) {
+// Past mark (0: none), only later events and the consumer's retries are read.
+func due(ctx context.Context, db *gorm.DB, c Consumer, now time.Time, settling []int64, mark int64) ([]pending, error) {
 	var events []pending
-	err := unhandled(db.WithContext(ctx), c).Where("r.event_id IS NULL OR (r.parked_at IS NULL AND r.next_attempt_at <= ?)", now).
-		Where("events.seq NOT IN ?", settling).Select("events.*, COALESCE(r.attempts, 0) AS attempts").Order("events.seq").Limit(batch).Scan(&events).Error
+	q := unhandled(db.WithContext(ctx), c).Where("r.event_id IS NULL OR (r.parked_at IS NULL AND r.next_attempt_at <= ?)", now)
+	if mark > 0 {
+		q = q.Where(`events.seq IN (SELECT seq FROM events WHERE seq > ? UNION ALL
+  SELECT e.seq FROM outbox_retries x JOIN events e ON e.id = x.event_id WHERE x.consumer = ?)`, mark, c.Name())
+	}
+	err := q.Where("events.seq NOT IN ?", settling).Select("events.*, COALESCE(r.attempts, 0) AS attempts, r.event_id IS NOT NULL AS retried").Order("events.seq").Limit(batch).Scan(&events).Error
 	return events, err
 }
 
@@ -63,7 +70,7 @@ func (r *Relay) settle(ctx context.Context, consumer string, events []pending, o
 		switch {
 		case err == nil:
 			done = append(done, inboxRow{Consumer: consumer, EventID: ev.ID, ProcessedAt: now})
-			if ev.Attempts > 0 {
+			if ev.Retried {
 				retried = append(retried, ev.ID)
 			}
 		case !errors.Is(err, ErrUnavailable) && !errors.Is(err, errCutOff):
@@ -125,9 +132,12 @@ func ParkedEvents(ctx context.Context, db *gorm.DB, limit int) ([]Parked, error)
 }
 
 // Retry unparks a parked event by forgetting its failures: the relay hands
-// it again at its next poll, as a new event. It reports whether it was parked.
+// it again at its next poll, as a new event. Its row stays, due now, for a
+// relay whose look starts past it (Relay.seqCommitOrder), and goes once the
+// event is handled. It reports whether it was parked.
 func Retry(ctx context.Context, tx *gorm.DB, consumer, eventID string) (bool, error) {
-	res := tx.WithContext(ctx).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).Delete(&retryRow{})
+	res := tx.WithContext(ctx).Model(&retryRow{}).Where("consumer = ? AND event_id = ? AND parked_at IS NOT NULL", consumer, eventID).
+		Updates(map[string]any{"attempts": 0, "parked_at": nil, "next_attempt_at": time.Now().UTC()})
 	return res.RowsAffected == 1, res.Error
 }
 
