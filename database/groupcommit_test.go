@@ -291,3 +291,21 @@ func TestABatchThatFailsMidwayIsUndoneWithItsMemberAlone(t *testing.T) {
 		t.Fatalf("%d commits for %d transactions, want 1 for 1", commits, ops)
 	}
 }
+
+// Both pools keep SQLite's temporary files in memory, the sub-journals of a
+// batch's savepoints among them: PRAGMA temp_store reads 2 (MEMORY) in a
+// member's transaction on the writer and on a reader.
+func TestSavepointJournalsStayInMemory(t *testing.T) {
+	db, _ := groupDB(t, 4)
+	var onReader, inMember int
+	if err := db.ConnPool.(*sqlitePools).readers.QueryRow("PRAGMA temp_store").Scan(&onReader); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Transaction(func(tx *gorm.DB) error { return tx.Raw("PRAGMA temp_store").Scan(&inMember).Error })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onReader != 2 || inMember != 2 {
+		t.Fatalf("temp_store: %d on a reader, %d in a member; want 2 (MEMORY) on both", onReader, inMember)
+	}
+}

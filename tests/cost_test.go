@@ -60,7 +60,8 @@ func countStatements(t *testing.T, db *gorm.DB) *statements {
 }
 
 // statementName is a statement's verb and the table it names first
-// ("INSERT orders"), or its first call ("SELECT nextval"); an Exec of
+// ("INSERT orders"), the tables a SELECT or WITH reads or writes ("SELECT
+// orders, products"), or its first call ("SELECT nextval"); an Exec of
 // several statements (SQLite's batch) is theirs, joined by "; ".
 func statementName(sql string) string {
 	if several := strings.Split(sql, ";"); len(several) > 1 {
@@ -71,12 +72,15 @@ func statementName(sql string) string {
 		return strings.Join(names, "; ")
 	}
 	words := strings.Fields(sql)
-	if strings.EqualFold(words[0], "WITH") { // the tables it writes, or else reads
+	verb := strings.ToUpper(words[0])
+	if verb == "WITH" || verb == "SELECT" { // the tables it writes, or else reads
 		tables := tablesAfter(words, "INTO")
 		if tables == nil {
 			tables = tablesAfter(words, "FROM")
 		}
-		return "WITH" + strings.Join(tables, ",")
+		if tables != nil {
+			return verb + strings.Join(tables, ",")
+		}
 	}
 	for i, w := range words[:len(words)-1] {
 		if strings.EqualFold(w, "FROM") || strings.EqualFold(w, "INTO") || i == 0 && strings.EqualFold(w, "UPDATE") {
@@ -131,7 +135,7 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		false: {
 			"SELECT idempotency_keys", // the key: a miss
 			"INSERT idempotency_keys", // the claim, in the order's transaction
-			"WITH orders, products",   // the order number (the highest plus one) and the products
+			"SELECT orders, products", // the order number (the highest plus one) and the products
 			"UPDATE users",            // the shopper's count of unpaid orders
 			// one Exec of four inserts, both lines in one
 			"INSERT audit_entries; INSERT orders; INSERT order_items; INSERT events",
@@ -141,7 +145,7 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		true: {
 			"SELECT idempotency_keys",
 			"INSERT idempotency_keys",
-			"WITH products", // nextval, and the products
+			"SELECT products", // nextval, and the products
 			"UPDATE users",
 			"WITH audit_entries, orders, order_items, events", // one statement
 			"UPDATE products", "UPDATE products",
