@@ -80,7 +80,8 @@ func connectWriter(writer *sql.DB) error {
 // every connection (the DSN has no setting for it). Each transaction of a
 // group commit is a savepoint, which keeps the pages it changes in a
 // sub-journal: on disk, past 64 KiB, a write syscall for each page; in
-// memory, a copy. It made fresh orders a fifth faster (BENCHMARKS.md).
+// memory, a copy: about a quarter more fresh orders a second on SQLite in
+// the load harness (scripts/bench's prose in BENCHMARKS.md).
 const sqliteDriver = "sqlite3-shop"
 
 var registerSQLite = sync.OnceFunc(func() {
