@@ -352,7 +352,6 @@ func (e *env) createOrder(token, k, body string) string {
 	return r.json(e.t)["id"].(string)
 }
 
-// count counts rows of a table, with an optional condition.
 // replays is the replays the database holds for a key: its row's, from a
 // release before migration 16, and its operation's row of idempotency_replays.
 func (e *env) replays(key string) int {
@@ -366,6 +365,7 @@ func (e *env) replays(key string) int {
 	return n
 }
 
+// count counts rows of a table, with an optional condition.
 func (e *env) count(table string, where ...any) int64 {
 	e.t.Helper()
 	var n int64
