@@ -185,6 +185,10 @@ func (r *Relay) hand(ctx context.Context, c Consumer, events []pending, until *t
 		}
 		hctx, cancel := context.WithDeadline(ctx, *until)
 		done := handle(hctx, chunk)
+		if len(done) != len(chunk) { // trust none of a batch's answers if one is missing
+			err := fmt.Errorf("outbox: %s answered %d of %d events", c.Name(), len(done), len(chunk))
+			done = slices.Repeat([]error{err}, len(chunk))
+		}
 		for i, err := range done {
 			if err != nil && hctx.Err() != nil {
 				done[i] = fmt.Errorf("%w: %w", errCutOff, err)

@@ -2,11 +2,15 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/shop/shop/notify"
 	"github.com/shop/shop/outbox"
@@ -137,5 +141,55 @@ func TestAWebhookRedeliveredByStaffIsSentOnceMoreWithTheSameIDAndBody(t *testing
 	}
 	if n := e.count("webhook_attempts", "delivery_id = ?", id); n != 2 || e.count("webhook_deliveries", "state = ?", "delivered") != int64(len(events)) {
 		t.Fatalf("%d attempts recorded for the redelivered one; want 2, and every delivery delivered", n)
+	}
+}
+
+// shortBatcher answers its first batch with one answer too few, and every
+// later batch in full; it counts how often it is handed each event.
+type shortBatcher struct {
+	mu     sync.Mutex
+	calls  int
+	handed map[string]int
+}
+
+func (b *shortBatcher) Name() string { return "test-short" }
+
+func (b *shortBatcher) Handle(context.Context, *gorm.DB, outbox.Event) error {
+	return errors.New("a Batcher is handed its events in batches")
+}
+
+func (b *shortBatcher) HandleBatch(_ context.Context, _ *gorm.DB, events []outbox.Event) []error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	for _, ev := range events {
+		b.handed[ev.ID]++
+	}
+	if b.calls == 1 {
+		return make([]error, len(events)-1)
+	}
+	return make([]error, len(events))
+}
+
+// A batch consumer that answers for fewer events than it was handed is
+// trusted for none of them: the whole batch is handed again after its
+// backoff, and no event is skipped (on SQLite the relay's next look starts
+// past the batch's last event).
+func TestABatchAnsweredShortIsHandedAgainWhole(t *testing.T) {
+	e := newEnv(t)
+	for _, email := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+		e.shopperOrder(email)
+	}
+	events := eventsOf(t, e.db)
+	b := &shortBatcher{handed: map[string]int{}}
+	e.runRelay(1000, b)
+	untilRelayed(t, e.db, b.Name(), int64(len(events)))
+	until(t, "the short batch's retries to be forgotten", func() bool { return e.count("outbox_retries") == 0 })
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, ev := range events {
+		if b.handed[ev.ID] != 2 {
+			t.Errorf("event %d (%s) handed %d times; want twice: the short batch, then again", ev.Seq, ev.Type, b.handed[ev.ID])
+		}
 	}
 }
