@@ -170,7 +170,7 @@ func (r *replayCounter) flush(ctx context.Context) error {
 		if _, ok := r.db.Dialector.(*postgres.Dialector); ok {
 			counted = countsPostgres
 		}
-		err = r.db.WithContext(ctx).Exec(fmt.Sprintf(addCounts, counted), string(doc)).Error
+		err = r.write(ctx, fmt.Sprintf(addCounts, counted), string(doc))
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -180,6 +180,21 @@ func (r *replayCounter) flush(ctx context.Context) error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// write runs the flush's statement in a transaction whose commit ctx does not cut off:
+// a statement cut off is rolled back, so its counts, kept for the next flush, count once.
+// (Cut off on its own, it might have committed all the same.)
+func (r *replayCounter) write(ctx context.Context, sql string, doc string) error {
+	tx := r.db.WithContext(context.WithoutCancel(ctx)).Begin()
+	if tx.Error != nil {
+		return tx.Error
+	}
+	if err := tx.WithContext(ctx).Exec(sql, doc).Error; err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit().Error
 }
 
 // withPending adds the counts not yet written to the keys read.
