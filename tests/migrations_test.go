@@ -170,6 +170,15 @@ func TestMigrationsMakeTheSchemaAutoMigrateMade(t *testing.T) {
 // to and including version.
 func migrateTo(t *testing.T, db *gorm.DB, version int64) {
 	t.Helper()
+	if _, err := migrations(t, db).UpTo(t.Context(), version); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// migrations is goose's provider of the shop's migrations, as the source
+// tree has them, for db's engine: what an operator's goose CLI runs.
+func migrations(t *testing.T, db *gorm.DB) *goose.Provider {
+	t.Helper()
 	dialect, dir := goose.DialectSQLite3, "../database/migrations/sqlite3"
 	if database.IsPostgres(db) {
 		dialect, dir = goose.DialectPostgres, "../database/migrations/postgres"
@@ -179,11 +188,38 @@ func migrateTo(t *testing.T, db *gorm.DB, version int64) {
 		t.Fatal(err)
 	}
 	p, err := goose.NewProvider(dialect, sqlDB, os.DirFS(dir))
-	if err == nil {
-		_, err = p.UpTo(t.Context(), version)
-	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+// Rolling migration 16 back (goose down) keeps the replays counted in its
+// table: they go back into the keys' own column, which the release before
+// it counts in and lists, the key's earlier operations' counts aside.
+func TestRollingBackReplayCountsKeepsThem(t *testing.T) {
+	dbURL := testkit.URL(t)
+	db := testkit.Open(t, dbURL)
+	if err := database.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, dbURL, db)
+	token := e.signUp("rollback@example.com")
+	order := request{method: "POST", path: "/api/v1/orders", token: token, key: key("rollback"), body: orderBody(e.productPriced(1900), 1)}
+	for range 3 {
+		if r := e.do(order); r.Status != http.StatusCreated {
+			t.Fatalf("order: %d %s", r.Status, r.Body)
+		}
+	}
+	until(t, "the replays counted", func() bool { return e.count("idempotency_replays", "n = 2") == 1 })
+	must(t, db.Exec("UPDATE idempotency_keys SET replays = 5").Error) // what the release before counted
+	if _, err := migrations(t, db).DownTo(t.Context(), 15); err != nil {
+		t.Fatal(err)
+	}
+	var replays []int
+	must(t, db.Table("idempotency_keys").Where(`"key" = ?`, "rollback").Pluck("replays", &replays).Error)
+	if len(replays) != 1 || replays[0] != 7 || db.Migrator().HasTable("idempotency_replays") {
+		t.Fatalf("after rolling migration 16 back, the key counts %v replays, want [7]: 5 before it, 2 in its table", replays)
 	}
 }
 

@@ -14,4 +14,11 @@ CREATE TABLE idempotency_replays (
 );
 
 -- +goose Down
+-- The counts go back into the keys' own column, which the release before
+-- this one counts in and lists; those of a key's earlier operation count
+-- for nothing, as above.
+UPDATE idempotency_keys SET replays = replays + (SELECT r.n FROM idempotency_replays r
+    WHERE r.key_id = idempotency_keys.id AND r.operation_id = idempotency_keys.operation_id)
+WHERE EXISTS (SELECT 1 FROM idempotency_replays r
+    WHERE r.key_id = idempotency_keys.id AND r.operation_id = idempotency_keys.operation_id);
 DROP TABLE idempotency_replays;
