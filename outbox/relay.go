@@ -43,13 +43,19 @@ type RelayConfig struct {
 	// wait between them doubles from Backoff to MaxBackoff (1 s and 30 min when zero).
 	MaxAttempts         int
 	Backoff, MaxBackoff time.Duration
-	Logger              *slog.Logger
+	// Recheck is the time between two looks from the first event, where a look
+	// starts past the ones settled (seqCommitOrder): they find an event taken
+	// out of its consumer's retries with no look to see it, as the release
+	// before this one's Retry did (a minute when zero).
+	Recheck time.Duration
+	Logger  *slog.Logger
 }
 
 func NewRelay(db *gorm.DB, consumers []Consumer, cfg RelayConfig) *Relay {
 	if cfg.Backoff == 0 {
 		cfg.Backoff, cfg.MaxBackoff = time.Second, 30*time.Minute
 	}
+	cfg.Recheck = cmp.Or(cfg.Recheck, time.Minute)
 	r := &Relay{db: db, consumers: consumers, cfg: cfg, seqCommitOrder: db.Dialector.Name() == "sqlite"}
 	for range consumers {
 		r.wakes = append(r.wakes, make(chan struct{}, 1))
@@ -85,8 +91,12 @@ func (r *Relay) run(ctx context.Context, c Consumer, wake <-chan struct{}) {
 	var until time.Time // of this instance's lease of the consumer
 	var mark int64      // every event up to it is in c's inbox or retries, or not c's (seqCommitOrder)
 	away := false       // the consumer is unavailable: said once, not at every poll
+	rechecked := time.Now()
 	for {
 		began := time.Now()
+		if began.Sub(rechecked) >= r.cfg.Recheck {
+			mark, rechecked = 0, began
+		}
 		err := r.pass(ctx, c, &until, &mark)
 		switch {
 		case ctx.Err() != nil:

@@ -193,3 +193,52 @@ func TestABatchAnsweredShortIsHandedAgainWhole(t *testing.T) {
 		}
 	}
 }
+
+// refusing fails every event handed to it until told to take them.
+type refusing struct {
+	mu     sync.Mutex
+	take   bool
+	handed map[string]int
+}
+
+func (c *refusing) Name() string { return "test-refusing" }
+
+func (c *refusing) Handle(_ context.Context, _ *gorm.DB, ev outbox.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handed[ev.ID]++
+	if !c.take {
+		return errors.New("not now")
+	}
+	return nil
+}
+
+// An event parked, then taken out of its consumer's retries with no look
+// to see it (the release before this one retried a parked event so, in a
+// rolling upgrade), is handed again at the next look from the first event:
+// on SQLite a look starts past the events settled, and would never see it.
+func TestAnEventRetriedByTheReleaseBeforeIsHandedAgain(t *testing.T) {
+	e := newEnv(t)
+	e.shopperOrder("parked@example.com")
+	c := &refusing{handed: map[string]int{}}
+	relay := outbox.NewRelay(e.db, []outbox.Consumer{c}, outbox.RelayConfig{Interval: 20 * time.Millisecond, Lease: time.Minute, Holder: "test",
+		MaxAttempts: 1, Recheck: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	events := eventsOf(t, e.db)
+	until(t, "every event parked", func() bool { return e.count("outbox_retries", "parked_at IS NOT NULL") == int64(len(events)) })
+	e.shopperOrder("later@example.com") // a look now starts past the parked ones
+	until(t, "the later events parked", func() bool { return e.count("outbox_retries", "parked_at IS NOT NULL") == int64(len(eventsOf(t, e.db))) })
+	c.mu.Lock()
+	c.take = true
+	c.mu.Unlock()
+	must(t, e.db.Exec("DELETE FROM outbox_retries WHERE event_id = ?", events[0].ID).Error) // the release before's Retry
+	until(t, "the event retried by the release before", func() bool { return e.count("inbox", "consumer = ? AND event_id = ?", c.Name(), events[0].ID) == 1 })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.handed[events[0].ID] != 2 {
+		t.Fatalf("the event retried by the release before was handed %d times; want twice", c.handed[events[0].ID])
+	}
+}
