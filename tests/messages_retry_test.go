@@ -230,7 +230,9 @@ func TestAnEventRetriedByTheReleaseBeforeIsHandedAgain(t *testing.T) {
 	events := eventsOf(t, e.db)
 	until(t, "every event parked", func() bool { return e.count("outbox_retries", "parked_at IS NOT NULL") == int64(len(events)) })
 	e.shopperOrder("later@example.com") // a look now starts past the parked ones
-	until(t, "the later events parked", func() bool { return e.count("outbox_retries", "parked_at IS NOT NULL") == int64(len(eventsOf(t, e.db))) })
+	until(t, "the later events parked", func() bool {
+		return e.count("outbox_retries", "parked_at IS NOT NULL") == int64(len(eventsOf(t, e.db)))
+	})
 	c.mu.Lock()
 	c.take = true
 	c.mu.Unlock()
