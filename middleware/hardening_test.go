@@ -202,3 +202,64 @@ func TestKeyWhoseReleaseFailedIsFreeOnceItsLeasePasses(t *testing.T) {
 	}
 	h.wantKeys("alice/k=completed")
 }
+
+// A flush cut off while its statement waits for a lock another transaction holds is rolled
+// back, and its counts, kept, are written once by the next flush: on PostgreSQL a row lock
+// on the count, on SQLite another connection's write transaction.
+func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
+	h := newHarness(t)
+	wantAnswer(t, h.do(call{key: "k", body: `{}`}), http.StatusCreated, false)
+	k, _ := h.key("alice", "k")
+	h.mw.replays.add(replayOfKey(k))
+	if err := h.mw.replays.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	release := holdReplayCount(t, h.db, k.ID)
+	h.mw.replays.add(replayOfKey(k))
+	ctx, cancel := context.WithCancel(context.Background())
+	flushed := make(chan error, 1)
+	go func() { flushed <- h.mw.replays.flush(ctx) }()
+	time.Sleep(300 * time.Millisecond) // the flush waits for the lock
+	cancel()
+	var err error
+	select {
+	case err = <-flushed: // PostgreSQL cuts off the waiting statement
+		release()
+	case <-time.After(2 * time.Second): // SQLite's begin waits on: it finds ctx ended once it has the lock
+		release()
+		err = testkit.Recv(t, flushed, "the flush cut off")
+	}
+	if err == nil {
+		t.Fatal("a flush cut off while waiting for a lock reports success")
+	}
+	if err := h.mw.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := storedReplays(t, h.db, "alice", "k"); n != 2 {
+		t.Fatalf("replays = %d after the cut-off flush and Close, want 2", n)
+	}
+}
+
+// holdReplayCount holds a lock that a flush of the key's count waits for, until release.
+func holdReplayCount(t *testing.T, db *gorm.DB, keyID uint) (release func()) {
+	t.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sqlDB.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, unlock := "BEGIN IMMEDIATE", "ROLLBACK"
+	if db.Dialector.Name() == "postgres" {
+		lock = "BEGIN; SELECT n FROM idempotency_replays WHERE key_id = " + strconv.Itoa(int(keyID)) + " FOR UPDATE"
+	}
+	if _, err := conn.ExecContext(context.Background(), lock); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), unlock)
+		_ = conn.Close()
+	}
+}

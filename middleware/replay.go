@@ -184,9 +184,22 @@ func (r *replayCounter) flush(ctx context.Context) error {
 
 // write runs the flush's statement in a transaction whose commit ctx does not cut off:
 // a statement cut off is rolled back, so its counts, kept for the next flush, count once.
-// (Cut off on its own, it might have committed all the same.)
+// (Cut off on its own, it might have committed all the same.) ctx still cuts off the wait
+// for a connection, so a Close past its deadline does not wait for an unreachable database.
 func (r *replayCounter) write(ctx context.Context, sql string, doc string) error {
-	tx := r.db.WithContext(context.WithoutCancel(ctx)).Begin()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	begun, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	tx := r.db.WithContext(begun).Begin()
+	if !stop() { // ctx ended while beginning: begun is cancelled, the transaction unusable
+		if tx.Error == nil {
+			tx.Rollback()
+		}
+		return ctx.Err()
+	}
 	if tx.Error != nil {
 		return tx.Error
 	}

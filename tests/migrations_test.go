@@ -212,14 +212,26 @@ func TestRollingBackReplayCountsKeepsThem(t *testing.T) {
 		}
 	}
 	until(t, "the replays counted", func() bool { return e.count("idempotency_replays", "n = 2") == 1 })
+	again := request{method: "POST", path: "/api/v1/orders", token: token, key: key("rollback-stale"), body: orderBody(e.productPriced(1900), 1)}
+	if r := e.do(again); r.Status != http.StatusCreated {
+		t.Fatalf("order: %d %s", r.Status, r.Body)
+	}
+	// A count left by an earlier operation of the second key counts for nothing.
+	must(t, db.Exec(`INSERT INTO idempotency_replays (key_id, operation_id, n)
+SELECT id, 'an-earlier-operation', 9 FROM idempotency_keys WHERE "key" = ?`, "rollback-stale").Error)
 	must(t, db.Exec("UPDATE idempotency_keys SET replays = 5").Error) // what the release before counted
 	if _, err := migrations(t, db).DownTo(t.Context(), 15); err != nil {
 		t.Fatal(err)
 	}
-	var replays []int
-	must(t, db.Table("idempotency_keys").Where(`"key" = ?`, "rollback").Pluck("replays", &replays).Error)
-	if len(replays) != 1 || replays[0] != 7 || db.Migrator().HasTable("idempotency_replays") {
-		t.Fatalf("after rolling migration 16 back, the key counts %v replays, want [7]: 5 before it, 2 in its table", replays)
+	for k, want := range map[string]int{"rollback": 7, "rollback-stale": 5} {
+		var replays []int
+		must(t, db.Table("idempotency_keys").Where(`"key" = ?`, k).Pluck("replays", &replays).Error)
+		if len(replays) != 1 || replays[0] != want {
+			t.Errorf("after rolling migration 16 back, key %s counts %v replays, want [%d]", k, replays, want)
+		}
+	}
+	if db.Migrator().HasTable("idempotency_replays") {
+		t.Error("idempotency_replays outlives its migration's Down")
 	}
 }
 

@@ -45,18 +45,25 @@ func signIn(t *testing.T, ctx context.Context, base, email string) {
 func unfold(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	isOpen := chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).open`, sel))
+	opened := func() bool { // read, each time, within a bound of its own
+		readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		open, err := chromedp.Run(readCtx, isOpen)
+		return err == nil && open
+	}
 	for press := 1; press <= 3; press++ {
 		pressCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := chromedp.Do(pressCtx, chromedp.Focus(sel+" > summary"), chromedp.KeyEvent(kb.Enter))
-		for deadline := time.Now().Add(3 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			var open bool
-			if open, err = chromedp.Run(pressCtx, isOpen); open {
-				cancel()
+		cancel()
+		// A press that errored may still land: read open before pressing again, or it toggles twice.
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if opened() {
 				return
 			}
 		}
+		logCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		focused, _ := chromedp.Run(logCtx, chromedp.Evaluate[string](`document.activeElement.outerHTML.slice(0, 80)`))
 		cancel()
-		focused, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.outerHTML.slice(0, 80)`))
 		t.Logf("press %d of Enter on %s > summary left it closed (%v); focused: %s", press, sel, err, focused)
 	}
 	t.Fatalf("%s did not open after 3 presses of Enter on its summary", sel)
@@ -142,7 +149,9 @@ func TestBrowserActivityLinksEveryLineToItsOrder(t *testing.T) {
 	// Opened from the keyboard: a click lands by coordinates, which a page
 	// still settling after the audit's viewport changes can move.
 	unfold(t, ctx, "details.ask-again")
-	must(t, chromedp.Do(ctx, chromedp.WaitVisible("#request-reason")))
+	visible, cancel := context.WithTimeout(ctx, 10*time.Second)
+	must(t, chromedp.Do(visible, chromedp.WaitVisible("#request-reason")))
+	cancel()
 	submit(t, ctx, 200, chromedp.SendKeys("#request-reason", "Still broken"), chromedp.Click(`form[action$="/refund-requests"] button`))
 	a.says("order-asked-again", "status", "Your request for a refund was received.")
 	if n := e.count("refund_requests", "state = ?", models.RequestOpen); n != 1 {
