@@ -7,6 +7,7 @@ package database
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -37,8 +38,9 @@ type groupCommitter struct {
 type batch struct {
 	done      chan struct{}
 	err       error
-	began     int // members begun in it
-	committed int // members whose savepoint was released
+	end       func() // ends the shared transaction's context, once it is over
+	began     int    // members begun in it
+	committed int    // members whose savepoint was released
 }
 
 // begin waits for the token, opens the shared transaction if none is, and
@@ -49,15 +51,12 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 		return nil, err
 	}
 	if g.tx == nil {
-		// On no member's context: one member's end must not roll back the others.
-		tx, err := startBy(context.Background(), deadline, func(ctx context.Context) (*sql.Tx, error) {
-			return g.writer.BeginTx(ctx, nil)
-		})
+		tx, end, err := g.open(ctx, deadline)
 		if err != nil {
 			g.pass()
 			return nil, err
 		}
-		g.tx, g.batch = tx, &batch{done: make(chan struct{})}
+		g.tx, g.batch = tx, &batch{done: make(chan struct{}), end: end}
 	}
 	g.seq++
 	m := &member{g: g, tx: g.tx, batch: g.batch, savepoint: "gc" + strconv.FormatUint(g.seq, 10), ctx: ctx}
@@ -71,6 +70,28 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 	m.stop = context.AfterFunc(ctx, func() { _ = m.end(false) })
 	m.mu.Unlock()
 	return m, nil
+}
+
+// open begins the shared transaction on a context of its own, not the member's: one
+// member's end must not roll back the others. ctx cuts off only the wait to begin (SQLite's
+// busy handler, while another process writes); end ends the transaction's context.
+func (g *groupCommitter) open(ctx context.Context, deadline time.Time) (tx *sql.Tx, end func(), err error) {
+	own, end := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, end)
+	tx, err = startBy(own, deadline, func(ctx context.Context) (*sql.Tx, error) {
+		return g.writer.BeginTx(ctx, nil)
+	})
+	if !stop() { // ctx ended meanwhile: a transaction begun is on an ended context
+		if err == nil {
+			_ = tx.Rollback()
+		}
+		err = errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		end()
+		return nil, nil, err
+	}
+	return tx, end, nil
 }
 
 // acquire takes the token, waiting in line until deadline. A waiter that gives
@@ -165,6 +186,7 @@ func (g *groupCommitter) fail(err error) {
 }
 
 func (g *groupCommitter) finish(err error) {
+	g.batch.end()
 	g.batch.err = err
 	close(g.batch.done)
 	g.tx, g.batch = nil, nil

@@ -203,11 +203,15 @@ func TestKeyWhoseReleaseFailedIsFreeOnceItsLeasePasses(t *testing.T) {
 	h.wantKeys("alice/k=completed")
 }
 
-// A flush cut off while its statement waits for a lock another transaction holds is rolled
-// back, and its counts, kept, are written once by the next flush: on PostgreSQL a row lock
-// on the count, on SQLite another connection's write transaction.
+// A flush cut off while it waits for a lock another transaction holds ends at once and
+// writes nothing; its counts, kept, are written once by the next flush. On PostgreSQL the
+// statement waits for a row lock; on SQLite the shared transaction's begin waits for the
+// writer's one connection. (SQLite's busy handler, when another process holds the file's
+// write lock, is not cut off: it waits out its timeout.)
 func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	h := newHarness(t)
+	h.mw.replays.stop() // no background flush: this test's flushes alone
+	<-h.mw.replays.done
 	wantAnswer(t, h.do(call{key: "k", body: `{}`}), http.StatusCreated, false)
 	k, _ := h.key("alice", "k")
 	h.mw.replays.add(replayOfKey(k))
@@ -219,16 +223,31 @@ func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	flushed := make(chan error, 1)
 	go func() { flushed <- h.mw.replays.flush(ctx) }()
-	time.Sleep(300 * time.Millisecond) // the flush waits for the lock
+	waitFor(t, "the flush to take its counts", func() bool {
+		h.mw.replays.mu.Lock()
+		defer h.mw.replays.mu.Unlock()
+		return len(h.mw.replays.pending) == 0
+	})
+	if h.db.Dialector.Name() == "postgres" {
+		waitFor(t, "the flush to wait for the lock", func() bool {
+			var n int64
+			h.db.Raw(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO idempotency_replays%'`).Scan(&n)
+			return n == 1
+		})
+	}
+	select {
+	case err := <-flushed:
+		t.Fatalf("the flush ended (%v) while the lock was held", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 	cancel()
 	var err error
 	select {
-	case err = <-flushed: // PostgreSQL cuts off the waiting statement
-		release()
-	case <-time.After(2 * time.Second): // SQLite's begin waits on: it finds ctx ended once it has the lock
-		release()
-		err = testkit.Recv(t, flushed, "the flush cut off")
+	case err = <-flushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the flush waits on for the lock after its context ended")
 	}
+	release()
 	if err == nil {
 		t.Fatal("a flush cut off while waiting for a lock reports success")
 	}
@@ -240,26 +259,34 @@ func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	}
 }
 
-// holdReplayCount holds a lock that a flush of the key's count waits for, until release.
+// holdReplayCount holds, until release, a lock that a flush of the key's count waits for:
+// on PostgreSQL the count's row; on SQLite the writer's one connection, in a write transaction.
 func holdReplayCount(t *testing.T, db *gorm.DB, keyID uint) (release func()) {
 	t.Helper()
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := sqlDB.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, unlock := "BEGIN IMMEDIATE", "ROLLBACK"
+	lock := "BEGIN IMMEDIATE"
 	if db.Dialector.Name() == "postgres" {
 		lock = "BEGIN; SELECT n FROM idempotency_replays WHERE key_id = " + strconv.Itoa(int(keyID)) + " FOR UPDATE"
+	}
+	pool, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(context.Background(), lock); err != nil {
 		t.Fatal(err)
 	}
-	return func() {
-		_, _ = conn.ExecContext(context.Background(), unlock)
-		_ = conn.Close()
+	return func() { _, _ = conn.ExecContext(context.Background(), "ROLLBACK"); _ = conn.Close() }
+}
+
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -184,8 +185,8 @@ func (r *replayCounter) flush(ctx context.Context) error {
 
 // write runs the flush's statement in a transaction whose commit ctx does not cut off:
 // a statement cut off is rolled back, so its counts, kept for the next flush, count once.
-// (Cut off on its own, it might have committed all the same.) ctx still cuts off the wait
-// for a connection, so a Close past its deadline does not wait for an unreachable database.
+// (Cut off on its own, it might have committed all the same.) ctx cuts off the wait to
+// begin too, so a Close past its deadline does not wait for a database that never answers.
 func (r *replayCounter) write(ctx context.Context, sql string, doc string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -198,7 +199,7 @@ func (r *replayCounter) write(ctx context.Context, sql string, doc string) error
 		if tx.Error == nil {
 			tx.Rollback()
 		}
-		return ctx.Err()
+		return errors.Join(ctx.Err(), tx.Error)
 	}
 	if tx.Error != nil {
 		return tx.Error

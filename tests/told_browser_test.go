@@ -150,8 +150,8 @@ func TestBrowserActivityLinksEveryLineToItsOrder(t *testing.T) {
 	// still settling after the audit's viewport changes can move.
 	unfold(t, ctx, "details.ask-again")
 	visible, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	must(t, chromedp.Do(visible, chromedp.WaitVisible("#request-reason")))
-	cancel()
 	submit(t, ctx, 200, chromedp.SendKeys("#request-reason", "Still broken"), chromedp.Click(`form[action$="/refund-requests"] button`))
 	a.says("order-asked-again", "status", "Your request for a refund was received.")
 	if n := e.count("refund_requests", "state = ?", models.RequestOpen); n != 1 {

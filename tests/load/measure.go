@@ -340,14 +340,12 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 			on := map[string]*shop{phaseHome: b.once, phaseOther: b.other, phaseCold: b.cold}[s.name]
 			if on != nil {
 				// Each key is replayed once there: what is left is shared
-				// out between the rounds to come.
+				// out between the rounds to come. The replay counts of the
+				// phase before reach the rows a flush (a second) later: not
+				// within this short phase.
 				b.mu.Lock()
 				maxOps = min(maxOps, (len(b.made)-b.next[on])/(rounds-r))
 				b.mu.Unlock()
-			}
-			if on != nil {
-				// The replay counts of the phase before reach the rows a
-				// flush (a second) later: not within this short phase.
 				time.Sleep(countsFlushed)
 			}
 			run := func() { rep.phases[s.name] = rep.phases[s.name].merge(b.phase(ctx, s.name, s.work, slice, maxOps)) }
