@@ -4,8 +4,9 @@
 // ceiling.go), and two more instances with the middleware that only replay
 // (the other instance, and the cold one that has seen no key). It drives
 // them over real HTTP from many goroutines: fresh orders, replays on the
-// instance that made the keys and, each key once, on the other and the cold
-// one, payments, and storms (one operation sent k times at once). It also
+// instance that made the keys and on the other (the keys in turn: each once
+// on SQLite, over and over on PostgreSQL, which pushes answers there) and,
+// each key once, on the cold one, payments, and storms (one operation sent k times at once). It also
 // runs the bare SQL of the fresh path (the key read, then one transaction
 // with the claim, the order, its lines and the completion) straight on the
 // same pool, as the database's limit for the work. It prints throughput,
