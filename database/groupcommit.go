@@ -7,7 +7,6 @@ package database
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,7 +84,7 @@ func (g *groupCommitter) open(ctx context.Context, deadline time.Time) (tx *sql.
 		if err == nil {
 			_ = tx.Rollback()
 		}
-		err = errors.Join(ctx.Err(), err)
+		err = ctx.Err() // its own error (a deadline is not a client gone), not own's cancellation
 	}
 	if err != nil {
 		end()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -199,7 +198,7 @@ func (r *replayCounter) write(ctx context.Context, sql string, doc string) error
 		if tx.Error == nil {
 			tx.Rollback()
 		}
-		return errors.Join(ctx.Err(), tx.Error)
+		return ctx.Err()
 	}
 	if tx.Error != nil {
 		return tx.Error

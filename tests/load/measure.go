@@ -80,9 +80,9 @@ type bench struct {
 	// once has the middleware; ceiling is the same build behind a canned
 	// answer (ceilingOf). other and cold are more instances with the
 	// middleware, each on a pool of its own, which only ever replay keys
-	// once made, each once: other as deployed (on PostgreSQL, once pushes
-	// its answers to it), cold without pushes, so that each of its replays
-	// reads the database.
+	// once made (see eachOnce): other as deployed (on PostgreSQL, once
+	// pushes its answers to it), cold without pushes, so that each of its
+	// replays reads the database.
 	once, ceiling, other, cold *shop
 	// placing are the instances fresh orders go to: once, and with
 	// -instances more of them.
@@ -95,8 +95,8 @@ type bench struct {
 	began     time.Time
 
 	mu sync.Mutex
-	// made are the keys once answered, with the answer; made[:next[s]]
-	// have been replayed on the instance s (other, cold).
+	// made are the keys once answered, with the answer; next[s] is the
+	// next of them to replay on the instance s (once, other, cold).
 	made []made
 	next map[*shop]int
 	// completed counts the operations once completed (each storm one).
@@ -456,7 +456,7 @@ func (b *bench) replayInTurn(s *shop) func(ctx context.Context, w, i int) (int, 
 // replay reads the key row; on SQLite, where the other instance reads it the first time (no
 // pushes) and the instance at home is measured alike. On PostgreSQL a retry on the other
 // instance, which the answer was pushed to, is a memory hit every time, as at home: the
-// keys are replayed over and over there, for the whole slice.
+// keys are replayed over and over there, until the slice's time or operations run out.
 func (b *bench) eachOnce(s *shop) bool { return s == b.cold || !b.postgres }
 
 // replay checks that the answer is the original one, marked as replayed
