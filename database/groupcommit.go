@@ -72,8 +72,9 @@ func (g *groupCommitter) begin(ctx context.Context) (*member, error) {
 }
 
 // open begins the shared transaction on a context of its own, not the member's: one
-// member's end must not roll back the others. ctx cuts off only the wait to begin (SQLite's
-// busy handler, while another process writes); end ends the transaction's context.
+// member's end must not roll back the others. ctx cuts off only the wait to begin, for the
+// writer's connection (SQLite's busy handler, while another process writes, does not heed
+// it); end ends the transaction's context.
 func (g *groupCommitter) open(ctx context.Context, deadline time.Time) (tx *sql.Tx, end func(), err error) {
 	own, end := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, end)
