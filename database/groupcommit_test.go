@@ -309,3 +309,40 @@ func TestSavepointJournalsStayInMemory(t *testing.T) {
 		t.Fatalf("temp_store: %d on a reader, %d in a member; want 2 (MEMORY) on both", onReader, inMember)
 	}
 }
+
+// A member whose context ends while the shared transaction waits for the writer's
+// connection gives up at once, with its context's error, and the next member begins.
+func TestAMemberWhoseContextEndsWhileBeginningGivesUp(t *testing.T) {
+	db, g := groupDB(t, 8)
+	conn, err := g.writer.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := g.writer.Stats().WaitCount
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	began := make(chan error, 1)
+	go func() { began <- db.WithContext(ctx).Begin().Error }()
+	for deadline := time.Now().Add(10 * time.Second); g.writer.Stats().WaitCount == waits; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the begin never waited for the writer's connection")
+		}
+	}
+	cancel()
+	select {
+	case err := <-began:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the begin cut off: %v, want its context's end", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the begin waits on after its context ended")
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-insertThen(db, 1, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, db); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("rows %v, want [1]", got)
+	}
+}
