@@ -45,7 +45,7 @@ func (s *Service) Pay(ctx context.Context, op Operation, userID, orderID, method
 func (s *Service) chargeFlow() flow[models.PaymentAttempt, models.Payment] {
 	return flow[models.PaymentAttempt, models.Payment]{
 		s: s, by: byPayment, what: "attempt", noun: "payment attempt",
-		answerOf: s.shop.PaymentOf,
+		answerOf: Ledger.PaymentOf,
 		send: func(ctx context.Context, a models.PaymentAttempt) (Outcome, error) {
 			charge, err := s.cfg.Provider.Charge(ctx, s.chargeRequest(a))
 			return s.awaiting(ctx, a, chargeOutcome(charge)), err

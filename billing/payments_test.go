@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/shop/shop/billing"
 	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
+	"github.com/shop/shop/payments"
 )
 
 // TestStaleAttemptsLeaveHeldOrdersOut: the reconciler takes on only the
@@ -58,5 +61,74 @@ func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
 		if got[o.id] == o.wantOut {
 			t.Errorf("order %s (held by %v until %v, attempt %s): listed %v, want %v", o.id, o.heldBy, o.until, o.state, got[o.id], !o.wantOut)
 		}
+	}
+}
+
+// A payment retried while another run's settlement of its own attempt is written but not
+// yet committed (on SQLite, in the group-commit transaction the retry's write joins) is
+// answered with that payment, not with "already paid": the refusal and the read of the
+// answer see the same writes.
+func TestARetryRefusedByItsOwnSettlementGetsThePayment(t *testing.T) {
+	db := testkit.NewDB(t)
+	if err := database.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	const orderID, derived = "00000000-0000-4000-8000-0000000000aa", "idem_pay_retried"
+	order := models.Order{ID: orderID, Number: 1001, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100, DerivedKey: "idem_order"}
+	attempt := models.PaymentAttempt{Request: models.Request{ID: orderID, OrderID: orderID, DerivedKey: derived, ProviderKey: derived,
+		State: models.InDoubt, CreatedAt: time.Now()}, AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa"}
+	for _, row := range []any{&order, &attempt} {
+		if err := db.Create(row).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another run settles the attempt (as the reconciler does at start-up), not committed yet.
+	settling := db.Begin()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(settling.Model(&models.Order{}).Where("id = ?", orderID).Update("status", models.OrderPaid).Error)
+	must(settling.Model(&models.PaymentAttempt{}).Where("id = ?", orderID).Update("state", models.Succeeded).Error)
+	must(settling.Create(&models.Payment{ID: "pay-1", OrderID: orderID, Status: models.Succeeded, AmountCents: 100, Currency: "USD",
+		PaymentMethod: "pm_card_visa", ProviderChargeID: "ch_1", ProviderKey: derived, CreatedAt: time.Now()}).Error)
+	svc := billing.New(billing.Config{DB: db, Provider: &payments.Simulated{DB: db}, Lease: time.Minute, AttemptTimeout: time.Minute})
+	type result struct {
+		payment models.Payment
+		err     error
+	}
+	paid := make(chan result, 1)
+	go func() {
+		p, err := svc.Pay(context.Background(), billing.Operation{DerivedKey: derived, Holder: "idem_retry/run", Tx: func() *gorm.DB { return db }},
+			"u", orderID, "pm_card_visa")
+		paid <- result{p, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the retry waits to write behind the settlement
+	// Another write waits behind the retry: on SQLite the shared transaction stays open
+	// while it runs, after the retry's refused write.
+	hold, held := make(chan struct{}), make(chan error, 1)
+	go func() { held <- db.Transaction(func(tx *gorm.DB) error { <-hold; return tx.Exec("SELECT 1").Error }) }()
+	time.Sleep(200 * time.Millisecond)
+	committed := make(chan error, 1)
+	go func() { committed <- settling.Commit().Error }()
+	var got result
+	select {
+	case got = <-paid:
+	case <-time.After(time.Second): // the retry reads its answer behind the other write
+	}
+	close(hold)
+	if got.payment.ID == "" && got.err == nil {
+		got = testkit.Recv(t, paid, "the retry's answer")
+	}
+	must(testkit.Recv(t, held, "the other write"))
+	must(testkit.Recv(t, committed, "the settlement's commit"))
+	if got.err != nil || got.payment.ID != "pay-1" || got.payment.Status != models.Succeeded {
+		t.Fatalf("the retry got %+v, %v; want the payment its own attempt made", got.payment, got.err)
+	}
+	var payments int64
+	must(db.Model(&models.Payment{}).Where("order_id = ?", orderID).Count(&payments).Error)
+	if payments != 1 {
+		t.Fatalf("%d payments of the order, want 1", payments)
 	}
 }

@@ -38,7 +38,7 @@ type flow[R Row, T any] struct {
 	s *Service
 	// Names in metrics (by, prefix) and in logs (what, noun).
 	by, prefix, what, noun string
-	answerOf               func(ctx context.Context, derivedKey string) (T, bool, error)
+	answerOf               func(l Ledger, ctx context.Context, derivedKey string) (T, bool, error)
 	send                   func(ctx context.Context, row R) (Outcome, error)
 	find                   func(ctx context.Context, row R) (Outcome, bool, error)
 	settle                 func(tx *gorm.DB, row R, outcome Outcome, holder string) (T, error)
@@ -58,7 +58,7 @@ type beginFunc[R Row] func(ctx context.Context, holder string, now, until time.T
 // run is one run of the operation on the order.
 func (f *flow[R, T]) run(ctx context.Context, op Operation, orderID string, begin beginFunc[R]) (T, error) {
 	// A run that died may have been settled since: that is the answer.
-	if answer, ok, err := f.answerOf(ctx, op.DerivedKey); err != nil || ok {
+	if answer, ok, err := f.answerOf(f.s.shop, ctx, op.DerivedKey); err != nil || ok {
 		return answer, err
 	}
 	row, answer, answered, err := f.begin(ctx, op, orderID, op.Holder, begin)
@@ -76,7 +76,7 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 		begun, err := begin(ctx, holder, now, now.Add(f.s.cfg.Lease))
 		if err != nil {
 			// Refused, perhaps by this operation's own request settled since.
-			if answer, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr != nil || ok {
+			if answer, ok, readErr := f.answerAsWritten(ctx, op.DerivedKey); readErr != nil || ok {
 				return row, answer, true, readErr
 			}
 			return row, answer, false, err
@@ -131,11 +131,24 @@ func (f *flow[R, T]) first(ctx context.Context, op Operation, row R, holder stri
 	answer, err := f.settle(op.Tx(), row, outcome, holder)
 	if errors.Is(err, models.ErrPaymentInProgress) {
 		// The hold passed: the run that took it recorded the same answer.
-		if settled, ok, readErr := f.answerOf(ctx, op.DerivedKey); readErr == nil && ok {
+		if settled, ok, readErr := f.answerOf(f.s.shop, ctx, op.DerivedKey); readErr == nil && ok {
 			return settled, nil
 		}
 	}
 	return answer, err
+}
+
+// answerAsWritten reads the operation's answer in a transaction, as the write refused
+// just now read the order: on SQLite a member of the group-commit transaction, which sees
+// what a member before it settled and has not yet committed. (The readers would not, and
+// the refusal, an order already paid, would be the key's answer.)
+func (f *flow[R, T]) answerAsWritten(ctx context.Context, derivedKey string) (answer T, ok bool, err error) {
+	err = f.s.shop.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var readErr error
+		answer, ok, readErr = f.answerOf(Ledger{DB: tx}, ctx, derivedKey)
+		return readErr
+	})
+	return answer, ok, err
 }
 
 // failed is the outcome of a request the provider never carried out.

@@ -54,7 +54,7 @@ func (s *Service) Refund(ctx context.Context, op Operation, by models.User, orde
 func (s *Service) refundFlow() flow[models.Refund, models.Refund] {
 	return flow[models.Refund, models.Refund]{
 		s: s, by: byRefund, prefix: "refund_", what: "refund", noun: "refund",
-		answerOf: s.shop.RefundOf,
+		answerOf: Ledger.RefundOf,
 		send: func(ctx context.Context, r models.Refund) (Outcome, error) {
 			answer, err := s.cfg.Provider.Refund(ctx, refundRequest(r))
 			return refundOutcome(answer), err

@@ -109,7 +109,7 @@ func (f *flow[R, T]) record(ctx context.Context, row R, outcome Outcome, holder 
 	if now.Base().State == models.Failed {
 		return models.Failed, none, nil
 	}
-	answer, ok, err := f.answerOf(ctx, row.Base().DerivedKey)
+	answer, ok, err := f.answerOf(f.s.shop, ctx, row.Base().DerivedKey)
 	if err != nil || !ok {
 		return models.InDoubt, none, errors.Join(err, models.ErrPaymentInProgress)
 	}
