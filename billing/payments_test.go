@@ -126,9 +126,10 @@ func TestARetryRefusedByItsOwnSettlementGetsThePayment(t *testing.T) {
 	if got.err != nil || got.payment.ID != "pay-1" || got.payment.Status != models.Succeeded {
 		t.Fatalf("the retry got %+v, %v; want the payment its own attempt made", got.payment, got.err)
 	}
-	var payments int64
+	var payments, charged int64
 	must(db.Model(&models.Payment{}).Where("order_id = ?", orderID).Count(&payments).Error)
-	if payments != 1 {
-		t.Fatalf("%d payments of the order, want 1", payments)
+	must(db.Table("simulated_charges").Count(&charged).Error) // the provider's own ledger
+	if payments != 1 || charged != 0 {
+		t.Fatalf("%d payments of the order and %d charges at the provider, want 1 and none (the settled attempt's)", payments, charged)
 	}
 }
