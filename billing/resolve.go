@@ -221,28 +221,28 @@ func (f *flow[R, T]) applyEvent(ctx context.Context, tx func() *gorm.DB, eventID
 		return false, err // not one of ours
 	}
 	log := f.s.cfg.Logger.With(f.what, row.Base().ID, "order", row.Base().OrderID, "event", eventID)
-	if !row.Base().State.Open() {
-		late, err := f.late(db(), row, outcome, holder, now)
-		if err != nil || late.Label == "" {
-			return late.Moved, err
+	if row.Base().State.Open() {
+		held := false
+		// Settled since ByKey read it, the row goes down the late path too.
+		switch row, held, err = HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease)); {
+		case err != nil:
+			return false, err
+		case !held && row.Base().State.Open():
+			return false, models.ErrPaymentInProgress
+		case held:
+			if _, err := f.settle(db(), row, outcome, holder); err != nil {
+				return false, err
+			}
+			f.s.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
+			log.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", "outcome", outcome.State)
+			return true, nil
 		}
-		f.s.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
-		log.ErrorContext(ctx, late.Warning, "provider_id", outcome.ProviderID)
-		return true, nil
 	}
-	row, held, err := HoldForResolution[R](ctx, f.s.shop, row.Base().ID, holder, now, now.Add(f.s.cfg.Lease))
-	switch {
-	case err != nil:
-		return false, err
-	case !held && row.Base().State.Open():
-		return false, models.ErrPaymentInProgress
-	case !held:
-		return false, nil
+	late, err := f.late(db(), row, outcome, holder, now)
+	if err != nil || late.Label == "" {
+		return late.Moved, err
 	}
-	if _, err := f.settle(db(), row, outcome, holder); err != nil {
-		return false, err
-	}
-	f.s.resolutions.WithLabelValues(byWebhook, f.label(outcome.State)).Inc()
-	log.InfoContext(ctx, f.noun+" in doubt resolved by a provider event", "outcome", outcome.State)
+	f.s.resolutions.WithLabelValues(byWebhook, late.Label).Inc()
+	log.ErrorContext(ctx, late.Warning, "provider_id", outcome.ProviderID)
 	return true, nil
 }

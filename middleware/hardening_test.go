@@ -218,12 +218,12 @@ func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	if err := h.mw.replays.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	release, blocked := holdReplayCount(t, h.db, k.ID)
+	lock := lockReplayCount(t, h.db, k.ID)
 	h.mw.replays.add(replayOfKey(k))
 	ctx, cancel := context.WithCancel(context.Background())
 	flushed := make(chan error, 1)
 	go func() { flushed <- h.mw.replays.flush(ctx) }()
-	waitFor(t, "the flush to wait for the lock", blocked)
+	lock.WaitUntilBlocking(t, "the flush to wait for the lock")
 	cancel()
 	var err error
 	select {
@@ -231,7 +231,7 @@ func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the flush waits on for the lock after its context ended")
 	}
-	release()
+	_ = lock.End("ROLLBACK")
 	if err == nil {
 		t.Fatal("a flush cut off while waiting for a lock reports success")
 	}
@@ -243,48 +243,11 @@ func TestAFlushCutOffWaitingForALockCountsOnce(t *testing.T) {
 	}
 }
 
-// holdReplayCount holds, until release, a lock that a flush of the key's count waits for:
-// on PostgreSQL the count's row; on SQLite the writer's one connection, in a write
-// transaction. blocked reports whether a statement waits for it.
-func holdReplayCount(t *testing.T, db *gorm.DB, keyID uint) (release func(), blocked func() bool) {
-	t.Helper()
-	pool, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pool.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	release = func() { _, _ = conn.ExecContext(context.Background(), "ROLLBACK"); _ = conn.Close() }
+// lockReplayCount holds a lock that a flush of the key's count waits for: on PostgreSQL
+// the count's row; on SQLite the writer's one connection, in a write transaction.
+func lockReplayCount(t *testing.T, db *gorm.DB, keyID uint) *testkit.Locked {
 	if db.Dialector.Name() != "postgres" {
-		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
-		waits := pool.Stats().WaitCount
-		return release, func() bool { return pool.Stats().WaitCount > waits }
+		return testkit.Lock(t, db)
 	}
-	var holder int
-	if err := conn.QueryRowContext(context.Background(), "SELECT pg_backend_pid()").Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	lock := "BEGIN; SELECT n FROM idempotency_replays WHERE key_id = " + strconv.Itoa(int(keyID)) + " FOR UPDATE"
-	if _, err := conn.ExecContext(context.Background(), lock); err != nil {
-		t.Fatal(err)
-	}
-	return release, func() bool {
-		var n int64
-		err := db.Raw("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))", holder).Scan(&n).Error
-		return err == nil && n > 0
-	}
-}
-
-// waitFor polls cond until it holds, for at most 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-	}
+	return testkit.Lock(t, db, "SELECT n FROM idempotency_replays WHERE key_id = "+strconv.Itoa(int(keyID))+" FOR UPDATE")
 }
