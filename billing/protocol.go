@@ -74,11 +74,14 @@ func (f *flow[R, T]) begin(ctx context.Context, op Operation, orderID, holder st
 	for tries := 0; ; tries++ {
 		now := f.s.now()
 		begun, err := begin(ctx, holder, now, now.Add(f.s.cfg.Lease))
-		if err != nil {
-			// Refused, perhaps by this operation's own request settled since.
+		if refusal := (*models.Error)(nil); errors.As(err, &refusal) {
+			// Refused, perhaps by this operation's own request settled since
+			// (not a fault: that is told as it is).
 			if answer, ok, readErr := f.answerAsWritten(ctx, op.DerivedKey); readErr != nil || ok {
 				return row, answer, true, readErr
 			}
+		}
+		if err != nil {
 			return row, answer, false, err
 		}
 		if !begun.Unresolved {
