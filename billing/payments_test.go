@@ -69,19 +69,8 @@ func TestStaleAttemptsLeaveHeldOrdersOut(t *testing.T) {
 // answered with that payment, not with "already paid": the refusal and the read of the
 // answer see the same writes.
 func TestARetryRefusedByItsOwnSettlementGetsThePayment(t *testing.T) {
-	db := testkit.NewDB(t)
-	if err := database.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
 	const orderID, derived = "00000000-0000-4000-8000-0000000000aa", "idem_pay_retried"
-	order := models.Order{ID: orderID, Number: 1001, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100, DerivedKey: "idem_order"}
-	attempt := models.PaymentAttempt{Request: models.Request{ID: orderID, OrderID: orderID, DerivedKey: derived, ProviderKey: derived,
-		State: models.InDoubt, CreatedAt: time.Now()}, AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa"}
-	for _, row := range []any{&order, &attempt} {
-		if err := db.Create(row).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := anAttemptInDoubt(t, orderID, derived)
 	// Another run settles the attempt (as the reconciler does at start-up), not committed yet.
 	settling := db.Begin()
 	must := func(err error) {
@@ -132,4 +121,23 @@ func TestARetryRefusedByItsOwnSettlementGetsThePayment(t *testing.T) {
 	if payments != 1 || charged != 0 {
 		t.Fatalf("%d payments of the order and %d charges at the provider, want 1 and none (the settled attempt's)", payments, charged)
 	}
+}
+
+// anAttemptInDoubt is a fresh database holding a pending order of 100 cents, orderID, and
+// its payment attempt in doubt, under derived (its key and the provider's).
+func anAttemptInDoubt(t *testing.T, orderID, derived string) *gorm.DB {
+	t.Helper()
+	db := testkit.NewDB(t)
+	if err := database.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	order := models.Order{ID: orderID, Number: 1001, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100, DerivedKey: "idem_order"}
+	attempt := models.PaymentAttempt{Request: models.Request{ID: orderID, OrderID: orderID, DerivedKey: derived, ProviderKey: derived,
+		State: models.InDoubt, CreatedAt: time.Now()}, AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa"}
+	for _, row := range []any{&order, &attempt} {
+		if err := db.Create(row).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
 }

@@ -8,7 +8,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/shop/shop/billing"
-	"github.com/shop/shop/database"
 	"github.com/shop/shop/internal/testkit"
 	"github.com/shop/shop/models"
 	"github.com/shop/shop/payments"
@@ -19,19 +18,8 @@ import (
 // provider says it charged an attempt settled as failed, so the charge is recorded and the
 // order paid, not dropped as if nothing were left to do.
 func TestAnEventOnAnAttemptSettledWhileItWaitsIsALateWord(t *testing.T) {
-	db := testkit.NewDB(t)
-	if err := database.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
 	const orderID, derived = "00000000-0000-4000-8000-0000000000ab", "idem_pay_in_doubt"
-	order := models.Order{ID: orderID, Number: 1001, UserID: "u", Status: models.OrderPending, Currency: "USD", TotalCents: 100, DerivedKey: "idem_order"}
-	attempt := models.PaymentAttempt{Request: models.Request{ID: orderID, OrderID: orderID, DerivedKey: derived, ProviderKey: derived,
-		State: models.InDoubt, CreatedAt: time.Now()}, AmountCents: 100, Currency: "USD", PaymentMethod: "pm_card_visa"}
-	for _, row := range []any{&order, &attempt} {
-		if err := db.Create(row).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := anAttemptInDoubt(t, orderID, derived)
 	// Another run (the reconciler, told the provider has no record) settles the attempt as
 	// failed and lets the order go, not committed yet.
 	settling := testkit.Lock(t, db,
