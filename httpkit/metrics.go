@@ -25,7 +25,9 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
-	series      sync.Map // a request's labels to its two series: no label is hashed per request
+	// A request's labels to its two series, and a route's outcome to its
+	// count: no label is hashed per request.
+	series, outcomes sync.Map
 }
 
 func NewMetrics() *Metrics {
@@ -83,7 +85,12 @@ func methodLabel(method string) string {
 
 // IdempotencyOutcome counts what the idempotency middleware did.
 func (m *Metrics) IdempotencyOutcome(route string, outcome middleware.Outcome) {
-	m.idempotency.WithLabelValues(route, string(outcome)).Inc()
+	l := [2]string{route, string(outcome)}
+	c, ok := m.outcomes.Load(l)
+	if !ok {
+		c, _ = m.outcomes.LoadOrStore(l, m.idempotency.WithLabelValues(l[0], l[1]))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // Handler serves the series to a loopback client (c.ClientIP()), and to any
