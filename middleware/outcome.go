@@ -200,10 +200,17 @@ func send(w gin.ResponseWriter, header http.Header, mark string, status int, bod
 	if mark != "" {
 		dst[mark] = replayedValue // not set on header: it is a cached answer's
 	}
-	dst.Set("Content-Length", strconv.Itoa(len(body)))
+	if len(body) > frameItself {
+		dst.Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(status)
 	w.WriteHeaderNow()
 	_, _ = w.Write(body)
 }
 
 var replayedValue = []string{"true"}
+
+// frameItself is net/http's bufferBeforeChunkingSize. A body that fits is
+// given its Content-Length by net/http, as the original answer was (and one
+// header fewer is copied); a longer one is given it here, not chunked.
+const frameItself = 2048
