@@ -202,6 +202,8 @@ func send(w gin.ResponseWriter, header http.Header, mark string, status int, bod
 	}
 	if len(body) > frameItself {
 		dst.Set("Content-Length", strconv.Itoa(len(body)))
+	} else {
+		delete(dst, "Content-Length") // one a handler set is net/http's to compute
 	}
 	w.WriteHeader(status)
 	w.WriteHeaderNow()
@@ -211,6 +213,7 @@ func send(w gin.ResponseWriter, header http.Header, mark string, status int, bod
 var replayedValue = []string{"true"}
 
 // frameItself is net/http's bufferBeforeChunkingSize. A body that fits is
-// given its Content-Length by net/http, as the original answer was (and one
-// header fewer is copied); a longer one is given it here, not chunked.
+// given its Content-Length by net/http once the handler returns, the
+// original answer and its replays alike (one header fewer to copy); a
+// longer one is given it here, not chunked.
 const frameItself = 2048

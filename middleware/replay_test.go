@@ -1,9 +1,14 @@
 package middleware
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +131,49 @@ func TestClientDisconnectDoesNotCancelRecording(t *testing.T) {
 	wantAnswer(t, retry, http.StatusCreated, true)
 	if retry.run() != 1 {
 		t.Fatalf("retry got %s, want the first run's answer", retry.body)
+	}
+}
+
+// Every answer, first sent or replayed, is framed by its length: net/http
+// computes it for a body that fits its buffer (a Content-Length the handler
+// set is not kept), the middleware sets it for a longer one; never chunked.
+func TestAnswersAreFramedByTheirLength(t *testing.T) {
+	h := newHarness(t)
+	r := gin.New()
+	r.Use(h.authenticate)
+	r.POST("/sized", h.mw.Require(), func(c *gin.Context) {
+		n, _ := strconv.Atoi(c.Query("n"))
+		c.Header("Content-Length", "1") // wrong: never sent
+		if c.Query("redirect") != "" {
+			c.Redirect(http.StatusSeeOther, "/elsewhere")
+			return
+		}
+		c.Data(http.StatusCreated, "text/plain", bytes.Repeat([]byte("x"), n))
+	})
+	srv := httptest.NewServer(r)
+	t.Cleanup(func() { closeServer(t, srv) })
+	for _, query := range []string{"n=0", "n=300", "n=2048", "n=2049", "n=5000", "redirect=1"} {
+		for i, replayed := range []bool{false, true} {
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/sized?"+query, strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Test-User", "alice")
+			req.Header.Set("Idempotency-Key", query)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if err != nil || (resp.Header.Get(ReplayedHeader) == "true") != replayed {
+				t.Fatalf("%s, answer %d: %v, replayed %q", query, i+1, err, resp.Header.Get(ReplayedHeader))
+			}
+			if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) != 0 {
+				t.Errorf("%s, answer %d (%d): Content-Length %d, Transfer-Encoding %v, for a body of %d bytes",
+					query, i+1, resp.StatusCode, resp.ContentLength, resp.TransferEncoding, len(body))
+			}
+		}
 	}
 }

@@ -68,6 +68,9 @@ func (l *Locked) End(end string) error {
 		return nil
 	}
 	_, err := l.conn.ExecContext(context.Background(), end)
+	if err != nil {
+		_, _ = l.conn.ExecContext(context.Background(), "ROLLBACK") // the connection goes back to the pool with no transaction
+	}
 	_ = l.conn.Close()
 	l.conn = nil
 	return err
