@@ -68,7 +68,7 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 		seen[item.ProductID] = true
 		ids = append(ids, item.ProductID)
 	}
-	products, number, err := productsAndNumber(tx, ids)
+	products, number, counted, err := s.productsAndNumber(tx, userID, ids)
 	if err != nil {
 		return models.Order{}, err
 	}
@@ -100,8 +100,8 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if fields != nil {
 		return models.Order{}, models.Invalid(fields...)
 	}
-	if err := s.countPending(tx, userID); err != nil {
-		return models.Order{}, err
+	if !counted {
+		return models.Order{}, models.ErrTooManyPendingOrders.With(fmt.Sprintf("You already have %d unpaid orders, the most the shop keeps at once; nothing was ordered. Pay or cancel one of them, then send this order again.", s.MaxPending))
 	}
 	if err := s.write(tx, &order); err != nil {
 		return models.Order{}, err
@@ -133,24 +133,48 @@ const FirstOrderNumber = 1001
 // listed: no number, and the order is refused). Not a MATERIALIZED CTE: on
 // SQLite that builds and frees a temporary b-tree on every order, which cost
 // ten times the rest of the statement.
-func productsAndNumber(tx *gorm.DB, ids []string) ([]models.Product, int64, error) {
-	next := fmt.Sprintf("SELECT COALESCE(MAX(number), %d) + 1 FROM orders", FirstOrderNumber-1)
+//
+// It also counts the order among the shopper's unpaid ones (counted false:
+// they already hold s.MaxPending), with one conditional UPDATE, so two
+// instances never both take the last place: on PostgreSQL a data-modifying
+// CTE of the same statement, on SQLite a statement before it. A refused
+// order's count is rolled back with the rest of it.
+func (s Store) productsAndNumber(tx *gorm.DB, userID string, ids []string) (products []models.Product, number int64, counted bool, err error) {
+	count, vars := s.countPending(userID)
+	read := fmt.Sprintf("SELECT products.*, (SELECT COALESCE(MAX(number), %d) + 1 FROM orders) AS number", FirstOrderNumber-1)
 	if database.IsPostgres(tx) {
-		next = "SELECT nextval('order_numbers')"
+		read = "WITH counted AS (" + count + " RETURNING 1) " +
+			"SELECT products.*, (SELECT nextval('order_numbers')) AS number, EXISTS (SELECT FROM counted) AS counted"
+	} else {
+		res := tx.Exec(count, vars...)
+		counted, vars, err = res.RowsAffected == 1, nil, res.Error
+		if err != nil {
+			return nil, 0, false, err
+		}
 	}
 	var rows []struct {
 		models.Product `gorm:"embedded"`
 		Number         int64
+		Counted        bool
 	}
-	err := tx.Raw("SELECT products.*, ("+next+") AS number FROM products WHERE products.id IN ?", ids).Scan(&rows).Error
+	err = tx.Raw(read+" FROM products WHERE products.id IN ?", append(vars, ids)...).Scan(&rows).Error
 	if err != nil || len(rows) == 0 {
-		return nil, 0, err
+		return nil, 0, true, err // none of them a product: the order is refused for that
 	}
-	products := make([]models.Product, len(rows))
+	products = make([]models.Product, len(rows))
 	for i, r := range rows {
 		products[i] = r.Product
 	}
-	return products, rows[0].Number, nil
+	return products, rows[0].Number, counted || rows[0].Counted, nil
+}
+
+// countPending is the UPDATE that counts an order among the shopper's unpaid
+// ones, if they hold fewer than s.MaxPending (0: any number).
+func (s Store) countPending(userID string) (string, []any) {
+	if s.MaxPending > 0 {
+		return "UPDATE users SET pending_orders = pending_orders + 1 WHERE id = ? AND pending_orders < ?", []any{userID, s.MaxPending}
+	}
+	return "UPDATE users SET pending_orders = pending_orders + 1 WHERE id = ?", []any{userID}
 }
 
 // write writes the placed order, its lines, its audit entry and its event
@@ -168,20 +192,6 @@ func (s Store) write(tx *gorm.DB, order *models.Order) error {
 		return err
 	}
 	return send()
-}
-
-// countPending counts the order among the shopper's unpaid ones, refused beyond
-// s.MaxPending: one conditional update, so two instances never both take the last place.
-func (s Store) countPending(tx *gorm.DB, userID string) error {
-	q := tx.Table("users").Where("id = ?", userID)
-	if s.MaxPending > 0 {
-		q = q.Where("pending_orders < ?", s.MaxPending)
-	}
-	res := q.Update("pending_orders", gorm.Expr("pending_orders + 1"))
-	if res.Error == nil && res.RowsAffected != 1 {
-		return models.ErrTooManyPendingOrders.With(fmt.Sprintf("You already have %d unpaid orders, the most the shop keeps at once; nothing was ordered. Pay or cancel one of them, then send this order again.", s.MaxPending))
-	}
-	return res.Error
 }
 
 // Order finds one of the user's orders with its lines.

@@ -74,7 +74,7 @@ func statementName(sql string) string {
 	words := strings.Fields(sql)
 	verb := strings.ToUpper(words[0])
 	if verb == "WITH" || verb == "SELECT" { // the tables it writes, or else reads
-		tables := tablesAfter(words, "INTO")
+		tables := append(tablesAfter(words, "INTO"), tablesAfter(words, "UPDATE")...)
 		if tables == nil {
 			tables = tablesAfter(words, "FROM")
 		}
@@ -92,12 +92,14 @@ func statementName(sql string) string {
 }
 
 // tablesAfter are the tables a statement names after keyword (INTO: the
-// tables it inserts into), each " table".
+// tables it inserts into; UPDATE, but ON CONFLICT's DO UPDATE SET: the
+// tables it updates), each " table".
 func tablesAfter(words []string, keyword string) []string {
 	var tables []string
 	for i, w := range words[:len(words)-1] {
-		if strings.EqualFold(w, keyword) {
-			tables = append(tables, " "+strings.Trim(words[i+1], "`\",()"))
+		table := strings.Trim(words[i+1], "`\",()")
+		if strings.EqualFold(strings.TrimLeft(w, "("), keyword) && !strings.EqualFold(table, "SET") {
+			tables = append(tables, " "+table)
 		}
 	}
 	return tables
@@ -135,8 +137,8 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		false: {
 			"SELECT idempotency_keys", // the key: a miss
 			"INSERT idempotency_keys", // the claim, in the order's transaction
-			"SELECT orders, products", // the order number (the highest plus one) and the products
 			"UPDATE users",            // the shopper's count of unpaid orders
+			"SELECT orders, products", // the order number (the highest plus one) and the products
 			// one Exec of four inserts, both lines in one
 			"INSERT audit_entries; INSERT orders; INSERT order_items; INSERT events",
 			"UPDATE products", "UPDATE products", // the reservation, a line each
@@ -145,8 +147,7 @@ func TestFreshOrderStatementCost(t *testing.T) {
 		true: {
 			"SELECT idempotency_keys",
 			"INSERT idempotency_keys",
-			"SELECT products", // nextval, and the products
-			"UPDATE users",
+			"WITH users", // the shopper's count of unpaid orders, in the statement that reads nextval and the products
 			"WITH audit_entries, orders, order_items, events", // one statement
 			"UPDATE products", "UPDATE products",
 			"UPDATE idempotency_keys",
