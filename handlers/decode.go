@@ -50,9 +50,11 @@ func (s *Server) jsonObjects(c *gin.Context) {
 	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
 		return
 	}
-	head, _ := io.ReadAll(io.LimitReader(c.Request.Body, middleware.MaxBodyBytes+1))
-	c.Request.Body = io.NopCloser(io.MultiReader(bytes.NewReader(head), c.Request.Body))
-	if kind := jsonValueKind(bytes.TrimLeft(head, " \t\r\n")); kind != "" {
+	body, err := middleware.ReadBody(c) // the middleware's fingerprint reads the same bytes
+	if err != nil {
+		return // the middleware, or the handler's decoder, refuses it
+	}
+	if kind := jsonValueKind(bytes.TrimLeft(body, " \t\r\n")); kind != "" {
 		s.fail(c, problem.MalformedRequest.With("The body must be a JSON object, not "+kind+"."))
 	}
 }

@@ -2,6 +2,7 @@ package httpkit
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -26,19 +27,37 @@ const ReferencePolicy = "default-src 'self'; script-src 'self'; style-src 'self'
 
 // SecurityHeaders sets policy, nosniff, X-Frame-Options DENY and a same-origin
 // Referrer-Policy (unrolled/secure, with no host or TLS check: it never refuses).
+// They are the same on every answer, so the library writes them once, here,
+// and each answer is given them: its header map holds the same values, each
+// a slice no Add can write into (an append copies it).
 func SecurityHeaders(policy string) gin.HandlerFunc {
-	headers := secure.New(secure.Options{
+	fixed := headerOnly{}
+	err := secure.New(secure.Options{
 		ContentSecurityPolicy: policy,
 		ContentTypeNosniff:    true,
 		FrameDeny:             true,
 		ReferrerPolicy:        "same-origin",
-	})
+	}).Process(fixed, &http.Request{URL: &url.URL{Path: "/"}, Header: http.Header{}})
+	if err != nil {
+		panic("httpkit: the security headers refused a request: " + err.Error()) // no option here refuses
+	}
+	for name, values := range fixed {
+		fixed[name] = slices.Clip(values)
+	}
 	return func(c *gin.Context) {
-		if err := headers.Process(c.Writer, c.Request); err != nil {
-			c.Abort()
+		h := c.Writer.Header()
+		for name, values := range fixed {
+			h[name] = values
 		}
 	}
 }
+
+// headerOnly is a response that keeps its header and nothing else.
+type headerOnly http.Header
+
+func (h headerOnly) Header() http.Header       { return http.Header(h) }
+func (headerOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (headerOnly) WriteHeader(int)             {}
 
 // What an allowed origin's page may send to the API (Content-Type: browsers
 // do not send application/json unasked), and read of its answers.

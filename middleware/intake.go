@@ -44,7 +44,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 		m.refuseKey(c, headerErr)
 		return
 	}
-	body, err := readBody(c)
+	body, err := ReadBody(c)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		m.cfg.Refuse(c, refuseTooLarge.with(err.Error()))
@@ -93,8 +93,13 @@ func (m *Idempotency) dispatch(c *gin.Context, mode Mode, scope, key string, bod
 	m.execute(c, want, mode, raw, first)
 }
 
-// readBody reads the body, bounded, and puts it back for the handler.
-func readBody(c *gin.Context) ([]byte, error) {
+// ReadBody reads c's body whole, at most MaxBodyBytes, and puts it back for
+// whoever reads it next: a second ReadBody is handed the same bytes, unread
+// again. A body too large is put back as it came.
+func ReadBody(c *gin.Context) ([]byte, error) {
+	if read, ok := c.Request.Body.(*readBody); ok && read.Len() == len(read.whole) {
+		return read.whole, nil
+	}
 	if c.Request.ContentLength > MaxBodyBytes {
 		return nil, errBodyTooLarge
 	}
@@ -103,11 +108,20 @@ func readBody(c *gin.Context) ([]byte, error) {
 		return nil, fmt.Errorf("the body could not be read: %w", err)
 	}
 	if len(body) > MaxBodyBytes {
+		c.Request.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), c.Request.Body))
 		return nil, errBodyTooLarge
 	}
-	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	c.Request.Body = &readBody{Reader: bytes.NewReader(body), whole: body}
 	return body, nil
 }
+
+// readBody is a body ReadBody has read whole.
+type readBody struct {
+	*bytes.Reader
+	whole []byte
+}
+
+func (*readBody) Close() error { return nil }
 
 // resolveKey prefers a form post's field, the key the page rendered, to the
 // header: a browser may add an Idempotency-Key header of its own (Firefox can).

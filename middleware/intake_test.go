@@ -2,11 +2,15 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/shop/shop/internal/testkit"
 )
@@ -218,4 +222,36 @@ func TestBodyCutShort(t *testing.T) {
 	wantProblem(t, a, refuseMalformed)
 	h.wantKeys()
 	h.wantRuns("/widgets/1", 0)
+}
+
+// ReadBody reads a body once: a second ReadBody (the middleware's, after the
+// application's check) is handed the same bytes, not a copy read again, and
+// the handler still reads the body whole. A body too large is put back as
+// it came, for the refusal that follows.
+func TestReadBodyReadsOnce(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	body := `{"items": []}`
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	c.Request = httptest.NewRequest(http.MethodPost, "/", io.NopCloser(strings.NewReader(body)))
+	c.Request.ContentLength = -1 // as a chunked body
+	first, err := ReadBody(c)
+	if err != nil || string(first) != body {
+		t.Fatalf("first ReadBody: %q, %v", first, err)
+	}
+	again, err := ReadBody(c)
+	if err != nil || string(again) != body || &again[0] != &first[0] {
+		t.Fatalf("second ReadBody: %q, %v, the same bytes: %v", again, err, err == nil && &again[0] == &first[0])
+	}
+	if handler, err := io.ReadAll(c.Request.Body); err != nil || string(handler) != body {
+		t.Fatalf("the handler read %q, %v", handler, err)
+	}
+
+	c.Request = httptest.NewRequest(http.MethodPost, "/", io.LimitReader(zeros{}, MaxBodyBytes+10))
+	c.Request.ContentLength = -1
+	if _, err := ReadBody(c); !errors.Is(err, errBodyTooLarge) {
+		t.Fatalf("a body too large: %v", err)
+	}
+	if rest, err := io.ReadAll(c.Request.Body); err != nil || len(rest) != MaxBodyBytes+10 {
+		t.Fatalf("a body too large put back: %d bytes, %v; want %d", len(rest), err, MaxBodyBytes+10)
+	}
 }
