@@ -65,6 +65,7 @@ type pusher struct {
 	answers   *answers
 	logger    *slog.Logger
 	queue     chan *cached
+	sender    atomic.Uint32 // the backend of the connection sendLoop notifies on; 0 while none
 	stop      context.CancelFunc
 	done      sync.WaitGroup
 	listening chan struct{} // closed once the first LISTEN is in place
@@ -132,6 +133,7 @@ func (p *pusher) sendLoop(ctx context.Context) {
 	var name string
 	drop := func() {
 		if conn != nil {
+			p.sender.Store(0) // before the backend ends and its PID may be another's
 			conn.Close(context.Background())
 			conn = nil
 		}
@@ -147,7 +149,9 @@ func (p *pusher) sendLoop(ctx context.Context) {
 		}
 		var err error
 		if conn == nil {
-			conn, name, err = p.connect(ctx)
+			if conn, name, err = p.connect(ctx); err == nil {
+				p.sender.Store(conn.PgConn().PID())
+			}
 		}
 		if err == nil {
 			if payloads := p.encode(name, batch); len(payloads) > 0 {
@@ -228,6 +232,9 @@ func (p *pusher) listen(ctx context.Context, listening func()) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.PID == p.sender.Load() {
+			continue // this instance's own, by the backend that sent it: not even its MAC is checked
 		}
 		if v, ok := p.decode(name, n.Payload); ok {
 			p.answers.put(v)
