@@ -104,7 +104,8 @@ func ReadBody(c *gin.Context) ([]byte, error) {
 		return nil, errBodyTooLarge
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
-	if err != nil {
+	if err != nil { // a body cut short: whoever reads it next is told so too, not handed an end
+		c.Request.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), failedRead{err}))
 		return nil, fmt.Errorf("the body could not be read: %w", err)
 	}
 	if len(body) > MaxBodyBytes {
@@ -122,6 +123,11 @@ type readBody struct {
 }
 
 func (*readBody) Close() error { return nil }
+
+// failedRead is the rest of a body whose read failed: the same error, every time.
+type failedRead struct{ err error }
+
+func (f failedRead) Read([]byte) (int, error) { return 0, f.err }
 
 // resolveKey prefers a form post's field, the key the page rendered, to the
 // header: a browser may add an Idempotency-Key header of its own (Firefox can).

@@ -226,8 +226,8 @@ func TestBodyCutShort(t *testing.T) {
 
 // ReadBody reads a body once: a second ReadBody (the middleware's, after the
 // application's check) is handed the same bytes, not a copy read again, and
-// the handler still reads the body whole. A body too large is put back as
-// it came, for the refusal that follows.
+// the handler still reads the body whole. A body cut short fails every read,
+// and one too large is put back as it came, for the refusal that follows.
 func TestReadBodyReadsOnce(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	body := `{"items": []}`
@@ -246,6 +246,15 @@ func TestReadBodyReadsOnce(t *testing.T) {
 		t.Fatalf("the handler read %q, %v", handler, err)
 	}
 
+	// A body cut short stays cut short for the next reader, not an empty body that reads well.
+	c.Request = httptest.NewRequest(http.MethodPost, "/", io.MultiReader(strings.NewReader(`{}`), &cutShort{}))
+	c.Request.ContentLength = -1
+	for try := 1; try <= 2; try++ {
+		if got, err := ReadBody(c); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("ReadBody %d of a body cut short: %q, %v", try, got, err)
+		}
+	}
+
 	c.Request = httptest.NewRequest(http.MethodPost, "/", io.LimitReader(zeros{}, MaxBodyBytes+10))
 	c.Request.ContentLength = -1
 	if _, err := ReadBody(c); !errors.Is(err, errBodyTooLarge) {
@@ -254,4 +263,16 @@ func TestReadBodyReadsOnce(t *testing.T) {
 	if rest, err := io.ReadAll(c.Request.Body); err != nil || len(rest) != MaxBodyBytes+10 {
 		t.Fatalf("a body too large put back: %d bytes, %v; want %d", len(rest), err, MaxBodyBytes+10)
 	}
+}
+
+// cutShort ends a body as net/http's does when the client stops before its
+// Content-Length: io.ErrUnexpectedEOF once, then io.EOF.
+type cutShort struct{ told bool }
+
+func (c *cutShort) Read([]byte) (int, error) {
+	if c.told {
+		return 0, io.EOF
+	}
+	c.told = true
+	return 0, io.ErrUnexpectedEOF
 }

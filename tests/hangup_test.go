@@ -8,10 +8,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -116,4 +118,44 @@ func requestLine(t *testing.T, logs, id string) map[string]any {
 		t.Fatalf("%d request lines of %s:\n%s", len(found), id, logs)
 	}
 	return found[0]
+}
+
+// A JSON body cut short by a client that hangs up is a malformed request on
+// an API route too, where the JSON-object check reads the body before the
+// middleware: the cancel, which takes an empty body, neither runs nor
+// claims its key.
+func TestAJSONBodyCutShortCancelsNothing(t *testing.T) {
+	e := newEnv(t)
+	token := e.signUp("cut-short@example.com")
+	orderID := e.createOrder(token, "cut-short-order", orderBody(e.products()[0], 1))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "POST /api/v1/orders/"+orderID+"/cancel HTTP/1.1\r\nHost: test\r\n"+
+		"Authorization: Bearer "+token+"\r\nIdempotency-Key: cut-short\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 100\r\n\r\n{}"); err != nil { // 2 of the 100 bytes come: a JSON object so far
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a body cut short: %d, want 400", resp.StatusCode)
+	}
+	if n := e.count("orders", "id = ? AND status = ?", orderID, "pending"); n != 1 {
+		t.Fatalf("the order is no longer pending (%d pending rows)", n)
+	}
+	if n := e.count("idempotency_keys", `"key" = ?`, "cut-short"); n != 0 {
+		t.Fatalf("the key was claimed: %d rows", n)
+	}
 }
