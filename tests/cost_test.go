@@ -92,13 +92,14 @@ func statementName(sql string) string {
 }
 
 // tablesAfter are the tables a statement names after keyword (INTO: the
-// tables it inserts into; UPDATE, but ON CONFLICT's DO UPDATE SET: the
-// tables it updates), each " table".
+// tables it inserts into; UPDATE, but ON CONFLICT's DO UPDATE SET and a
+// lock's FOR UPDATE: the tables it updates), each " table".
 func tablesAfter(words []string, keyword string) []string {
 	var tables []string
 	for i, w := range words[:len(words)-1] {
 		table := strings.Trim(words[i+1], "`\",()")
-		if strings.EqualFold(strings.TrimLeft(w, "("), keyword) && !strings.EqualFold(table, "SET") {
+		locks := i > 0 && strings.EqualFold(words[i-1], "FOR")
+		if strings.EqualFold(strings.TrimLeft(w, "("), keyword) && !strings.EqualFold(table, "SET") && !locks {
 			tables = append(tables, " "+table)
 		}
 	}
