@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +259,28 @@ func TestLoadDrivesAShopItDidNotStart(t *testing.T) {
 		if err := run(context.Background(), bad, io.Discard); err == nil {
 			t.Errorf("%s: want an error", what)
 		}
+	}
+}
+
+// The other instance and the one at home take turns going first, round by
+// round, and every other step keeps its place.
+func TestRoundsAlternateHomeAndOther(t *testing.T) {
+	steps := (&bench{cfg: config{}}).steps()
+	names := func(r int) []string {
+		var n []string
+		for _, s := range inTurn(steps, r) {
+			n = append(n, s.name)
+		}
+		return n
+	}
+	even, odd := names(0), names(1)
+	home, other := slices.Index(even, phaseHome), slices.Index(even, phaseOther)
+	if home < 0 || other != home+1 {
+		t.Fatalf("round 1's steps: %v", even)
+	}
+	want := slices.Clone(even)
+	want[home], want[other] = phaseOther, phaseHome
+	if !slices.Equal(odd, want) || !slices.Equal(names(2), even) || steps[home].name != phaseHome {
+		t.Fatalf("rounds 1, 2, 3: %v, %v, %v", even, odd, names(2))
 	}
 }

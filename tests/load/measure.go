@@ -335,7 +335,7 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 	rounds, cfg := rep.rounds, b.cfg
 	slice, sliceOps := cfg.Phase/time.Duration(rounds), cfg.Ops/rounds
 	for r := range rounds {
-		for _, s := range steps {
+		for _, s := range inTurn(steps, r) {
 			maxOps := sliceOps
 			on := map[string]*shop{phaseHome: b.once, phaseOther: b.other, phaseCold: b.cold}[s.name]
 			if on != nil {
@@ -363,6 +363,20 @@ func (b *bench) rounds(ctx context.Context, rep *report, steps []step) error {
 	c, o := b.commitStats()
 	rep.commits, rep.committed = c-commits, o-operations
 	return nil
+}
+
+// inTurn is round r's steps: in every other round the other instance
+// replays before the instance at home, so that the two compared never run in
+// one order only (as the shop beside its peer alternates who goes first).
+func inTurn(steps []step, r int) []step {
+	home := slices.IndexFunc(steps, func(s step) bool { return s.name == phaseHome })
+	other := slices.IndexFunc(steps, func(s step) bool { return s.name == phaseOther })
+	if r%2 == 0 || home < 0 || other < 0 {
+		return steps
+	}
+	steps = slices.Clone(steps)
+	steps[home], steps[other] = steps[other], steps[home]
+	return steps
 }
 
 // commitStats are the SQLite commits of the harness's pool so far: none
