@@ -56,10 +56,11 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 	case r.err != nil:
 		m.internal(c, "claim key", r.err)
 		return false, false
-	case !r.ok:
+	case r.id == 0:
 		r.tx.Rollback()
 		return false, time.Since(start) > m.poll
 	}
+	want.ID = r.id
 	m.observe(ctx, want.Route, outcome)
 	// Nothing is committed to extend: a crash leaves no claim.
 	op := &operation{key: want, raw: raw, db: r.tx, tx: r.tx, atomic: true, stopHeartbeat: func() {}}
@@ -67,10 +68,11 @@ func (m *Idempotency) runAtomic(c *gin.Context, want IdempotencyKey, raw [sha256
 	return true, false
 }
 
-// txClaim is what beginning and claiming came to; tx is nil when err is set.
+// txClaim is what beginning and claiming came to: the key's row id, 0 when another holds it;
+// tx is nil when err is set.
 type txClaim struct {
 	tx  *gorm.DB
-	ok  bool
+	id  uint
 	err error
 }
 
@@ -80,15 +82,15 @@ func (m *Idempotency) beginAndClaim(gated context.Context, claim claimFunc) <-ch
 	result := make(chan txClaim, 1)
 	go func() {
 		tx := m.cfg.DB.WithContext(gated).Begin()
-		ok, err := false, tx.Error
+		id, err := uint(0), tx.Error
 		if err == nil {
-			ok, err = claim(m.store.on(tx), gated)
+			id, err = claim(m.store.on(tx), gated)
 		}
 		if err != nil {
 			tx.Rollback()
 			tx = nil
 		}
-		result <- txClaim{tx, ok, err}
+		result <- txClaim{tx, id, err}
 	}()
 	return result
 }

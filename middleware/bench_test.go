@@ -273,8 +273,8 @@ func benchWaitOtherInstance(b *testing.B) {
 			b.Fatal(err)
 		}
 		k.Fingerprint = fp
-		if ok, err := s.mw.store.claim(context.Background(), k); err != nil || !ok {
-			b.Fatalf("claim: %v %v", ok, err)
+		if id, err := s.mw.store.claim(context.Background(), k); err != nil || id == 0 {
+			b.Fatalf("claim: %v %v", id, err)
 		}
 		done := make(chan struct{})
 		go func() {
@@ -335,7 +335,7 @@ func BenchmarkCacheEntryMemory(b *testing.B) {
 		for i := range n {
 			k := scopedKey{fmt.Sprintf("%036d", i), fmt.Sprintf("k%035d", i)}
 			a.put(&cached{
-				replayOf: replayOf{k.scope, k.key, fmt.Sprintf("o%035d", i)}, method: "POST", route: "/api/v1/orders",
+				scopedKey: k, replayOf: replayOf{uint(i + 1), fmt.Sprintf("o%035d", i)}, method: "POST", route: "/api/v1/orders",
 				fingerprint: strings.Repeat("f", 64), expiresAt: time.Now().Add(time.Hour), status: http.StatusCreated,
 				headers: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/api/v1/orders/" + k.key}},
 				body:    bytes.Clone(body),

@@ -21,6 +21,7 @@ const DefaultCacheBytes = 64 << 20
 const entryOverhead = 768
 
 type cached struct {
+	scopedKey
 	replayOf      // whose replay count a replay adds to
 	method, route string
 	fingerprint   string
@@ -34,7 +35,7 @@ type cached struct {
 
 func answerOf(k IdempotencyKey, raw [sha256.Size]byte, status int, headers http.Header, body []byte) *cached {
 	return &cached{
-		replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: raw, expiresAt: k.ExpiresAt,
+		scopedKey: scopedKey{k.Scope, k.Key}, replayOf: replayOfKey(k), method: k.Method, route: k.Route, fingerprint: k.Fingerprint, raw: raw, expiresAt: k.ExpiresAt,
 		status: status, headers: headers, body: body,
 	}
 }

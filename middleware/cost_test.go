@@ -352,7 +352,11 @@ func TestReplayCountStaysWithItsOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	replays(0, "the key reclaimed")
-	mw.replays.add(replayOf{"alice", "k", "another"})
+	var k IdempotencyKey
+	if err := db.Where(`"key" = ?`, "k").Take(&k).Error; err != nil {
+		t.Fatal(err)
+	}
+	mw.replays.add(replayOf{k.ID, "another"})
 	replays(1, "a replay of the new operation")
 }
 

@@ -39,8 +39,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// claimFunc makes the request the key's owner on the store given, unless another got there first.
-type claimFunc func(store, context.Context) (bool, error)
+// claimFunc makes the request the key's owner on the store given, and returns the key's row id;
+// 0 when another got there first.
+type claimFunc func(store, context.Context) (uint, error)
 
 type lookup struct {
 	found IdempotencyKey // the zero key when there is no row
@@ -131,12 +132,17 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 		want.State, want.CreatedAt = KeyInProgress, now
 		want.LockedUntil, want.ExpiresAt = now.Add(m.cfg.Lease), now.Add(m.cfg.TTL)
 		w := want // the caller's loop may rewrite want while an abandoned claim still runs
-		return want, func(s store, ctx context.Context) (bool, error) { return s.claim(ctx, w) }
+		return want, func(s store, ctx context.Context) (uint, error) { return s.claim(ctx, w) }
 	case phaseReleased, phaseStalled:
 		want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
 		want.CreatedAt, want.ExpiresAt = found.CreatedAt, found.ExpiresAt
 		w, previous := want, found.OwnerToken
-		return want, func(s store, ctx context.Context) (bool, error) { return s.takeover(ctx, w, previous, now) }
+		return want, func(s store, ctx context.Context) (uint, error) {
+			if took, err := s.takeover(ctx, w, previous, now); !took || err != nil {
+				return 0, err
+			}
+			return found.ID, nil
+		}
 	}
 	return want, nil // held: another attempt runs
 }

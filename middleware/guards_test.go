@@ -113,7 +113,7 @@ func TestExpiredKeyHeldUnderALeaseIsNotClaimed(t *testing.T) {
 		Scope: "alice", Key: "k", OperationID: "op-2", Method: "POST", Route: "/widgets/:id", Fingerprint: "g",
 		State: KeyInProgress, OwnerToken: "claimer", LockedUntil: now.Add(time.Minute), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
-	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed {
+	if claimed, err := h.mw.store.claim(context.Background(), claim); err != nil || claimed != 0 {
 		t.Fatalf("claim = %v, %v; want refused while the lease is held", claimed, err)
 	}
 	if got, _ := h.key("alice", "k"); got.OwnerToken != "owner" || got.OperationID != "op" {
@@ -173,12 +173,16 @@ func TestClaimableAgreesWithTheSQL(t *testing.T) {
 		want := k
 		want.OperationID, want.OwnerToken, want.State = "op-new", "claimer", KeyInProgress
 		want.CreatedAt, want.LockedUntil, want.ExpiresAt = now, now.Add(time.Minute), now.Add(time.Hour)
-		took, err := h.mw.store.claim(ctx, want)
+		id, err := h.mw.store.claim(ctx, want)
 		if err != nil {
 			t.Fatal(err)
 		}
+		took := id != 0
 		if took != claimable(k, now) {
 			t.Errorf("claim of %+v = %v, claimable = %v", k, took, claimable(k, now))
+		}
+		if row, _ := h.key(k.Scope, k.Key); took && id != row.ID {
+			t.Errorf("claim of %+v returned row %d; the key's row is %d", k, id, row.ID)
 		}
 		if took {
 			claimed = append(claimed, k.Key)

@@ -45,6 +45,7 @@ var macLen = base64.StdEncoding.EncodedLen(sha256.Size)
 
 type pushMessage struct {
 	From        string      `json:"from"` // the sending instance, which ignores its own
+	KeyID       uint        `json:"id"`   // the key's row, whose replay count a replay adds to
 	Scope       string      `json:"scope"`
 	Key         string      `json:"key"`
 	OperationID string      `json:"op"`
@@ -193,7 +194,7 @@ func (p *pusher) encode(channel string, batch []*cached) []string {
 			continue
 		}
 		msg, err := json.Marshal(pushMessage{
-			From: p.id, Scope: b.scope, Key: b.key, OperationID: b.operationID,
+			From: p.id, KeyID: b.keyID, Scope: b.scope, Key: b.key, OperationID: b.operationID,
 			Method: b.method, Route: b.route, Fingerprint: b.fingerprint, Raw: b.raw[:],
 			ExpiresAt: b.expiresAt, Status: b.status, Headers: b.headers, Body: b.body,
 		})
@@ -252,10 +253,10 @@ func (p *pusher) decode(channel, payload string) (*cached, bool) {
 		return nil, false
 	}
 	var m pushMessage
-	if json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size {
+	if json.Unmarshal(msg, &m) != nil || m.From == p.id || len(m.Raw) != sha256.Size || m.KeyID == 0 {
 		return nil, false
 	}
-	k := IdempotencyKey{Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
+	k := IdempotencyKey{ID: m.KeyID, Scope: m.Scope, Key: m.Key, OperationID: m.OperationID, Method: m.Method, Route: m.Route, Fingerprint: m.Fingerprint, ExpiresAt: m.ExpiresAt}
 	// Whatever the sender stored: never more headers than a replay sends.
 	return answerOf(k, [sha256.Size]byte(m.Raw), m.Status, replayable(m.Headers), m.Body), true
 }

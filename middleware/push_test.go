@@ -192,11 +192,11 @@ func TestPushedAnswersNeverReplayWhatTheDatabaseWouldNot(t *testing.T) {
 
 // A pushed answer is the one the database holds, byte for byte: status,
 // headers as stored, body, operation and fingerprint; one too large for
-// NOTIFY is not sent at all.
+// NOTIFY is not sent at all, and one without its key's row is not kept.
 func TestPushPayloadCarriesTheStoredAnswer(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
 	a := &cached{
-		replayOf: replayOf{"alice", "k", "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
+		scopedKey: scopedKey{"alice", "k"}, replayOf: replayOf{1, "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
 		expiresAt: now.Add(time.Hour), status: http.StatusCreated,
 		headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/widgets/1"}, "ETag": {`"v1"`}}, body: []byte(`{"ok":true}`),
 	}
@@ -215,6 +215,11 @@ func TestPushPayloadCarriesTheStoredAnswer(t *testing.T) {
 	}
 	if _, ok := testPusher("a", nil).decode("c", payloads[0]); ok {
 		t.Fatal("an instance kept its own push")
+	}
+	rowless := *a // from an instance that does not send the key's row: a replay there reads it
+	rowless.keyID = 0
+	if _, ok := receiver.decode("c", testPusher("a", nil).encode("c", []*cached{&rowless})[0]); ok {
+		t.Fatal("an answer pushed without its key's row was kept")
 	}
 	big := *a
 	big.key, big.body = "big", make([]byte, notifyLimit)

@@ -96,7 +96,7 @@ func (n *notifier) barrier(instances ...*Idempotency) {
 	n.t.Helper()
 	n.barriers++
 	k := scopedKey{"barrier", fmt.Sprint(n.barriers)}
-	v := &cached{replayOf: replayOf{k.scope, k.key, "op"}, method: "POST", route: "/widgets/:id", expiresAt: time.Now().Add(time.Hour)}
+	v := &cached{scopedKey: k, replayOf: replayOf{1, "op"}, method: "POST", route: "/widgets/:id", expiresAt: time.Now().Add(time.Hour)}
 	n.notify(testPusher("barrier", nil).encode(n.channel, []*cached{v})[0])
 	for _, m := range instances {
 		untilCached(n.t, m, k.scope, k.key)
@@ -206,7 +206,7 @@ func TestSignedPushIsReplayedWithoutSetCookie(t *testing.T) {
 	}
 	n := newNotifier(t, d, other)
 	signed := *entry
-	signed.replayOf = replayOf{"alice", "signed", "op-signed"}
+	signed.scopedKey, signed.operationID = scopedKey{"alice", "signed"}, "op-signed"
 	signed.headers = http.Header{
 		"Content-Type": {"application/json"}, "Location": {"/widgets/9"},
 		"Set-Cookie": {"shop_session=attacker"}, "X-Extra": {"1"},
@@ -237,7 +237,7 @@ func TestSignedPushIsReplayedWithoutSetCookie(t *testing.T) {
 func TestPushSignatureCoversEveryByteAndTheChannel(t *testing.T) {
 	now := time.Now()
 	a := &cached{
-		replayOf: replayOf{"alice", "k", "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
+		scopedKey: scopedKey{"alice", "k"}, replayOf: replayOf{1, "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
 		expiresAt: now.Add(time.Hour), status: http.StatusCreated, headers: http.Header{"Location": {"/widgets/1"}}, body: []byte(`{}`),
 	}
 	payload := testPusher("a", nil).encode("idempotency:main", []*cached{a})[0]

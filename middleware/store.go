@@ -95,9 +95,11 @@ func (s store) page(ctx context.Context, scope string, p *KeyPosition, limit int
 	return keys, err
 }
 
-// claim inserts the key, or takes an expired one as a new operation.
-func (s store) claim(ctx context.Context, k IdempotencyKey) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`INSERT INTO idempotency_keys
+// claim inserts the key, or takes an expired one as a new operation, and
+// returns its row's id; 0 when another holds it.
+func (s store) claim(ctx context.Context, k IdempotencyKey) (uint, error) {
+	var id uint
+	err := s.db.WithContext(ctx).Raw(`INSERT INTO idempotency_keys
   (scope, "key", operation_id, method, route, fingerprint, raw_digest, target, state, owner_token, locked_until, status, replays, created_at, expires_at)
 VALUES (@scope, @key, @operation, @method, @route, @fingerprint, @digest, @target, @state, @owner, @locked, 0, 0, @now, @expires)
 ON CONFLICT (scope, "key") DO UPDATE SET
@@ -105,12 +107,16 @@ ON CONFLICT (scope, "key") DO UPDATE SET
   fingerprint = excluded.fingerprint, raw_digest = excluded.raw_digest, target = excluded.target, state = excluded.state, owner_token = excluded.owner_token,
   locked_until = excluded.locked_until, status = 0, headers = NULL, body = NULL, replays = 0,
   created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE `+claimFence,
+WHERE `+claimFence+`
+RETURNING id`,
 		sql.Named("scope", k.Scope), sql.Named("key", k.Key), sql.Named("operation", k.OperationID), sql.Named("method", k.Method),
 		sql.Named("route", k.Route), sql.Named("fingerprint", k.Fingerprint), sql.Named("digest", k.RawDigest), sql.Named("target", k.Target),
 		sql.Named("state", KeyInProgress), sql.Named("owner", k.OwnerToken), sql.Named("locked", k.LockedUntil),
-		sql.Named("now", k.CreatedAt), sql.Named("expires", k.ExpiresAt))
-	return res.RowsAffected == 1, res.Error
+		sql.Named("now", k.CreatedAt), sql.Named("expires", k.ExpiresAt)).Row().Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id, err
 }
 
 // owned runs stmt (an UPDATE's head or a DELETE) only while k's owner holds the key: the one fence.

@@ -14,14 +14,15 @@ import (
 // runTwoPhase commits the claim, detached (a client gone mid-statement leaves no claim behind an
 // error), then runs the handler; false if another request claimed the key first.
 func (m *Idempotency) runTwoPhase(c *gin.Context, want IdempotencyKey, raw [sha256.Size]byte, claim claimFunc, outcome Outcome) bool {
-	claimed, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
+	id, err := claim(m.store, context.WithoutCancel(c.Request.Context()))
 	if err != nil {
 		m.internal(c, "claim key", err)
 		return false
 	}
-	if !claimed {
+	if id == 0 {
 		return false
 	}
+	want.ID = id
 	m.observe(c.Request.Context(), want.Route, outcome)
 	ctx, cancel, detached := m.attemptContext(c)
 	defer cancel()
