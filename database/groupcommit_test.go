@@ -346,3 +346,28 @@ func TestAMemberWhoseContextEndsWhileBeginningGivesUp(t *testing.T) {
 		t.Fatalf("rows %v, want [1]", got)
 	}
 }
+
+// A member that ends while a writing statement of its own is still open (an
+// INSERT … RETURNING whose row was not read yet, as when the middleware's
+// claim is given up between its query and its Scan) is rolled back alone:
+// SQLite aborts the statement with the savepoint, and releasing a nested
+// savepoint commits nothing, so it is not refused and the batch goes on.
+func TestAMemberEndingWithAWriteStillOpenIsRolledBackAlone(t *testing.T) {
+	db, g := groupDB(t, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := db.WithContext(ctx).Begin()
+	rows, err := gone.Raw(`INSERT INTO rows (id) VALUES (1) RETURNING id`).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	next := insertThen(db, 2, 0, true)
+	untilWaiting(t, g, 1)
+	cancel()
+	if err := <-next; err != nil {
+		t.Fatalf("the other member: %v", err)
+	}
+	if got := ids(t, db); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("rows %v, want [2]", got)
+	}
+}

@@ -134,14 +134,14 @@ func (m *Idempotency) claimFor(at phase, want, found IdempotencyKey, now time.Ti
 		w := want // the caller's loop may rewrite want while an abandoned claim still runs
 		return want, func(s store, ctx context.Context) (uint, error) { return s.claim(ctx, w) }
 	case phaseReleased, phaseStalled:
-		want.OperationID, want.OwnerToken, want.LockedUntil = found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
+		want.ID, want.OperationID, want.OwnerToken, want.LockedUntil = found.ID, found.OperationID, uuid.NewString(), now.Add(m.cfg.Lease)
 		want.CreatedAt, want.ExpiresAt = found.CreatedAt, found.ExpiresAt
 		w, previous := want, found.OwnerToken
 		return want, func(s store, ctx context.Context) (uint, error) {
 			if took, err := s.takeover(ctx, w, previous, now); !took || err != nil {
 				return 0, err
 			}
-			return found.ID, nil
+			return w.ID, nil
 		}
 	}
 	return want, nil // held: another attempt runs

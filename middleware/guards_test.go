@@ -51,7 +51,8 @@ func TestReleaseIsFencedWhileTheNewOwnerRuns(t *testing.T) {
 }
 
 // takeover is fenced by the previous owner: a takeover based on a stale
-// read of the owner fails, even once the new owner's lease has passed too.
+// read of the owner fails, even once the new owner's lease has passed too;
+// and by the operation read: one of another operation of the key fails.
 func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -80,6 +81,11 @@ func TestTakeoverIsFencedByThePreviousOwner(t *testing.T) {
 	}
 	if took, err := h.mw.store.takeover(ctx, stale, "second", later); err != nil || !took {
 		t.Fatalf("takeover from the second owner = %v, %v; want it taken", took, err)
+	}
+	other := stale // read of another operation of the key (swept and claimed anew meanwhile)
+	other.OwnerToken, other.OperationID = "fourth", "another"
+	if took, err := h.mw.store.takeover(ctx, other, "third", later.Add(2*time.Minute)); err != nil || took {
+		t.Fatalf("takeover read of another operation = %v, %v; want refused", took, err)
 	}
 }
 

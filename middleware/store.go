@@ -127,12 +127,14 @@ func owned(db *gorm.DB, stmt string, k IdempotencyKey, args ...any) (bool, error
 }
 
 // takeover hands a free operation from previousOwner to a retry; its id, and derived key, stay.
+// The row and its operation are the ones read (want's): a key swept and claimed anew meanwhile,
+// then released, is another operation, which the retry's read must find.
 func (s store) takeover(ctx context.Context, want IdempotencyKey, previousOwner string, now time.Time) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE idempotency_keys
 SET owner_token = ?, locked_until = ?, method = ?, route = ?, fingerprint = ?, raw_digest = ?
-WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ?`,
+WHERE scope = ? AND "key" = ? AND state = ? AND owner_token = ? AND locked_until <= ? AND id = ? AND operation_id = ?`,
 		want.OwnerToken, want.LockedUntil, want.Method, want.Route, want.Fingerprint, want.RawDigest,
-		want.Scope, want.Key, KeyInProgress, previousOwner, now)
+		want.Scope, want.Key, KeyInProgress, previousOwner, now, want.ID, want.OperationID)
 	return res.RowsAffected == 1, res.Error
 }
 
