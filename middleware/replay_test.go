@@ -177,3 +177,30 @@ func TestAnswersAreFramedByTheirLength(t *testing.T) {
 		}
 	}
 }
+
+// A released key's retry takes it over as the same operation, on the same
+// row: the replays of the answer it completes count on that row.
+func TestReplaysAfterATakeoverCountOnTheKey(t *testing.T) {
+	h := newHarness(t, withHooks(hooks{after: func(c *gin.Context, run int) {
+		if run == 1 {
+			c.Set(statusKey, http.StatusServiceUnavailable) // released: the retry runs again
+		}
+	}}))
+	c := call{key: "taken", body: `{}`}
+	wantAnswer(t, h.do(c), http.StatusServiceUnavailable, false)
+	before, _ := h.key("alice", "taken")
+	wantAnswer(t, h.do(c), http.StatusCreated, false)
+	if !slices.Contains(h.observed(), OutcomeRetried) {
+		t.Fatalf("outcomes %v; want the retry to take the released key over", h.observed())
+	}
+	for range 2 {
+		wantAnswer(t, h.do(c), http.StatusCreated, true)
+	}
+	if err := h.mw.replays.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.key("alice", "taken")
+	if n := storedReplays(t, h.db, "alice", "taken"); n != 2 || after.ID != before.ID || after.OperationID != before.OperationID {
+		t.Fatalf("replays %d on row %d (op %s), want 2 on row %d (op %s)", n, after.ID, after.OperationID, before.ID, before.OperationID)
+	}
+}
