@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -47,7 +46,7 @@ func decodeNone(c *gin.Context) error {
 // jsonObjects refuses a JSON body that is no object before any key is
 // claimed: no operation takes one, and Go's decoder reads null as {}.
 func (s *Server) jsonObjects(c *gin.Context) {
-	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
+	if !sentJSON(c) {
 		return
 	}
 	body, err := middleware.ReadBody(c) // the middleware's fingerprint reads the same bytes
@@ -77,9 +76,14 @@ func jsonValueKind(body []byte) string {
 	return ""
 }
 
+// sentJSON is whether the request's body is application/json.
+func sentJSON(c *gin.Context) bool {
+	return middleware.MediaType(c.GetHeader("Content-Type")) == "application/json"
+}
+
 // decodeJSON reads application/json: at most 1 MiB, one value, no unknown fields.
 func decodeJSON(c *gin.Context, dst any) error {
-	if mediaType, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mediaType != "application/json" {
+	if !sentJSON(c) {
 		return problem.UnsupportedMediaType.With(fmt.Sprintf("Send the body as application/json, not %q.", c.GetHeader("Content-Type")))
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, middleware.MaxBodyBytes))

@@ -105,7 +105,7 @@ func (d digester) fingerprints(r request) (fingerprint, plain string, err error)
 	}
 	head := targetFields(make([]byte, 0, 256), r)
 	head = field(head, r.Query.Encode())
-	head = field(head, mediaType(r.ContentType)) // the same bytes as another type are another request
+	head = field(head, MediaType(r.ContentType)) // the same bytes as another type are another request
 	head = binary.AppendUvarint(head, uint64(len(body)))
 	sum := digester{}.sum(head, body)
 	plain = hex.EncodeToString(sum[:])
@@ -144,14 +144,15 @@ func field(buf []byte, s string) []byte {
 	return append(buf, s...)
 }
 
-// mediaType is a Content-Type's lower-cased type; empty if none or invalid.
-func mediaType(contentType string) string {
+// MediaType is a Content-Type's lower-cased type; empty if none or invalid: the one reading
+// of a request's type, for the fingerprint and for the handlers that decode its body.
+func MediaType(contentType string) string {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	return mt
 }
 
 func canonicalBody(contentType string, body []byte) ([]byte, error) {
-	switch mt := mediaType(contentType); {
+	switch mt := MediaType(contentType); {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		canonical, err := jcs.Transform(body)
 		if err != nil {

@@ -39,7 +39,7 @@ func (m *Idempotency) handle(c *gin.Context, mode Mode) {
 	}
 	headerKey, headerErr := parseKeyHeader(c.Request.Header.Values("Idempotency-Key"))
 	// Only a form may carry its key in its body: anything else is refused unread.
-	isForm := mediaType(c.Request.Header.Get("Content-Type")) == formType
+	isForm := MediaType(c.Request.Header.Get("Content-Type")) == formType
 	if !isForm && headerErr != nil {
 		m.refuseKey(c, headerErr)
 		return

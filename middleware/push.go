@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
@@ -234,12 +235,18 @@ func (p *pusher) listen(ctx context.Context, listening func()) error {
 		if err != nil {
 			return err
 		}
-		if n.PID == p.sender.Load() {
-			continue // this instance's own, by the backend that sent it: not even its MAC is checked
-		}
-		if v, ok := p.decode(name, n.Payload); ok {
-			p.answers.put(v)
-		}
+		p.receive(name, n)
+	}
+}
+
+// receive caches a pushed answer, unless this instance's own sending backend sent it: that one
+// is skipped unread, not even its MAC checked.
+func (p *pusher) receive(channel string, n *pgconn.Notification) {
+	if n.PID == p.sender.Load() {
+		return
+	}
+	if v, ok := p.decode(channel, n.Payload); ok {
+		p.answers.put(v)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 
 	"github.com/shop/shop/database"
@@ -261,5 +262,33 @@ func TestPushSignatureCoversEveryByteAndTheChannel(t *testing.T) {
 	}
 	if want := uint64(len(payload) + 1); receiver.auth.refused.Load() != want {
 		t.Fatalf("%d payloads counted as refused, want %d", receiver.auth.refused.Load(), want)
+	}
+}
+
+// A listener skips what its own instance's sending backend notified,
+// unread: not even its MAC is checked, and it is not counted refused. The
+// same notification from any other backend is read: an unsigned one is
+// refused and counted, a signed one cached. Without the skip, the unsigned
+// one from the sender would be counted, and the signed one cached, too.
+func TestOwnSendersPushIsSkippedUnread(t *testing.T) {
+	receiver := testPusher("b", newAnswers(0, time.Now))
+	receiver.sender.Store(42) // the PID of the backend this instance sends on
+	a := &cached{
+		scopedKey: scopedKey{"alice", "k"}, replayOf: replayOf{1, "op-1"}, method: "POST", route: "/widgets/:id", fingerprint: "f1",
+		expiresAt: time.Now().Add(time.Hour), status: http.StatusCreated, headers: http.Header{"Location": {"/widgets/1"}}, body: []byte(`{}`),
+	}
+	signed := testPusher("a", nil).encode("idempotency:main", []*cached{a})[0]
+	unsigned := forgedAnswer("alice", "forged", "f1", time.Now().Add(time.Hour))
+	for _, payload := range []string{unsigned, signed} {
+		receiver.receive("idempotency:main", &pgconn.Notification{PID: 42, Channel: "idempotency:main", Payload: payload})
+	}
+	if _, ok := receiver.answers.get(a.scopedKey); ok || receiver.auth.refused.Load() != 0 {
+		t.Fatalf("from its own sender: cached %v, %d refused; want nothing read", ok, receiver.auth.refused.Load())
+	}
+	for _, payload := range []string{unsigned, signed} {
+		receiver.receive("idempotency:main", &pgconn.Notification{PID: 43, Channel: "idempotency:main", Payload: payload})
+	}
+	if _, ok := receiver.answers.get(a.scopedKey); !ok || receiver.auth.refused.Load() != 1 {
+		t.Fatalf("from another backend: cached %v, %d refused; want the signed one cached, the unsigned one refused", ok, receiver.auth.refused.Load())
 	}
 }
