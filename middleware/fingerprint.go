@@ -144,8 +144,9 @@ func field(buf []byte, s string) []byte {
 	return append(buf, s...)
 }
 
-// MediaType is a Content-Type's lower-cased type; empty if none or invalid: the one reading
-// of a request's type, for the fingerprint and for the handlers that decode its body.
+// MediaType is a Content-Type's lower-cased type, its parameters ignored; empty if none or its
+// type is invalid: the one reading of a request's type, for the fingerprint and for the
+// handlers that decode its body.
 func MediaType(contentType string) string {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	return mt
