@@ -71,27 +71,80 @@ func collect(db *gorm.DB) {
 // in one statement. tx is a transaction: on SQLite, the INSERTs of one Exec
 // are all or nothing only within one.
 func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
+	inserts, chain := Chained(tx)
+	return inserts, func() error { _, err := chain(); return err }
+}
+
+// A Step is a statement sent after a batch's inserts: an UPDATE of one row
+// at most whose SQL ends in its WHERE clause, and its values.
+type Step struct {
+	SQL  string
+	Vars []any
+}
+
+// Chained is Batched whose send also runs steps after the inserts, each only
+// once the one before it changed its row, and returns how many did (the
+// first taken): on PostgreSQL in the inserts' one statement, which locks the
+// steps' rows in their order; on SQLite each step a statement of its own.
+func Chained(tx *gorm.DB) (inserts *gorm.DB, send func(steps ...Step) (taken int, err error)) {
 	if tx.Callback().Create().Get(batchCallback) == nil {
-		return tx, func() error { return nil }
+		return tx, func(steps ...Step) (int, error) { return stepwise(tx, steps) }
 	}
 	b := &insertBatch{}
 	ctx := context.WithValue(tx.Statement.Context, insertsKey{}, b)
-	return tx.Session(&gorm.Session{DryRun: true, Context: ctx}), func() error { return b.send(tx) }
+	return tx.Session(&gorm.Session{DryRun: true, Context: ctx}), func(steps ...Step) (int, error) { return b.send(tx, steps) }
 }
 
-// send writes the batch's inserts through tx.
-func (b *insertBatch) send(tx *gorm.DB) error {
-	if len(b.parts) == 0 {
-		return nil
+// send writes the batch's inserts, then steps, through tx.
+func (b *insertBatch) send(tx *gorm.DB, steps []Step) (taken int, err error) {
+	parts, vars := b.parts, b.vars
+	b.parts, b.vars = nil, nil
+	switch {
+	case IsPostgres(tx) && len(steps) > 0:
+		sql, vars := chainedCTEs(parts, vars, steps)
+		err = tx.Raw(sql, vars...).Scan(&taken).Error
+		return taken, err
+	case IsPostgres(tx) && len(parts) > 0:
+		err = tx.Exec(withCTEs(parts), vars...).Error
+	case len(parts) > 0:
+		err = tx.Exec(strings.Join(parts, ";\n"), vars...).Error
 	}
-	sql := b.parts[len(b.parts)-1]
-	if IsPostgres(tx) {
-		sql = withCTEs(b.parts)
-	} else if len(b.parts) > 1 {
-		sql = strings.Join(b.parts, ";\n")
+	if err != nil {
+		return 0, err
 	}
-	b.parts = nil
-	return tx.Exec(sql, b.vars...).Error
+	return stepwise(tx, steps)
+}
+
+// stepwise runs steps in turn, each a statement, until one changes no row.
+func stepwise(tx *gorm.DB, steps []Step) (int, error) {
+	for i, s := range steps {
+		res := tx.Exec(s.SQL, s.Vars...)
+		if res.Error != nil || res.RowsAffected != 1 {
+			return i, res.Error
+		}
+	}
+	return len(steps), nil
+}
+
+// chainedCTEs is PostgreSQL's one statement of inserts then steps, each step
+// a CTE run only once the one before it returned its row, and the statement
+// the count of those that did.
+func chainedCTEs(parts []string, vars []any, steps []Step) (string, []any) {
+	ctes := make([]string, 0, len(parts)+len(steps))
+	for i, part := range parts {
+		ctes = append(ctes, fmt.Sprintf("insert_%d AS (%s)", i, part))
+	}
+	counts := make([]string, len(steps))
+	for i, s := range steps {
+		sql := placeholder.ReplaceAllString(s.SQL, "?")
+		if i > 0 {
+			sql += fmt.Sprintf(" AND EXISTS (SELECT FROM step_%d)", i-1)
+		}
+		ctes = append(ctes, fmt.Sprintf("step_%d AS (%s RETURNING 1)", i, sql))
+		counts[i] = fmt.Sprintf("(SELECT count(*) FROM step_%d)", i)
+		vars = append(vars, s.Vars...)
+	}
+	return "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, " + "), vars
 }
 
 // withCTEs is PostgreSQL's one statement of parts: the last the statement,

@@ -103,3 +103,58 @@ func TestBatchedInsertsAreOneStatement(t *testing.T) {
 		}
 	}
 }
+
+// Steps sent after a batch's inserts run in turn, each only once the one
+// before it changed its row: the first that changes none stops the rest
+// (taken counts those before it). On PostgreSQL the inserts and the steps
+// are one statement; on SQLite each step is a statement after the inserts'.
+func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
+	db := batchedDB(t)
+	var sent []string
+	record := func(tx *gorm.DB) { sent = append(sent, strings.Fields(tx.Statement.SQL.String())[0]) }
+	for _, err := range []error{
+		db.Callback().Raw().After("gorm:raw").Register("test:raw", record),
+		db.Callback().Row().After("gorm:row").Register("test:row", record),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Create(&parent{ID: "shelf", Children: []child{{Name: "free"}, {Name: "gone"}, {Name: "free"}}}).Error; err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint
+	if err := db.Model(&child{}).Order("id").Pluck("id", &ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	take := func(id uint) database.Step {
+		return database.Step{SQL: "UPDATE children SET name = 'taken' WHERE id = ? AND name = 'free'", Vars: []any{id}}
+	}
+	sent = nil
+	var taken int
+	err := db.Transaction(func(tx *gorm.DB) (err error) {
+		inserts, send := database.Chained(tx)
+		if err := inserts.Create(&parent{ID: "order"}).Error; err != nil {
+			return err
+		}
+		taken, err = send(take(ids[0]), take(ids[1]), take(ids[2]))
+		return err
+	})
+	if err != nil || taken != 1 {
+		t.Fatalf("taken %d (%v), want 1: the second step changes no row", taken, err)
+	}
+	var names []string
+	if err := db.Model(&child{}).Order("id").Pluck("name", &names).Error; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(names, " ") != "taken gone free" {
+		t.Fatalf("children %v, want [taken gone free]: the third step must not run", names)
+	}
+	var parents int64
+	if err := db.Model(&parent{}).Where("id = ?", "order").Count(&parents).Error; err != nil || parents != 1 {
+		t.Fatalf("the batch's insert: %d rows (%v), want 1", parents, err)
+	}
+	if want := map[bool]string{true: "WITH", false: "INSERT UPDATE UPDATE"}[database.IsPostgres(db)]; strings.Join(sent, " ") != want {
+		t.Fatalf("sent %v, want [%s]", sent, want)
+	}
+}

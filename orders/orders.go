@@ -5,6 +5,7 @@ package orders
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -103,15 +104,42 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 	if !counted {
 		return models.Order{}, models.ErrTooManyPendingOrders.With(fmt.Sprintf("You already have %d unpaid orders, the most the shop keeps at once; nothing was ordered. Pay or cancel one of them, then send this order again.", s.MaxPending))
 	}
-	if err := s.write(tx, &order); err != nil {
-		return models.Order{}, err
-	}
-	// The reservation is the last write: it locks each product's row
-	// (PostgreSQL) until COMMIT, and a hot product's orders queue on it.
-	if err := reserve(tx, order.Items); err != nil {
+	if err := s.writeAndReserve(tx, &order); err != nil {
 		return models.Order{}, err
 	}
 	return order, nil
+}
+
+// writeAndReserve writes the placed order (write) and reserves its units,
+// the last writes before the completion: each product's row is locked
+// (PostgreSQL) until COMMIT, and a hot product's orders queue on it. The
+// lines' takes ride in write's statement, after its inserts (on PostgreSQL
+// one statement, a line's row locked only once the line before it was
+// taken, as reserve takes them). The lines not taken there go to reserve;
+// when a slot beyond its product's own row was in the statement, it is first
+// undone to a savepoint, and written again, for reserve's lock order.
+func (s Store) writeAndReserve(tx *gorm.DB, order *models.Order) error {
+	lines := byProduct(order.Items)
+	saved := database.IsPostgres(tx) && slices.ContainsFunc(lines, func(it models.OrderItem) bool { return it.Slot > 0 })
+	if saved {
+		if err := tx.SavePoint("placed").Error; err != nil {
+			return err
+		}
+	}
+	taken, err := s.write(tx, order, takes(tx, lines)...)
+	if err != nil || taken == len(lines) {
+		return err
+	}
+	if saved {
+		if err := tx.RollbackTo("placed").Error; err != nil {
+			return err
+		}
+		if _, err := s.write(tx, order); err != nil {
+			return err
+		}
+		taken = 0
+	}
+	return reserve(tx, order.Items, taken)
 }
 
 func newOrderID() string {
@@ -177,21 +205,23 @@ func (s Store) countPending(userID string) (string, []any) {
 	return "UPDATE users SET pending_orders = pending_orders + 1 WHERE id = ?", []any{userID}
 }
 
-// write writes the placed order, its lines, its audit entry and its event
-// in one statement where the database allows (Batched): nothing is read back.
-func (s Store) write(tx *gorm.DB, order *models.Order) error {
-	inserts, send := database.Batched(tx)
+// write writes the placed order, its lines, its audit entry and its event,
+// then steps, in one statement where the database allows
+// (database.Chained): nothing is read back. taken is the steps that
+// changed their row, in turn.
+func (s Store) write(tx *gorm.DB, order *models.Order, steps ...database.Step) (taken int, err error) {
+	inserts, send := database.Chained(tx)
 	if err := audit.Audit(inserts, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {
-		return err
+		return 0, err
 	}
 	if err := inserts.Create(order).Error; err != nil {
-		return err
+		return 0, err
 	}
 	order.Payments = []models.Payment{}
 	if err := orderEvent(inserts, outbox.OrderPlaced, order.ID, *order); err != nil {
-		return err
+		return 0, err
 	}
-	return send()
+	return send(steps...)
 }
 
 // Order finds one of the user's orders with its lines.

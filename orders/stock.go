@@ -15,8 +15,10 @@ import (
 // reserve moves each line's quantity from stock to held in the line's slot,
 // one conditional statement a line, so stock never goes below 0; a slot
 // short rebalances its product's slots, and a product short makes an
-// ErrOutOfStock naming each. Lines go in product id order, so two orders
-// lock the rows they share in the same order (PostgreSQL) and never deadlock.
+// ErrOutOfStock naming each. Lines go in product id order (byProduct), so
+// two orders lock the rows they share in the same order (PostgreSQL) and
+// never deadlock. The first done lines in that order are reserved already
+// (writeAndReserve took them).
 //
 // On PostgreSQL the lines from the first in a slot beyond its product's own
 // row are taken after one savepoint: an UPDATE that waited for another order
@@ -24,12 +26,11 @@ import (
 // rebalance, which locks a product's rows in slot order, must hold none of
 // the later ones, or two orders deadlock. A short slot there undoes them all
 // to the savepoint, and they are taken again by rebalance, in order.
-func reserve(tx *gorm.DB, items []models.OrderItem) error {
-	lines := slices.Clone(items)
-	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
+func reserve(tx *gorm.DB, items []models.OrderItem, done int) error {
+	lines := byProduct(items)
 	var short []models.Shortage
 	saved, slow := -1, false // the first line after the savepoint; whether all go through rebalance
-	for i := 0; i < len(lines); i++ {
+	for i := done; i < len(lines); i++ {
 		it := lines[i]
 		if !slow {
 			if saved < 0 && it.Slot > 0 && database.IsPostgres(tx) {
@@ -67,12 +68,35 @@ func reserve(tx *gorm.DB, items []models.OrderItem) error {
 	return nil
 }
 
+// byProduct is the lines in product id order, the order they are reserved in.
+func byProduct(items []models.OrderItem) []models.OrderItem {
+	lines := slices.Clone(items)
+	slices.SortFunc(lines, func(a, b models.OrderItem) int { return cmp.Compare(a.ProductID, b.ProductID) })
+	return lines
+}
+
 // take moves the line's quantity from stock to held in its slot, if the slot
 // has enough: one conditional statement.
 func take(tx *gorm.DB, it models.OrderItem) (bool, error) {
-	res := slotRow(tx, it.ProductID, it.Slot).Where("stock >= ?", it.Quantity).
-		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
+	res := takeFrom(tx, it)
 	return res.RowsAffected == 1, res.Error
+}
+
+// takeFrom is take's statement on tx: with a dry run, built and not sent.
+func takeFrom(tx *gorm.DB, it models.OrderItem) *gorm.DB {
+	return slotRow(tx, it.ProductID, it.Slot).Where("stock >= ?", it.Quantity).
+		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
+}
+
+// takes are the lines' takes, built to ride in a batch (database.Chained).
+func takes(tx *gorm.DB, lines []models.OrderItem) []database.Step {
+	dry := tx.Session(&gorm.Session{DryRun: true})
+	steps := make([]database.Step, len(lines))
+	for i, it := range lines {
+		st := takeFrom(dry, it).Statement
+		steps[i] = database.Step{SQL: st.SQL.String(), Vars: st.Vars}
+	}
+	return steps
 }
 
 // outOfStock is the ErrOutOfStock naming the lines short and what is left.
