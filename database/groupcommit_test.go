@@ -248,7 +248,7 @@ func TestAWaiterThatGivesUpDoesNotHoldUpTheBatch(t *testing.T) {
 	}
 }
 
-// row is a row of the table rows, for Batched.
+// row is a row of the table rows, for Chained.
 type row struct {
 	ID     int
 	Parent *int
@@ -263,13 +263,14 @@ func TestABatchThatFailsMidwayIsUndoneWithItsMemberAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := func(tx *gorm.DB, ids ...int) error {
-		inserts, send := Batched(tx)
+		inserts, send := Chained(tx)
 		for _, id := range ids {
 			if err := inserts.Create(&row{ID: id}).Error; err != nil {
 				return err
 			}
 		}
-		return send()
+		_, err := send()
+		return err
 	}
 	first := db.Begin()
 	later := make(chan error, 1)

@@ -10,10 +10,11 @@ import (
 )
 
 // A batch sends a transaction's inserts in one statement: each Create
-// through Batched is built, not sent (GORM's dry run), and send writes them
+// through Chained is built, not sent (GORM's dry run), and send writes them
 // at once, on PostgreSQL as one data-modifying CTE, on SQLite as one Exec of
 // the INSERTs in turn (the driver runs each on its own arguments, in order,
 // and stops at the first that fails). Nothing an INSERT returns is read back.
+// Statements that change a row may follow the inserts (Chained's steps).
 
 // batchCallback collects the inserts of a batch; unreturning drops their
 // RETURNING on SQLite, whose Exec would step through it for nothing.
@@ -67,26 +68,21 @@ func collect(db *gorm.DB) {
 	b.vars = append(b.vars, db.Statement.Vars...)
 }
 
-// Batched is tx for its inserts (Create only), and send, which writes them
-// in one statement. tx is a transaction: on SQLite, the INSERTs of one Exec
-// are all or nothing only within one.
-func Batched(tx *gorm.DB) (inserts *gorm.DB, send func() error) {
-	inserts, chain := Chained(tx)
-	return inserts, func() error { _, err := chain(); return err }
-}
-
 // A Step is a statement sent after a batch's inserts: an UPDATE of one row
-// at most whose SQL ends in its WHERE clause, and its values.
+// at most (by its key) whose SQL ends in its WHERE clause, and its values.
 type Step struct {
 	SQL  string
 	Vars []any
 }
 
-// Chained is Batched whose send also runs steps after the inserts, each only
-// once the one before it changed its row, and returns how many did (the
-// first taken): on PostgreSQL in the inserts' one statement, which locks the
-// steps' rows in their order; on SQLite each step a statement of its own.
-func Chained(tx *gorm.DB) (inserts *gorm.DB, send func(steps ...Step) (taken int, err error)) {
+// Chained is tx for its inserts (Create only), and send, which writes them
+// in one statement, then runs steps, each only once the one before it
+// changed its row, and returns how many did (a prefix of steps): on
+// PostgreSQL all in that one statement, which locks the steps' rows in
+// their order; on SQLite one Exec of the inserts, then a statement a step.
+// tx is a transaction: on SQLite, the INSERTs of one Exec are all or
+// nothing only within one.
+func Chained(tx *gorm.DB) (inserts *gorm.DB, send func(steps ...Step) (changed int, err error)) {
 	if tx.Callback().Create().Get(batchCallback) == nil {
 		return tx, func(steps ...Step) (int, error) { return stepwise(tx, steps) }
 	}
@@ -96,14 +92,18 @@ func Chained(tx *gorm.DB) (inserts *gorm.DB, send func(steps ...Step) (taken int
 }
 
 // send writes the batch's inserts, then steps, through tx.
-func (b *insertBatch) send(tx *gorm.DB, steps []Step) (taken int, err error) {
+func (b *insertBatch) send(tx *gorm.DB, steps []Step) (changed int, err error) {
 	parts, vars := b.parts, b.vars
 	b.parts, b.vars = nil, nil
 	switch {
 	case IsPostgres(tx) && len(steps) > 0:
 		sql, vars := chainedCTEs(parts, vars, steps)
-		err = tx.Raw(sql, vars...).Scan(&taken).Error
-		return taken, err
+		// A Raw query's error is the driver's: translated here, as Exec's are.
+		err = tx.Raw(sql, vars...).Scan(&changed).Error
+		if t, ok := tx.Dialector.(gorm.ErrorTranslator); ok && err != nil && tx.TranslateError {
+			err = t.Translate(err)
+		}
+		return changed, err
 	case IsPostgres(tx) && len(parts) > 0:
 		err = tx.Exec(withCTEs(parts), vars...).Error
 	case len(parts) > 0:
@@ -118,7 +118,7 @@ func (b *insertBatch) send(tx *gorm.DB, steps []Step) (taken int, err error) {
 // stepwise runs steps in turn, each a statement, until one changes no row.
 func stepwise(tx *gorm.DB, steps []Step) (int, error) {
 	for i, s := range steps {
-		res := tx.Exec(s.SQL, s.Vars...)
+		res := tx.Exec(placeholder.ReplaceAllString(s.SQL, "?"), s.Vars...)
 		if res.Error != nil || res.RowsAffected != 1 {
 			return i, res.Error
 		}
@@ -127,8 +127,10 @@ func stepwise(tx *gorm.DB, steps []Step) (int, error) {
 }
 
 // chainedCTEs is PostgreSQL's one statement of inserts then steps, each step
-// a CTE run only once the one before it returned its row, and the statement
-// the count of those that did.
+// a CTE that finds its row only once the one before it returned its own (its
+// WHERE waits for that row, so the rows are locked in turn), and the
+// statement the count of those that did. The inserts, which nothing reads,
+// run as the statement ends.
 func chainedCTEs(parts []string, vars []any, steps []Step) (string, []any) {
 	ctes := make([]string, 0, len(parts)+len(steps))
 	for i, part := range parts {

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestBatchedInsertsAreOneStatement(t *testing.T) {
 	}
 	sent = nil
 	err := db.Transaction(func(tx *gorm.DB) error {
-		inserts, send := database.Batched(tx)
+		inserts, send := database.Chained(tx)
 		if err := inserts.Create(&parent{ID: "p", Children: []child{{Name: "a"}, {Name: "b"}}}).Error; err != nil {
 			return err
 		}
@@ -69,7 +70,8 @@ func TestBatchedInsertsAreOneStatement(t *testing.T) {
 		if count("children") != 0 {
 			t.Error("a batched insert was written before send")
 		}
-		return send()
+		_, err := send()
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,22 +83,28 @@ func TestBatchedInsertsAreOneStatement(t *testing.T) {
 		t.Fatalf("sent %v, want [%s]", sent, want)
 	}
 
+	// The same with a step after the inserts: on PostgreSQL then one statement that returns a count.
+	step := database.Step{SQL: "UPDATE parents SET id = id WHERE id = ?", Vars: []any{"before"}}
 	for _, c := range []struct {
-		name string
-		rows []any // created in this order
-		want error
+		name  string
+		rows  []any // created in this order
+		steps []database.Step
+		want  error
 	}{
-		{"an orphan child", []any{&parent{ID: "q"}, &child{ParentID: "none", Name: "orphan"}, &parent{ID: "r"}}, gorm.ErrForeignKeyViolated},
-		{"a parent written before", []any{&parent{ID: "q", Children: []child{{Name: "c"}}}, &parent{ID: "before"}, &parent{ID: "r"}}, gorm.ErrDuplicatedKey},
+		{"an orphan child", []any{&parent{ID: "q"}, &child{ParentID: "none", Name: "orphan"}, &parent{ID: "r"}}, nil, gorm.ErrForeignKeyViolated},
+		{"a parent written before", []any{&parent{ID: "q", Children: []child{{Name: "c"}}}, &parent{ID: "before"}, &parent{ID: "r"}}, nil, gorm.ErrDuplicatedKey},
+		{"an orphan child, then a step", []any{&parent{ID: "q"}, &child{ParentID: "none", Name: "orphan"}}, []database.Step{step}, gorm.ErrForeignKeyViolated},
+		{"a parent written before, then a step", []any{&parent{ID: "q"}, &parent{ID: "before"}}, []database.Step{step}, gorm.ErrDuplicatedKey},
 	} {
 		err = db.Transaction(func(tx *gorm.DB) error {
-			inserts, send := database.Batched(tx)
+			inserts, send := database.Chained(tx)
 			for _, row := range c.rows {
 				if err := inserts.Create(row).Error; err != nil {
 					return err
 				}
 			}
-			return send()
+			_, err := send(c.steps...)
+			return err
 		})
 		if !errors.Is(err, c.want) || count("parents") != 2 || count("children") != 2 {
 			t.Fatalf("%s: %v, %d parents and %d children; want %v, 2 and 2", c.name, err, count("parents"), count("children"), c.want)
@@ -106,12 +114,18 @@ func TestBatchedInsertsAreOneStatement(t *testing.T) {
 
 // Steps sent after a batch's inserts run in turn, each only once the one
 // before it changed its row: the first that changes none stops the rest
-// (taken counts those before it). On PostgreSQL the inserts and the steps
-// are one statement; on SQLite each step is a statement after the inserts'.
+// (changed counts those before it). On PostgreSQL the inserts and the steps
+// are one statement, the steps' values bound after the inserts'; on SQLite
+// each step is a statement after the inserts'. The steps are built as GORM
+// builds them (on PostgreSQL with $n placeholders).
 func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 	db := batchedDB(t)
 	var sent []string
-	record := func(tx *gorm.DB) { sent = append(sent, strings.Fields(tx.Statement.SQL.String())[0]) }
+	record := func(tx *gorm.DB) {
+		if !tx.DryRun {
+			sent = append(sent, strings.Fields(tx.Statement.SQL.String())[0])
+		}
+	}
 	for _, err := range []error{
 		db.Callback().Raw().After("gorm:raw").Register("test:raw", record),
 		db.Callback().Row().After("gorm:row").Register("test:row", record),
@@ -127,34 +141,46 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 	if err := db.Model(&child{}).Order("id").Pluck("id", &ids).Error; err != nil {
 		t.Fatal(err)
 	}
-	take := func(id uint) database.Step {
-		return database.Step{SQL: "UPDATE children SET name = 'taken' WHERE id = ? AND name = 'free'", Vars: []any{id}}
+	take := func(i int) database.Step {
+		st := db.Session(&gorm.Session{DryRun: true}).Model(&child{}).Where("id = ? AND name = ?", ids[i], "free").Update("name", "taken").Statement
+		return database.Step{SQL: st.SQL.String(), Vars: st.Vars}
 	}
-	sent = nil
-	var taken int
-	err := db.Transaction(func(tx *gorm.DB) (err error) {
-		inserts, send := database.Chained(tx)
-		if err := inserts.Create(&parent{ID: "order"}).Error; err != nil {
-			return err
+	for _, c := range []struct {
+		takes   []int
+		changed int
+		names   string // the children's after it
+		sent    map[bool]string
+	}{
+		{[]int{1, 2}, 0, "free gone free", map[bool]string{true: "WITH", false: "INSERT UPDATE"}},
+		{[]int{0, 1, 2}, 1, "taken gone free", map[bool]string{true: "WITH", false: "INSERT UPDATE UPDATE"}},
+		{[]int{2}, 1, "taken gone taken", map[bool]string{true: "WITH", false: "INSERT UPDATE"}},
+	} {
+		var steps []database.Step
+		for _, i := range c.takes {
+			steps = append(steps, take(i))
 		}
-		taken, err = send(take(ids[0]), take(ids[1]), take(ids[2]))
-		return err
-	})
-	if err != nil || taken != 1 {
-		t.Fatalf("taken %d (%v), want 1: the second step changes no row", taken, err)
-	}
-	var names []string
-	if err := db.Model(&child{}).Order("id").Pluck("name", &names).Error; err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(names, " ") != "taken gone free" {
-		t.Fatalf("children %v, want [taken gone free]: the third step must not run", names)
-	}
-	var parents int64
-	if err := db.Model(&parent{}).Where("id = ?", "order").Count(&parents).Error; err != nil || parents != 1 {
-		t.Fatalf("the batch's insert: %d rows (%v), want 1", parents, err)
-	}
-	if want := map[bool]string{true: "WITH", false: "INSERT UPDATE UPDATE"}[database.IsPostgres(db)]; strings.Join(sent, " ") != want {
-		t.Fatalf("sent %v, want [%s]", sent, want)
+		sent = nil
+		var changed int
+		order := fmt.Sprintf("order-%v", c.takes)
+		err := db.Transaction(func(tx *gorm.DB) (err error) {
+			inserts, send := database.Chained(tx)
+			if err := inserts.Create(&parent{ID: order}).Error; err != nil {
+				return err
+			}
+			changed, err = send(steps...)
+			return err
+		})
+		var names []string
+		var parents int64
+		if err == nil {
+			err = errors.Join(db.Model(&child{}).Order("id").Pluck("name", &names).Error,
+				db.Model(&parent{}).Where("id = ?", order).Count(&parents).Error)
+		}
+		if err != nil || changed != c.changed || strings.Join(names, " ") != c.names || parents != 1 {
+			t.Fatalf("steps %v: %d changed, children %v, %d parents (%v); want %d, [%s], 1", c.takes, changed, names, parents, err, c.changed, c.names)
+		}
+		if want := c.sent[database.IsPostgres(db)]; strings.Join(sent, " ") != want {
+			t.Fatalf("steps %v: sent %v, want [%s]", c.takes, sent, want)
+		}
 	}
 }

@@ -113,14 +113,17 @@ func (s Store) CreateOrder(tx *gorm.DB, userID, derivedKey string, items []ItemI
 // writeAndReserve writes the placed order (write) and reserves its units,
 // the last writes before the completion: each product's row is locked
 // (PostgreSQL) until COMMIT, and a hot product's orders queue on it. The
-// lines' takes ride in write's statement, after its inserts (on PostgreSQL
-// one statement, a line's row locked only once the line before it was
-// taken, as reserve takes them). The lines not taken there go to reserve;
-// when a slot beyond its product's own row was in the statement, it is first
-// undone to a savepoint, and written again, for reserve's lock order.
+// lines' takes ride in write's statement (on PostgreSQL one statement, a
+// line's row locked only once the line before it was taken, as reserve
+// takes them). The line not taken, and those after it, go to reserve; on
+// PostgreSQL, when a line up to it is on a split slot, the statement is
+// first undone to a savepoint and written again: a take that waited keeps
+// its row's lock even when it finds too few units, and rebalance must not
+// hold a later slot's (reserve).
 func (s Store) writeAndReserve(tx *gorm.DB, order *models.Order) error {
 	lines := byProduct(order.Items)
-	saved := database.IsPostgres(tx) && slices.ContainsFunc(lines, func(it models.OrderItem) bool { return it.Slot > 0 })
+	split := func(it models.OrderItem) bool { return it.Slot > 0 }
+	saved := database.IsPostgres(tx) && slices.ContainsFunc(lines, split)
 	if saved {
 		if err := tx.SavePoint("placed").Error; err != nil {
 			return err
@@ -130,7 +133,7 @@ func (s Store) writeAndReserve(tx *gorm.DB, order *models.Order) error {
 	if err != nil || taken == len(lines) {
 		return err
 	}
-	if saved {
+	if saved && slices.ContainsFunc(lines[:taken+1], split) {
 		if err := tx.RollbackTo("placed").Error; err != nil {
 			return err
 		}
@@ -207,8 +210,8 @@ func (s Store) countPending(userID string) (string, []any) {
 
 // write writes the placed order, its lines, its audit entry and its event,
 // then steps, in one statement where the database allows
-// (database.Chained): nothing is read back. taken is the steps that
-// changed their row, in turn.
+// (database.Chained): nothing is read back. taken is how many steps, in
+// turn, changed their row.
 func (s Store) write(tx *gorm.DB, order *models.Order, steps ...database.Step) (taken int, err error) {
 	inserts, send := database.Chained(tx)
 	if err := audit.Audit(inserts, audit.Entry{OrderID: order.ID, Action: audit.ActionOrderPlaced, AmountCents: audit.Cents(order.TotalCents)}); err != nil {

@@ -18,7 +18,7 @@ import (
 // ErrOutOfStock naming each. Lines go in product id order (byProduct), so
 // two orders lock the rows they share in the same order (PostgreSQL) and
 // never deadlock. The first done lines in that order are reserved already
-// (writeAndReserve took them).
+// (writeAndReserve took them; the line after them may hold its row's lock).
 //
 // On PostgreSQL the lines from the first in a slot beyond its product's own
 // row are taken after one savepoint: an UPDATE that waited for another order
@@ -88,7 +88,8 @@ func takeFrom(tx *gorm.DB, it models.OrderItem) *gorm.DB {
 		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
 }
 
-// takes are the lines' takes, built to ride in a batch (database.Chained).
+// takes are the lines' take statements, built and not sent, to ride in the
+// order's one statement on PostgreSQL (database.Chained).
 func takes(tx *gorm.DB, lines []models.OrderItem) []database.Step {
 	dry := tx.Session(&gorm.Session{DryRun: true})
 	steps := make([]database.Step, len(lines))

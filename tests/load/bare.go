@@ -28,8 +28,9 @@ import (
 // as the app takes it) and the completion. Not run: authentication, the
 // product read, the shopper's count of unpaid orders, HTTP and the JSON.
 // The app sends the audit entry, the order, its lines and the event
-// together (database.Batched: one statement on PostgreSQL, one Exec on
-// SQLite); here they are four. What the database can do of this work is the limit the app is
+// together, with the reservation on PostgreSQL (database.Chained: one
+// statement on PostgreSQL, one Exec then a statement a line on SQLite);
+// here each is a statement of its own. What the database can do of this work is the limit the app is
 // measured against.
 //
 // With -bare-writes none, the reservation and the event are left out (the
