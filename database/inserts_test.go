@@ -183,4 +183,38 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 			t.Fatalf("steps %v: sent %v, want [%s]", c.takes, sent, want)
 		}
 	}
+	if database.IsPostgres(db) {
+		chainedStepLocksNothingOutOfTurn(t, db, take)
+	}
+}
+
+// On PostgreSQL a step whose turn never comes does not touch its row: with
+// that row locked by another transaction, the chain ends at once (were the
+// step run, it would wait for the lock, and the lock timeout end it).
+func chainedStepLocksNothingOutOfTurn(t *testing.T, db *gorm.DB, take func(int) database.Step) {
+	var ids []uint
+	if err := db.Model(&child{}).Order("id").Pluck("id", &ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Model(&child{}).Where("id = ?", ids[2]).Update("name", "free").Error; err != nil {
+		t.Fatal(err)
+	}
+	other := db.Begin()
+	defer other.Rollback()
+	if err := other.Exec("SELECT id FROM children WHERE id = ? FOR UPDATE", ids[2]).Error; err != nil {
+		t.Fatal(err)
+	}
+	steps := []database.Step{take(1), take(2)} // the first finds its child gone
+	changed := -1
+	err := db.Transaction(func(tx *gorm.DB) (err error) {
+		if err := tx.Exec("SET LOCAL lock_timeout = '2s'").Error; err != nil {
+			return err
+		}
+		_, send := database.Chained(tx)
+		changed, err = send(steps...)
+		return err
+	})
+	if err != nil || changed != 0 {
+		t.Fatalf("%d changed (%v), want 0 at once: the second step must not wait for its row", changed, err)
+	}
 }
