@@ -88,8 +88,9 @@ func takeFrom(tx *gorm.DB, it models.OrderItem) *gorm.DB {
 		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
 }
 
-// takes are the lines' take statements, built and not sent, to ride in the
-// order's one statement on PostgreSQL (database.Chained).
+// takes are the lines' take statements, built and not sent, for
+// database.Chained: on PostgreSQL they ride in the order's one statement, on
+// SQLite each is sent after it.
 func takes(tx *gorm.DB, lines []models.OrderItem) []database.Step {
 	dry := tx.Session(&gorm.Session{DryRun: true})
 	steps := make([]database.Step, len(lines))
