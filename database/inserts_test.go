@@ -129,6 +129,7 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 	for _, err := range []error{
 		db.Callback().Raw().After("gorm:raw").Register("test:raw", record),
 		db.Callback().Row().After("gorm:row").Register("test:row", record),
+		db.Callback().Query().After("gorm:query").Register("test:query", record),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -170,6 +171,7 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 			changed, err = send(steps...)
 			return err
 		})
+		got := strings.Join(sent, " ")
 		var names []string
 		var parents int64
 		if err == nil {
@@ -179,8 +181,8 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 		if err != nil || changed != c.changed || strings.Join(names, " ") != c.names || parents != 1 {
 			t.Fatalf("steps %v: %d changed, children %v, %d parents (%v); want %d, [%s], 1", c.takes, changed, names, parents, err, c.changed, c.names)
 		}
-		if want := c.sent[database.IsPostgres(db)]; strings.Join(sent, " ") != want {
-			t.Fatalf("steps %v: sent %v, want [%s]", c.takes, sent, want)
+		if want := c.sent[database.IsPostgres(db)]; got != want {
+			t.Fatalf("steps %v: sent [%s], want [%s]", c.takes, got, want)
 		}
 	}
 	if database.IsPostgres(db) {

@@ -188,7 +188,7 @@ func (s Store) productsAndNumber(tx *gorm.DB, userID string, ids []string) (prod
 		Number         int64
 		Counted        bool
 	}
-	err = tx.Raw(read+" FROM products WHERE products.id IN ?", append(vars, ids)...).Scan(&rows).Error
+	err = tx.Raw(read+" FROM products WHERE products.id IN ?", append(vars, ids)...).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return nil, 0, true, err // none of them a product: the order is refused for that
 	}
