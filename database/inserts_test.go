@@ -171,7 +171,7 @@ func TestChainedStepsRunInTurnUntilOneChangesNone(t *testing.T) {
 			changed, err = send(steps...)
 			return err
 		})
-		got := strings.Join(sent, " ")
+		got := strings.Join(sent, " ") // before the reads below, which are queries too
 		var names []string
 		var parents int64
 		if err == nil {
