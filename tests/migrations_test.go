@@ -99,7 +99,7 @@ var addedColumns = map[string]map[string]any{
 
 // addedIndexes are the indexes migrations after 1 add to the last
 // release's tables.
-var addedIndexes = map[string][]string{"orders": {"idx_orders_held_by"}}
+var addedIndexes = map[string][]string{"orders": {"idx_orders_held_by"}, "events": {"idx_events_type_seq"}}
 
 // schemaQueries describe a schema, leaving out goose's own table: every
 // table's and index's definition on SQLite (as SQLite keeps the CREATE
