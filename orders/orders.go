@@ -129,7 +129,7 @@ func (s Store) writeAndReserve(tx *gorm.DB, order *models.Order) error {
 			return err
 		}
 	}
-	taken, err := s.write(tx, order, takes(tx, lines)...)
+	taken, err := s.write(tx, order, takes(lines)...)
 	if err != nil || taken == len(lines) {
 		return err
 	}

@@ -78,25 +78,28 @@ func byProduct(items []models.OrderItem) []models.OrderItem {
 // take moves the line's quantity from stock to held in its slot, if the slot
 // has enough: one conditional statement.
 func take(tx *gorm.DB, it models.OrderItem) (bool, error) {
-	res := takeFrom(tx, it)
+	st := takeStep(it)
+	res := tx.Exec(st.SQL, st.Vars...)
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeFrom is take's statement on tx: with a dry run, built and not sent.
-func takeFrom(tx *gorm.DB, it models.OrderItem) *gorm.DB {
-	return slotRow(tx, it.ProductID, it.Slot).Where("stock >= ?", it.Quantity).
-		Updates(map[string]any{"stock": gorm.Expr("stock - ?", it.Quantity), "held": gorm.Expr("held + ?", it.Quantity)})
+// takeStep is take's statement, written out: it runs on every order, where
+// GORM's builder (a map's update through reflection) cost a twentieth of
+// the order's CPU.
+func takeStep(it models.OrderItem) database.Step {
+	table, where, args := slotWhere(it.ProductID, it.Slot)
+	q := it.Quantity
+	return database.Step{SQL: "UPDATE " + table + " SET held = held + ?, stock = stock - ? WHERE " + where + " AND stock >= ?",
+		Vars: append(append([]any{q, q}, args...), q)}
 }
 
 // takes are the lines' take statements, built and not sent, for
 // database.Chained: on PostgreSQL they ride in the order's one statement, on
 // SQLite each is sent after it.
-func takes(tx *gorm.DB, lines []models.OrderItem) []database.Step {
-	dry := tx.Session(&gorm.Session{DryRun: true})
+func takes(lines []models.OrderItem) []database.Step {
 	steps := make([]database.Step, len(lines))
 	for i, it := range lines {
-		st := takeFrom(dry, it).Statement
-		steps[i] = database.Step{SQL: st.SQL.String(), Vars: st.Vars}
+		steps[i] = takeStep(it)
 	}
 	return steps
 }
