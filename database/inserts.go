@@ -69,7 +69,8 @@ func collect(db *gorm.DB) {
 }
 
 // A Step is a statement sent after a batch's inserts: an UPDATE of one row
-// at most (by its key) whose SQL ends in its WHERE clause, and its values.
+// at most (by its key) whose SQL ends in its WHERE clause, an AND to which
+// more can be added, and its values (placeholders "?", or GORM's "$n").
 type Step struct {
 	SQL  string
 	Vars []any

@@ -38,16 +38,17 @@ type units struct{ Slot, Stock, Held int }
 
 // slotRow is the row of a product's slot: the product's own for slot 0.
 func slotRow(tx *gorm.DB, productID string, slot int) *gorm.DB {
-	table, where, args := slotWhere(productID, slot)
-	return tx.Table(table).Where(where, args...)
+	model, _, where, args := slotWhere(productID, slot)
+	return tx.Model(model).Where(where, args...)
 }
 
-// slotWhere is slotRow as SQL: the table, the condition and its values.
-func slotWhere(productID string, slot int) (table, where string, args []any) {
+// slotWhere is slotRow's model, its table, the condition (an AND of
+// equalities) and its values.
+func slotWhere(productID string, slot int) (model any, table, where string, args []any) {
 	if slot == 0 {
-		return "products", "id = ?", []any{productID}
+		return &models.Product{}, "products", "id = ?", []any{productID}
 	}
-	return "stock_slots", "product_id = ? AND slot = ?", []any{productID, slot}
+	return &stockSlot{}, stockSlot{}.TableName(), "product_id = ? AND slot = ?", []any{productID, slot}
 }
 
 // pickSlot is the slot a line of the product reserves from, any at random.

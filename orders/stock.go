@@ -83,19 +83,21 @@ func take(tx *gorm.DB, it models.OrderItem) (bool, error) {
 	return res.RowsAffected == 1, res.Error
 }
 
-// takeStep is take's statement, written out: it runs on every order, where
-// GORM's builder (a map's update through reflection) cost a twentieth of
-// the order's CPU.
+// takeStep is take's statement, written out: a profile of the binary
+// placing orders on PostgreSQL (2026-12-05) put 4.7 % of its CPU, and 9 %
+// of its allocations, in GORM's building it (a dry run's Updates of a map).
 func takeStep(it models.OrderItem) database.Step {
-	table, where, args := slotWhere(it.ProductID, it.Slot)
+	_, table, where, args := slotWhere(it.ProductID, it.Slot)
 	q := it.Quantity
-	return database.Step{SQL: "UPDATE " + table + " SET held = held + ?, stock = stock - ? WHERE " + where + " AND stock >= ?",
-		Vars: append(append([]any{q, q}, args...), q)}
+	return database.Step{
+		SQL:  "UPDATE " + table + " SET held = held + ?, stock = stock - ? WHERE " + where + " AND stock >= ?",
+		Vars: slices.Concat([]any{q, q}, args, []any{q}),
+	}
 }
 
-// takes are the lines' take statements, built and not sent, for
-// database.Chained: on PostgreSQL they ride in the order's one statement, on
-// SQLite each is sent after it.
+// takes are the lines' take statements, for database.Chained: on
+// PostgreSQL they ride in the order's one statement, on SQLite each is sent
+// after it.
 func takes(lines []models.OrderItem) []database.Step {
 	steps := make([]database.Step, len(lines))
 	for i, it := range lines {
