@@ -191,19 +191,7 @@ func TestLoadFreshOnlyReplays(t *testing.T) {
 // a new order on a retry fails every replay.
 func TestLoadPeer(t *testing.T) {
 	for _, honest := range []bool{true, false} {
-		var mu sync.Mutex
-		answers, created := map[string]string{}, 0
-		peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			defer mu.Unlock()
-			key := r.Header.Get("Idempotency-Key")
-			if _, ok := answers[key]; !ok || !honest {
-				created++
-				answers[key] = fmt.Sprintf(`{"id":%d}`, created)
-			}
-			w.WriteHeader(http.StatusCreated)
-			io.WriteString(w, answers[key])
-		}))
+		peer := newFakePeer(honest)
 		cfg := config{Peer: peer.URL, Phase: 300 * time.Millisecond, Ops: 40, Workers: 2, StormK: 3, Rounds: 1}
 		rep, err := measurePeer(context.Background(), cfg)
 		peer.Close()
@@ -211,13 +199,44 @@ func TestLoadPeer(t *testing.T) {
 			t.Fatal(err)
 		}
 		orders, replays := rep.phases[phaseWarmup].ops+rep.phases[phaseFresh].ops, rep.phases[phaseHit].ops
-		if honest && (len(rep.audit.problems()) > 0 || created != orders || replays == 0) {
-			t.Fatalf("audit %v; %d orders created for %d fresh orders, %d replays", rep.audit.problems(), created, orders, replays)
+		if honest && (len(rep.audit.problems()) > 0 || peer.created() != orders || replays == 0) {
+			t.Fatalf("audit %v; %d orders created for %d fresh orders, %d replays", rep.audit.problems(), peer.created(), orders, replays)
 		}
 		if !honest && (rep.phases[phaseHit].failed != replays || len(rep.audit.problems()) == 0) {
 			t.Fatalf("a peer that makes a new order on each retry: %d of %d replays failed, audit %v", rep.phases[phaseHit].failed, replays, rep.audit.problems())
 		}
 	}
+}
+
+// fakePeer answers as the peer does: 201 and an order id, the same id again
+// for a key it has seen, unless it is dishonest (a new order each time).
+type fakePeer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	answers map[string]string
+	n       int
+}
+
+func newFakePeer(honest bool) *fakePeer {
+	p := &fakePeer{answers: map[string]string{}}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		if _, ok := p.answers[key]; !ok || !honest {
+			p.n++
+			p.answers[key] = fmt.Sprintf(`{"id":%d}`, p.n)
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, p.answers[key])
+	}))
+	return p
+}
+
+func (p *fakePeer) created() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }
 
 // -shop: the harness drives a shop it did not start (here one served
@@ -253,12 +272,60 @@ func TestLoadDrivesAShopItDidNotStart(t *testing.T) {
 		t.Error("-shop without -fresh-only -replays: want an error")
 	}
 	for what, bad := range map[string]config{
-		"-shop without -db": {Shop: srv.URL, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
-		"-shop with -peer":  {Shop: srv.URL, Peer: srv.URL, DatabaseURL: url, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
+		"-shop without -db":        {Shop: srv.URL, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
+		"-peer-json without -shop": {Peer: srv.URL, PeerJSON: "peer.json", FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
 	} {
 		if err := run(context.Background(), bad, io.Discard); err == nil {
 			t.Errorf("%s: want an error", what)
 		}
+	}
+}
+
+// -shop with -peer: the shop and the peer in one run, in slices that take
+// turns; each side's orders are made once on its own side (the shop's
+// database, the peer's count), its replays answered, and both written.
+func TestLoadShopBesideItsPeer(t *testing.T) {
+	url := testkit.URL(t)
+	db := testkit.Open(t, url)
+	if err := errors.Join(database.Migrate(db), orders.Seed(db)); err != nil {
+		t.Fatal(err)
+	}
+	server := handlers.NewServer(shopDeps(db))
+	srv := httptest.NewServer(server)
+	t.Cleanup(func() { srv.Close(); _ = server.Close(context.Background()) })
+	peer := newFakePeer(true)
+	t.Cleanup(peer.Close)
+	dir := t.TempDir()
+	cfg := config{DatabaseURL: url, Phase: 400 * time.Millisecond, Ops: 40, Workers: 2, Rounds: 2, Catalog: catalogHot, StockSlots: 4,
+		FreshOnly: true, Replays: true, Shop: srv.URL, Peer: peer.URL, JSON: filepath.Join(dir, "shop.json"), PeerJSON: filepath.Join(dir, "peer.json")}
+	if err := run(context.Background(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ops := func(file string) map[string]int {
+		var got runJSON
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err == nil {
+			err = json.Unmarshal(data, &got)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]int{}
+		for _, p := range got.Phases {
+			byName[p.Name] = p.Ops
+		}
+		return byName
+	}
+	shop, peerOps := ops("shop.json"), ops("peer.json")
+	var made int64
+	if err := db.Table("orders").Count(&made).Error; err != nil || made != int64(shop[phaseWarmup]+shop[phaseFresh]) {
+		t.Fatalf("%d orders in the shop's database (%v), want its warm-up's and fresh phase's %d", made, err, shop[phaseWarmup]+shop[phaseFresh])
+	}
+	if peer.created() != peerOps[phaseWarmup]+peerOps[phaseFresh] {
+		t.Fatalf("the peer made %d orders, want its warm-up's and fresh phase's %d", peer.created(), peerOps[phaseWarmup]+peerOps[phaseFresh])
+	}
+	if shop[phaseFresh] == 0 || shop[phaseHit] == 0 || peerOps[phaseFresh] == 0 || peerOps[phaseHit] == 0 {
+		t.Fatalf("shop %v, peer %v: want fresh orders and replays on both", shop, peerOps)
 	}
 }
 

@@ -59,7 +59,8 @@ func main() {
 	flag.StringVar(&cfg.Figure, "figure", "", "also write the fresh orders' (with -bare-only, the bare SQL's) operations, seconds, p50 and p99 (ms), and the SQLite commits per order, as one line to this file")
 	flag.IntVar(&cfg.GroupCommit, "group-commit", cfg.GroupCommit, "the most atomic operations one SQLite commit holds, on every pool the harness opens; 1: group commit off")
 	flag.BoolVar(&cfg.Replays, "replays", false, "with -fresh-only, also replay the fresh orders' keys on the instance that made them (replay (hit)), in the same rounds")
-	flag.StringVar(&cfg.Peer, "peer", "", "drive the peer at this base URL (../shared/peer-fiber) instead of the shop, as -fresh-only -replays drives the shop (peer.go)")
+	flag.StringVar(&cfg.Peer, "peer", "", "drive the peer at this base URL (../shared/peer-fiber) instead of the shop, as -fresh-only -replays drives the shop (peer.go); with -shop, both in slices that take turns (beside.go)")
+	flag.StringVar(&cfg.PeerJSON, "peer-json", "", "with -shop and -peer: also write the peer's phases as JSON to this file, as -json the shop's")
 	flag.StringVar(&cfg.Shop, "shop", "", "drive the shop's own binary running at this base URL over -db (the same database), as -peer drives the peer, with -fresh-only -replays (process.go)")
 	flag.IntVar(&cfg.Instances, "instances", cfg.Instances, "with -fresh-only: the instances over the one database the fresh orders go to (worker w to instance w mod n), each on a pool of its own")
 	flag.StringVar(&cfg.JSON, "json", "", "also write each phase's figures, and the fresh orders' latencies, as JSON to this file (for the charts)")
@@ -87,6 +88,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	if cfg.Shop != "" && cfg.Peer != "" {
+		return runBeside(ctx, cfg, out)
+	}
 	measured := measure
 	switch {
 	case cfg.Peer != "":
@@ -98,6 +102,21 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return written(cfg, rep, out)
+}
+
+// runBeside measures the shop beside its peer (measureBeside), and prints and writes both.
+func runBeside(ctx context.Context, cfg config, out io.Writer) error {
+	shop, peer, err := measureBeside(ctx, cfg)
+	if shop == nil || peer == nil {
+		return err
+	}
+	peerCfg := config{JSON: cfg.PeerJSON, Label: "peer"}
+	return errors.Join(err, written(cfg, shop, out), written(peerCfg, peer, out))
+}
+
+// written prints the report to out, writes the files cfg names, and fails if its audit found a problem.
+func written(cfg config, rep *report, out io.Writer) error {
 	rep.print(out)
 	if cfg.Markdown != "" {
 		if err := os.WriteFile(cfg.Markdown, []byte(rep.markdown(cfg.Label)), 0o644); err != nil {
@@ -161,10 +180,13 @@ type config struct {
 	// the instance that made them run in the same rounds. Peer: the base
 	// URL of the peer to drive instead of the shop (peer.go). Both for
 	// scripts/bench's shop beside its peer. Shop: the base URL of the
-	// shop's own binary to drive, over DatabaseURL (process.go).
-	Replays bool
-	Peer    string
-	Shop    string
+	// shop's own binary to drive, over DatabaseURL (process.go); with
+	// Peer, both are driven in turn (beside.go), and PeerJSON is the file
+	// the peer's phases go to.
+	Replays  bool
+	Peer     string
+	Shop     string
+	PeerJSON string
 	// Instances: with FreshOnly, the fresh orders go to this many
 	// instances over the one database, worker w to instance w mod
 	// Instances, each on a pool of its own: scripts/bench's scale-out.
@@ -192,8 +214,8 @@ func (c config) client() *http.Client {
 // database it runs over.
 func (c config) check() error {
 	switch {
-	case c.Peer != "" && c.Shop != "":
-		return errors.New("-peer or -shop, not both")
+	case c.PeerJSON != "" && (c.Peer == "" || c.Shop == ""):
+		return errors.New("-peer-json: only with -shop and -peer")
 	case c.Shop != "" && (!c.FreshOnly || !c.Replays || c.Catalog == catalogSpread || c.Instances > 1):
 		return errors.New("-shop: only with -fresh-only -replays, on the hot catalog, one instance")
 	case c.Shop != "" && c.DatabaseURL == "":

@@ -17,11 +17,8 @@ const peerOrder = `{"items":[{"product_id":1,"quantity":2},{"product_id":2,"quan
 // have another id). Its database is the peer's own: what is audited is that
 // no operation failed.
 func measurePeer(ctx context.Context, cfg config) (*report, error) {
-	b := newBench(cfg, nil)
+	b := peerBench(cfg)
 	defer b.client.CloseIdleConnections()
-	b.once, b.orderBody = &shop{url: strings.TrimSuffix(cfg.Peer, "/")}, peerOrder
-	b.placing = []*shop{b.once}
-	b.users[phaseWarmup], b.users[phaseFresh] = make([]user, cfg.Workers), make([]user, cfg.Workers) // no token: the peer authenticates no one
 	rep := b.newReport()
 	if err := b.warmUp(ctx, rep); err != nil {
 		return nil, err
@@ -29,10 +26,24 @@ func measurePeer(ctx context.Context, cfg config) (*report, error) {
 	if err := b.rounds(ctx, rep, []step{{phaseFresh, b.fresh(phaseFresh)}, {phaseHit, b.replayHit}}); err != nil {
 		return nil, err
 	}
+	peerAudit(rep)
+	return rep, nil
+}
+
+// peerBench is the bench of the peer at cfg.Peer: no database, no tokens.
+func peerBench(cfg config) *bench {
+	b := newBench(cfg, nil)
+	b.once, b.orderBody = &shop{url: strings.TrimSuffix(cfg.Peer, "/")}, peerOrder
+	b.placing = []*shop{b.once}
+	b.users[phaseWarmup], b.users[phaseFresh] = make([]user, cfg.Workers), make([]user, cfg.Workers) // no token: the peer authenticates no one
+	return b
+}
+
+// peerAudit is the peer's audit: that no operation failed.
+func peerAudit(rep *report) {
 	var failed int64
 	for _, p := range rep.phases {
 		failed += int64(p.failed)
 	}
 	rep.audit = audit{{"failed operations", failed, 0}}
-	return rep, nil
 }
