@@ -50,7 +50,8 @@ func versusPeer(files []string, path string) error {
 			}
 		}
 	}
-	slices.Reverse(rows) // the first row on top
+	slices.Reverse(rows)    // the first row on top
+	rows = append(rows, "") // and above it, an empty row for the legend
 	pl := plot.New()
 	pl.Title.Text = "The shop's ops/s over the peer's (median over rounds; a hot product)"
 	pl.X.Label.Text = "shop / peer"
@@ -58,6 +59,7 @@ func versusPeer(files []string, path string) error {
 	for i, p := range peers {
 		values := slices.Clone(plotter.Values(medians[p.who]))
 		slices.Reverse(values)
+		values = append(values, 0) // the legend's row
 		bars, err := plotter.NewBarChart(values, width)
 		if err != nil {
 			return err
