@@ -12,11 +12,12 @@ import (
 // replays on each, who goes first alternating round by round. Run one after
 // the other, the two meet a shared machine at different moments, and its
 // speed drifts over tens of seconds; slices in turn meet the same drift.
-// Each slice begins after a pause of countsFlushed, so that what a side does
+// Each slice begins after a pause of -slice-pause (1.5 s), so that what a side does
 // in the background after its slice (the shop writes its replay counts
 // every second, and its outbox relay hands on the orders' events) falls on
-// neither's clock. The reports are the shop's and the peer's.
-func measureBeside(ctx context.Context, cfg config) (shop, peer *report, err error) {
+// neither's clock. -rounds is even, so that each goes first as often. The
+// reports are the shop's and the peer's.
+func measureBeside(ctx context.Context, cfg config) (shopRep, peerRep *report, err error) {
 	s, closeDB, err := processBench(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -25,16 +26,16 @@ func measureBeside(ctx context.Context, cfg config) (shop, peer *report, err err
 	defer s.client.CloseIdleConnections()
 	p := peerBench(cfg)
 	defer p.client.CloseIdleConnections()
-	shop, peer = s.newReport(), p.newReport()
-	if err := errors.Join(s.warmUp(ctx, shop), p.warmUp(ctx, peer)); err != nil {
+	shopRep, peerRep = s.newReport(), p.newReport()
+	if err := errors.Join(s.warmUp(ctx, shopRep), p.warmUp(ctx, peerRep)); err != nil {
 		return nil, nil, err
 	}
-	sides := []side{{s, shop}, {p, peer}}
-	slice, sliceOps := cfg.Phase/time.Duration(shop.rounds), cfg.Ops/shop.rounds
-	for r := range shop.rounds {
+	sides := []side{{s, shopRep}, {p, peerRep}}
+	slice, sliceOps := cfg.Phase/time.Duration(shopRep.rounds), cfg.Ops/shopRep.rounds
+	for r := range shopRep.rounds {
 		for _, name := range []string{phaseFresh, phaseHit} {
 			for _, at := range inTurnBeside(sides, r) {
-				time.Sleep(countsFlushed)
+				time.Sleep(cfg.SlicePause)
 				work := at.b.replayHit
 				if name == phaseFresh {
 					work = at.b.fresh(phaseFresh)
@@ -43,8 +44,8 @@ func measureBeside(ctx context.Context, cfg config) (shop, peer *report, err err
 			}
 		}
 	}
-	peerAudit(peer)
-	return shop, peer, s.processAudit(ctx, shop)
+	peerAudit(peerRep)
+	return shopRep, peerRep, s.processAudit(ctx, shopRep)
 }
 
 // side is one of the two measureBeside drives: its bench and its report.

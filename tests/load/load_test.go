@@ -272,8 +272,7 @@ func TestLoadDrivesAShopItDidNotStart(t *testing.T) {
 		t.Error("-shop without -fresh-only -replays: want an error")
 	}
 	for what, bad := range map[string]config{
-		"-shop without -db":        {Shop: srv.URL, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
-		"-peer-json without -shop": {Peer: srv.URL, PeerJSON: "peer.json", FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
+		"-shop without -db": {Shop: srv.URL, FreshOnly: true, Replays: true, Phase: time.Millisecond, Workers: 1, Rounds: 1},
 	} {
 		if err := run(context.Background(), bad, io.Discard); err == nil {
 			t.Errorf("%s: want an error", what)
@@ -301,7 +300,7 @@ func TestLoadShopBesideItsPeer(t *testing.T) {
 	if err := run(context.Background(), cfg, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	ops := func(file string) map[string]int {
+	ops := func(file, database string) map[string]int {
 		var got runJSON
 		data, err := os.ReadFile(filepath.Join(dir, file))
 		if err == nil {
@@ -310,22 +309,50 @@ func TestLoadShopBesideItsPeer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got.Database != database {
+			t.Fatalf("%s holds %s's phases, want %s's", file, got.Database, database)
+		}
 		byName := map[string]int{}
 		for _, p := range got.Phases {
 			byName[p.Name] = p.Ops
 		}
 		return byName
 	}
-	shop, peerOps := ops("shop.json"), ops("peer.json")
+	engine := "SQLite"
+	if strings.HasPrefix(url, "postgres") {
+		engine = "PostgreSQL"
+	}
+	shopOps, peerOps := ops("shop.json", engine), ops("peer.json", "peer")
 	var made int64
-	if err := db.Table("orders").Count(&made).Error; err != nil || made != int64(shop[phaseWarmup]+shop[phaseFresh]) {
-		t.Fatalf("%d orders in the shop's database (%v), want its warm-up's and fresh phase's %d", made, err, shop[phaseWarmup]+shop[phaseFresh])
+	if err := db.Table("orders").Count(&made).Error; err != nil || made != int64(shopOps[phaseWarmup]+shopOps[phaseFresh]) {
+		t.Fatalf("%d orders in the shop's database (%v), want its warm-up's and fresh phase's %d", made, err, shopOps[phaseWarmup]+shopOps[phaseFresh])
 	}
 	if peer.created() != peerOps[phaseWarmup]+peerOps[phaseFresh] {
 		t.Fatalf("the peer made %d orders, want its warm-up's and fresh phase's %d", peer.created(), peerOps[phaseWarmup]+peerOps[phaseFresh])
 	}
-	if shop[phaseFresh] == 0 || shop[phaseHit] == 0 || peerOps[phaseFresh] == 0 || peerOps[phaseHit] == 0 {
-		t.Fatalf("shop %v, peer %v: want fresh orders and replays on both", shop, peerOps)
+	if shopOps[phaseFresh] == 0 || shopOps[phaseHit] == 0 || peerOps[phaseFresh] == 0 || peerOps[phaseHit] == 0 {
+		t.Fatalf("shop %v, peer %v: want fresh orders and replays on both", shopOps, peerOps)
+	}
+	for what, bad := range map[string]config{
+		"-peer-json without -peer": {Shop: srv.URL, PeerJSON: "peer.json", DatabaseURL: url, FreshOnly: true, Replays: true, Rounds: 2},
+		"-peer-json without -shop": {Peer: peer.URL, PeerJSON: "peer.json", FreshOnly: true, Replays: true, Rounds: 2},
+		"an odd -rounds":           {Shop: srv.URL, Peer: peer.URL, DatabaseURL: url, FreshOnly: true, Replays: true, Rounds: 3},
+		"-figure":                  {Shop: srv.URL, Peer: peer.URL, DatabaseURL: url, FreshOnly: true, Replays: true, Rounds: 2, Figure: "f"},
+	} {
+		if err := bad.check(); err == nil {
+			t.Errorf("%s beside the peer: want it refused", what)
+		}
+	}
+}
+
+// Beside its peer, the shop goes first in even rounds and the peer in odd ones.
+func TestBesideTakesTurns(t *testing.T) {
+	shopSide, peerSide := side{rep: &report{database: "shop"}}, side{rep: &report{database: "peer"}}
+	for r, first := range []string{"shop", "peer", "shop", "peer"} {
+		turn := inTurnBeside([]side{shopSide, peerSide}, r)
+		if len(turn) != 2 || turn[0].rep.database != first || turn[0].rep == turn[1].rep {
+			t.Fatalf("round %d: %s first, want %s, and each side once", r, turn[0].rep.database, first)
+		}
 	}
 }
 

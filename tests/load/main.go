@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&cfg.GroupCommit, "group-commit", cfg.GroupCommit, "the most atomic operations one SQLite commit holds, on every pool the harness opens; 1: group commit off")
 	flag.BoolVar(&cfg.Replays, "replays", false, "with -fresh-only, also replay the fresh orders' keys on the instance that made them (replay (hit)), in the same rounds")
 	flag.StringVar(&cfg.Peer, "peer", "", "drive the peer at this base URL (../shared/peer-fiber) instead of the shop, as -fresh-only -replays drives the shop (peer.go); with -shop, both in slices that take turns (beside.go)")
+	flag.DurationVar(&cfg.SlicePause, "slice-pause", cfg.SlicePause, "with -shop and -peer: the pause before each slice, in which neither is driven")
 	flag.StringVar(&cfg.PeerJSON, "peer-json", "", "with -shop and -peer: also write the peer's phases as JSON to this file, as -json the shop's")
 	flag.StringVar(&cfg.Shop, "shop", "", "drive the shop's own binary running at this base URL over -db (the same database), as -peer drives the peer, with -fresh-only -replays (process.go)")
 	flag.IntVar(&cfg.Instances, "instances", cfg.Instances, "with -fresh-only: the instances over the one database the fresh orders go to (worker w to instance w mod n), each on a pool of its own")
@@ -107,12 +108,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 // runBeside measures the shop beside its peer (measureBeside), and prints and writes both.
 func runBeside(ctx context.Context, cfg config, out io.Writer) error {
-	shop, peer, err := measureBeside(ctx, cfg)
-	if shop == nil || peer == nil {
+	shopRep, peerRep, err := measureBeside(ctx, cfg)
+	if shopRep == nil || peerRep == nil {
 		return err
 	}
 	peerCfg := config{JSON: cfg.PeerJSON, Label: "peer"}
-	return errors.Join(err, written(cfg, shop, out), written(peerCfg, peer, out))
+	return errors.Join(err, written(cfg, shopRep, out), written(peerCfg, peerRep, out))
 }
 
 // written prints the report to out, writes the files cfg names, and fails if its audit found a problem.
@@ -187,6 +188,8 @@ type config struct {
 	Peer     string
 	Shop     string
 	PeerJSON string
+	// SlicePause: with Shop and Peer, the pause before each slice (beside.go).
+	SlicePause time.Duration
 	// Instances: with FreshOnly, the fresh orders go to this many
 	// instances over the one database, worker w to instance w mod
 	// Instances, each on a pool of its own: scripts/bench's scale-out.
@@ -195,7 +198,7 @@ type config struct {
 
 func defaults() config {
 	return config{Phase: 6 * time.Second, Ops: 50000, Workers: 8, StormK: 8, Rounds: 3, MemoryOps: 100000, Catalog: catalogHot, StockSlots: 1,
-		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1}
+		BareWrites: bareWritesFull, GroupCommit: settings.Default().GroupCommit, Instances: 1, SlicePause: countsFlushed}
 }
 
 // open opens a connection pool on the database, with the group commit asked.
@@ -216,6 +219,8 @@ func (c config) check() error {
 	switch {
 	case c.PeerJSON != "" && (c.Peer == "" || c.Shop == ""):
 		return errors.New("-peer-json: only with -shop and -peer")
+	case c.Peer != "" && c.Shop != "" && (c.Rounds%2 != 0 || c.CPUProfile != "" || c.Markdown != "" || c.Figure != ""):
+		return errors.New("-shop with -peer: an even -rounds (each goes first as often), and no -cpuprofile, -markdown or -figure")
 	case c.Shop != "" && (!c.FreshOnly || !c.Replays || c.Catalog == catalogSpread || c.Instances > 1):
 		return errors.New("-shop: only with -fresh-only -replays, on the hot catalog, one instance")
 	case c.Shop != "" && c.DatabaseURL == "":
